@@ -1,0 +1,124 @@
+"""One generation: prompt → model stream → ``sse`` events → a finished text.
+
+The :class:`Generator` is the only place a model is called. It publishes
+``sse/start``, ``sse/chunk`` and ``sse/end`` (or ``sse/error``), measures time and
+tokens, and turns cancellation and provider failures into a :class:`Draft`-able
+partial text. It holds no session state.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import anyio
+
+from rolecall.bus import EventBus, StreamChunk, StreamEnd, StreamError, StreamStart
+from rolecall.llm.protocol import ChatModel
+from rolecall.llm.types import GenerationRequest, TextDelta, Usage, estimate_tokens, prompt_tokens
+
+
+@dataclass
+class Generated:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    seconds: float
+
+
+class GenerationFailed(Exception):
+    """A generation ended without a complete text (cancelled or failed)."""
+
+    def __init__(self, partial: str, reason: str, error: BaseException | None = None) -> None:
+        self.partial = partial
+        self.reason = reason
+        self.error = error
+        super().__init__(reason)
+
+
+class Generator:
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+        self._scope: anyio.CancelScope | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._scope is not None
+
+    def cancel(self) -> bool:
+        """Cancel the generation in progress (Ctrl-C); False when none is running."""
+        if self._scope is None:
+            return False
+        self._scope.cancel()
+        return True
+
+    async def generate(
+        self,
+        model: ChatModel,
+        request: GenerationRequest,
+        message_id: str,
+        *,
+        target: str | None,
+        step_id: str | None,
+        loop_iteration: int | None,
+    ) -> Generated:
+        bus = self.bus
+        sender = request.info.speaker
+        publish = bus.publish
+        publish(
+            StreamStart(
+                message_id=message_id,
+                sender=sender,
+                target=target,
+                step_id=step_id,
+                loop_iteration=loop_iteration,
+            )
+        )
+        parts: list[str] = []
+        chars = 0
+        usage: Usage | None = None
+        started = time.perf_counter()
+        failure: GenerationFailed | None = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                async for item in model.stream(request):
+                    if isinstance(item, TextDelta):
+                        if not item.text:
+                            continue
+                        parts.append(item.text)
+                        chars += len(item.text)
+                        publish(
+                            StreamChunk.model_construct(
+                                message_id=message_id,
+                                sender=sender,
+                                delta=item.text,
+                                output_tokens=max(1, (chars + 3) // 4),
+                            )
+                        )
+                    else:
+                        usage = item
+            except Exception as exc:
+                failure = GenerationFailed("".join(parts), "error", exc)
+            finally:
+                self._scope = None
+        seconds = time.perf_counter() - started
+        text = "".join(parts)
+        if scope.cancelled_caught:
+            failure = GenerationFailed(text, "cancelled")
+        if failure is not None:
+            detail = failure.reason if failure.error is None else str(failure.error)
+            publish(StreamError(message_id=message_id, sender=sender, error=detail, partial=text))
+            raise failure
+        if usage is None:
+            usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+        publish(
+            StreamEnd(
+                message_id=message_id,
+                sender=sender,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )
+        )
+        return Generated(text, usage.input_tokens, usage.output_tokens, seconds)
+

@@ -1,0 +1,183 @@
+"""The in-process event bus: four topics, ordered delivery, isolated subscribers.
+
+Delivery is synchronous fan-out through a pyee ``EventEmitter`` (never pyee's asyncio
+emitter, which schedules handlers fire-and-forget). Ordering is ours: an event
+published from inside a handler is queued and delivered only after the current event
+has reached every subscriber, so each subscriber sees events in ``seq`` order. A
+handler that raises is reported as a ``system/error`` event and never stops delivery
+to the others. Async consumers use :meth:`EventBus.open_stream`, a memory object
+stream fed in the same order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pyee import EventEmitter
+
+from rolecall.bus.events import TOPICS, Envelope, ErrorEvent, Event, Topic
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[Envelope], None]
+Filter = Callable[[Envelope], bool]
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(eq=False)
+class Subscription:
+    """A live subscription; ``close()`` removes it from the bus."""
+
+    bus: EventBus
+    handler: Handler
+    topics: tuple[Topic, ...]
+    filter: Filter | None
+    name: str
+    _wrapped: Callable[[Envelope], None] = field(init=False, repr=False)
+
+    def close(self) -> None:
+        self.bus._unsubscribe(self)
+
+
+class EventBus:
+    """Publishes events of one session to subscribers, in order, with a bounded history."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        history_size: int = 5000,
+        first_seq: int = 1,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.session_id = session_id
+        self.history: deque[Envelope] = deque(maxlen=history_size)
+        self._next_seq = first_seq
+        self._clock = clock
+        self._emitter = EventEmitter()
+        self._pending: deque[Envelope] = deque()
+        self._delivering = False
+
+    @property
+    def last_seq(self) -> int:
+        return self._next_seq - 1
+
+    def subscribe(
+        self,
+        handler: Handler,
+        topic: Topic | Iterable[Topic] | None = None,
+        *,
+        filter: Filter | None = None,  # noqa: A002 - the spec's word
+        name: str = "",
+    ) -> Subscription:
+        """Call ``handler`` for each event of ``topic`` (all topics if None) that passes ``filter``."""
+        if topic is None:
+            topics: tuple[Topic, ...] = TOPICS
+        elif isinstance(topic, str):
+            topics = (topic,)
+        else:
+            topics = tuple(topic)
+        unknown = [t for t in topics if t not in TOPICS]
+        if unknown:
+            raise ValueError(f"unknown topic {unknown[0]!r} (topics: {', '.join(TOPICS)})")
+        sub = Subscription(self, handler, topics, filter, name or getattr(handler, "__name__", "?"))
+
+        def wrapped(envelope: Envelope) -> None:
+            self._call(sub, envelope)
+
+        sub._wrapped = wrapped
+        for t in topics:
+            self._emitter.add_listener(t, wrapped)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        for t in sub.topics:
+            try:
+                self._emitter.remove_listener(t, sub._wrapped)
+            except KeyError:
+                pass
+
+    def publish(self, event: Event) -> Envelope:
+        """Stamp ``event`` with the next seq and deliver it (after any delivery in progress)."""
+        envelope = Envelope(
+            seq=self._next_seq, session_id=self.session_id, ts=self._clock(), event=event
+        )
+        self._next_seq += 1
+        self.history.append(envelope)
+        self._pending.append(envelope)
+        if not self._delivering:
+            self._drain()
+        return envelope
+
+    def _drain(self) -> None:
+        self._delivering = True
+        try:
+            while self._pending:
+                envelope = self._pending.popleft()
+                self._emitter.emit(envelope.event.topic, envelope)
+        finally:
+            self._delivering = False
+
+    def _call(self, sub: Subscription, envelope: Envelope) -> None:
+        try:
+            if sub.filter is None or sub.filter(envelope):
+                sub.handler(envelope)
+        except Exception as exc:  # isolation: one subscriber never breaks another
+            event = envelope.event
+            if isinstance(event, ErrorEvent) and event.source.startswith("subscriber"):
+                # an error handler failing on an error report: log, never loop
+                log.error("subscriber_failed_on_error", subscriber=sub.name, error=repr(exc))
+                return
+            log.warning("subscriber_failed", subscriber=sub.name, seq=envelope.seq, error=repr(exc))
+            self.publish(
+                ErrorEvent(
+                    error=f"subscriber {sub.name} failed on event {envelope.seq} "
+                    f"({envelope.event.topic}/{envelope.event.type}): {exc!r}",
+                    source=f"subscriber:{sub.name}",
+                )
+            )
+
+    @contextmanager
+    def open_stream(
+        self,
+        topic: Topic | Iterable[Topic] | None = None,
+        *,
+        filter: Filter | None = None,  # noqa: A002
+        max_buffer: float = math.inf,
+    ) -> Iterator[MemoryObjectReceiveStream[Envelope]]:
+        """A receive stream of matching events, in order, for an async consumer.
+
+        The buffer is unbounded by default so a slow consumer never reorders or drops
+        events; closing the context unsubscribes and closes the stream.
+        """
+        send: MemoryObjectSendStream[Envelope]
+        receive: MemoryObjectReceiveStream[Envelope]
+        send, receive = anyio.create_memory_object_stream[Envelope](max_buffer)
+
+        def forward(envelope: Envelope) -> None:
+            send.send_nowait(envelope)
+
+        sub = self.subscribe(forward, topic, filter=filter, name="stream")
+        try:
+            yield receive
+        finally:
+            sub.close()
+            send.close()
+
+
+def replay(envelopes: Iterable[Envelope]) -> list[dict[str, Any]]:
+    """The flat records of stored envelopes, in order (what ``--json`` printed)."""
+    return [e.to_record() for e in envelopes]

@@ -1,0 +1,235 @@
+"""Every event of events.md as a typed model, in one discriminated union.
+
+The payload models carry ``topic`` and ``type``; routing metadata (``seq``,
+``session_id``, ``ts``) lives in :class:`Envelope`. ``to_record`` flattens an envelope
+into the JSON object of the ``--json`` stream and ``from_record`` reads one back.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+Topic = Literal["messages", "sse", "system", "world"]
+TOPICS: tuple[Topic, ...] = ("messages", "sse", "system", "world")
+SessionStateName = Literal["created", "running", "paused", "finished"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MessageEvent(_Event):
+    topic: Literal["messages"] = "messages"
+    type: Literal["message"] = "message"
+    message_id: str
+    sender: str
+    content: str
+    reply_to: str | None = None
+    target: str | None = None
+    mentions: list[str] = Field(default_factory=list)
+    step_id: str | None = None
+    loop_iteration: int | None = None
+    turn: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class StreamStart(_Event):
+    topic: Literal["sse"] = "sse"
+    type: Literal["start"] = "start"
+    message_id: str
+    sender: str
+    target: str | None = None
+    step_id: str | None = None
+    loop_iteration: int | None = None
+
+
+class StreamChunk(_Event):
+    topic: Literal["sse"] = "sse"
+    type: Literal["chunk"] = "chunk"
+    message_id: str
+    sender: str
+    delta: str
+    output_tokens: int
+
+
+class StreamEnd(_Event):
+    topic: Literal["sse"] = "sse"
+    type: Literal["end"] = "end"
+    message_id: str
+    sender: str
+    input_tokens: int
+    output_tokens: int
+
+
+class StreamError(_Event):
+    topic: Literal["sse"] = "sse"
+    type: Literal["error"] = "error"
+    message_id: str
+    sender: str
+    error: str
+    partial: str = ""
+
+
+class StepEvent(_Event):
+    """One execution-log record (flows.md), emitted when the step's outcome is known."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["step"] = "step"
+    step_id: str
+    speaker: str
+    execution_order: int
+    loop_iteration: int
+    result: str
+    message_id: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ConditionEvent(_Event):
+    topic: Literal["system"] = "system"
+    type: Literal["condition"] = "condition"
+    condition: str
+    result: bool
+    detail: str
+    context: str = ""  # where it was evaluated: stop, until:<step>, when:<step>
+
+
+class TurnLimitEvent(_Event):
+    topic: Literal["system"] = "system"
+    type: Literal["turn_limit"] = "turn_limit"
+    agent: str
+    count: int
+    limit: int
+
+
+class PassEvent(_Event):
+    topic: Literal["system"] = "system"
+    type: Literal["pass"] = "pass"
+    agent: str
+    message_id: str | None = None
+
+
+class WarningEvent(_Event):
+    topic: Literal["system"] = "system"
+    type: Literal["warning"] = "warning"
+    message: str
+
+
+class ErrorEvent(_Event):
+    topic: Literal["system"] = "system"
+    type: Literal["error"] = "error"
+    error: str
+    source: str = ""
+
+
+class LogEvent(_Event):
+    topic: Literal["system"] = "system"
+    type: Literal["log"] = "log"
+    message: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionEvent(_Event):
+    topic: Literal["world"] = "world"
+    type: Literal["session"] = "session"
+    state: SessionStateName
+    reason: str | None = None
+
+
+class AgentEvent(_Event):
+    topic: Literal["world"] = "world"
+    type: Literal["agent"] = "agent"
+    agent: str
+    action: Literal["joined", "left", "edited"]
+
+
+class StopEvent(_Event):
+    topic: Literal["world"] = "world"
+    type: Literal["stop"] = "stop"
+    reason: str
+    detail: str = ""
+
+
+def _tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return f"{value.get('topic')}/{value.get('type')}"
+    topic = getattr(value, "topic", None)
+    kind = getattr(value, "type", None)
+    return f"{topic}/{kind}" if topic and kind else None
+
+
+Event = Annotated[
+    Annotated[MessageEvent, Tag("messages/message")]
+    | Annotated[StreamStart, Tag("sse/start")]
+    | Annotated[StreamChunk, Tag("sse/chunk")]
+    | Annotated[StreamEnd, Tag("sse/end")]
+    | Annotated[StreamError, Tag("sse/error")]
+    | Annotated[StepEvent, Tag("system/step")]
+    | Annotated[ConditionEvent, Tag("system/condition")]
+    | Annotated[TurnLimitEvent, Tag("system/turn_limit")]
+    | Annotated[PassEvent, Tag("system/pass")]
+    | Annotated[WarningEvent, Tag("system/warning")]
+    | Annotated[ErrorEvent, Tag("system/error")]
+    | Annotated[LogEvent, Tag("system/log")]
+    | Annotated[SessionEvent, Tag("world/session")]
+    | Annotated[AgentEvent, Tag("world/agent")]
+    | Annotated[StopEvent, Tag("world/stop")],
+    Discriminator(
+        _tag,
+        custom_error_type="unknown_event",
+        custom_error_message="not a known topic/type pair",
+    ),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class Envelope(BaseModel):
+    """An event as published: its place in the session's sequence and its time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    session_id: str
+    ts: datetime
+    event: Event
+
+    @property
+    def topic(self) -> Topic:
+        return self.event.topic
+
+    @property
+    def type(self) -> str:
+        return self.event.type
+
+    def to_record(self) -> dict[str, Any]:
+        """The flat JSON object of events.md (common fields first)."""
+        event = self.event
+        record: dict[str, Any] = {
+            "topic": event.topic,
+            "type": event.type,
+            "seq": self.seq,
+            "session_id": self.session_id,
+            "ts": self.ts.isoformat(),
+        }
+        payload = event.model_dump(mode="json", exclude={"topic", "type"})
+        record.update(payload)
+        return record
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Envelope:
+        data = dict(record)
+        seq = data.pop("seq")
+        session_id = data.pop("session_id")
+        ts = data.pop("ts")
+        return cls(seq=seq, session_id=session_id, ts=ts, event=EVENT_ADAPTER.validate_python(data))

@@ -1,0 +1,129 @@
+"""Chat turns (chat.md) and flow interjections (flows.md) for a :class:`Session`.
+
+The decisions come from the pure :mod:`rolecall.routing` functions; this module
+applies them to the session: it queues the replies that are due, enforces the
+per-agent turn limit, strips self-mentions, adds auto-mentions, and ends an exchange
+on a pass.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rolecall.bus import PassEvent, TurnLimitEvent, WarningEvent
+from rolecall.routing import (
+    auto_mention,
+    extract_pass,
+    route,
+    strip_self_mentions,
+    unknown_mention_notice,
+)
+from rolecall.session.state import Message, PendingReply
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+
+
+def route_human(session: Session, message: Message) -> None:
+    """Queue who answers a human message: chat rules, or one interjection in a flow."""
+    decision = route("human", message.content, session.world.role_ids)
+    if decision.unknown is not None:
+        session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
+    if session.flow_active:
+        if decision.reason == "direct" and decision.answerers:
+            session.state.pending.append(
+                PendingReply(agent=decision.answerers[0], message_id=message.id, kind="interjection")
+            )
+        return
+    session.state.pending.extend(
+        PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
+    )
+
+
+async def answer_pending(session: Session) -> None:
+    """Run the first due reply (called under the session's turn lock)."""
+    state = session.state
+    item = state.pending.pop(0)
+    target = state.transcript.by_id[item.message_id]
+    role = session.world.role(item.agent)
+    if item.kind == "interjection":
+        await _interjection(session, item, target)
+        return
+    limit = session.world.settings.turn_limit
+    count = state.turn_counts.get(role.id, 0)
+    if count >= limit:
+        state.pending.clear()  # the floor returns to the human
+        if role.id not in state.limit_notified:
+            state.limit_notified.add(role.id)
+            text = (
+                f"@human turn limit reached: {role.id} made {count} LLM calls without human input"
+            )
+            await _notice(session, text)
+            session.bus.publish(TurnLimitEvent(agent=role.id, count=count, limit=limit))
+        return
+    state.turn_counts[role.id] = count + 1  # counted just before the call
+    generated = await session._call(role, target, step_id=None, loop_iteration=None)
+    if generated is None:
+        state.turn_counts[role.id] = count
+        if not session.finished:
+            state.pending.insert(0, item)  # resume answers it
+        return
+    text, passed = extract_pass(generated.text)
+    text = strip_self_mentions(text, role.id)
+    if passed:
+        state.pending.clear()  # a pass is terminal for the exchange
+        message_id = None
+        if text.strip():
+            message = session._message(
+                role.id, "agent", text.strip(), target=target, generated=generated
+            )
+            await session._commit(message)
+            message_id = message.id
+        session.bus.publish(PassEvent(agent=role.id, message_id=message_id))
+        return
+    text = auto_mention(text, target.sender, role.id, session.world.role_ids)
+    message = session._message(role.id, "agent", text, target=target, generated=generated)
+    await session._commit(message)
+    decision = route(role.id, text, session.world.role_ids)
+    if decision.unknown is not None:
+        session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
+    state.pending.extend(
+        PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
+    )
+
+
+async def _notice(session: Session, text: str) -> None:
+    """A system message agents remember; it ends an episode, so it resets nothing."""
+    message = session._message("system", "system", text)
+    await session._commit(message)
+
+
+async def _interjection(session: Session, item: PendingReply, target: Message) -> None:
+    state = session.state
+    pointer = state.pointer
+    iteration = pointer.exec_counts.get("interjection", 0)
+    started = session.clock()
+    generated = await session._call(
+        session.world.role(item.agent), target, step_id="interjection", loop_iteration=iteration
+    )
+    if generated is None:
+        if not session.finished:
+            state.pending.insert(0, item)
+        return
+    message = session._message(
+        item.agent,
+        "agent",
+        strip_self_mentions(generated.text, item.agent),
+        target=target,
+        step_id="interjection",
+        loop_iteration=iteration,
+        generated=generated,
+    )
+    await session._commit(message)
+    pointer.begin("interjection")
+    session._record("interjection", item.agent, message, iteration, "success", started)
+    if session.engine is not None:
+        hit, evaluations = session.engine.global_stop(session.ctx)
+        session._publish_evaluations(evaluations)
+        if hit is not None:
+            session._finish(hit.reason, hit.detail)

@@ -1,0 +1,162 @@
+"""Showing a session: the terminal display and the JSON event stream (events.md).
+
+Both are bus subscribers. The terminal display prints ``speaker → target`` headers,
+streams text as it arrives, shows ``↑in ↓out`` tokens per message and a session total,
+with one colour per role on a terminal (plain text when stdout is not a terminal or
+``NO_COLOR`` is set). The JSON sink writes every event as one line, nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from rolecall.bus import (
+    ConditionEvent,
+    Envelope,
+    ErrorEvent,
+    EventBus,
+    MessageEvent,
+    PassEvent,
+    SessionEvent,
+    StopEvent,
+    StreamChunk,
+    StreamEnd,
+    StreamError,
+    StreamStart,
+    TurnLimitEvent,
+    WarningEvent,
+)
+
+_PALETTE = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
+_RESET = "\033[0m"
+
+
+def use_color(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def tokens(n_in: int, n_out: int) -> str:
+    return f"↑{n_in:,} ↓{n_out:,}"
+
+
+class JsonSink:
+    """Every event as one JSON object per line (``--json``)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, envelope: Envelope) -> None:
+        self.out.write(envelope.to_json() + "\n")
+        self.out.flush()
+
+    def attach(self, bus: EventBus) -> None:
+        bus.subscribe(self, name="json")
+
+
+class TerminalDisplay:
+    """Human-readable live transcript."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        err: TextIO,
+        *,
+        role_order: list[str],
+        color: bool | None = None,
+        show_conditions: bool = False,
+        quiet: bool = False,
+    ) -> None:
+        self.out = out
+        self.err = err
+        self.color = use_color(out) if color is None else color
+        self.colors = {rid: _PALETTE[i % len(_PALETTE)] for i, rid in enumerate(role_order)}
+        self.show_conditions = show_conditions
+        self.quiet = quiet
+        self.total_in = 0
+        self.total_out = 0
+        self._open_line = False
+
+    def attach(self, bus: EventBus) -> None:
+        bus.subscribe(self, name="terminal")
+
+    def paint(self, who: str, text: str) -> str:
+        code = self.colors.get(who)
+        if not self.color or code is None:
+            return text
+        return f"\033[{code}m{text}{_RESET}"
+
+    def dim(self, text: str) -> str:
+        return f"\033[2m{text}{_RESET}" if self.color else text
+
+    def header(self, sender: str, target: str | None, step: str | None, iteration: int | None) -> str:
+        head = self.paint(sender, sender)
+        if target:
+            head += " → " + (self.paint(target, target) if target in self.colors else target)
+        if step:
+            where = f"step {step}" if step != "interjection" else "interjection"
+            if iteration:
+                where += f" · loop {iteration}"
+            head += " " + self.dim(f"[{where}]")
+        return head
+
+    def _line(self, text: str = "", *, err: bool = False) -> None:
+        if self._open_line:
+            self.out.write("\n")
+            self._open_line = False
+        stream = self.err if err else self.out
+        stream.write(text + "\n")
+        stream.flush()
+
+    def __call__(self, envelope: Envelope) -> None:  # noqa: C901 - one branch per event kind
+        event = envelope.event
+        if isinstance(event, StreamStart):
+            self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
+        elif isinstance(event, StreamChunk):
+            self.out.write(event.delta)
+            self.out.flush()
+            self._open_line = True
+        elif isinstance(event, StreamEnd):
+            self.total_in += event.input_tokens
+            self.total_out += event.output_tokens
+            self._line()
+            if not self.quiet:
+                self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
+            self._line()
+        elif isinstance(event, StreamError):
+            self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
+        elif isinstance(event, MessageEvent) and event.sender in ("human", "system"):
+            self._line(f"{self.paint(event.sender, event.sender)}: {event.content}")
+            self._line()
+        elif isinstance(event, PassEvent):
+            self._line(self.dim(f"({event.agent} passes the floor to the human)"))
+        elif isinstance(event, TurnLimitEvent):
+            pass  # the system message says it
+        elif isinstance(event, WarningEvent):
+            self._line(f"warning: {event.message}", err=True)
+        elif isinstance(event, ErrorEvent):
+            self._line(f"error: {event.error}", err=True)
+        elif isinstance(event, ConditionEvent) and self.show_conditions:
+            mark = "✓" if event.result else "·"
+            self._line(self.dim(f"  {mark} {event.context} {event.condition}: {event.detail}"))
+        elif isinstance(event, SessionEvent) and event.state == "paused":
+            self._line(f"session {envelope.session_id} paused ({event.reason or 'paused'})", err=True)
+        elif isinstance(event, StopEvent):
+            detail = f" ({event.detail})" if event.detail else ""
+            self._line(f"stopped: {event.reason}{detail}")
+            self._line(f"session total {tokens(self.total_in, self.total_out)}")
+
+
+def attach_display(
+    bus: EventBus, *, json_mode: bool, role_order: list[str], quiet: bool, verbose: int
+) -> None:
+    if json_mode:
+        JsonSink(sys.stdout).attach(bus)
+    else:
+        TerminalDisplay(
+            sys.stdout, sys.stderr, role_order=role_order, quiet=quiet, show_conditions=verbose > 0
+        ).attach(bus)

@@ -1,0 +1,94 @@
+"""Configuring structlog, once, for the command line (library code only asks for loggers).
+
+Logs go to stderr (warnings and up by default; ``-v`` info, ``-vv`` debug, ``-q``
+errors only) and, with ``--log-file``, as JSON lines to that file. Values of
+secret-looking environment variables are redacted from every log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from typing import Any
+
+import structlog
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+
+
+def secret_values() -> list[str]:
+    """Values of environment variables whose names look secret (long enough to matter)."""
+    return sorted(
+        (v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8),
+        key=len,
+        reverse=True,
+    )
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        if value in text:
+            text = text.replace(value, "***")
+    return text
+
+
+def _redact_processor(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    secrets = secret_values()
+    if not secrets:
+        return event_dict
+    return {k: redact(v, secrets) if isinstance(v, str) else v for k, v in event_dict.items()}
+
+
+def configure(verbosity: int = 0, log_file: str | None = None) -> None:
+    console_level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(
+        verbosity, logging.DEBUG
+    )
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact_processor,
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    root = logging.getLogger()
+    root.handlers.clear()
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(console_level)
+    console.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.dev.ConsoleRenderer(colors=False),
+            ],
+            foreign_pre_chain=shared,
+        )
+    )
+    root.addHandler(console)
+    level = console_level
+    if log_file:
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+        file_level = logging.DEBUG if verbosity >= 2 else logging.INFO
+        handler.setLevel(file_level)
+        handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.dict_tracebacks,
+                    structlog.processors.JSONRenderer(),
+                ],
+                foreign_pre_chain=shared,
+            )
+        )
+        root.addHandler(handler)
+        level = min(level, file_level)
+    root.setLevel(level)
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "aiosqlite", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, level))

@@ -1,0 +1,97 @@
+"""The ``rolecall`` command: argument parsing only; each command imports what it needs.
+
+Kept light on purpose so ``rolecall --help`` starts fast: no pydantic, no litellm here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EPILOG = """examples:
+  rolecall run classroom                      run worlds/classroom on its models
+  rolecall run worlds/classroom --json        the event stream as JSON lines
+  rolecall run classroom --mode step          one turn per Enter, q to stop
+  rolecall chat panel < questions.txt         piped chat, one message per line
+  rolecall worlds validate worlds/classroom   list every problem of a world file
+"""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)")
+    p.add_argument("--json", action="store_true", help="write every event as JSON lines on stdout")
+    p.add_argument("--data-dir", help="where sessions are stored (env ROLECALL_HOME)")
+    p.add_argument("--session-file", help="also write the session file here on every turn")
+    p.add_argument("--max-turns", type=int, help="hard cap on agent messages in this session")
+    p.add_argument("--topic", help="replace the world's topic")
+    p.add_argument("-q", "--quiet", action="store_true", help="less output (no token lines)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rolecall",
+        description="Multi-role LLM dialogues: worlds of roles that talk one at a time.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run a world's flow to its stop, streaming every message",
+        description="Run a world's flow to its stop, streaming every message live.",
+        epilog="examples:\n  rolecall run classroom\n  rolecall run worlds/classroom --json --max-turns 4\n"
+        "  rolecall run classroom --model openai/gpt-4o-mini",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("world", metavar="WORLD", help="a folder, a world.yaml path, or a name under ./worlds/")
+    run.add_argument("--mode", choices=("auto", "step"), default="auto", help="auto: run to the stop; step: one turn per Enter")
+    _common(run)
+
+    chat = sub.add_parser(
+        "chat",
+        help="talk to a world (REPL on a terminal, piped mode otherwise)",
+        description="Talk to a world. With stdin not a terminal, each input line is one message or /command.",
+        epilog="examples:\n  rolecall chat panel\n  printf 'hello @alice\\n' | rolecall chat panel --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    chat.add_argument("world", metavar="WORLD")
+    chat.add_argument("--mode", choices=("auto", "step"), default="auto")
+    _common(chat)
+
+    worlds = sub.add_parser("worlds", help="list and validate world folders")
+    wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
+    wl = wsub.add_parser("list", help="list the worlds under ./worlds/")
+    wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
+    wv = wsub.add_parser(
+        "validate",
+        help="check a world file and list every problem",
+        epilog="example:\n  rolecall worlds validate worlds/classroom",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wv.add_argument("world", metavar="WORLD")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from rolecall import __version__
+
+        print(f"rolecall {__version__}")
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from rolecall.cli.commands import dispatch
+
+    return dispatch(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

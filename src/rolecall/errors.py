@@ -1,0 +1,100 @@
+"""The one exception tree of rolecall.
+
+::
+
+    RolecallError
+    ├── UsageError            the user asked for something invalid (exit code 2)
+    │   ├── WorldError        a world file has problems (every one listed)
+    │   ├── UnknownRoleError  a role id that no world or library has
+    │   ├── UnknownStepError  a step id that the flow does not have
+    │   └── UnsafeIdError     an id that could escape its folder if used in a path
+    ├── RuntimeFailure        something outside the user's input failed (exit code 1)
+    │   ├── ProviderError     the model provider failed after retries
+    │   │   ├── ProviderTimeout
+    │   │   ├── ProviderRefused   (4xx other than 408/429: auth, bad request, content policy)
+    │   │   └── ProviderUnavailable (connection, 5xx, 429 after retries, broken stream)
+    │   └── StorageError      the data directory could not be read or written
+    └── ControlSignal         not failures: flow control raised through the stack
+        ├── StopRequested
+        └── PassFloor
+"""
+
+from __future__ import annotations
+
+
+class RolecallError(Exception):
+    """Base class of every error rolecall raises on purpose."""
+
+
+class UsageError(RolecallError):
+    """Bad input from the user: a CLI argument, a world file, an id."""
+
+    exit_code = 2
+
+
+class WorldError(UsageError):
+    """A world definition has one or more problems; all of them are in ``problems``."""
+
+    def __init__(self, source: str, problems: list[str], warnings: list[str] | None = None):
+        self.source = source
+        self.problems = problems
+        self.warnings = warnings or []
+        count = len(problems)
+        noun = "problem" if count == 1 else "problems"
+        body = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"{source}: {count} {noun}\n{body}")
+
+
+class UnknownRoleError(UsageError):
+    """A role id that is neither in the world nor in the role library."""
+
+
+class UnknownStepError(UsageError):
+    """A step id that the flow does not define."""
+
+
+class UnsafeIdError(UsageError):
+    """An id that is not safe to use as a file or folder name."""
+
+
+class RuntimeFailure(RolecallError):
+    """A failure outside the user's input; the session is kept and can be resumed."""
+
+    exit_code = 1
+
+
+class ProviderError(RuntimeFailure):
+    """The model provider failed (after retries where retrying makes sense)."""
+
+    def __init__(self, message: str, *, model: str = "", retryable: bool = False):
+        self.model = model
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within the configured timeout."""
+
+
+class ProviderRefused(ProviderError):
+    """The provider refused the request (authentication, bad request, policy)."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider could not be reached, was overloaded, or broke the stream."""
+
+
+class StorageError(RuntimeFailure):
+    """The data directory could not be read or written."""
+
+
+class ControlSignal(RolecallError):  # noqa: N818 - a signal, not an error
+    """Flow control carried by an exception; never shown to a user as a failure."""
+
+
+class StopRequested(ControlSignal):
+    """The user asked the session to stop."""
+
+
+class PassFloor(ControlSignal):
+    """An agent passed the floor back to the human."""

@@ -1,0 +1,45 @@
+"""Reply targets (flows.md) and hard budgets, as pure functions."""
+
+from __future__ import annotations
+
+from rolecall.flows.model import ReplyTo, ReplyToMessage, ReplyToRole, ReplyToStep
+from rolecall.session.state import Message, Transcript
+from rolecall.world.models import Settings
+
+
+def resolve_target(reply_to: ReplyTo, transcript: Transcript) -> tuple[Message | None, str | None]:
+    """The message a step answers, and a warning when the target does not exist (yet)."""
+    if reply_to == "none":
+        return None, None
+    if reply_to == "previous":
+        return transcript.latest(), None
+    if isinstance(reply_to, ReplyToRole):
+        msg = transcript.latest(reply_to.role)
+        return msg, None if msg else f"reply target: {reply_to.role} has not spoken yet; no target"
+    if isinstance(reply_to, ReplyToStep):
+        msg = transcript.latest_by_step.get(reply_to.step)
+        return msg, None if msg else f"reply target: step {reply_to.step} has not run yet; no target"
+    if isinstance(reply_to, ReplyToMessage):
+        msg = transcript.by_id.get(reply_to.message)
+        return msg, None if msg else f"reply target: message {reply_to.message} does not exist yet; no target"
+    raise TypeError(f"not a reply target: {reply_to!r}")
+
+
+def budget_block(settings: Settings, transcript: Transcript, next_input: int) -> tuple[str, str] | None:
+    """Why the next call may not start (reason, detail), or None when it fits the budgets."""
+    if transcript.agent_turns >= settings.max_turns:
+        return "max_turns", f"{transcript.agent_turns} agent messages reached max_turns {settings.max_turns}"
+    if settings.max_tokens is not None:
+        used = transcript.tokens
+        if used + next_input > settings.max_tokens:
+            return (
+                "max_tokens",
+                f"{used} tokens used + about {next_input} for the next prompt exceeds max_tokens "
+                f"{settings.max_tokens}",
+            )
+    if settings.max_seconds is not None and transcript.seconds >= settings.max_seconds:
+        return (
+            "max_seconds",
+            f"{transcript.seconds:.2f} s generating reached max_seconds {settings.max_seconds:g}",
+        )
+    return None

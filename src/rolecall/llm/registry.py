@@ -1,0 +1,49 @@
+"""Choosing the model implementation for a model string.
+
+``offline`` and ``scripted`` are built in; anything else goes to the litellm adapter,
+whose module is imported only here and only when such a model is first needed.
+"""
+
+from __future__ import annotations
+
+from rolecall.llm.protocol import ChatModel
+from rolecall.llm.scripted import ScriptedModel
+
+BUILTIN = ("offline", "scripted")
+
+
+def needs_litellm(model: str) -> bool:
+    return model not in BUILTIN
+
+
+class ModelRegistry:
+    """One model object per model string, created on first use."""
+
+    def __init__(self, *, offline_delay: float = 0.0, retry_delay: float | None = None) -> None:
+        self.offline_delay = offline_delay
+        self.retry_delay = retry_delay
+        self._models: dict[str, ChatModel] = {}
+
+    def register(self, name: str, model: ChatModel) -> None:
+        """Use ``model`` for ``name`` (tests and embedding applications)."""
+        self._models[name] = model
+
+    def get(self, name: str) -> ChatModel:
+        model = self._models.get(name)
+        if model is None:
+            model = self._create(name)
+            self._models[name] = model
+        return model
+
+    def _create(self, name: str) -> ChatModel:
+        if name == "offline":
+            from rolecall.llm.offline import OfflineModel
+
+            return OfflineModel(delay=self.offline_delay)
+        if name == "scripted":
+            return ScriptedModel()
+        from rolecall.llm.litellm_model import LiteLLMModel
+
+        if self.retry_delay is not None:
+            return LiteLLMModel(name, retry_delay=self.retry_delay)  # type: ignore[call-arg]
+        return LiteLLMModel(name)

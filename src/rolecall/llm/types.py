@@ -1,0 +1,102 @@
+"""Plain data shared by every model implementation (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ChatRole = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One entry of a provider chat prompt."""
+
+    role: ChatRole
+    content: str
+    name: str | None = None
+
+    def as_provider_dict(self) -> dict[str, str]:
+        out = {"role": self.role, "content": self.content}
+        if self.name is not None and self.role != "system":
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Persona:
+    """What a model may know about the role it plays (used by the offline model)."""
+
+    id: str
+    name: str
+    description: str = ""
+    system_prompt: str = ""
+    style: str = ""
+    constraints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInfo:
+    """Facts about the turn being generated; filled into scripted placeholders."""
+
+    turn: int  # session-wide number of the message being generated (m<turn>)
+    n: int  # this role's turn, 1-based
+    speaker: str  # speaker role id
+    target: str | None  # sender id of the message being answered, if any
+    target_text: str | None  # the text being answered, if any
+    topic: str
+    instruction: str | None = None
+    step_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """Everything one generation needs."""
+
+    model: str
+    messages: tuple[ChatMessage, ...]
+    persona: Persona
+    info: TurnInfo
+    temperature: float | None = None
+    max_tokens: int | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout: float = 60.0
+    retries: int = 2
+    script: tuple[str, ...] = ()
+    world_title: str = ""
+    participants: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of generated text, in order."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one whole generation; always the last item of a stream."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+StreamItem = TextDelta | Usage
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, deterministic token estimate (about four characters a token).
+
+    Used by the offline and scripted models, and for budget checks before a call.
+    Real providers report their own counts.
+    """
+    if not text:
+        return 0
+    return max(1, (len(text) + 3) // 4)
+
+
+def prompt_tokens(messages: tuple[ChatMessage, ...]) -> int:
+    """Estimated input tokens of a prompt (content plus a small per-message overhead)."""
+    return sum(estimate_tokens(m.content) + 4 for m in messages)

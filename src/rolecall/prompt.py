@@ -1,0 +1,104 @@
+"""Building a turn's prompt (chat.md, Passive memory; flows.md, Reply targets). Pure.
+
+A prompt is: the role's system prompt, style and constraints, the world's constraints
+and topic; then the last K memory entries of this agent; then the turn's instruction
+with the reply target quoted. The message being answered appears exactly once: it is
+left out of the memory entries and quoted at the end, even when it is older than
+the window.
+"""
+
+from __future__ import annotations
+
+from rolecall.llm.types import ChatMessage
+from rolecall.session.state import Message, Transcript
+from rolecall.world.models import Role, World
+
+
+def system_text(world: World, role: Role) -> str:
+    parts = [role.system_prompt.strip() or f"You are {role.display_name}."]
+    parts.append(f"You are {role.display_name} (id: {role.id}) in {world.title or world.name}.")
+    if role.description:
+        parts.append(f"Your role: {role.description}.")
+    others = [f"{r.display_name} (@{r.id})" for r in world.roles if r.id != role.id]
+    if others:
+        parts.append("Other participants: " + ", ".join(others) + ", and the human (@human).")
+    if role.style:
+        parts.append(f"Style: {role.style}.")
+    rules = [*role.constraints, *world.settings.constraints]
+    if rules:
+        parts.append("Constraints:\n" + "\n".join(f"- {c}" for c in rules))
+    if world.topic:
+        parts.append(f"Topic: {world.topic}")
+    return "\n".join(parts)
+
+
+def memory_entry(message: Message, agent_id: str) -> ChatMessage:
+    """One memory entry as this agent sees it (own messages as assistant)."""
+    if message.kind == "system":
+        return ChatMessage("system", message.content, "system")
+    if message.sender == agent_id:
+        return ChatMessage("assistant", message.content, agent_id)
+    return ChatMessage("user", message.content, message.sender)
+
+
+def memory_window(
+    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+) -> list[ChatMessage]:
+    """The last ``window`` entries from index ``start`` on, without message ``exclude``."""
+    out: list[ChatMessage] = []
+    messages = transcript.messages
+    i = len(messages) - 1
+    while i >= start and len(out) < window:
+        msg = messages[i]
+        if msg.id != exclude:
+            out.append(memory_entry(msg, agent_id))
+        i -= 1
+    out.reverse()
+    return out
+
+
+def _prompt_entry(entry: ChatMessage) -> ChatMessage:
+    if entry.role == "user" and entry.name:
+        return ChatMessage("user", f"[{entry.name}] {entry.content}", entry.name)
+    return entry
+
+
+def turn_text(
+    world: World, role: Role, target: Message | None, instruction: str | None
+) -> str:
+    lines = []
+    if instruction:
+        lines.append(f"Instruction for this turn: {instruction}")
+    if target is not None:
+        who = target.sender
+        if who not in ("human", "system"):
+            who = f"{world.role(who).display_name} (@{who})" if who in world.role_ids else who
+        lines.append(f"You are answering {who}, message {target.id}:")
+        lines.extend(f"> {line}" for line in target.content.splitlines() or [""])
+    else:
+        lines.append("Nobody in particular is being answered; continue the conversation.")
+    lines.append(f"Reply now as {role.display_name}.")
+    return "\n".join(lines)
+
+
+def build_prompt(
+    world: World,
+    role: Role,
+    transcript: Transcript,
+    *,
+    target: Message | None,
+    instruction: str | None = None,
+    memory_start: int = 0,
+) -> tuple[ChatMessage, ...]:
+    memory = memory_window(
+        transcript,
+        role.id,
+        memory_start,
+        world.settings.memory_window,
+        target.id if target is not None else None,
+    )
+    return (
+        ChatMessage("system", system_text(world, role)),
+        *(_prompt_entry(e) for e in memory),
+        ChatMessage("user", turn_text(world, role, target, instruction)),
+    )

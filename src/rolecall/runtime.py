@@ -1,0 +1,469 @@
+"""A running session: flows, interjections and chat turns, one generation at a time.
+
+:class:`Session` wires a world to the bus, the models, the pure flow engine and the
+routing rules. Every turn runs under one lock, so exactly one generation happens at a
+time whatever drives the session (auto run, step mode, chat, an API caller). State
+changes are published as events; a message is handed to the commit hooks (storage)
+before its ``messages/message`` event is published.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+import anyio
+import structlog
+
+from rolecall.agents import Generated, GenerationFailed, Generator
+from rolecall.bus import (
+    AgentEvent,
+    ConditionEvent,
+    ErrorEvent,
+    EventBus,
+    LogEvent,
+    MessageEvent,
+    SessionEvent,
+    StepEvent,
+    StopEvent,
+    WarningEvent,
+    utc_now,
+)
+from rolecall.flows.conditions import ConditionContext, Evaluation
+from rolecall.flows.engine import FlowEngine
+from rolecall.flows.targets import budget_block, resolve_target
+from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.types import GenerationRequest, Persona, TurnInfo, prompt_tokens
+from rolecall.prompt import build_prompt
+from rolecall.session.state import (
+    Draft,
+    ExecutionRecord,
+    Message,
+    SenderKind,
+    SessionState,
+    State,
+)
+from rolecall.world.models import Role, World
+
+log = structlog.get_logger(__name__)
+
+CommitHook = Callable[[Message], Awaitable[None]]
+TurnHook = Callable[["Session"], Awaitable[None]]
+
+
+def new_session_id(clock: Callable[[], datetime] = utc_now) -> str:
+    return clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+class Session:
+    """One session of a world. Create it, then ``run()``, ``step()`` or ``say()``."""
+
+    def __init__(
+        self,
+        world: World,
+        *,
+        state: SessionState | None = None,
+        session_id: str | None = None,
+        models: ModelRegistry | None = None,
+        bus: EventBus | None = None,
+        model_override: str | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.world = world
+        self.clock = clock
+        self.state = state or SessionState(session_id or new_session_id(clock))
+        self.bus = bus or EventBus(self.state.session_id, clock=clock)
+        self.models = models or ModelRegistry()
+        self.model_override = model_override
+        self.engine = FlowEngine(world.flow) if world.flow is not None else None
+        self.generator = Generator(self.bus)
+        self.ctx = ConditionContext(self.state.transcript, self.state.flags)
+        self.commit_hooks: list[CommitHook] = []
+        self.turn_hooks: list[TurnHook] = []
+        self._lock = anyio.Lock()
+        self._running = False
+        self._pause_requested = False
+        self._stop_requested = False
+        self._opened = False
+        self._role_ids = world.role_ids
+        self.log = log.bind(session=self.state.session_id, world=world.name)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def session_id(self) -> str:
+        return self.state.session_id
+
+    @property
+    def finished(self) -> bool:
+        return self.state.state == "finished"
+
+    @property
+    def flow_active(self) -> bool:
+        """A flow has started and not finished: human messages are interjections."""
+        return self.engine is not None and self.state.pointer.started and not self.finished
+
+    def open(self) -> None:
+        """Announce a new session (``created``, agents joined); no-op when resumed."""
+        if self._opened:
+            return
+        self._opened = True
+        if self.state.state == "created" and self.bus.last_seq == 0:
+            self.bus.publish(SessionEvent(state="created"))
+            for role in self.world.roles:
+                self.bus.publish(AgentEvent(agent=role.id, action="joined"))
+
+    def _set_state(self, new: State, reason: str | None = None) -> None:
+        if self.state.state == new:
+            return
+        self.state.state = new
+        self.bus.publish(SessionEvent(state=new, reason=reason))
+
+    def _finish(self, reason: str, detail: str = "") -> None:
+        if self.finished:
+            return
+        self.state.stop_reason = reason
+        self.state.stop_detail = detail
+        self.state.pending.clear()
+        self._set_state("finished", reason)
+        self.bus.publish(StopEvent(reason=reason, detail=detail))
+        self.log.info("session_finished", reason=reason, detail=detail)
+
+    def _pause(self, reason: str) -> None:
+        if not self.finished:
+            self._set_state("paused", reason)
+
+    def model_name(self, role: Role) -> str:
+        name = self.world.model_for(role)
+        if self.model_override and name != "scripted":
+            return self.model_override
+        return name
+
+    # --------------------------------------------------------------- control
+    def pause(self) -> None:
+        """Pause after the current turn (at once when no turn is running)."""
+        if self._lock.locked() or self._running:
+            self._pause_requested = True
+        else:
+            self._pause("manual")
+
+    def stop(self, reason: str = "manual", detail: str = "stopped by the user") -> None:
+        """Finish the session: after the current turn, or at once when idle."""
+        if self._lock.locked() or self._running:
+            self._stop_requested = True
+        else:
+            self.open()
+            self._finish(reason, detail)
+
+    def set_flag(self, name: str) -> None:
+        self.state.flags.add(name)
+        self.bus.publish(LogEvent(message=f"flag {name} set", data={"flag": name}))
+
+    def cancel_generation(self) -> bool:
+        """Cancel the generation in progress; its partial text is kept as a draft."""
+        return self.generator.cancel()
+
+    # ------------------------------------------------------------------ runs
+    async def run(self) -> None:
+        """Auto mode: turns until the session finishes, pauses, or has nothing to do."""
+        self.open()
+        if self.finished:
+            return
+        self._pause_requested = False
+        self._set_state("running")
+        self._running = True
+        try:
+            while self.state.state == "running":
+                if self._check_requests():
+                    break
+                if not await self._turn():
+                    break
+            self._check_requests()
+        finally:
+            self._running = False
+
+    async def resume(self) -> None:
+        await self.run()
+
+    async def step(self) -> bool:
+        """Step mode: exactly one turn. Returns False when there was nothing to run."""
+        self.open()
+        if self.finished:
+            return False
+        self._set_state("running")
+        done = await self._turn()
+        self._check_requests()
+        return done
+
+    async def settle(self) -> None:
+        """Answer every reply that is due (chat), one at a time."""
+        self.open()
+        while self.state.pending and self.state.state != "finished":
+            if self._check_requests():
+                return
+            if self.state.state == "paused":
+                self._set_state("running")
+            if not await self._turn(pending_only=True):
+                return
+
+    def _check_requests(self) -> bool:
+        if self._stop_requested:
+            self._stop_requested = False
+            self._finish("manual", "stopped by the user")
+            return True
+        if self._pause_requested:
+            self._pause_requested = False
+            self._pause("manual")
+            return True
+        return False
+
+    async def _turn(self, *, pending_only: bool = False) -> bool:
+        async with self._lock:
+            if self.finished:
+                return False
+            if self.state.pending:
+                await self._pending_turn()
+            elif not pending_only and self.engine is not None:
+                await self._flow_turn(self.engine)
+            else:
+                return False
+            for hook in self.turn_hooks:
+                await hook(self)
+            return True
+
+    # ------------------------------------------------------------- messages
+    def _message(
+        self,
+        sender: str,
+        kind: SenderKind,
+        content: str,
+        *,
+        target: Message | None = None,
+        step_id: str | None = None,
+        loop_iteration: int | None = None,
+        generated: Generated | None = None,
+    ) -> Message:
+        transcript = self.state.transcript
+        from rolecall.routing import find_mentions
+
+        known = set(self._role_ids) | {"human", "all"}
+        return Message(
+            id=transcript.next_id(),
+            sender=sender,
+            kind=kind,
+            content=content,
+            reply_to=target.id if target else None,
+            target=target.sender if target else None,
+            mentions=[m for m in find_mentions(content) if m in known],
+            step_id=step_id,
+            loop_iteration=loop_iteration,
+            turn=transcript.agent_turns + (1 if kind == "agent" else 0),
+            input_tokens=generated.input_tokens if generated else 0,
+            output_tokens=generated.output_tokens if generated else 0,
+            seconds=generated.seconds if generated else 0.0,
+            ts=self.clock(),
+        )
+
+    async def _commit(self, message: Message) -> None:
+        """Store, then publish: whatever a subscriber has seen is already committed."""
+        self.state.transcript.add(message)
+        for hook in self.commit_hooks:
+            await hook(message)
+        self.bus.publish(
+            MessageEvent.model_construct(
+                topic="messages",
+                type="message",
+                message_id=message.id,
+                sender=message.sender,
+                content=message.content,
+                reply_to=message.reply_to,
+                target=message.target,
+                mentions=message.mentions,
+                step_id=message.step_id,
+                loop_iteration=message.loop_iteration,
+                turn=message.turn,
+                input_tokens=message.input_tokens,
+                output_tokens=message.output_tokens,
+            )
+        )
+
+    async def say(self, text: str) -> Message:
+        """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
+        from rolecall.chat import route_human
+
+        self.open()
+        async with self._lock:
+            message = self._message("human", "human", text)
+            self.state.turn_counts.clear()
+            self.state.limit_notified.clear()
+            await self._commit(message)
+            route_human(self, message)
+        if not self._running:
+            await self.settle()
+        return message
+
+    async def system_message(self, text: str, *, resets: bool = True) -> Message:
+        """A system message every agent remembers; it resets turn counts (chat.md)."""
+        async with self._lock:
+            message = self._message("system", "system", text)
+            if resets:
+                self.state.turn_counts.clear()
+                self.state.limit_notified.clear()
+            await self._commit(message)
+        return message
+
+    # ----------------------------------------------------------- generation
+    async def _call(
+        self,
+        role: Role,
+        target: Message | None,
+        *,
+        step_id: str | None,
+        loop_iteration: int | None,
+        instruction: str | None = None,
+    ) -> Generated | None:
+        """One model call under the budgets; None when it did not produce a message."""
+        world = self.world
+        transcript = self.state.transcript
+        prompt = build_prompt(
+            world,
+            role,
+            transcript,
+            target=target,
+            instruction=instruction,
+            memory_start=self.state.memory_start.get(role.id, 0),
+        )
+        blocked = budget_block(world.settings, transcript, prompt_tokens(prompt))
+        if blocked is not None:
+            self._finish(*blocked)
+            return None
+        settings = world.settings
+        request = GenerationRequest(
+            model=self.model_name(role),
+            messages=prompt,
+            persona=Persona(
+                role.id,
+                role.display_name,
+                role.description,
+                role.system_prompt,
+                role.style,
+                tuple(role.constraints),
+            ),
+            info=TurnInfo(
+                turn=len(transcript) + 1,
+                n=transcript.turns_by_role.get(role.id, 0) + 1,
+                speaker=role.id,
+                target=target.sender if target else None,
+                target_text=target.content if target else None,
+                topic=world.topic,
+                instruction=instruction,
+                step_id=step_id,
+            ),
+            temperature=role.temperature,
+            max_tokens=role.max_tokens,
+            api_base=role.api_base or settings.api_base,
+            api_key_env=role.api_key_env or settings.api_key_env,
+            timeout=settings.timeout,
+            retries=settings.retries,
+            script=tuple(role.script or ()),
+            world_title=world.title or world.name,
+            participants=tuple(self._role_ids),
+        )
+        message_id = transcript.next_id()
+        try:
+            return await self.generator.generate(
+                self.models.get(request.model),
+                request,
+                message_id,
+                target=target.sender if target else None,
+                step_id=step_id,
+                loop_iteration=loop_iteration,
+            )
+        except GenerationFailed as failure:
+            self.state.drafts.append(
+                Draft(
+                    message_id=message_id,
+                    sender=role.id,
+                    content=failure.partial,
+                    reason=failure.reason,
+                    step_id=step_id,
+                    ts=self.clock(),
+                )
+            )
+            if failure.error is not None:
+                self.bus.publish(
+                    ErrorEvent(error=str(failure.error), source=f"model:{request.model}")
+                )
+                self.log.warning("generation_failed", model=request.model, error=str(failure.error))
+            self._pause("error" if failure.reason == "error" else "cancelled")
+            return None
+
+    # ------------------------------------------------------------------ flow
+    async def _flow_turn(self, engine: FlowEngine) -> None:
+        state = self.state
+        pointer = state.pointer
+        if not pointer.started and pointer.current is None:
+            pointer.current = engine.start
+        if pointer.current is None:
+            return
+        step = engine.step(pointer.current)
+        target, warning = resolve_target(step.reply_to, state.transcript)
+        if warning:
+            self.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
+        started = self.clock()
+        iteration = pointer.exec_counts.get(step.id, 0)
+        generated = await self._call(
+            self.world.role(step.speaker),
+            target,
+            step_id=step.id,
+            loop_iteration=iteration,
+            instruction=step.instruction,
+        )
+        if generated is None:
+            return
+        message = self._message(
+            step.speaker,
+            "agent",
+            generated.text,
+            target=target,
+            step_id=step.id,
+            loop_iteration=iteration,
+            generated=generated,
+        )
+        await self._commit(message)
+        pointer.begin(step.id)
+        outcome = engine.after_step(step.id, pointer, self.ctx)
+        self._publish_evaluations(outcome.evaluations)
+        self._record(step.id, step.speaker, message, iteration, outcome.result, started)
+        pointer.current = outcome.next_step
+        if outcome.next_step is None:
+            self._finish(outcome.stop_reason or "flow_end", outcome.stop_detail)
+
+    def _publish_evaluations(self, evaluations: list[tuple[str, Evaluation]]) -> None:
+        for where, ev in evaluations:
+            self.bus.publish(
+                ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
+            )
+
+    def _record(
+        self, step_id: str, speaker: str, message: Message, iteration: int, result: str, started: datetime
+    ) -> None:
+        record = ExecutionRecord(
+            execution_order=self.state.pointer.execution_order,
+            step_id=step_id,
+            speaker=speaker,
+            message_id=message.id,
+            loop_iteration=iteration,
+            result=result,
+            started_at=started,
+            ended_at=self.clock(),
+            input_tokens=message.input_tokens,
+            output_tokens=message.output_tokens,
+        )
+        self.state.execution_log.append(record)
+        self.bus.publish(StepEvent(**record.model_dump()))
+
+    async def _pending_turn(self) -> None:
+        from rolecall.chat import answer_pending
+
+        await answer_pending(self)

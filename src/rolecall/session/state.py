@@ -1,0 +1,152 @@
+"""The session as plain data: transcript, flow pointer, counters, flags, budgets.
+
+Everything here is pure and O(1) per message: indexes of the latest message by
+sender and by step are kept as messages are added, so deciding what happens next
+never scans the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SenderKind = Literal["human", "agent", "system"]
+State = Literal["created", "running", "paused", "finished"]
+
+
+class Message(BaseModel):
+    """One message of a session, as stored and published."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    sender: str
+    kind: SenderKind
+    content: str
+    reply_to: str | None = None
+    target: str | None = None
+    mentions: list[str] = Field(default_factory=list)
+    step_id: str | None = None
+    loop_iteration: int | None = None
+    turn: int = 0  # agent messages so far, this one included
+    input_tokens: int = 0
+    output_tokens: int = 0
+    ts: datetime
+    seconds: float = 0.0  # generation time
+
+
+class PendingReply(BaseModel):
+    """A reply that is due: ``agent`` answers message ``message_id``."""
+
+    agent: str
+    message_id: str
+    kind: Literal["chat", "interjection"] = "chat"
+
+
+class Draft(BaseModel):
+    """A generation that did not complete (cancelled or failed): outside the history."""
+
+    message_id: str
+    sender: str
+    content: str
+    reason: str
+    step_id: str | None = None
+    ts: datetime
+
+
+class ExecutionRecord(BaseModel):
+    """One executed step (flows.md, Execution log)."""
+
+    execution_order: int
+    step_id: str
+    speaker: str
+    message_id: str | None
+    loop_iteration: int
+    result: str
+    started_at: datetime
+    ended_at: datetime
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class Transcript:
+    """The ordered messages with constant-time lookups."""
+
+    messages: list[Message] = field(default_factory=list)
+    by_id: dict[str, Message] = field(default_factory=dict)
+    latest_by_sender: dict[str, Message] = field(default_factory=dict)
+    latest_by_step: dict[str, Message] = field(default_factory=dict)
+    agent_turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    turns_by_role: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def next_id(self) -> str:
+        return f"m{len(self.messages) + 1}"
+
+    def add(self, message: Message) -> None:
+        self.messages.append(message)
+        self.by_id[message.id] = message
+        self.latest_by_sender[message.sender] = message
+        if message.step_id is not None:
+            self.latest_by_step[message.step_id] = message
+        if message.kind == "agent":
+            self.agent_turns += 1
+            self.turns_by_role[message.sender] = self.turns_by_role.get(message.sender, 0) + 1
+        self.input_tokens += message.input_tokens
+        self.output_tokens += message.output_tokens
+        self.seconds += message.seconds
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def latest(self, sender: str | None = None) -> Message | None:
+        if sender is None:
+            return self.messages[-1] if self.messages else None
+        return self.latest_by_sender.get(sender)
+
+
+@dataclass
+class FlowPointer:
+    """Where a flow stands: the next step, per-step execution counts, execution order."""
+
+    current: str | None = None
+    exec_counts: dict[str, int] = field(default_factory=dict)
+    execution_order: int = 0
+    started: bool = False
+
+    def begin(self, step_id: str) -> int:
+        """Count one more execution of ``step_id``; returns its loop_iteration (0-based)."""
+        iteration = self.exec_counts.get(step_id, 0)
+        self.exec_counts[step_id] = iteration + 1
+        self.execution_order += 1
+        self.started = True
+        return iteration
+
+
+@dataclass
+class SessionState:
+    """All mutable state of one session (what a session file holds besides definitions)."""
+
+    session_id: str
+    state: State = "created"
+    transcript: Transcript = field(default_factory=Transcript)
+    pointer: FlowPointer = field(default_factory=FlowPointer)
+    flags: set[str] = field(default_factory=set)
+    turn_counts: dict[str, int] = field(default_factory=dict)  # chat: LLM calls since human input
+    limit_notified: set[str] = field(default_factory=set)  # chat: agents already told this episode
+    memory_start: dict[str, int] = field(default_factory=dict)  # cleared memory: first index kept
+    pending: list[PendingReply] = field(default_factory=list)  # replies due, in order
+    execution_log: list[ExecutionRecord] = field(default_factory=list)
+    drafts: list[Draft] = field(default_factory=list)
+    stop_reason: str | None = None
+    stop_detail: str = ""

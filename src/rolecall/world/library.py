@@ -1,0 +1,81 @@
+"""The role library: read-only built-in templates plus the user's own roles (YAML)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rolecall.errors import UnknownRoleError
+
+ROLE_FIELDS = ("id", "name", "description", "system_prompt", "style", "constraints")
+
+
+@cache
+def builtin_roles() -> dict[str, dict[str, Any]]:
+    """The built-in templates shipped in ``rolecall/library/roles.yaml``, by id."""
+    text = resources.files("rolecall").joinpath("library/roles.yaml").read_text("utf-8")
+    items = yaml.safe_load(text) or []
+    return {item["id"]: dict(item) for item in items}
+
+
+class RoleLibrary:
+    """Templates by id: the user's roles (``<data dir>/roles/*.yaml``) and the built-ins.
+
+    A user role may not take a built-in's id, so a template name is never ambiguous.
+    """
+
+    def __init__(self, user_dir: Path | None = None) -> None:
+        self.user_dir = user_dir
+
+    def _user_path(self, role_id: str) -> Path | None:
+        if self.user_dir is None:
+            return None
+        return self.user_dir / f"{role_id}.yaml"
+
+    def is_builtin(self, role_id: str) -> bool:
+        return role_id in builtin_roles()
+
+    def user_ids(self) -> list[str]:
+        if self.user_dir is None or not self.user_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.user_dir.glob("*.yaml"))
+
+    def ids(self) -> list[str]:
+        return sorted(set(builtin_roles()) | set(self.user_ids()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def __contains__(self, role_id: object) -> bool:
+        return isinstance(role_id, str) and role_id in self.ids()
+
+    def get(self, role_id: str) -> dict[str, Any]:
+        """The template's fields (a fresh dict), or UnknownRoleError with close matches."""
+        builtin = builtin_roles().get(role_id)
+        if builtin is not None:
+            return dict(builtin)
+        path = self._user_path(role_id)
+        if path is not None and path.is_file():
+            data = yaml.safe_load(path.read_text("utf-8")) or {}
+            if not isinstance(data, dict):
+                raise UnknownRoleError(f"{path}: a role file must hold a mapping")
+            data.setdefault("id", role_id)
+            return data
+        raise UnknownRoleError(f"no role template '{role_id}'{suggest(role_id, self.ids())}")
+
+
+def suggest(name: str, choices: list[str] | tuple[str, ...], *, listing: bool = True) -> str:
+    """`` (did you mean x?)`` and/or a listing of the choices, for error messages."""
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
+    if close:
+        return f" (did you mean {' or '.join(close)}?)"
+    if listing and choices:
+        shown = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+        return f" (known: {shown})"
+    return ""

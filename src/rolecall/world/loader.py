@@ -1,0 +1,348 @@
+"""Loading a world file: YAML, templates, typed validation, cross-references.
+
+Loading never half-works: every problem is collected, each as one line
+``path: what is wrong (hint)``, and :class:`WorldError` carries them all.
+Unreachable steps are warnings, not errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rolecall.errors import UnknownRoleError, UsageError, WorldError
+from rolecall.flows.model import Branch, Flow, Loop, Step
+from rolecall.world.library import RoleLibrary, suggest
+from rolecall.world.models import Role, Settings, World
+
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "world": tuple(World.model_fields),
+    "role": (*Role.model_fields, "template"),
+    "settings": tuple(Settings.model_fields),
+    "flow": tuple(Flow.model_fields),
+    "step": tuple(Step.model_fields),
+    "loop": tuple(Loop.model_fields),
+    "branch": tuple(Branch.model_fields),
+}
+_COND_FIELDS = ("contains", "regex", "role", "name", "max_turns", "max_tokens", "max_seconds")
+_COND_FIELDS += ("flag", "any", "all", "not", "judge", "at_least", "mode")
+
+
+@dataclass
+class LoadedWorld:
+    world: World
+    path: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def folder(self) -> Path | None:
+        return self.path.parent if self.path else None
+
+
+def resolve_world_path(spec: str, cwd: Path | None = None) -> Path:
+    """WORLD is a folder, a ``world.yaml`` path, or a name under ``./worlds/``."""
+    base = cwd or Path.cwd()
+    candidate = Path(spec)
+    if not candidate.is_absolute():
+        candidate = base / candidate
+    if candidate.is_file():
+        return candidate
+    if candidate.is_dir() and (candidate / "world.yaml").is_file():
+        return candidate / "world.yaml"
+    named = base / "worlds" / spec / "world.yaml"
+    if "/" not in spec and named.is_file():
+        return named
+    known = sorted(p.parent.name for p in (base / "worlds").glob("*/world.yaml"))
+    hint = suggest(spec, known) if known else ""
+    raise UsageError(f"no world '{spec}': not a world.yaml, a folder with one, or a name under ./worlds/{hint}")
+
+
+def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWorld:
+    path = spec if isinstance(spec, Path) else resolve_world_path(spec)
+    if path.is_dir():
+        path = path / "world.yaml"
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the world file ({exc.strerror})") from exc
+    return parse_world(text, source=str(path), library=library, path=path)
+
+
+def parse_world(
+    text: str,
+    *,
+    source: str = "world.yaml",
+    library: RoleLibrary | None = None,
+    path: Path | None = None,
+) -> LoadedWorld:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise WorldError(source, [f"{where}invalid YAML: {problem}"]) from None
+    if not isinstance(raw, dict):
+        kind = type(raw).__name__ if raw is not None else "nothing"
+        raise WorldError(source, [f"(top level): expected a mapping of world fields, got {kind}"])
+    return build_world(raw, source=source, library=library or RoleLibrary(), path=path)
+
+
+def build_world(
+    raw: dict[str, Any], *, source: str, library: RoleLibrary, path: Path | None = None
+) -> LoadedWorld:
+    problems: list[str] = []
+    data = dict(raw)
+    if isinstance(data.get("roles"), list):
+        data["roles"] = _apply_templates(data["roles"], library, problems)
+    try:
+        world = World.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(_format_validation(exc))
+        world = None
+    problems.extend(_cross_check(data))
+    warnings = _unreachable(data)
+    if problems:
+        raise WorldError(source, _dedupe(problems), warnings)
+    assert world is not None
+    return LoadedWorld(world=world, path=path, warnings=warnings)
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _apply_templates(
+    roles: list[Any], library: RoleLibrary, problems: list[str]
+) -> list[Any]:
+    out: list[Any] = []
+    for i, entry in enumerate(roles):
+        if not isinstance(entry, dict) or "template" not in entry:
+            out.append(entry)
+            continue
+        name = entry["template"]
+        if not isinstance(name, str):
+            problems.append(f"roles[{i}].template: expected a role id, got {name!r}")
+            out.append({k: v for k, v in entry.items() if k != "template"})
+            continue
+        try:
+            base = library.get(name)
+        except UnknownRoleError:
+            problems.append(f"roles[{i}].template: no role template '{name}'{suggest(name, library.ids())}")
+            merged = {k: v for k, v in entry.items() if k != "template"}
+            merged.setdefault("id", name)
+            out.append(merged)
+            continue
+        merged = {**base, **entry}
+        merged.setdefault("id", name)
+        out.append(merged)
+    return out
+
+
+# ------------------------------------------------------------ pydantic errors
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and (":" in part or "[" in part or "(" in part):
+            continue  # discriminator tags and function wrappers are not part of the path
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _kind_of(loc: tuple[Any, ...]) -> str:
+    names = [p for p in loc[:-1] if isinstance(p, str) and ":" not in p and "[" not in p]
+    if not names:
+        return "world"
+    last = names[-1]
+    if last == "roles":
+        return "role"
+    if last == "steps":
+        return "step"
+    if last in ("settings", "flow", "loop"):
+        return last
+    if last == "next":
+        return "branch"
+    return "condition"
+
+
+def _format_validation(exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        where = _path(loc)
+        kind = err["type"]
+        value = err.get("input")
+        if kind == "extra_forbidden":
+            key = str(loc[-1])
+            fields = _FIELDS.get(_kind_of(loc), _COND_FIELDS)
+            hint = suggest(key, list(fields), listing=False)
+            out.append(f"{where}: unknown field{hint or ' (fields: ' + ', '.join(fields) + ')'}")
+        elif kind == "missing":
+            if loc and loc[-1] == "max" and "loop" in loc:
+                out.append(f"{where}: a loop needs max (an integer 1..10000)")
+            else:
+                out.append(f"{where}: required field missing")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] in ("id", "name"):
+            out.append(
+                f"{where}: bad id {value!r} (use lowercase letters, digits, _ and -, "
+                "starting with a letter)"
+            )
+        elif loc and loc[-1] == "max" and "loop" in loc:
+            out.append(f"{where}: max must be an integer 1..10000, got {value!r}")
+        else:
+            msg = err["msg"]
+            shown = f" (got {value!r})" if not isinstance(value, dict | list) else ""
+            out.append(f"{where}: {msg[0].lower() + msg[1:]}{shown}")
+    return out
+
+
+# ------------------------------------------------------------ cross-references
+def _cross_check(data: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    roles = data.get("roles")
+    role_ids: list[str] = []
+    seen: dict[str, int] = {}
+    if isinstance(roles, list):
+        for i, role in enumerate(roles):
+            rid = role.get("id") if isinstance(role, dict) else None
+            if not isinstance(rid, str):
+                continue
+            if rid in seen:
+                problems.append(f"roles[{i}].id: duplicate id '{rid}' (also roles[{seen[rid]}])")
+            else:
+                seen[rid] = i
+                role_ids.append(rid)
+    flow = data.get("flow")
+    if not isinstance(flow, dict):
+        return problems
+    steps = flow.get("steps")
+    if not isinstance(steps, list):
+        return problems
+    step_ids: list[str] = []
+    step_seen: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        sid = step.get("id") if isinstance(step, dict) else None
+        if isinstance(sid, str):
+            if sid in step_seen:
+                problems.append(f"flow.steps[{i}].id: duplicate step id '{sid}' (also flow.steps[{step_seen[sid]}])")
+            else:
+                step_seen[sid] = i
+                step_ids.append(sid)
+
+    def role_ref(where: str, value: Any) -> None:
+        if isinstance(value, str) and value not in role_ids:
+            problems.append(f"{where}: no role '{value}'{_roles_hint(value, role_ids)}")
+
+    def step_ref(where: str, value: Any, *, allow_end: bool = False) -> None:
+        if not isinstance(value, str) or value in step_ids or (allow_end and value == "end"):
+            return
+        extra = " or end" if allow_end else ""
+        problems.append(f"{where}: no step '{value}'{_steps_hint(value, step_ids, extra)}")
+
+    start = flow.get("start")
+    if start is not None:
+        step_ref("flow.start", start)
+    for i, cond in enumerate(flow.get("stop") or []):
+        _cond_refs(f"flow.stop[{i}]", cond, role_ref)
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
+        at = f"flow.steps[{i}]"
+        role_ref(f"{at}.speaker", step.get("speaker"))
+        if step.get("judge") is not None:
+            role_ref(f"{at}.judge", step.get("judge"))
+        reply = step.get("reply_to")
+        if isinstance(reply, dict):
+            role_ref(f"{at}.reply_to.role", reply.get("role"))
+            step_ref(f"{at}.reply_to.step", reply.get("step"))
+        loop = step.get("loop")
+        if isinstance(loop, dict):
+            step_ref(f"{at}.loop.to", loop.get("to"))
+            if loop.get("until") is not None:
+                _cond_refs(f"{at}.loop.until", loop["until"], role_ref)
+        nxt = step.get("next")
+        if isinstance(nxt, str):
+            step_ref(f"{at}.next", nxt, allow_end=True)
+        elif isinstance(nxt, list):
+            for j, branch in enumerate(nxt):
+                if isinstance(branch, dict):
+                    step_ref(f"{at}.next[{j}].goto", branch.get("goto"), allow_end=True)
+                    if branch.get("when") is not None:
+                        _cond_refs(f"{at}.next[{j}].when", branch["when"], role_ref)
+    return problems
+
+
+def _roles_hint(value: str, role_ids: list[str]) -> str:
+    close = suggest(value, role_ids, listing=False)
+    listing = ", ".join(role_ids) if role_ids else "none defined"
+    return f"{close[:-1]}; roles: {listing})" if close else f" (roles: {listing})"
+
+
+def _steps_hint(value: str, step_ids: list[str], extra: str) -> str:
+    close = suggest(value, step_ids, listing=False)
+    listing = ", ".join(step_ids) + extra
+    return f"{close[:-1]}; steps: {listing})" if close else f" (steps: {listing})"
+
+
+def _cond_refs(where: str, cond: Any, role_ref: Any) -> None:
+    if not isinstance(cond, dict):
+        return
+    if "role" in cond and ("contains" in cond or "regex" in cond or "judge" in cond):
+        role_ref(f"{where}.role", cond["role"])
+    for key in ("any", "all"):
+        if isinstance(cond.get(key), list):
+            for j, inner in enumerate(cond[key]):
+                _cond_refs(f"{where}.{key}[{j}]", inner, role_ref)
+    if isinstance(cond.get("not"), dict):
+        _cond_refs(f"{where}.not", cond["not"], role_ref)
+
+
+def _unreachable(data: dict[str, Any]) -> list[str]:
+    flow = data.get("flow")
+    if not isinstance(flow, dict) or not isinstance(flow.get("steps"), list):
+        return []
+    steps = [s for s in flow["steps"] if isinstance(s, dict) and isinstance(s.get("id"), str)]
+    ids = [s["id"] for s in steps]
+    if not ids:
+        return []
+    edges: dict[str, set[str]] = {sid: set() for sid in ids}
+    for i, step in enumerate(steps):
+        following = ids[i + 1] if i + 1 < len(ids) else None
+        out = edges[step["id"]]
+        loop = step.get("loop")
+        if isinstance(loop, dict) and isinstance(loop.get("to"), str):
+            out.add(loop["to"])
+        nxt = step.get("next")
+        sequential = True
+        if isinstance(nxt, str):
+            out.add(nxt)
+            sequential = False
+        elif isinstance(nxt, list):
+            for branch in nxt:
+                if isinstance(branch, dict) and isinstance(branch.get("goto"), str):
+                    out.add(branch["goto"])
+                    if branch.get("when") is None:
+                        sequential = False
+        if sequential and following:
+            out.add(following)
+    start = flow.get("start") if flow.get("start") in edges else ids[0]
+    seen = {start}
+    todo = [start]
+    while todo:
+        for nxt_id in edges.get(todo.pop(), ()):
+            if nxt_id in edges and nxt_id not in seen:
+                seen.add(nxt_id)
+                todo.append(nxt_id)
+    return [
+        f"flow.steps[{i}]: step '{sid}' is unreachable from '{start}'"
+        for i, sid in enumerate(ids)
+        if sid not in seen
+    ]

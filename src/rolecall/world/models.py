@@ -1,0 +1,73 @@
+"""The world file as typed models (worlds.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from rolecall.flows.model import ID_PATTERN, Flow, Ident
+
+Mode = Literal["debate", "consensus", "study"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Settings(_Model):
+    memory_window: Annotated[StrictInt, Field(ge=0, le=10000)] = 12
+    turn_limit: Annotated[StrictInt, Field(ge=1)] = 5
+    max_turns: Annotated[StrictInt, Field(ge=1)] = 100
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_seconds: Annotated[float, Field(gt=0)] | None = None
+    constraints: list[str] = Field(default_factory=list)
+    api_base: str | None = None
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    timeout: Annotated[float, Field(gt=0)] = 60.0
+    retries: Annotated[StrictInt, Field(ge=0, le=10)] = 2
+
+
+class Role(_Model):
+    id: Ident
+    name: str = ""
+    description: str = ""
+    system_prompt: str = ""
+    style: str = ""
+    constraints: list[str] = Field(default_factory=list)
+    model: str | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    api_base: str | None = None
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    script: list[str] | None = None
+    template: str | None = None  # where it came from (kept for display)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id.replace("_", " ").title()
+
+
+class World(_Model):
+    name: Annotated[str, Field(pattern=ID_PATTERN)]
+    title: str = ""
+    description: str = ""
+    topic: str = ""
+    model: str = "offline"
+    mode: Mode | None = None
+    settings: Settings = Field(default_factory=Settings)
+    roles: list[Role] = Field(min_length=1)
+    flow: Flow | None = None
+
+    def role(self, role_id: str) -> Role:
+        for role in self.roles:
+            if role.id == role_id:
+                return role
+        raise KeyError(role_id)
+
+    @property
+    def role_ids(self) -> list[str]:
+        return [r.id for r in self.roles]
+
+    def model_for(self, role: Role) -> str:
+        return role.model or self.model
