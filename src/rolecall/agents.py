@@ -121,4 +121,3 @@ class Generator:
             )
         )
         return Generated(text, usage.input_tokens, usage.output_tokens, seconds)
-

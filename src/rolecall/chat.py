@@ -32,7 +32,9 @@ def route_human(session: Session, message: Message) -> None:
     if session.flow_active:
         if decision.reason == "direct" and decision.answerers:
             session.state.pending.append(
-                PendingReply(agent=decision.answerers[0], message_id=message.id, kind="interjection")
+                PendingReply(
+                    agent=decision.answerers[0], message_id=message.id, kind="interjection"
+                )
             )
         return
     session.state.pending.extend(

@@ -88,7 +88,7 @@ class StorageError(RuntimeFailure):
     """The data directory could not be read or written."""
 
 
-class ControlSignal(RolecallError):  # noqa: N818 - a signal, not an error
+class ControlSignal(RolecallError):
     """Flow control carried by an exception; never shown to a user as a failure."""
 
 

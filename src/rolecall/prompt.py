@@ -63,9 +63,7 @@ def _prompt_entry(entry: ChatMessage) -> ChatMessage:
     return entry
 
 
-def turn_text(
-    world: World, role: Role, target: Message | None, instruction: str | None
-) -> str:
+def turn_text(world: World, role: Role, target: Message | None, instruction: str | None) -> str:
     lines = []
     if instruction:
         lines.append(f"Instruction for this turn: {instruction}")

@@ -117,6 +117,7 @@ class Session:
         if self.state.state == new:
             return
         self.state.state = new
+        self.state.pause_reason = reason if new == "paused" else None
         self.bus.publish(SessionEvent(state=new, reason=reason))
 
     def _finish(self, reason: str, detail: str = "") -> None:
@@ -442,11 +443,19 @@ class Session:
     def _publish_evaluations(self, evaluations: list[tuple[str, Evaluation]]) -> None:
         for where, ev in evaluations:
             self.bus.publish(
-                ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
+                ConditionEvent(
+                    condition=ev.condition, result=ev.result, detail=ev.detail, context=where
+                )
             )
 
     def _record(
-        self, step_id: str, speaker: str, message: Message, iteration: int, result: str, started: datetime
+        self,
+        step_id: str,
+        speaker: str,
+        message: Message,
+        iteration: int,
+        result: str,
+        started: datetime,
     ) -> None:
         record = ExecutionRecord(
             execution_order=self.state.pointer.execution_order,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -80,10 +80,10 @@ class EventBus:
         handler: Handler,
         topic: Topic | Iterable[Topic] | None = None,
         *,
-        filter: Filter | None = None,  # noqa: A002 - the spec's word
+        filter: Filter | None = None,
         name: str = "",
     ) -> Subscription:
-        """Call ``handler`` for each event of ``topic`` (all topics if None) that passes ``filter``."""
+        """Call ``handler`` for each event of ``topic`` (all if None) that passes ``filter``."""
         if topic is None:
             topics: tuple[Topic, ...] = TOPICS
         elif isinstance(topic, str):
@@ -105,10 +105,8 @@ class EventBus:
 
     def _unsubscribe(self, sub: Subscription) -> None:
         for t in sub.topics:
-            try:
+            with suppress(KeyError):
                 self._emitter.remove_listener(t, sub._wrapped)
-            except KeyError:
-                pass
 
     def publish(self, event: Event) -> Envelope:
         """Stamp ``event`` with the next seq and deliver it (after any delivery in progress)."""
@@ -155,7 +153,7 @@ class EventBus:
         self,
         topic: Topic | Iterable[Topic] | None = None,
         *,
-        filter: Filter | None = None,  # noqa: A002
+        filter: Filter | None = None,
         max_buffer: float = math.inf,
     ) -> Iterator[MemoryObjectReceiveStream[Envelope]]:
         """A receive stream of matching events, in order, for an async consumer.
@@ -176,6 +174,7 @@ class EventBus:
         finally:
             sub.close()
             send.close()
+            receive.close()
 
 
 def replay(envelopes: Iterable[Envelope]) -> list[dict[str, Any]]:

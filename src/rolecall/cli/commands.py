@@ -6,19 +6,24 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from rolecall.cli import logs
 from rolecall.errors import RolecallError, RuntimeFailure, UsageError, WorldError
 
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    logs.configure(-1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0), getattr(args, "log_file", None))
+    verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
+    logs.configure(verbosity, getattr(args, "log_file", None))
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "run": cmd_run,
         "chat": cmd_chat,
@@ -42,34 +47,31 @@ def dispatch(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
 
 
-def _prepare(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _prepare(args: argparse.Namespace) -> Session:
+    from rolecall.cli.display import attach_display, use_color
+    from rolecall.llm.registry import ModelRegistry
     from rolecall.runtime import Session
     from rolecall.world.loader import load_world
 
     loaded = load_world(args.world)
     world = loaded.world
-    settings_update: dict[str, object] = {}
+    update: dict[str, object] = {}
     if args.max_turns is not None:
         if args.max_turns < 1:
             raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
-        settings_update["max_turns"] = args.max_turns
-    update: dict[str, object] = {}
-    if settings_update:
-        update["settings"] = world.settings.model_copy(update=settings_update)
+        update["settings"] = world.settings.model_copy(update={"max_turns": args.max_turns})
     if args.topic:
         update["topic"] = args.topic
     if update:
         world = world.model_copy(update=update)
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    from rolecall.cli.display import attach_display, use_color
-    from rolecall.llm.registry import ModelRegistry
-
     # On a terminal the offline model streams at a readable pace; never in pipes or --json.
     delay = 0.015 if (not args.json and use_color(sys.stdout)) else 0.0
-    models = ModelRegistry(offline_delay=delay)
     model_override = args.model or os.environ.get("ROLECALL_MODEL") or None
-    session = Session(world, models=models, model_override=model_override)
+    session = Session(
+        world, models=ModelRegistry(offline_delay=delay), model_override=model_override
+    )
     attach_display(
         session.bus,
         json_mode=args.json,
@@ -80,25 +82,22 @@ def _prepare(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return session
 
 
-def _outcome(session) -> int:  # type: ignore[no-untyped-def]
+def _outcome(session: Session) -> int:
     state = session.state
-    if state.state == "finished":
+    if state.state != "paused":
         return EXIT_OK
-    if state.state == "paused":
-        reason = session.bus.history[-1].event.reason if session.bus.history else None
-        if reason == "error":
-            print(
-                f"rolecall: the model failed; nothing was lost. Session {session.session_id} is paused.",
-                file=sys.stderr,
-            )
-            return EXIT_FAILURE
-        return EXIT_INTERRUPTED if reason == "cancelled" else EXIT_OK
-    return EXIT_OK
+    if state.pause_reason == "error":
+        print(
+            f"rolecall: the model failed; nothing was lost. "
+            f"Session {session.session_id} is paused.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    return EXIT_INTERRUPTED if state.pause_reason == "cancelled" else EXIT_OK
 
 
-async def _with_interrupts(session, body: Callable[[], object]) -> None:  # type: ignore[no-untyped-def]
+async def _with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
     """Run ``body``; Ctrl-C cancels the generation in progress and pauses the session."""
-
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
@@ -106,17 +105,18 @@ async def _with_interrupts(session, body: Callable[[], object]) -> None:  # type
                 async for _ in signals:
                     if not session.cancel_generation():
                         session.pause()
-                    session._pause_requested = True
 
         tg.start_soon(watch)
-        await body()  # type: ignore[misc]
+        await body()
         tg.cancel_scope.cancel()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     session = _prepare(args)
     if session.engine is None:
-        raise UsageError(f"world '{session.world.name}' has no flow to run; use `rolecall chat {args.world}`")
+        raise UsageError(
+            f"world '{session.world.name}' has no flow to run; use `rolecall chat {args.world}`"
+        )
 
     async def body() -> None:
         if args.mode == "step":
@@ -128,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _outcome(session)
 
 
-async def _step_loop(session) -> None:  # type: ignore[no-untyped-def]
+async def _step_loop(session: Session) -> None:
     session.open()
     while not session.finished and session.state.state != "paused":
         print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
@@ -145,7 +145,7 @@ async def _step_loop(session) -> None:  # type: ignore[no-untyped-def]
 
 def cmd_chat(args: argparse.Namespace) -> int:
     session = _prepare(args)
-    if sys.stdin.isatty() and not args.json:
+    if sys.stdin.isatty():
         raise UsageError("the interactive REPL is not available yet; pipe messages in instead")
 
     async def body() -> None:

@@ -93,7 +93,9 @@ class TerminalDisplay:
     def dim(self, text: str) -> str:
         return f"\033[2m{text}{_RESET}" if self.color else text
 
-    def header(self, sender: str, target: str | None, step: str | None, iteration: int | None) -> str:
+    def header(
+        self, sender: str, target: str | None, step: str | None, iteration: int | None
+    ) -> str:
         head = self.paint(sender, sender)
         if target:
             head += " → " + (self.paint(target, target) if target in self.colors else target)
@@ -112,7 +114,7 @@ class TerminalDisplay:
         stream.write(text + "\n")
         stream.flush()
 
-    def __call__(self, envelope: Envelope) -> None:  # noqa: C901 - one branch per event kind
+    def __call__(self, envelope: Envelope) -> None:
         event = envelope.event
         if isinstance(event, StreamStart):
             self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
@@ -144,7 +146,9 @@ class TerminalDisplay:
             mark = "✓" if event.result else "·"
             self._line(self.dim(f"  {mark} {event.context} {event.condition}: {event.detail}"))
         elif isinstance(event, SessionEvent) and event.state == "paused":
-            self._line(f"session {envelope.session_id} paused ({event.reason or 'paused'})", err=True)
+            self._line(
+                f"session {envelope.session_id} paused ({event.reason or 'paused'})", err=True
+            )
         elif isinstance(event, StopEvent):
             detail = f" ({event.detail})" if event.detail else ""
             self._line(f"stopped: {event.reason}{detail}")

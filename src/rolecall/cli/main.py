@@ -19,7 +19,9 @@ EPILOG = """examples:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)")
+    p.add_argument(
+        "--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)"
+    )
     p.add_argument("--json", action="store_true", help="write every event as JSON lines on stdout")
     p.add_argument("--data-dir", help="where sessions are stored (env ROLECALL_HOME)")
     p.add_argument("--session-file", help="also write the session file here on every turn")
@@ -44,19 +46,31 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run a world's flow to its stop, streaming every message",
         description="Run a world's flow to its stop, streaming every message live.",
-        epilog="examples:\n  rolecall run classroom\n  rolecall run worlds/classroom --json --max-turns 4\n"
+        epilog="examples:\n  rolecall run classroom\n"
+        "  rolecall run worlds/classroom --json --max-turns 4\n"
         "  rolecall run classroom --model openai/gpt-4o-mini",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("world", metavar="WORLD", help="a folder, a world.yaml path, or a name under ./worlds/")
-    run.add_argument("--mode", choices=("auto", "step"), default="auto", help="auto: run to the stop; step: one turn per Enter")
+    run.add_argument(
+        "world", metavar="WORLD", help="a folder, a world.yaml path, or a name under ./worlds/"
+    )
+    run.add_argument(
+        "--mode",
+        choices=("auto", "step"),
+        default="auto",
+        help="auto: run to the stop; step: one turn per Enter",
+    )
     _common(run)
 
     chat = sub.add_parser(
         "chat",
         help="talk to a world (REPL on a terminal, piped mode otherwise)",
-        description="Talk to a world. With stdin not a terminal, each input line is one message or /command.",
-        epilog="examples:\n  rolecall chat panel\n  printf 'hello @alice\\n' | rolecall chat panel --json",
+        description=(
+            "Talk to a world. With stdin not a terminal, each input line is one message "
+            "or /command."
+        ),
+        epilog="examples:\n  rolecall chat panel\n"
+        "  printf 'hello @alice\\n' | rolecall chat panel --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     chat.add_argument("world", metavar="WORLD")

@@ -26,7 +26,9 @@ async def run_piped(session: Session, stream: TextIO) -> None:
                 break
             continue
         if session.finished:
-            print(f"session finished ({session.state.stop_reason}); message ignored", file=sys.stderr)
+            print(
+                f"session finished ({session.state.stop_reason}); message ignored", file=sys.stderr
+            )
             continue
         await session.say(text)
     await session.settle()

@@ -38,7 +38,9 @@ class ConditionContext:
     transcript: Transcript
     flags: set[str] = field(default_factory=set)
     mode_checks: Mapping[str, ModeCheck] = field(default_factory=dict)
-    judge_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # judge -> name -> score
+    judge_scores: Mapping[str, Mapping[str, float]] = field(
+        default_factory=dict
+    )  # judge -> name -> score
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +94,21 @@ def _eval(cond: BaseModel, ctx: ConditionContext) -> tuple[bool, str, str]:
         if text is None:
             return False, where, "keyword"
         found = cond.contains.casefold() in text.casefold()
-        return found, f"{where} {'contains' if found else 'does not contain'} {cond.contains!r}", "keyword"
+        return (
+            found,
+            f"{where} {'contains' if found else 'does not contain'} {cond.contains!r}",
+            "keyword",
+        )
     if isinstance(cond, RegexCond):
         text, where = _latest_text(cond, ctx)
         if text is None:
             return False, where, "keyword"
         found = _compiled(cond.regex).search(text) is not None
-        return found, f"{where} {'matches' if found else 'does not match'} /{cond.regex}/", "keyword"
+        return (
+            found,
+            f"{where} {'matches' if found else 'does not match'} /{cond.regex}/",
+            "keyword",
+        )
     if isinstance(cond, MaxTurnsCond):
         n = t.agent_turns
         return n >= cond.max_turns, f"{n} of {cond.max_turns} agent messages", "max_turns"
@@ -125,7 +135,11 @@ def _eval(cond: BaseModel, ctx: ConditionContext) -> tuple[bool, str, str]:
         return True, "all: every condition holds", "condition"
     if isinstance(cond, NotCond):
         ev = evaluate(cond.not_, ctx)
-        return not ev.result, f"not: {ev.condition} {'holds' if ev.result else 'does not hold'}", "condition"
+        return (
+            not ev.result,
+            f"not: {ev.condition} {'holds' if ev.result else 'does not hold'}",
+            "condition",
+        )
     if isinstance(cond, JudgeCond):
         return _eval_judge(cond, ctx)
     if isinstance(cond, ModeCond):

@@ -42,7 +42,9 @@ class FlowEngine:
     def step(self, step_id: str) -> Step:
         return self.steps[step_id]
 
-    def global_stop(self, ctx: ConditionContext) -> tuple[Evaluation | None, list[tuple[str, Evaluation]]]:
+    def global_stop(
+        self, ctx: ConditionContext
+    ) -> tuple[Evaluation | None, list[tuple[str, Evaluation]]]:
         """The first global stop condition that holds, with the evaluations made."""
         evals: list[tuple[str, Evaluation]] = []
         for cond in self.flow.stop:

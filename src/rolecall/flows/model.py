@@ -182,7 +182,9 @@ ReplyTo = Annotated[
     Discriminator(
         _reply_tag,
         custom_error_type="bad_reply_to",
-        custom_error_message="reply_to must be previous, none, {role: R}, {step: S} or {message: mN}",
+        custom_error_message=(
+            "reply_to must be previous, none, {role: R}, {step: S} or {message: mN}"
+        ),
     ),
 ]
 

@@ -18,17 +18,30 @@ def resolve_target(reply_to: ReplyTo, transcript: Transcript) -> tuple[Message |
         return msg, None if msg else f"reply target: {reply_to.role} has not spoken yet; no target"
     if isinstance(reply_to, ReplyToStep):
         msg = transcript.latest_by_step.get(reply_to.step)
-        return msg, None if msg else f"reply target: step {reply_to.step} has not run yet; no target"
+        return (
+            msg,
+            None if msg else f"reply target: step {reply_to.step} has not run yet; no target",
+        )
     if isinstance(reply_to, ReplyToMessage):
         msg = transcript.by_id.get(reply_to.message)
-        return msg, None if msg else f"reply target: message {reply_to.message} does not exist yet; no target"
+        return (
+            msg,
+            None
+            if msg
+            else f"reply target: message {reply_to.message} does not exist yet; no target",
+        )
     raise TypeError(f"not a reply target: {reply_to!r}")
 
 
-def budget_block(settings: Settings, transcript: Transcript, next_input: int) -> tuple[str, str] | None:
+def budget_block(
+    settings: Settings, transcript: Transcript, next_input: int
+) -> tuple[str, str] | None:
     """Why the next call may not start (reason, detail), or None when it fits the budgets."""
     if transcript.agent_turns >= settings.max_turns:
-        return "max_turns", f"{transcript.agent_turns} agent messages reached max_turns {settings.max_turns}"
+        return (
+            "max_turns",
+            f"{transcript.agent_turns} agent messages reached max_turns {settings.max_turns}",
+        )
     if settings.max_tokens is not None:
         used = transcript.tokens
         if used + next_input > settings.max_tokens:

@@ -45,5 +45,5 @@ class ModelRegistry:
         from rolecall.llm.litellm_model import LiteLLMModel
 
         if self.retry_delay is not None:
-            return LiteLLMModel(name, retry_delay=self.retry_delay)  # type: ignore[call-arg]
+            return LiteLLMModel(name, retry_delay=self.retry_delay)
         return LiteLLMModel(name)

@@ -6,7 +6,14 @@ import re
 from collections.abc import AsyncIterator
 
 from rolecall.errors import ProviderRefused
-from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage, estimate_tokens, prompt_tokens
+from rolecall.llm.types import (
+    GenerationRequest,
+    StreamItem,
+    TextDelta,
+    Usage,
+    estimate_tokens,
+    prompt_tokens,
+)
 
 _WORDS = re.compile(r"\s*\S+\s*")
 

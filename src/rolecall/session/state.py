@@ -148,5 +148,6 @@ class SessionState:
     pending: list[PendingReply] = field(default_factory=list)  # replies due, in order
     execution_log: list[ExecutionRecord] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
+    pause_reason: str | None = None
     stop_reason: str | None = None
     stop_detail: str = ""

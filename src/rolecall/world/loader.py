@@ -29,8 +29,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "loop": tuple(Loop.model_fields),
     "branch": tuple(Branch.model_fields),
 }
-_COND_FIELDS = ("contains", "regex", "role", "name", "max_turns", "max_tokens", "max_seconds")
-_COND_FIELDS += ("flag", "any", "all", "not", "judge", "at_least", "mode")
+_COND_FIELDS: tuple[str, ...] = (
+    *("contains", "regex", "role", "name", "max_turns", "max_tokens", "max_seconds"),
+    *("flag", "any", "all", "not", "judge", "at_least", "mode"),
+)
 
 
 @dataclass
@@ -59,7 +61,9 @@ def resolve_world_path(spec: str, cwd: Path | None = None) -> Path:
         return named
     known = sorted(p.parent.name for p in (base / "worlds").glob("*/world.yaml"))
     hint = suggest(spec, known) if known else ""
-    raise UsageError(f"no world '{spec}': not a world.yaml, a folder with one, or a name under ./worlds/{hint}")
+    raise UsageError(
+        f"no world '{spec}': not a world.yaml, a folder with one, or a name under ./worlds/{hint}"
+    )
 
 
 def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWorld:
@@ -117,9 +121,7 @@ def _dedupe(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _apply_templates(
-    roles: list[Any], library: RoleLibrary, problems: list[str]
-) -> list[Any]:
+def _apply_templates(roles: list[Any], library: RoleLibrary, problems: list[str]) -> list[Any]:
     out: list[Any] = []
     for i, entry in enumerate(roles):
         if not isinstance(entry, dict) or "template" not in entry:
@@ -133,7 +135,9 @@ def _apply_templates(
         try:
             base = library.get(name)
         except UnknownRoleError:
-            problems.append(f"roles[{i}].template: no role template '{name}'{suggest(name, library.ids())}")
+            problems.append(
+                f"roles[{i}].template: no role template '{name}'{suggest(name, library.ids())}"
+            )
             merged = {k: v for k, v in entry.items() if k != "template"}
             merged.setdefault("id", name)
             out.append(merged)
@@ -232,7 +236,10 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
         sid = step.get("id") if isinstance(step, dict) else None
         if isinstance(sid, str):
             if sid in step_seen:
-                problems.append(f"flow.steps[{i}].id: duplicate step id '{sid}' (also flow.steps[{step_seen[sid]}])")
+                problems.append(
+                    f"flow.steps[{i}].id: duplicate step id '{sid}' "
+                    f"(also flow.steps[{step_seen[sid]}])"
+                )
             else:
                 step_seen[sid] = i
                 step_ids.append(sid)
@@ -333,7 +340,7 @@ def _unreachable(data: dict[str, Any]) -> list[str]:
                         sequential = False
         if sequential and following:
             out.add(following)
-    start = flow.get("start") if flow.get("start") in edges else ids[0]
+    start: str = flow["start"] if flow.get("start") in edges else ids[0]
     seen = {start}
     todo = [start]
     while todo:

@@ -1,0 +1,191 @@
+"""`rolecall run` driven as a user would: real subprocesses, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rolecall.bus import Envelope
+from tests.conftest import ROOT
+
+COMMON = {"topic", "type", "seq", "session_id", "ts"}
+FIELDS = {
+    ("messages", "message"): {
+        "message_id",
+        "sender",
+        "content",
+        "reply_to",
+        "target",
+        "mentions",
+        "step_id",
+        "loop_iteration",
+        "turn",
+        "input_tokens",
+        "output_tokens",
+    },
+    ("sse", "start"): {"message_id", "sender"},
+    ("sse", "chunk"): {"message_id", "sender", "delta", "output_tokens"},
+    ("sse", "end"): {"message_id", "sender", "input_tokens", "output_tokens"},
+    ("system", "step"): {"step_id", "speaker", "execution_order", "loop_iteration", "result"},
+    ("system", "condition"): {"condition", "result", "detail"},
+    ("world", "session"): {"state"},
+    ("world", "stop"): {"reason", "detail"},
+}
+
+
+def rolecall(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "rolecall.cli.main", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        check=False,
+    )
+
+
+def test_json_stream_follows_events_md(data_dir: Path) -> None:
+    result = rolecall("run", "worlds/classroom", "--json")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records, "no events"
+    session_ids = {r["session_id"] for r in records}
+    assert len(session_ids) == 1
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    for record in records:
+        assert COMMON <= set(record), record
+        kind = (record["topic"], record["type"])
+        assert FIELDS.get(kind, set()) <= set(record), (kind, record)
+        Envelope.from_record(record)  # every line is a valid typed event
+    stops = [r for r in records if r["topic"] == "world" and r["type"] == "stop"]
+    assert len(stops) == 1 and records[-1] == stops[0]
+    assert stops[0]["reason"] == "flow_end"
+    messages = [r for r in records if r["type"] == "message"]
+    assert messages[0]["message_id"] == "m1" and messages[0]["step_id"] == "intro"
+    assert all(m["turn"] == i for i, m in enumerate(messages, start=1))
+    # chunks of each message join to its content
+    for m in messages:
+        chunks = [
+            r["delta"]
+            for r in records
+            if r["type"] == "chunk" and r["message_id"] == m["message_id"]
+        ]
+        assert "".join(chunks) == m["content"]
+
+
+def test_same_world_twice_gives_identical_messages(data_dir: Path) -> None:
+    runs = [rolecall("run", "classroom", "--json") for _ in range(2)]
+    contents = [
+        [json.loads(x)["content"] for x in r.stdout.splitlines() if '"type":"message"' in x]
+        for r in runs
+    ]
+    assert contents[0] == contents[1]
+    assert len(contents[0]) >= 5
+
+
+def test_terminal_output_shows_headers_tokens_and_total(data_dir: Path) -> None:
+    result = rolecall("run", "classroom", env={"NO_COLOR": "1"})
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "teacher [step intro]" in out
+    assert "student → teacher [step ask]" in out
+    assert "teacher → student [step explain · loop 1]" in out
+    assert "↑" in out and "↓" in out
+    assert "stopped: flow_end" in out and "session total ↑" in out
+    assert "\033[" not in out  # plain text when not a terminal
+
+
+def test_max_turns_and_topic_flags(data_dir: Path) -> None:
+    result = rolecall(
+        "run", "classroom", "--json", "--max-turns", "3", "--topic", "Why is the sky blue?"
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sum(r["type"] == "message" for r in records) == 3
+    assert records[-1]["reason"] == "max_turns"
+
+
+def test_broken_world_exits_2_listing_every_problem_and_writes_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "world.yaml").write_text(
+        """
+name: broken
+roles:
+  - id: teacher
+    sytem_prompt: hi
+  - id: student
+  - id: student
+flow:
+  steps:
+    - {id: intro, speaker: profesor}
+"""
+    )
+    home = tmp_path / "home"
+    result = rolecall("run", str(folder), env={"ROLECALL_HOME": str(home)})
+    assert result.returncode == 2
+    err = result.stderr
+    assert "3 problems" in err
+    assert "roles[0].sytem_prompt: unknown field (did you mean system_prompt?)" in err
+    assert "roles[2].id: duplicate id 'student'" in err
+    assert "flow.steps[0].speaker: no role 'profesor'" in err
+    assert result.stdout == ""
+    assert not home.exists()
+
+
+def test_bad_yaml_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "world.yaml"
+    path.write_text("name: x\nroles: [\n")
+    result = rolecall("run", str(path))
+    assert result.returncode == 2
+    assert "invalid YAML" in result.stderr and str(path) in result.stderr
+
+
+def test_unknown_world_name_exits_2() -> None:
+    result = rolecall("run", "clasroom")
+    assert result.returncode == 2
+    assert "no world 'clasroom'" in result.stderr and "classroom" in result.stderr
+
+
+def test_validate_command(tmp_path: Path) -> None:
+    ok = rolecall("worlds", "validate", "worlds/classroom")
+    assert ok.returncode == 0 and "ok (5 roles, 7 steps)" in ok.stdout
+    (tmp_path / "world.yaml").write_text(
+        "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: b}]}\n"
+    )
+    bad = rolecall("worlds", "validate", str(tmp_path))
+    assert bad.returncode == 2 and "flow.steps[0].speaker: no role 'b'" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["run", "--help"], ["run", "worlds/classroom", "--json"]],
+)
+def test_help_and_offline_runs_never_import_litellm(argv: list[str], data_dir: Path) -> None:
+    code = (
+        "import sys\n"
+        "from rolecall.cli.main import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('LITELLM=%s' % ('litellm' in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "LITELLM=False" in result.stderr, result.stderr[-2000:]

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rolecall.errors import UsageError, WorldError
+from rolecall.world.loader import load_world, parse_world, resolve_world_path
+from tests.conftest import ROOT
+
+GOOD = """
+name: tiny
+topic: tea
+roles:
+  - template: teacher
+  - id: student
+    system_prompt: You ask.
+flow:
+  steps:
+    - {id: a, speaker: teacher}
+    - {id: b, speaker: student, reply_to: {role: teacher}}
+"""
+
+
+def problems_of(text: str) -> list[str]:
+    with pytest.raises(WorldError) as info:
+        parse_world(text)
+    return info.value.problems
+
+
+def test_a_good_world_loads_with_template_fields() -> None:
+    world = parse_world(GOOD).world
+    teacher = world.role("teacher")
+    assert teacher.system_prompt  # taken from the built-in template
+    assert world.role_ids == ["teacher", "student"]
+    assert world.flow is not None and world.flow.start_id == "a"
+
+
+def test_fields_beside_a_template_win() -> None:
+    world = parse_world(
+        GOOD.replace("- template: teacher", "- template: teacher\n    name: Ms. R\n    id: mentor")
+        .replace("speaker: teacher", "speaker: mentor")
+        .replace("role: teacher", "role: mentor")
+    ).world
+    mentor = world.role("mentor")
+    assert mentor.name == "Ms. R"
+    assert mentor.system_prompt
+
+
+def test_every_problem_is_listed_at_once_with_its_path() -> None:
+    text = """
+name: broken
+roles:
+  - id: teacher
+    sytem_prompt: hi
+  - id: student
+  - id: student
+flow:
+  steps:
+    - {id: intro, speaker: profesor}
+    - {id: ask, speaker: student, loop: {to: intro}}
+    - {id: ask, speaker: teacher, next: [{when: {contains: x}, goto: nowhere}]}
+    - {id: more, speaker: teacher, loop: {to: nowhere2, max: 2.5}}
+"""
+    found = problems_of(text)
+    expected = [
+        "roles[0].sytem_prompt: unknown field (did you mean system_prompt?)",
+        "roles[2].id: duplicate id 'student' (also roles[1])",
+        "flow.steps[0].speaker: no role 'profesor'",
+        "flow.steps[1].loop.max: a loop needs max",
+        "flow.steps[2].id: duplicate step id 'ask' (also flow.steps[1])",
+        "flow.steps[2].next[0].goto: no step 'nowhere'",
+        "flow.steps[3].loop.to: no step 'nowhere2'",
+        "flow.steps[3].loop.max: max must be an integer 1..10000, got 2.5",
+    ]
+    for line in expected:
+        assert any(p.startswith(line) for p in found), f"missing {line!r} in {found}"
+    assert len(found) == len(expected)
+
+
+def test_unknown_speaker_lists_the_roles_and_the_closest() -> None:
+    found = problems_of(GOOD.replace("speaker: student", "speaker: studnet"))
+    assert found == [
+        "flow.steps[1].speaker: no role 'studnet' (did you mean student?; roles: teacher, student)"
+    ]
+
+
+def test_bad_yaml_names_line_and_column() -> None:
+    found = problems_of("name: x\nroles: [\n  - id: a\n")
+    assert len(found) == 1
+    assert found[0].startswith("line ") and "invalid YAML" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("- just\n- a list\n", "(top level): expected a mapping"),
+        ("name: x\n", "roles: required field missing"),
+        (
+            "name: x\nroles: [{template: techer}]\n",
+            "roles[0].template: no role template 'techer' (did you mean teacher",
+        ),
+        ("name: x\nroles: [{id: Bad}]\n", "roles[0].id: bad id 'Bad'"),
+        (
+            "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a, reply_to: {rol: a}}]}\n",
+            "flow.steps[0].reply_to: reply_to must be previous, none",
+        ),
+        (
+            "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a}], stop: [{bogus: 1}]}\n",
+            "flow.stop[0]: not a condition",
+        ),
+        (
+            "name: x\nroles: [{id: a}]\nflow: {start: zz, steps: [{id: s, speaker: a}]}\n",
+            "flow.start: no step 'zz'",
+        ),
+        (
+            "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a, loop: {to: s, max: 0}}]}\n",
+            "flow.steps[0].loop.max: max must be an integer",
+        ),
+        (
+            "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a, next: nope}]}\n",
+            "flow.steps[0].next: no step 'nope'",
+        ),
+        (
+            "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a}], stop: [{contains: X, role: zed}]}\n",
+            "flow.stop[0].role: no role 'zed'",
+        ),
+        (
+            "name: x\nsettings: {turn_limt: 3}\nroles: [{id: a}]\n",
+            "settings.turn_limt: unknown field (did you mean turn_limit?)",
+        ),
+    ],
+)
+def test_each_kind_of_problem(text: str, needle: str) -> None:
+    found = problems_of(text)
+    assert any(needle in p for p in found), found
+
+
+def test_unreachable_steps_are_a_warning_not_an_error() -> None:
+    loaded = parse_world(
+        """
+name: x
+roles: [{id: a}]
+flow:
+  steps:
+    - {id: one, speaker: a, next: end}
+    - {id: two, speaker: a}
+"""
+    )
+    assert loaded.warnings == ["flow.steps[1]: step 'two' is unreachable from 'one'"]
+
+
+def test_world_paths_resolve_folder_file_and_name(tmp_path: Path) -> None:
+    folder = tmp_path / "worlds" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "world.yaml").write_text(GOOD)
+    assert resolve_world_path("tiny", cwd=tmp_path) == folder / "world.yaml"
+    assert resolve_world_path(str(folder), cwd=tmp_path) == folder / "world.yaml"
+    assert resolve_world_path(str(folder / "world.yaml"), cwd=tmp_path) == folder / "world.yaml"
+    with pytest.raises(UsageError, match=r"no world 'tinny'.*did you mean tiny"):
+        resolve_world_path("tinny", cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "folder", sorted(p.parent.name for p in (ROOT / "worlds").glob("*/world.yaml"))
+)
+def test_every_shipped_world_is_valid(folder: str) -> None:
+    loaded = load_world(ROOT / "worlds" / folder / "world.yaml")
+    assert loaded.warnings == []
