@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 import anyio
 import structlog
@@ -50,6 +52,37 @@ log = structlog.get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
 TurnHook = Callable[["Session"], Awaitable[None]]
+MessageHook = Callable[["Session", Message], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    """What a director wants next: who speaks, to which message, as which step."""
+
+    speaker: str
+    target: Message | None
+    step_id: str
+    instruction: str | None = None
+    loop_iteration: int = 0
+
+
+class Director(Protocol):
+    """Decides the speaking order instead of a flow (e.g. study mode's role queues).
+
+    A director keeps whatever must survive save/restore in ``session.state.extra``.
+    """
+
+    def plan(self, session: Session) -> PlannedTurn | tuple[str, str]:
+        """The next turn, or ``(stop reason, detail)`` when the dialogue is complete."""
+        ...
+
+    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> None:
+        """Called after the planned turn's message was committed and published."""
+        ...
+
+    def human(self, session: Session, message: Message) -> bool:
+        """A human message arrived; True when the director consumed it (no routing)."""
+        ...
 
 
 def new_session_id(clock: Callable[[], datetime] = utc_now) -> str:
@@ -81,6 +114,9 @@ class Session:
         self.ctx = ConditionContext(self.state.transcript, self.state.flags)
         self.commit_hooks: list[CommitHook] = []
         self.turn_hooks: list[TurnHook] = []
+        self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
+        self.director: Director | None = None
+        self.ctx.judge_scores = self.state.extra.setdefault("judge_scores", {})
         self._lock = anyio.Lock()
         self._running = False
         self._pause_requested = False
@@ -88,6 +124,10 @@ class Session:
         self._opened = False
         self._role_ids = world.role_ids
         self.log = log.bind(session=self.state.session_id, world=world.name)
+        if _uses_modes(world):
+            from rolecall.modes import install
+
+            install(self)
 
     # ------------------------------------------------------------------ state
     @property
@@ -100,8 +140,9 @@ class Session:
 
     @property
     def flow_active(self) -> bool:
-        """A flow has started and not finished: human messages are interjections."""
-        return self.engine is not None and self.state.pointer.started and not self.finished
+        """A flow (or director) has started and not finished: human messages interject."""
+        driven = self.engine is not None or self.director is not None
+        return driven and self.state.pointer.started and not self.finished
 
     def open(self) -> None:
         """Announce a new session (``created``, agents joined); no-op when resumed."""
@@ -224,7 +265,14 @@ class Session:
                 return False
             if self.state.pending:
                 await self._pending_turn()
-            elif not pending_only and self.engine is not None:
+            elif pending_only:
+                return False
+            elif "concluding" in self.state.extra:
+                reason, detail = self.state.extra["concluding"]
+                await self._conclude(reason, detail)
+            elif self.director is not None:
+                await self._director_turn(self.director)
+            elif self.engine is not None:
                 await self._flow_turn(self.engine)
             else:
                 return False
@@ -298,7 +346,8 @@ class Session:
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()
             await self._commit(message)
-            route_human(self, message)
+            if self.director is None or not self.director.human(self, message):
+                route_human(self, message)
         if not self._running:
             await self.settle()
         return message
@@ -322,6 +371,7 @@ class Session:
         step_id: str | None,
         loop_iteration: int | None,
         instruction: str | None = None,
+        finish_on_budget: bool = True,
     ) -> Generated | None:
         """One model call under the budgets; None when it did not produce a message."""
         world = self.world
@@ -336,7 +386,8 @@ class Session:
         )
         blocked = budget_block(world.settings, transcript, prompt_tokens(prompt))
         if blocked is not None:
-            self._finish(*blocked)
+            if finish_on_budget:
+                self._finish(*blocked)
             return None
         settings = world.settings
         request = GenerationRequest(
@@ -433,12 +484,115 @@ class Session:
         )
         await self._commit(message)
         pointer.begin(step.id)
+        for hook in self.message_hooks:
+            await hook(self, message)
         outcome = engine.after_step(step.id, pointer, self.ctx)
         self._publish_evaluations(outcome.evaluations)
         self._record(step.id, step.speaker, message, iteration, outcome.result, started)
         pointer.current = outcome.next_step
         if outcome.next_step is None:
-            self._finish(outcome.stop_reason or "flow_end", outcome.stop_detail)
+            await self._conclude(outcome.stop_reason or "flow_end", outcome.stop_detail)
+
+    async def _director_turn(self, director: Director) -> None:
+        planned = director.plan(self)
+        if isinstance(planned, tuple):
+            await self._conclude(*planned)
+            return
+        started = self.clock()
+        generated = await self._call(
+            self.world.role(planned.speaker),
+            planned.target,
+            step_id=planned.step_id,
+            loop_iteration=planned.loop_iteration,
+            instruction=planned.instruction,
+        )
+        if generated is None:
+            return
+        message = self._message(
+            planned.speaker,
+            "agent",
+            generated.text,
+            target=planned.target,
+            step_id=planned.step_id,
+            loop_iteration=planned.loop_iteration,
+            generated=generated,
+        )
+        await self._commit(message)
+        self.state.pointer.begin(planned.step_id)
+        self._record(
+            planned.step_id, planned.speaker, message, planned.loop_iteration, "success", started
+        )
+        director.completed(self, planned, message)
+        for hook in self.message_hooks:
+            await hook(self, message)
+
+    async def _conclude(self, reason: str, detail: str) -> None:
+        """Finish, after the flow's final step (a synthesis) when it has one."""
+        final = self.engine.flow.final if self.engine is not None else None
+        if final is None or reason == "manual" or self.state.extra.get("final_done"):
+            self.state.extra.pop("concluding", None)
+            self._finish(reason, detail)
+            return
+        self.state.extra["concluding"] = [reason, detail]
+        target, warning = resolve_target(final.reply_to, self.state.transcript)
+        if warning:
+            self.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
+        started = self.clock()
+        generated = await self._call(
+            self.world.role(final.speaker),
+            target,
+            step_id=final.id,
+            loop_iteration=0,
+            instruction=final.instruction,
+            finish_on_budget=False,
+        )
+        if generated is None and self.state.state == "paused":
+            return  # failed or cancelled: resume tries the final step again
+        if generated is not None:
+            message = self._message(
+                final.speaker,
+                "agent",
+                generated.text,
+                target=target,
+                step_id=final.id,
+                loop_iteration=0,
+                generated=generated,
+            )
+            await self._commit(message)
+            self.state.pointer.begin(final.id)
+            self._record(final.id, final.speaker, message, 0, "success", started)
+        self.state.extra["final_done"] = True
+        self.state.extra.pop("concluding", None)
+        self._finish(reason, detail)
+
+    async def extra_turn(
+        self,
+        role_id: str,
+        target: Message | None,
+        *,
+        step_id: str,
+        instruction: str | None = None,
+    ) -> Message | None:
+        """A turn outside the flow's steps (a judge's verdict), from a message hook.
+
+        Counted in every budget; it leaves no execution-log record. None when the
+        budgets forbid it or the generation failed.
+        """
+        generated = await self._call(
+            self.world.role(role_id),
+            target,
+            step_id=step_id,
+            loop_iteration=None,
+            instruction=instruction,
+            finish_on_budget=False,
+        )
+        if generated is None:
+            return None
+        message = self._message(
+            role_id, "agent", generated.text, target=target, step_id=step_id, generated=generated
+        )
+        await self._commit(message)
+        return message
 
     def _publish_evaluations(self, evaluations: list[tuple[str, Evaluation]]) -> None:
         for where, ev in evaluations:
@@ -476,3 +630,9 @@ class Session:
         from rolecall.chat import answer_pending
 
         await answer_pending(self)
+
+
+def _uses_modes(world: World) -> bool:
+    if world.mode is not None or world.judge is not None:
+        return True
+    return world.flow is not None and any(step.judge for step in world.flow.steps)

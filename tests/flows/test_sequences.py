@@ -218,3 +218,40 @@ async def test_next_end_and_explicit_start() -> None:
     assert rec.steps() == ["a1", "a3", "a2"]
     _, rec = await run_flow(scripted_world(steps, start="a3"))
     assert rec.steps() == ["a3", "a2"]
+
+
+async def test_final_step_runs_once_after_the_stop_and_before_world_stop() -> None:
+    world = scripted_world(
+        four(s3={"to": "s2", "max": 10}),
+        roles=["a", "mod"],
+        stop=[{"contains": "a says 4"}],
+    )
+    flow = world.flow
+    assert flow is not None
+    from rolecall.flows.model import FinalStep
+
+    world = world.model_copy(
+        update={"flow": flow.model_copy(update={"final": FinalStep(speaker="mod", id="synthesis")})}
+    )
+    session, rec = await run_flow(world)
+    assert rec.steps() == ["s1", "s2", "s3", "s2", "synthesis"]
+    messages = rec.of("messages", "message")
+    assert messages[-1].sender == "mod" and messages[-1].step_id == "synthesis"
+    assert rec.events[-1].event.type == "stop"
+    assert rec.stop().reason == "keyword"  # the termination reason, not the synthesis
+
+
+async def test_final_step_is_skipped_on_manual_stop_and_when_the_budget_is_spent() -> None:
+    world = scripted_world(
+        four(s3={"to": "s2", "max": 10}), roles=["a", "mod"], settings={"max_turns": 3}
+    )
+    flow = world.flow
+    assert flow is not None
+    from rolecall.flows.model import FinalStep
+
+    world = world.model_copy(
+        update={"flow": flow.model_copy(update={"final": FinalStep(speaker="mod")})}
+    )
+    _, rec = await run_flow(world)
+    assert rec.stop().reason == "max_turns"
+    assert all(m.sender == "a" for m in rec.of("messages", "message"))

@@ -136,6 +136,29 @@ class LogEvent(_Event):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class JudgeEvent(_Event):
+    """A judge's structured verdict on a message (modes.md, Judge roles)."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["judge"] = "judge"
+    judge: str
+    message_id: str | None = None  # the judge's own message
+    about: str | None = None  # the message judged
+    scores: dict[str, float] = Field(default_factory=dict)
+    verdict: dict[str, Any] = Field(default_factory=dict)
+    valid: bool = True
+
+
+class ModeEvent(_Event):
+    """A mode's own decision with its reasons (classification, reallocation, termination)."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["mode"] = "mode"
+    mode: str
+    name: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
 class SessionEvent(_Event):
     topic: Literal["world"] = "world"
     type: Literal["session"] = "session"
@@ -178,6 +201,8 @@ Event = Annotated[
     | Annotated[WarningEvent, Tag("system/warning")]
     | Annotated[ErrorEvent, Tag("system/error")]
     | Annotated[LogEvent, Tag("system/log")]
+    | Annotated[JudgeEvent, Tag("system/judge")]
+    | Annotated[ModeEvent, Tag("system/mode")]
     | Annotated[SessionEvent, Tag("world/session")]
     | Annotated[AgentEvent, Tag("world/agent")]
     | Annotated[StopEvent, Tag("world/stop")],

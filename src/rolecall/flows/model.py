@@ -211,10 +211,23 @@ class Step(_Model):
     judge: str | None = None  # a judge role that scores this step's message (modes.md)
 
 
+class FinalStep(_Model):
+    """A closing turn run once when the flow stops for any reason but ``manual``.
+
+    Used by presets for a neutral synthesis; budgets still apply to it.
+    """
+
+    id: Ident = "final"
+    speaker: str
+    instruction: str | None = None
+    reply_to: ReplyTo = "previous"
+
+
 class Flow(_Model):
     start: str | None = None
     steps: list[Step] = Field(min_length=1)
     stop: list[Condition] = Field(default_factory=list)
+    final: FinalStep | None = None
 
     @property
     def start_id(self) -> str:

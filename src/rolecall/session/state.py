@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -148,6 +148,7 @@ class SessionState:
     pending: list[PendingReply] = field(default_factory=list)  # replies due, in order
     execution_log: list[ExecutionRecord] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # modes' own state (JSON-able)
     pause_reason: str | None = None
     stop_reason: str | None = None
     stop_detail: str = ""

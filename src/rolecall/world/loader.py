@@ -102,6 +102,10 @@ def build_world(
 ) -> LoadedWorld:
     problems: list[str] = []
     data = dict(raw)
+    if data.get("mode") is not None:
+        from rolecall.modes import expand
+
+        data = expand(data, library, problems)
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
     try:
@@ -259,6 +263,9 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
         step_ref("flow.start", start)
     for i, cond in enumerate(flow.get("stop") or []):
         _cond_refs(f"flow.stop[{i}]", cond, role_ref)
+    final = flow.get("final")
+    if isinstance(final, dict):
+        role_ref("flow.final.speaker", final.get("speaker"))
     for i, step in enumerate(steps):
         if not isinstance(step, dict):
             continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
@@ -58,6 +58,11 @@ class World(_Model):
     settings: Settings = Field(default_factory=Settings)
     roles: list[Role] = Field(min_length=1)
     flow: Flow | None = None
+    # preset options (modes.md); validated by the mode when the world is expanded
+    debate: dict[str, Any] | None = None
+    consensus: dict[str, Any] | None = None
+    study: dict[str, Any] | None = None
+    judge: dict[str, Any] | None = None
 
     def role(self, role_id: str) -> Role:
         for role in self.roles:

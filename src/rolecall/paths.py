@@ -1,0 +1,40 @@
+"""Where a run's files live, and ids that are safe to use in paths.
+
+The data directory is ``--data-dir``, else ``$ROLECALL_HOME``, else the platform's
+user data directory. Nothing is created until something is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from rolecall.errors import UnsafeIdError
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get("ROLECALL_HOME")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("rolecall", appauthor=False))
+
+
+def safe_id(value: str, what: str = "id") -> str:
+    """``value`` if it can name a file or folder without escaping; UnsafeIdError otherwise.
+
+    Refused: empty, ``.``/``..``, path separators, NUL and other control characters,
+    leading dots or dashes, more than 128 characters.
+    """
+    if not isinstance(value, str) or not _SAFE_ID.match(value) or ".." in value:
+        raise UnsafeIdError(
+            f"{what} {value!r} is not safe in a file name "
+            "(letters, digits, '.', '_' and '-' only, not starting with '.' or '-', no '..')"
+        )
+    return value
