@@ -233,7 +233,7 @@ async def test_final_step_runs_once_after_the_stop_and_before_world_stop() -> No
     world = world.model_copy(
         update={"flow": flow.model_copy(update={"final": FinalStep(speaker="mod", id="synthesis")})}
     )
-    session, rec = await run_flow(world)
+    _, rec = await run_flow(world)
     assert rec.steps() == ["s1", "s2", "s3", "s2", "synthesis"]
     messages = rec.of("messages", "message")
     assert messages[-1].sender == "mod" and messages[-1].step_id == "synthesis"
