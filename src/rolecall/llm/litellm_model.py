@@ -1,0 +1,496 @@
+"""The litellm adapter: every real provider behind the :class:`ChatModel` protocol.
+
+This is the only module of rolecall that imports litellm, and it does so lazily (on
+first use, cached), because importing litellm takes seconds. Before that first import
+``LITELLM_LOCAL_MODEL_COST_MAP`` defaults to ``True`` (a value the user set wins) so
+litellm never fetches its model cost map from the internet.
+
+Retries are ours (the provider SDK's own retries are switched off): transient failures
+are retried with exponential backoff, but only while no text has been yielded for the
+request, so a caller never sees text twice. Every failure is raised as a
+:class:`~rolecall.errors.ProviderError` whose message names the model and the cause
+in plain words and never contains the API key. Cancellation propagates untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final, Literal
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from rolecall.errors import ProviderError, ProviderRefused, ProviderTimeout, ProviderUnavailable
+from rolecall.llm.types import (
+    GenerationRequest,
+    StreamItem,
+    TextDelta,
+    Usage,
+    estimate_tokens,
+    prompt_tokens,
+)
+
+__all__ = ["LiteLLMModel", "aclose_clients", "is_loaded", "preload"]
+
+log = structlog.get_logger(__name__)
+
+COST_MAP_ENV: Final = "LITELLM_LOCAL_MODEL_COST_MAP"
+DEFAULT_RETRY_DELAY: Final = 0.5
+DEFAULT_MAX_RETRY_DELAY: Final = 8.0
+
+_load_lock = threading.Lock()
+_litellm: Any = None
+
+# litellm's callback lists; emptied on first load so nothing is sent anywhere.
+_CALLBACK_LISTS: Final = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "service_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
+
+
+# -- loading litellm ------------------------------------------------------------------------
+
+
+def _load() -> Any:
+    """Import litellm once (thread-safe), configure it for quiet offline use, return it."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _load_lock:
+        if _litellm is not None:
+            return _litellm
+        os.environ.setdefault(COST_MAP_ENV, "True")
+        import litellm
+
+        lit: Any = litellm
+        # No "Give Feedback / Get Help" banners printed on every exception.
+        lit.suppress_debug_info = True
+        if hasattr(lit, "telemetry"):
+            lit.telemetry = False
+        for attr in _CALLBACK_LISTS:
+            if isinstance(getattr(lit, attr, None), list):
+                setattr(lit, attr, [])
+        _warm_up(lit)
+        _litellm = lit
+        return lit
+
+
+def _warm_up(lit: Any) -> None:
+    """Do the lazy work of litellm's first call now, off the event loop.
+
+    The first completion otherwise imports the provider SDK's resource modules and
+    loads the bundled tokenizer (about a second together) while the request's timeout
+    is already running.
+    """
+    with contextlib.suppress(Exception):
+        import importlib
+
+        importlib.import_module("openai.resources")
+    with contextlib.suppress(Exception):
+        lit.token_counter(text="warm up")
+
+
+def preload() -> None:
+    """Import (and warm up) litellm now; meant for a background thread at start-up."""
+    _load()
+
+
+def is_loaded() -> bool:
+    """Whether litellm has been imported in this process."""
+    return "litellm" in sys.modules
+
+
+async def aclose_clients() -> None:
+    """Close the HTTP clients litellm cached for the running event loop and forget them.
+
+    For shutdown (and for tests that run several event loops in one process): a client
+    left open when its event loop ends leaks sockets. Does nothing if litellm was never
+    loaded. Do not call it while a stream is still running.
+    """
+    if _litellm is None:
+        return
+    lit: Any = _litellm
+    closer = getattr(lit, "close_litellm_async_clients", None)
+    if closer is not None:
+        with anyio.move_on_after(5.0, shield=True), contextlib.suppress(Exception):
+            await closer()
+    cache = getattr(lit, "in_memory_llm_clients_cache", None)
+    if cache is not None:
+        with contextlib.suppress(Exception):
+            cache.flush_cache()
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+class LiteLLMModel:
+    """A :class:`~rolecall.llm.protocol.ChatModel` that streams through ``litellm.acompletion``.
+
+    ``name`` is the litellm model string (``"openai/gpt-4o-mini"``); a request's own
+    ``model`` wins when set. ``retry_delay`` is the first backoff delay; each further
+    retry doubles it, up to ``max_retry_delay``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
+        max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
+    ) -> None:
+        if retry_delay < 0 or max_retry_delay < 0:
+            raise ValueError("retry delays must not be negative")
+        self.name = name
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+
+    def __repr__(self) -> str:
+        return f"LiteLLMModel({self.name!r})"
+
+    def backoff(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        return float(min(self.retry_delay * (2 ** (retry - 1)), self.max_retry_delay))
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        model = request.model or self.name
+        secret = _api_key(request, model)
+        try:
+            if _litellm is None:
+                # Importing litellm takes seconds; keep the event loop responsive meanwhile.
+                await anyio.to_thread.run_sync(_load)
+            lit: Any = _load()
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                f"{model}: the litellm package could not be imported ({exc})", model=model
+            ) from exc
+
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": [m.as_provider_dict() for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": request.timeout,
+            # The SDK's own retries would hide attempts from us and could repeat text.
+            "max_retries": 0,
+        }
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        if request.api_base:
+            kwargs["api_base"] = request.api_base
+        if secret is not None:
+            kwargs["api_key"] = secret
+
+        attempts = max(0, request.retries) + 1
+        timeout = request.timeout
+        for attempt in range(1, attempts + 1):
+            log.debug("provider_call", model=model, attempt=attempt, attempts=attempts)
+            parts: list[str] = []
+            usage: Usage | None = None
+            failure: Exception | None = None
+            response: Any = None
+            chunks: AsyncIterator[Any] | None = None
+            try:
+                with anyio.fail_after(timeout):
+                    response = await lit.acompletion(**kwargs)
+                chunks = aiter(response)
+            except Exception as exc:
+                failure = exc
+                if response is not None:
+                    await _close_stream(response)
+            if chunks is not None:
+                try:
+                    while True:
+                        try:
+                            with anyio.fail_after(timeout):
+                                chunk = await anext(chunks)
+                            text, chunk_usage = _read_chunk(chunk)
+                        except StopAsyncIteration:
+                            break
+                        except Exception as exc:
+                            failure = exc
+                            break
+                        if chunk_usage is not None:
+                            usage = chunk_usage
+                        if text:
+                            parts.append(text)
+                            yield TextDelta(text)
+                finally:
+                    await _close_stream(response)
+
+            if failure is None:
+                if usage is None:
+                    usage = Usage(
+                        input_tokens=prompt_tokens(request.messages),
+                        output_tokens=estimate_tokens("".join(parts)),
+                    )
+                yield usage
+                return
+
+            kind, what = _classify(failure, lit)
+            detail = _redact(_detail(failure), secret)
+            cause = _safe_cause(failure, secret)
+            if parts:
+                chars = sum(len(p) for p in parts)
+                raise ProviderUnavailable(
+                    f"{model}: the stream broke after {chars} characters ({what}: {detail})",
+                    model=model,
+                    retryable=True,
+                ) from cause
+            if kind == "refused":
+                raise ProviderRefused(
+                    f"{model}: provider refused the request ({what}): {detail}",
+                    model=model,
+                ) from cause
+            if attempt < attempts:
+                delay = self.backoff(attempt)
+                log.warning(
+                    "provider_retry",
+                    model=model,
+                    attempt=attempt,
+                    attempts=attempts,
+                    delay=delay,
+                    cause=f"{what}: {detail}",
+                )
+                await anyio.sleep(delay)
+                continue
+            noun = "attempt" if attempts == 1 else "attempts"
+            error: ProviderError
+            if kind == "timeout":
+                error = ProviderTimeout(
+                    f"{model}: provider timed out after {_seconds(timeout)} s ({attempts} {noun})",
+                    model=model,
+                    retryable=True,
+                )
+            else:
+                error = ProviderUnavailable(
+                    f"{model}: provider unavailable after {attempts} {noun} ({what}: {detail})",
+                    model=model,
+                    retryable=True,
+                )
+            raise error from cause
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _api_key(request: GenerationRequest, model: str) -> str | None:
+    """The API key named by ``request.api_key_env``; ``None`` lets litellm use its defaults."""
+    if not request.api_key_env:
+        return None
+    value = os.environ.get(request.api_key_env)
+    if not value:
+        raise ProviderRefused(
+            f"{model}: the API key variable {request.api_key_env} is not set (or is empty)",
+            model=model,
+        )
+    return value
+
+
+def _read_chunk(chunk: Any) -> tuple[str, Usage | None]:
+    """The text and the usage (if any) of one streamed chunk."""
+    text = ""
+    for choice in getattr(chunk, "choices", None) or ():
+        delta = getattr(choice, "delta", None)
+        content = getattr(delta, "content", None) if delta is not None else None
+        if isinstance(content, str):
+            text += content
+    raw = getattr(chunk, "usage", None)
+    if raw is None:
+        return text, None
+    prompt = _field(raw, "prompt_tokens")
+    completion = _field(raw, "completion_tokens")
+    if prompt is None and completion is None:
+        return text, None
+    return text, Usage(input_tokens=prompt or 0, output_tokens=completion or 0)
+
+
+def _field(obj: Any, name: str) -> int | None:
+    value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+async def _close_stream(response: Any) -> None:
+    """Release the HTTP response behind a litellm stream; never raises, never hangs."""
+    closer = getattr(response, "aclose", None)
+    if closer is None:
+        return
+    with anyio.move_on_after(2.0, shield=True), contextlib.suppress(Exception):
+        await closer()
+
+
+Kind = Literal["timeout", "transient", "refused"]
+
+# Client errors, described by status code: litellm sometimes picks its exception class
+# from words in the error body (an OpenAI 404 says "invalid_request_error" and comes back
+# as BadRequestError), but it keeps the status code.
+_CLIENT_ERRORS: Final = {
+    400: "bad request",
+    401: "authentication failed",
+    402: "payment required",
+    403: "permission denied",
+    404: "model or endpoint not found",
+    413: "request too large",
+    422: "request not processable",
+}
+_REFUSED_NAMES: Final = (
+    ("AuthenticationError", "authentication failed"),
+    ("PermissionDeniedError", "permission denied"),
+    ("NotFoundError", "model or endpoint not found"),
+    ("UnprocessableEntityError", "request not processable"),
+    ("UnsupportedParamsError", "unsupported parameter"),
+    ("BadRequestError", "bad request"),
+)
+_TIMEOUT_NAMES: Final = frozenset(
+    {"Timeout", "APITimeoutError", "TimeoutException", "ReadTimeout", "ConnectTimeout"}
+)
+_CONNECTION_NAMES: Final = frozenset(
+    {
+        "APIConnectionError",
+        "ConnectError",
+        "RemoteProtocolError",
+        "ReadError",
+        "ClientConnectionError",
+        "ClientPayloadError",
+    }
+)
+_BAD_DATA: Final = "the provider sent data that is not valid JSON"
+
+
+def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
+    """Whether a failure is a timeout, transient, or a refusal, and a few plain words on it."""
+    # litellm reports a broken stream as MidStreamFallbackError; judge by what broke it.
+    original = getattr(exc, "original_exception", None)
+    if isinstance(original, Exception) and original is not exc:
+        return _classify(original, lit)
+
+    names = _names(exc)
+    if isinstance(exc, TimeoutError) or names & _TIMEOUT_NAMES:
+        return "timeout", "timed out"
+    if _is(exc, names, lit, "ContextWindowExceededError"):
+        return "refused", "the prompt is too long for the model's context window"
+    if _is(exc, names, lit, "ContentPolicyViolationError"):
+        return "refused", "content policy violation"
+    status = _status(exc)
+    if status == 429 or _is(exc, names, lit, "RateLimitError"):
+        return "transient", "rate limited, HTTP 429"
+    if status == 408:
+        return "timeout", "timed out"
+    if status is not None and 400 <= status < 500:
+        return "refused", f"{_CLIENT_ERRORS.get(status, 'client error')}, HTTP {status}"
+    for name, what in _REFUSED_NAMES:
+        if _is(exc, names, lit, name):
+            return "refused", what
+    # litellm gives transport failures a made-up 500; look at what actually happened.
+    if status is None or status == 500:
+        if _is_bad_data(exc):
+            return "transient", _BAD_DATA
+        for linked in _chain(exc):
+            linked_names = _names(linked)
+            if isinstance(linked, TimeoutError) or linked_names & _TIMEOUT_NAMES:
+                return "timeout", "timed out"
+            if linked_names & _CONNECTION_NAMES or isinstance(linked, OSError):
+                text = str(linked).lower()
+                if "timeout" in text or "timed out" in text:
+                    return "timeout", "timed out"
+                return "transient", "connection failed"
+    if status is not None and status >= 500:
+        return "transient", f"server error, HTTP {status}"
+    return "transient", type(exc).__name__
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _is(exc: BaseException, names: set[str], lit: Any, name: str) -> bool:
+    """Whether ``exc`` is litellm's (or the OpenAI SDK's) exception class ``name``."""
+    cls = getattr(lit, name, None)
+    return name in names or (isinstance(cls, type) and isinstance(exc, cls))
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 10:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for linked in (
+            getattr(current, "original_exception", None),
+            current.__cause__,
+            current.__context__,
+        ):
+            if isinstance(linked, BaseException):
+                todo.append(linked)
+
+
+def _is_bad_data(exc: BaseException) -> bool:
+    for linked in _chain(exc):
+        if isinstance(linked, json.JSONDecodeError):
+            return True
+        text = str(linked)
+        if "Expecting value" in text or "JSONDecodeError" in text:
+            return True
+    return False
+
+
+_PREFIX: Final = re.compile(r"^(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout):\s*")
+_KEY_SHAPES: Final = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+
+
+def _detail(exc: BaseException) -> str:
+    """A one-line, human-sized description of what the provider or transport said."""
+    message = getattr(exc, "message", None)
+    text = message if isinstance(message, str) and message else str(exc)
+    if not text:
+        return type(exc).__name__
+    if "Exception - " in text:
+        text = text.split("Exception - ", 1)[1]
+    text = text.split(" Original exception:", 1)[0]
+    previous = None
+    while previous != text:
+        previous = text
+        text = _PREFIX.sub("", text, count=1)
+    text = " ".join(text.split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return text or type(exc).__name__
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "***")
+    return _KEY_SHAPES.sub(lambda m: f"{m.group(1)}-***", text)
+
+
+def _safe_cause(exc: Exception, secret: str | None) -> Exception | None:
+    """The exception to chain as ``__cause__``, unless its text would show the key."""
+    if secret and any(secret in str(linked) for linked in _chain(exc)):
+        return None
+    return exc
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f}" if round(value, 1) == value else f"{value:g}"

@@ -1,0 +1,544 @@
+"""The litellm adapter, driven for real over HTTP to a loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import traceback
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from rolecall.errors import ProviderRefused, ProviderTimeout, ProviderUnavailable
+from rolecall.llm.litellm_model import LiteLLMModel, aclose_clients, is_loaded
+from rolecall.llm.types import (
+    ChatMessage,
+    GenerationRequest,
+    Persona,
+    StreamItem,
+    TextDelta,
+    TurnInfo,
+    Usage,
+)
+
+from .openai_server import Break, Garbage, OpenAITestServer, Reply, Stall, Status, words
+
+MODEL = "openai/test-model"
+KEY_ENV = "ROLECALL_TEST_API_KEY"
+KEY = "sk-rolecall-test-0123456789-SECRET"
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+COST_MAP_ENV = "LITELLM_LOCAL_MODEL_COST_MAP"
+LOOPBACK = ("127.", "::1", "localhost")
+
+pytestmark = [
+    # litellm 1.106 inspects every attribute of streamed choices/deltas, which trips
+    # pydantic's deprecation of instance access to model_fields / model_computed_fields.
+    pytest.mark.filterwarnings(
+        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
+        ":pydantic.warnings.PydanticDeprecatedSince211"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def outbound(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Refuse (and record) any connection that is not to the loopback interface."""
+    attempts: list[Any] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def allowed(address: Any) -> bool:
+        if isinstance(address, tuple) and address:
+            return str(address[0]).startswith(LOOPBACK)
+        return True  # unix sockets and the like stay on this machine
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not allowed(address):
+            attempts.append(address)
+            raise ConnectionRefusedError(f"test guard: no connection to {address!r}")
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if not allowed(address):
+            attempts.append(address)
+            return 111
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    return attempts
+
+
+@pytest.fixture
+async def srv(
+    server: OpenAITestServer, monkeypatch: pytest.MonkeyPatch, outbound: list[Any]
+) -> AsyncIterator[OpenAITestServer]:
+    """The shared server, reset, with the key set, no proxies, and no way off this machine."""
+    server.reset()
+    for var in PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "*")
+    monkeypatch.setenv("no_proxy", "*")
+    monkeypatch.setenv(KEY_ENV, KEY)
+    yield server
+    await aclose_clients()
+    assert outbound == [], f"connections off the loopback interface were attempted: {outbound}"
+
+
+def make_request(srv: OpenAITestServer, **changes: Any) -> GenerationRequest:
+    fields: dict[str, Any] = {
+        "model": MODEL,
+        "messages": (
+            ChatMessage("system", "You are Alice, a careful reviewer."),
+            ChatMessage("user", "Hello there, what do you think?", name="bob"),
+        ),
+        "persona": Persona(id="alice", name="Alice"),
+        "info": TurnInfo(
+            turn=2, n=1, speaker="alice", target="bob", target_text=None, topic="tests"
+        ),
+        "temperature": 0.3,
+        "max_tokens": 50,
+        "api_base": srv.base_url,
+        "api_key_env": KEY_ENV,
+        "timeout": 5.0,
+        "retries": 2,
+    }
+    fields.update(changes)
+    return GenerationRequest(**fields)
+
+
+def make_model() -> LiteLLMModel:
+    return LiteLLMModel(MODEL, retry_delay=0.01)
+
+
+async def collect(
+    request: GenerationRequest, into: list[StreamItem] | None = None
+) -> list[StreamItem]:
+    items: list[StreamItem] = [] if into is None else into
+    with anyio.fail_after(20):  # a hang is a failure, not a stuck test run
+        async for item in make_model().stream(request):
+            items.append(item)
+    return items
+
+
+def text_of(items: list[StreamItem]) -> str:
+    return "".join(i.text for i in items if isinstance(i, TextDelta))
+
+
+def assert_secret_free(exc: BaseException) -> None:
+    rendered = "".join(traceback.format_exception(exc))
+    assert KEY not in str(exc)
+    assert KEY not in rendered
+
+
+# -- streaming --------------------------------------------------------------------------------
+
+TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+@pytest.mark.anyio
+async def test_streams_text_in_order_then_usage(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT, prompt_tokens=21, completion_tokens=9))
+
+    items = await collect(make_request(srv))
+
+    deltas = items[:-1]
+    assert all(isinstance(i, TextDelta) for i in deltas)
+    assert [d.text for d in deltas if isinstance(d, TextDelta)] == words(TEXT)
+    assert len(deltas) == 9
+    assert text_of(items) == TEXT
+    assert items[-1] == Usage(input_tokens=21, output_tokens=9)
+    assert sum(isinstance(i, Usage) for i in items) == 1
+
+
+@pytest.mark.anyio
+async def test_request_carries_messages_and_parameters(srv: OpenAITestServer) -> None:
+    request = make_request(srv, temperature=0.3, max_tokens=50)
+
+    await collect(request)
+
+    (sent,) = srv.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body["model"] == "test-model"
+    assert sent.body["messages"] == [m.as_provider_dict() for m in request.messages]
+    assert sent.body["messages"][1]["name"] == "bob"
+    assert sent.body["temperature"] == 0.3
+    assert sent.body["max_tokens"] == 50
+    assert sent.body["stream"] is True
+    assert sent.body["stream_options"] == {"include_usage": True}
+    assert sent.authorization == f"Bearer {KEY}"
+
+
+@pytest.mark.anyio
+async def test_unset_parameters_are_not_sent(srv: OpenAITestServer) -> None:
+    await collect(make_request(srv, temperature=None, max_tokens=None))
+
+    (sent,) = srv.requests
+    assert "temperature" not in sent.body
+    assert "max_tokens" not in sent.body
+
+
+@pytest.mark.anyio
+async def test_usage_is_still_last_when_the_server_sends_none(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT, send_usage=False))
+
+    items = await collect(make_request(srv))
+
+    assert text_of(items) == TEXT
+    assert sum(isinstance(i, Usage) for i in items) == 1
+    usage = items[-1]
+    assert isinstance(usage, Usage)
+    assert usage.input_tokens > 0
+    assert usage.output_tokens > 0
+
+
+@pytest.mark.anyio
+async def test_the_caller_may_stop_reading_early(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT))
+    seen: list[str] = []
+
+    with anyio.fail_after(20):
+        stream = make_model().stream(make_request(srv))
+        async for item in stream:
+            assert isinstance(item, TextDelta)
+            seen.append(item.text)
+            if len(seen) == 2:
+                break
+        await stream.aclose()  # type: ignore[attr-defined]
+
+    assert seen == words(TEXT)[:2]
+
+
+# -- retries ----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_500_then_success_is_retried_once(srv: OpenAITestServer) -> None:
+    srv.queue(Status(500, "the server had an error"), Reply(TEXT))
+
+    items = await collect(make_request(srv, retries=2))
+
+    assert text_of(items) == TEXT
+    assert isinstance(items[-1], Usage)
+    assert len(srv.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_429_twice_then_success(srv: OpenAITestServer) -> None:
+    srv.queue(Status(429, "rate limit reached", "requests"), Status(429, "again"), Reply(TEXT))
+
+    items = await collect(make_request(srv, retries=2))
+
+    assert text_of(items) == TEXT
+    assert len(srv.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_429_until_retries_run_out_is_unavailable(srv: OpenAITestServer) -> None:
+    srv.queue(*[Status(429, "rate limit reached", "requests")] * 3, Reply(TEXT))
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        await collect(make_request(srv, retries=2))
+
+    message = str(caught.value)
+    assert message.startswith(f"{MODEL}: provider unavailable after 3 attempts")
+    assert "429" in message
+    assert caught.value.model == MODEL
+    assert len(srv.requests) == 3
+    assert_secret_free(caught.value)
+
+
+@pytest.mark.anyio
+async def test_no_retries_means_one_attempt(srv: OpenAITestServer) -> None:
+    srv.queue(Status(503, "overloaded"), Reply(TEXT))
+
+    with pytest.raises(ProviderUnavailable, match=r"after 1 attempt \(server error, HTTP 503"):
+        await collect(make_request(srv, retries=0))
+
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_401_is_refused_without_retry_and_the_key_is_not_shown(
+    srv: OpenAITestServer,
+) -> None:
+    # A provider that echoes the whole key back must not get it into our message.
+    srv.queue(Status(401, f"Incorrect API key provided: {KEY}", "invalid_request_error"))
+
+    with pytest.raises(ProviderRefused) as caught:
+        await collect(make_request(srv, retries=3))
+
+    message = str(caught.value)
+    assert message.startswith(f"{MODEL}: provider refused the request (authentication failed")
+    assert "401" in message
+    assert "Incorrect API key provided: ***" in message
+    assert len(srv.requests) == 1
+    assert_secret_free(caught.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("code", "words_in_message"), [(400, "bad request"), (404, "not found")])
+async def test_other_client_errors_are_refused_without_retry(
+    srv: OpenAITestServer, code: int, words_in_message: str
+) -> None:
+    srv.queue(Status(code, "nope", "invalid_request_error"), Reply(TEXT))
+
+    with pytest.raises(ProviderRefused, match=words_in_message):
+        await collect(make_request(srv, retries=3))
+
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_missing_key_variable_is_refused_by_name(
+    srv: OpenAITestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ROLECALL_NO_SUCH_KEY", raising=False)
+
+    with pytest.raises(ProviderRefused, match="ROLECALL_NO_SUCH_KEY") as caught:
+        await collect(make_request(srv, api_key_env="ROLECALL_NO_SUCH_KEY"))
+
+    assert str(caught.value).startswith(f"{MODEL}: ")
+    assert srv.requests == []
+
+
+@pytest.mark.anyio
+async def test_nothing_listening_is_unavailable_after_retries(srv: OpenAITestServer) -> None:
+    with socket.socket() as probe:  # a loopback port that is free, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    with pytest.raises(ProviderUnavailable, match=r"after 2 attempts \(connection failed") as e:
+        await collect(make_request(srv, api_base=f"http://127.0.0.1:{port}/v1", retries=1))
+
+    assert_secret_free(e.value)
+
+
+# -- timeouts ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_stalled_server_times_out_without_hanging(srv: OpenAITestServer) -> None:
+    srv.queue(Stall(30), Stall(30), Reply(TEXT))
+    started = time.monotonic()
+
+    with pytest.raises(ProviderTimeout) as caught:
+        await collect(make_request(srv, timeout=0.5, retries=1))
+
+    elapsed = time.monotonic() - started
+    assert str(caught.value) == f"{MODEL}: provider timed out after 0.5 s (2 attempts)"
+    assert elapsed < 5
+    assert len(srv.requests) == 2
+    assert_secret_free(caught.value)
+
+
+@pytest.mark.anyio
+async def test_stall_after_headers_before_any_text_times_out(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT, stall_after=0, stall=30))
+    started = time.monotonic()
+
+    with pytest.raises(ProviderTimeout, match=r"timed out after 0\.5 s \(1 attempt\)"):
+        await collect(make_request(srv, timeout=0.5, retries=0))
+
+    assert time.monotonic() - started < 4
+
+
+@pytest.mark.anyio
+async def test_stall_after_text_is_a_broken_stream_not_retried(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT, stall_after=3, stall=30), Reply(TEXT))
+    items: list[StreamItem] = []
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        await collect(make_request(srv, timeout=0.5, retries=2), into=items)
+
+    assert text_of(items) == "The quick brown "
+    assert "the stream broke after 16 characters" in str(caught.value)
+    assert len(srv.requests) == 1
+
+
+# -- broken streams and garbage ---------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_stream_broken_after_text_is_unavailable_and_not_retried(
+    srv: OpenAITestServer,
+) -> None:
+    srv.queue(Break("This stream will"), Reply(TEXT))
+    items: list[StreamItem] = []
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        await collect(make_request(srv, retries=2), into=items)
+
+    assert text_of(items) == "This stream will"
+    assert not any(isinstance(i, Usage) for i in items)
+    assert str(caught.value).startswith(f"{MODEL}: the stream broke after 16 characters")
+    assert len(srv.requests) == 1
+    assert_secret_free(caught.value)
+
+
+@pytest.mark.anyio
+async def test_stream_broken_before_any_text_is_retried(srv: OpenAITestServer) -> None:
+    srv.queue(Break(""), Reply(TEXT))
+
+    items = await collect(make_request(srv, retries=1))
+
+    assert text_of(items) == TEXT
+    assert len(srv.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_garbage_before_any_text_is_unavailable_when_retries_run_out(
+    srv: OpenAITestServer,
+) -> None:
+    srv.queue(Garbage(), Garbage(), Reply(TEXT))
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        await collect(make_request(srv, retries=1))
+
+    message = str(caught.value)
+    assert message.startswith(f"{MODEL}: provider unavailable after 2 attempts")
+    assert "not valid JSON" in message
+    assert len(srv.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_garbage_before_any_text_then_success_is_retried(srv: OpenAITestServer) -> None:
+    srv.queue(Garbage(), Reply(TEXT))
+
+    items = await collect(make_request(srv, retries=1))
+
+    assert text_of(items) == TEXT
+    assert len(srv.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_garbage_after_text_is_a_broken_stream(srv: OpenAITestServer) -> None:
+    srv.queue(Garbage(text="Some words first"), Reply(TEXT))
+    items: list[StreamItem] = []
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        await collect(make_request(srv, retries=2), into=items)
+
+    assert text_of(items) == "Some words first"
+    message = str(caught.value)
+    assert "the stream broke after 16 characters" in message
+    assert "not valid JSON" in message
+    assert len(srv.requests) == 1
+
+
+# -- cancellation -----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_cancellation_propagates_untouched(srv: OpenAITestServer) -> None:
+    srv.queue(Stall(30))
+    started = time.monotonic()
+
+    with anyio.move_on_after(0.5) as scope:
+        await collect(make_request(srv, timeout=10, retries=2))
+
+    assert scope.cancelled_caught
+    assert time.monotonic() - started < 4
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_cancellation_mid_stream_propagates(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT, stall_after=2, stall=30))
+    items: list[StreamItem] = []
+
+    with anyio.move_on_after(1.0) as scope:
+        await collect(make_request(srv, timeout=10, retries=2), into=items)
+
+    assert scope.cancelled_caught
+    assert text_of(items) == "The quick "
+    assert len(srv.requests) == 1
+
+
+# -- lazy import and the cost map -------------------------------------------------------------
+
+
+def _python(code: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS and k != COST_MAP_ENV}
+    env.update(NO_PROXY="*", no_proxy="*", **extra)
+    return env
+
+
+def _finish(proc: subprocess.Popen[str]) -> str:
+    out, err = proc.communicate(timeout=45)
+    assert proc.returncode == 0, err
+    return out.strip()
+
+
+def test_importing_the_adapter_does_not_import_litellm() -> None:
+    code = """
+        import sys
+        import rolecall.llm.litellm_model as m
+        print("litellm" in sys.modules, m.is_loaded())
+    """
+    assert _finish(_python(code, _clean_env())) == "False False"
+
+
+# Refuses and records every connection attempted while litellm loads; prints what it saw.
+_PRELOAD = """
+    import os, socket
+    seen = []
+    def connect(self, address):
+        seen.append(address)
+        raise ConnectionRefusedError("test guard: no connections while loading")
+    socket.socket.connect = connect
+    import rolecall.llm.litellm_model as m
+    m.preload()
+    print(repr(os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")), m.is_loaded(), seen)
+"""
+
+
+def test_cost_map_stays_local_and_a_users_value_wins() -> None:
+    # Both interpreters import litellm (seconds each), so they run side by side.
+    default = _python(_PRELOAD, _clean_env())
+    user_set = _python(_PRELOAD, _clean_env(**{COST_MAP_ENV: "true"}))
+
+    assert _finish(default) == "'True' True []"
+    assert _finish(user_set) == "'true' True []"
+
+
+@pytest.mark.anyio
+async def test_litellm_is_loaded_after_a_call(srv: OpenAITestServer) -> None:
+    await collect(make_request(srv))
+
+    assert is_loaded()
+    assert os.environ.get(COST_MAP_ENV, "").lower() == "true"
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    model = LiteLLMModel(MODEL, retry_delay=0.5, max_retry_delay=3.0)
+
+    assert [model.backoff(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert model.name == MODEL
