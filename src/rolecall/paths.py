@@ -26,6 +26,11 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(platformdirs.user_data_dir("rolecall", appauthor=False))
 
 
+def db_path(data: Path) -> Path:
+    """The SQLite store inside a data directory."""
+    return data / "rolecall.db"
+
+
 def safe_id(value: str, what: str = "id") -> str:
     """``value`` if it can name a file or folder without escaping; UnsafeIdError otherwise.
 

@@ -22,7 +22,9 @@ from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import (
     AgentEvent,
     ConditionEvent,
+    Envelope,
     ErrorEvent,
+    Event,
     EventBus,
     LogEvent,
     MessageEvent,
@@ -66,6 +68,14 @@ class PlannedTurn:
     loop_iteration: int = 0
 
 
+class Store(Protocol):
+    """Where a session is persisted as it runs (the SQLite store implements it)."""
+
+    async def commit(self, session: Session, envelopes: list[Envelope]) -> None:
+        """One transaction: events seen so far plus ``envelopes``, new messages, state."""
+        ...
+
+
 class Director(Protocol):
     """Decides the speaking order instead of a flow (e.g. study mode's role queues).
 
@@ -77,7 +87,10 @@ class Director(Protocol):
         ...
 
     def completed(self, session: Session, turn: PlannedTurn, message: Message) -> None:
-        """Called after the planned turn's message was committed and published."""
+        """The planned turn's message is final; called just before it is stored and published.
+
+        Update the director's state here, so that it is stored with the message.
+        """
         ...
 
     def human(self, session: Session, message: Message) -> bool:
@@ -116,10 +129,11 @@ class Session:
         self.turn_hooks: list[TurnHook] = []
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
+        self.store: Store | None = None
         self.ctx.judge_scores = self.state.extra.setdefault("judge_scores", {})
         self._lock = anyio.Lock()
         self._running = False
-        self._pause_requested = False
+        self._pause_requested: str | None = None
         self._stop_requested = False
         self._opened = False
         self._role_ids = world.role_ids
@@ -182,12 +196,12 @@ class Session:
         return name
 
     # --------------------------------------------------------------- control
-    def pause(self) -> None:
+    def pause(self, reason: str = "manual") -> None:
         """Pause after the current turn (at once when no turn is running)."""
         if self._lock.locked() or self._running:
-            self._pause_requested = True
+            self._pause_requested = reason
         else:
-            self._pause("manual")
+            self._pause(reason)
 
     def stop(self, reason: str = "manual", detail: str = "stopped by the user") -> None:
         """Finish the session: after the current turn, or at once when idle."""
@@ -211,7 +225,7 @@ class Session:
         self.open()
         if self.finished:
             return
-        self._pause_requested = False
+        self._pause_requested = None
         self._set_state("running")
         self._running = True
         try:
@@ -254,8 +268,8 @@ class Session:
             self._finish("manual", "stopped by the user")
             return True
         if self._pause_requested:
-            self._pause_requested = False
-            self._pause("manual")
+            reason, self._pause_requested = self._pause_requested, None
+            self._pause(reason)
             return True
         return False
 
@@ -267,6 +281,10 @@ class Session:
                 await self._pending_turn()
             elif pending_only:
                 return False
+            elif "undecided" in self.state.extra and self.engine is not None:
+                last = self.state.transcript.latest()
+                assert last is not None
+                await self._after_hooks(self.engine, last)
             elif "concluding" in self.state.extra:
                 reason, detail = self.state.extra["concluding"]
                 await self._conclude(reason, detail)
@@ -313,28 +331,46 @@ class Session:
             ts=self.clock(),
         )
 
-    async def _commit(self, message: Message) -> None:
-        """Store, then publish: whatever a subscriber has seen is already committed."""
+    def _message_event(self, message: Message) -> MessageEvent:
+        return MessageEvent.model_construct(
+            topic="messages",
+            type="message",
+            message_id=message.id,
+            sender=message.sender,
+            content=message.content,
+            reply_to=message.reply_to,
+            target=message.target,
+            mentions=message.mentions,
+            step_id=message.step_id,
+            loop_iteration=message.loop_iteration,
+            turn=message.turn,
+            input_tokens=message.input_tokens,
+            output_tokens=message.output_tokens,
+        )
+
+    async def _commit(
+        self, message: Message, *, decide: Callable[[], list[Event]] | None = None
+    ) -> None:
+        """Add, store, then publish: whatever a subscriber has seen is already committed.
+
+        ``decide`` runs once the message is in the transcript (conditions see it) and
+        returns the events of that decision; they are stored in the same transaction
+        and published right after the message event.
+        """
         self.state.transcript.add(message)
+        events: list[Event] = [self._message_event(message)]
+        if decide is not None:
+            events.extend(decide())
         for hook in self.commit_hooks:
             await hook(message)
-        self.bus.publish(
-            MessageEvent.model_construct(
-                topic="messages",
-                type="message",
-                message_id=message.id,
-                sender=message.sender,
-                content=message.content,
-                reply_to=message.reply_to,
-                target=message.target,
-                mentions=message.mentions,
-                step_id=message.step_id,
-                loop_iteration=message.loop_iteration,
-                turn=message.turn,
-                input_tokens=message.input_tokens,
-                output_tokens=message.output_tokens,
-            )
-        )
+        await self._emit(events)
+
+    async def _emit(self, events: list[Event]) -> None:
+        """Stamp, store (one transaction), then deliver ``events``."""
+        envelopes = [self.bus.stamp(e) for e in events]
+        if self.store is not None:
+            await self.store.commit(self, envelopes)
+        self.bus.deliver(*envelopes)
 
     async def say(self, text: str) -> Message:
         """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
@@ -482,16 +518,57 @@ class Session:
             loop_iteration=iteration,
             generated=generated,
         )
-        await self._commit(message)
         pointer.begin(step.id)
+        if self.message_hooks:
+            self.state.extra["undecided"] = [step.id, iteration, started.isoformat()]
+            await self._commit(message)
+            await self._after_hooks(engine, message)
+        else:
+            await self._commit(
+                message, decide=lambda: self._decide(engine, step.id, message, iteration, started)
+            )
+        if "concluding" in self.state.extra:
+            reason, detail = self.state.extra["concluding"]
+            await self._conclude(reason, detail)
+
+    async def _after_hooks(self, engine: FlowEngine, message: Message) -> None:
+        """Run message hooks (a judge), then decide; also resumes an undecided step."""
+        step_id, iteration, started = self.state.extra["undecided"]
         for hook in self.message_hooks:
             await hook(self, message)
-        outcome = engine.after_step(step.id, pointer, self.ctx)
-        self._publish_evaluations(outcome.evaluations)
-        self._record(step.id, step.speaker, message, iteration, outcome.result, started)
+        if self.state.state == "paused":
+            return  # a hook's generation failed; resume runs the hooks again
+        await self._emit(
+            self._decide(engine, step_id, message, iteration, datetime.fromisoformat(started))
+        )
+        if "concluding" in self.state.extra:
+            reason, detail = self.state.extra["concluding"]
+            await self._conclude(reason, detail)
+
+    def _decide(
+        self, engine: FlowEngine, step_id: str, message: Message, iteration: int, started: datetime
+    ) -> list[Event]:
+        """Evaluate what comes after ``step_id``; update the pointer; the events to publish."""
+        pointer = self.state.pointer
+        outcome = engine.after_step(step_id, pointer, self.ctx)
+        events: list[Event] = [
+            ConditionEvent(
+                condition=ev.condition, result=ev.result, detail=ev.detail, context=where
+            )
+            for where, ev in outcome.evaluations
+        ]
+        step = engine.step(step_id)
+        events.append(
+            self._make_record(step_id, step.speaker, message, iteration, outcome.result, started)
+        )
         pointer.current = outcome.next_step
+        self.state.extra.pop("undecided", None)
         if outcome.next_step is None:
-            await self._conclude(outcome.stop_reason or "flow_end", outcome.stop_detail)
+            self.state.extra["concluding"] = [
+                outcome.stop_reason or "flow_end",
+                outcome.stop_detail,
+            ]
+        return events
 
     async def _director_turn(self, director: Director) -> None:
         planned = director.plan(self)
@@ -517,12 +594,21 @@ class Session:
             loop_iteration=planned.loop_iteration,
             generated=generated,
         )
-        await self._commit(message)
         self.state.pointer.begin(planned.step_id)
-        self._record(
-            planned.step_id, planned.speaker, message, planned.loop_iteration, "success", started
-        )
         director.completed(self, planned, message)
+        await self._commit(
+            message,
+            decide=lambda: [
+                self._make_record(
+                    planned.step_id,
+                    planned.speaker,
+                    message,
+                    planned.loop_iteration,
+                    "success",
+                    started,
+                )
+            ],
+        )
         for hook in self.message_hooks:
             await hook(self, message)
 
@@ -558,9 +644,14 @@ class Session:
                 loop_iteration=0,
                 generated=generated,
             )
-            await self._commit(message)
             self.state.pointer.begin(final.id)
-            self._record(final.id, final.speaker, message, 0, "success", started)
+            self.state.extra["final_done"] = True
+            await self._commit(
+                message,
+                decide=lambda: [
+                    self._make_record(final.id, final.speaker, message, 0, "success", started)
+                ],
+            )
         self.state.extra["final_done"] = True
         self.state.extra.pop("concluding", None)
         self._finish(reason, detail)
@@ -602,7 +693,7 @@ class Session:
                 )
             )
 
-    def _record(
+    def _make_record(
         self,
         step_id: str,
         speaker: str,
@@ -610,7 +701,8 @@ class Session:
         iteration: int,
         result: str,
         started: datetime,
-    ) -> None:
+    ) -> StepEvent:
+        """Append one execution-log record; its ``system/step`` event (not yet published)."""
         record = ExecutionRecord(
             execution_order=self.state.pointer.execution_order,
             step_id=step_id,
@@ -624,7 +716,19 @@ class Session:
             output_tokens=message.output_tokens,
         )
         self.state.execution_log.append(record)
-        self.bus.publish(StepEvent(**record.model_dump()))
+        return StepEvent(**record.model_dump())
+
+    def _record(
+        self,
+        step_id: str,
+        speaker: str,
+        message: Message,
+        iteration: int,
+        result: str,
+        started: datetime,
+    ) -> None:
+        """Append one execution-log record and publish it."""
+        self.bus.publish(self._make_record(step_id, speaker, message, iteration, result, started))
 
     async def _pending_turn(self) -> None:
         from rolecall.chat import answer_pending

@@ -110,15 +110,28 @@ class EventBus:
 
     def publish(self, event: Event) -> Envelope:
         """Stamp ``event`` with the next seq and deliver it (after any delivery in progress)."""
-        envelope = Envelope(
+        envelope = self.stamp(event)
+        self.deliver(envelope)
+        return envelope
+
+    def stamp(self, event: Event) -> Envelope:
+        """Give ``event`` its seq and time without delivering it yet.
+
+        Lets a caller store events before any subscriber can see them; stamped
+        envelopes must then be delivered, in order, with :meth:`deliver`.
+        """
+        envelope = Envelope.model_construct(
             seq=self._next_seq, session_id=self.session_id, ts=self._clock(), event=event
         )
         self._next_seq += 1
         self.history.append(envelope)
-        self._pending.append(envelope)
+        return envelope
+
+    def deliver(self, *envelopes: Envelope) -> None:
+        """Deliver stamped envelopes (after any delivery in progress)."""
+        self._pending.extend(envelopes)
         if not self._delivering:
             self._drain()
-        return envelope
 
     def _drain(self) -> None:
         self._delivering = True

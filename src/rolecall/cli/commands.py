@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +15,7 @@ from rolecall.errors import RolecallError, RuntimeFailure, UsageError, WorldErro
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
+    from rolecall.world.models import World
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -28,6 +27,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "run": cmd_run,
         "chat": cmd_chat,
         "worlds": cmd_worlds,
+        "resume": cmd_resume,
     }
     try:
         return handlers[args.command](args)
@@ -47,85 +47,85 @@ def dispatch(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
 
 
-def _prepare(args: argparse.Namespace) -> Session:
-    from rolecall.cli.display import attach_display, use_color
-    from rolecall.llm.registry import ModelRegistry
-    from rolecall.runtime import Session
+def _load(args: argparse.Namespace) -> tuple[World, str | None]:
+    """The world of WORLD with the command-line overrides applied (nothing written yet)."""
     from rolecall.world.loader import load_world
 
     loaded = load_world(args.world)
     world = loaded.world
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return apply_overrides(world, args), str(loaded.path) if loaded.path else None
+
+
+def apply_overrides(world: World, args: argparse.Namespace) -> World:
     update: dict[str, object] = {}
-    if args.max_turns is not None:
+    if getattr(args, "max_turns", None) is not None:
         if args.max_turns < 1:
             raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
         update["settings"] = world.settings.model_copy(update={"max_turns": args.max_turns})
-    if args.topic:
+    if getattr(args, "topic", None):
         update["topic"] = args.topic
-    if update:
-        world = world.model_copy(update=update)
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    # On a terminal the offline model streams at a readable pace; never in pipes or --json.
-    delay = 0.015 if (not args.json and use_color(sys.stdout)) else 0.0
-    model_override = args.model or os.environ.get("ROLECALL_MODEL") or None
-    session = Session(
-        world, models=ModelRegistry(offline_delay=delay), model_override=model_override
-    )
-    attach_display(
-        session.bus,
-        json_mode=args.json,
-        role_order=world.role_ids,
-        quiet=args.quiet,
-        verbose=args.verbose,
-    )
-    return session
+    return world.model_copy(update=update) if update else world
 
 
-def _outcome(session: Session) -> int:
+def outcome(session: Session) -> int:
+    """The exit code for how the session ended (cli.md, Exit codes)."""
     state = session.state
     if state.state != "paused":
         return EXIT_OK
     if state.pause_reason == "error":
         print(
-            f"rolecall: the model failed; nothing was lost. "
-            f"Session {session.session_id} is paused.",
+            f"rolecall: the model failed; nothing was lost. Session {session.session_id} "
+            f"is paused: `rolecall resume {session.session_id}` continues it.",
             file=sys.stderr,
         )
         return EXIT_FAILURE
-    return EXIT_INTERRUPTED if state.pause_reason == "cancelled" else EXIT_OK
-
-
-async def _with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
-    """Run ``body``; Ctrl-C cancels the generation in progress and pauses the session."""
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                async for _ in signals:
-                    if not session.cancel_generation():
-                        session.pause()
-
-        tg.start_soon(watch)
-        await body()
-        tg.cancel_scope.cancel()
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    session = _prepare(args)
-    if session.engine is None:
-        raise UsageError(
-            f"world '{session.world.name}' has no flow to run; use `rolecall chat {args.world}`"
+    if state.pause_reason in ("cancelled", "interrupted"):
+        print(
+            f"rolecall: interrupted; session {session.session_id} is saved as paused "
+            f"(`rolecall resume {session.session_id}`).",
+            file=sys.stderr,
         )
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+async def drive(session: Session, mode: str) -> None:
+    """Run a flow in auto or step mode, or answer what is due in a chat."""
+    from rolecall.cli.wiring import with_interrupts
 
     async def body() -> None:
-        if args.mode == "step":
+        if session.engine is None and session.director is None:
+            await session.settle()
+        elif mode == "step":
             await _step_loop(session)
         else:
             await session.run()
 
-    anyio.run(_with_interrupts, session, body)
-    return _outcome(session)
+    await with_interrupts(session, body)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rolecall.cli.wiring import live_session, open_store
+
+    world, source = _load(args)
+    if world.flow is None and world.mode is None:
+        raise UsageError(
+            f"world '{world.name}' has no flow to run; use `rolecall chat {args.world}`"
+        )
+    holder: list[Session] = []
+
+    async def main() -> None:
+        async with (
+            open_store(args) as store,
+            live_session(args, world, store, world_source=source) as session,
+        ):
+            holder.append(session)
+            await drive(session, args.mode)
+
+    anyio.run(main)
+    return outcome(holder[0])
 
 
 async def _step_loop(session: Session) -> None:
@@ -134,7 +134,7 @@ async def _step_loop(session: Session) -> None:
         print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
         line = await anyio.to_thread.run_sync(sys.stdin.readline)
         if not line:
-            session.pause()
+            session.pause("end_of_input")
             return
         if line.strip().lower() in ("q", "quit", "/stop"):
             session.stop()
@@ -144,17 +144,62 @@ async def _step_loop(session: Session) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    session = _prepare(args)
+    from rolecall.cli.wiring import live_session, open_store
+
+    world, source = _load(args)
     if sys.stdin.isatty():
         raise UsageError("the interactive REPL is not available yet; pipe messages in instead")
+    holder: list[Session] = []
 
-    async def body() -> None:
+    async def main() -> None:
         from rolecall.cli.piped import run_piped
+        from rolecall.cli.wiring import with_interrupts
 
-        await run_piped(session, sys.stdin)
+        async with (
+            open_store(args) as store,
+            live_session(args, world, store, world_source=source) as session,
+        ):
+            holder.append(session)
+            await with_interrupts(session, lambda: run_piped(session, sys.stdin))
 
-    anyio.run(_with_interrupts, session, body)
-    return _outcome(session)
+    anyio.run(main)
+    return outcome(holder[0])
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a stored session (an id) or a session file, regenerating nothing."""
+    from rolecall.cli.wiring import live_session, open_store
+    from rolecall.session.document import read_session_file
+
+    holder: list[Session] = []
+
+    async def main() -> None:
+        async with open_store(args) as store:
+            target = Path(args.session)
+            if target.suffix == ".json" or await anyio.Path(target).is_file():
+                doc = read_session_file(target)
+            else:
+                doc = await store.load(args.session)
+            world = apply_overrides(doc.world_model(), args)
+            async with live_session(args, world, store, doc=doc) as session:
+                holder.append(session)
+                if session.finished:
+                    print(
+                        f"session {session.session_id} already finished "
+                        f"({session.state.stop_reason}); nothing to resume",
+                        file=sys.stderr,
+                    )
+                    return
+                if session.engine is None and session.director is None and not sys.stdin.isatty():
+                    from rolecall.cli.piped import run_piped
+                    from rolecall.cli.wiring import with_interrupts
+
+                    await with_interrupts(session, lambda: run_piped(session, sys.stdin))
+                    return
+                await drive(session, args.mode)
+
+    anyio.run(main)
+    return outcome(holder[0])
 
 
 def cmd_worlds(args: argparse.Namespace) -> int:

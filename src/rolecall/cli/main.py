@@ -77,6 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--mode", choices=("auto", "step"), default="auto")
     _common(chat)
 
+    resume = sub.add_parser(
+        "resume",
+        help="continue a saved session (an id or a session file)",
+        description="Continue a saved session exactly where it stopped; nothing is regenerated.",
+        epilog="examples:\n  rolecall resume 20261122-101500-a1b2c3\n"
+        "  rolecall resume saved.json --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    resume.add_argument("session", metavar="SESSION", help="a session id or a session file path")
+    resume.add_argument("--mode", choices=("auto", "step"), default="auto")
+    _common(resume)
+
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
     wl = wsub.add_parser("list", help="list the worlds under ./worlds/")

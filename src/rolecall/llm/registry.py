@@ -19,8 +19,15 @@ def needs_litellm(model: str) -> bool:
 class ModelRegistry:
     """One model object per model string, created on first use."""
 
-    def __init__(self, *, offline_delay: float = 0.0, retry_delay: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        offline_delay: float = 0.0,
+        scripted_delay: float = 0.0,
+        retry_delay: float | None = None,
+    ) -> None:
         self.offline_delay = offline_delay
+        self.scripted_delay = scripted_delay
         self.retry_delay = retry_delay
         self._models: dict[str, ChatModel] = {}
 
@@ -41,7 +48,7 @@ class ModelRegistry:
 
             return OfflineModel(delay=self.offline_delay)
         if name == "scripted":
-            return ScriptedModel()
+            return ScriptedModel(delay=self.scripted_delay)
         from rolecall.llm.litellm_model import LiteLLMModel
 
         if self.retry_delay is not None:

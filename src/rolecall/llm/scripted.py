@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+import anyio
+
 from rolecall.errors import ProviderRefused
 from rolecall.llm.types import (
     GenerationRequest,
@@ -50,8 +52,13 @@ def words(text: str) -> list[str]:
 class ScriptedModel:
     name = "scripted"
 
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay  # seconds between words (pacing for demos and tests)
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         text = scripted_text(request)
-        for piece in words(text):
+        for i, piece in enumerate(words(text)):
+            if self.delay > 0 and i:
+                await anyio.sleep(self.delay)
             yield TextDelta(piece)
         yield Usage(prompt_tokens(request.messages), estimate_tokens(text))

@@ -1,0 +1,200 @@
+"""Putting a live session together for the command line.
+
+Opens the SQLite store in the data directory, attaches the session to it, to the
+passive memory files, to an optional session file rewritten every turn, and to the
+display; on the way out the last events are stored whatever happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from rolecall.bus import Envelope, EventBus
+from rolecall.cli.display import attach_display, use_color
+from rolecall.errors import UsageError
+from rolecall.llm.registry import ModelRegistry
+from rolecall.memory import MemoryFiles
+from rolecall.paths import data_dir, db_path
+from rolecall.runtime import Session
+from rolecall.session.document import (
+    SessionDocument,
+    restore_state,
+    snapshot,
+    write_session_file,
+)
+from rolecall.storage.sqlite import SqliteStore
+from rolecall.world.models import World
+
+
+@asynccontextmanager
+async def open_store(args: argparse.Namespace) -> AsyncIterator[SqliteStore]:
+    async with SqliteStore(db_path(data_dir(getattr(args, "data_dir", None)))) as store:
+        yield store
+
+
+def memory_files(args: argparse.Namespace) -> MemoryFiles:
+    return MemoryFiles.in_data_dir(data_dir(getattr(args, "data_dir", None)))
+
+
+def read_memory(session: Session, memory: MemoryFiles) -> dict[str, list[dict[str, Any]]]:
+    return {rid: memory.read(session.session_id, rid) for rid in session.world.role_ids}
+
+
+def restore_memory(doc: SessionDocument, memory: MemoryFiles) -> None:
+    """Recreate memory files from a session document where they are missing."""
+    for agent, entries in doc.memory.items():
+        path = memory.path(doc.session_id, agent)
+        if path.exists() or not entries:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as out:
+            for entry in entries:
+                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+
+class SessionFileWriter:
+    """Rewrites a session file after every turn (``--session-file``), atomically."""
+
+    def __init__(
+        self,
+        path: Path,
+        session: Session,
+        memory: MemoryFiles,
+        *,
+        created_at: datetime,
+        world_source: str | None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.path = path
+        self.memory = memory
+        self.created_at = created_at
+        self.world_source = world_source
+        self.events: list[dict[str, Any]] = list(events or [])
+        session.bus.subscribe(self._keep, name="session-file")
+        session.turn_hooks.append(self.write)
+
+    def _keep(self, envelope: Envelope) -> None:
+        if envelope.event.topic != "sse":
+            self.events.append(envelope.to_record())
+
+    async def write(self, session: Session) -> None:
+        doc = snapshot(
+            session,
+            created_at=self.created_at,
+            world_source=self.world_source,
+            events=self.events,
+            memory=read_memory(session, self.memory),
+        )
+        await anyio.to_thread.run_sync(write_session_file, self.path, doc)
+
+
+def stream_pacing(json_mode: bool) -> dict[str, float]:
+    """Seconds between streamed words of the built-in models.
+
+    ``ROLECALL_STREAM_DELAY`` sets it for offline and scripted models (demos, tests of
+    interruption); otherwise the offline model is paced only on a terminal, never in
+    pipes or with ``--json``.
+    """
+    env = os.environ.get("ROLECALL_STREAM_DELAY")
+    if env:
+        try:
+            delay = max(0.0, float(env))
+        except ValueError:
+            raise UsageError(
+                f"ROLECALL_STREAM_DELAY must be a number of seconds, got {env!r}"
+            ) from None
+        return {"offline_delay": delay, "scripted_delay": delay}
+    paced = not json_mode and use_color(sys.stdout)
+    return {"offline_delay": 0.015 if paced else 0.0}
+
+
+@asynccontextmanager
+async def live_session(
+    args: argparse.Namespace,
+    world: World,
+    store: SqliteStore,
+    *,
+    world_source: str | None = None,
+    doc: SessionDocument | None = None,
+) -> AsyncIterator[Session]:
+    """A stored, displayed session; a restored one when ``doc`` is given."""
+    json_mode = bool(getattr(args, "json", False))
+    models = ModelRegistry(**stream_pacing(json_mode))
+    override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
+    if doc is not None:
+        state = restore_state(doc)
+        if state.state == "running":  # the process died mid-run: it is paused now
+            state.state = "paused"
+            state.pause_reason = "interrupted"
+        elif state.state == "finished" and state.stop_reason == "manual":
+            # a manual stop ends a run, not the dialogue: resume reopens it
+            state.state = "paused"
+            state.pause_reason = "manual"
+            state.stop_reason = None
+            state.stop_detail = ""
+        session = Session(
+            world,
+            state=state,
+            models=models,
+            bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
+            model_override=override or doc.model_override,
+        )
+        session._opened = True
+        await store.import_document(doc)
+    else:
+        session = Session(world, models=models, model_override=override)
+    attach_display(
+        session.bus,
+        json_mode=json_mode,
+        role_order=world.role_ids,
+        quiet=bool(getattr(args, "quiet", False)),
+        verbose=int(getattr(args, "verbose", 0) or 0),
+    )
+    memory = memory_files(args)
+    if doc is not None:
+        restore_memory(doc, memory)
+    await store.attach(session, world_source=world_source or (doc.world_source if doc else None))
+    memory.attach(session)
+    writer = None
+    if getattr(args, "session_file", None):
+        writer = SessionFileWriter(
+            Path(args.session_file),
+            session,
+            memory,
+            created_at=doc.created_at if doc else session.clock(),
+            world_source=world_source,
+            events=doc.events if doc else None,
+        )
+    try:
+        yield session
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.flush(session)
+            if writer is not None:
+                await writer.write(session)
+
+
+async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
+    """Run ``body``; Ctrl-C cancels the generation in progress and pauses the session."""
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    session.cancel_generation()
+                    session.pause("interrupted")
+
+        tg.start_soon(watch)
+        await body()
+        tg.cancel_scope.cancel()

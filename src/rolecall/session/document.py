@@ -1,0 +1,232 @@
+"""The session document: one versioned JSON snapshot of a session (cli.md, Persistence).
+
+The same content as the store: the world as it was run (roles snapshot included),
+the execution pointer, counters, flags, messages, execution log, drafts, events
+(streaming chunks left out: the messages hold their text) and memory files. A session
+file is this document written atomically; ``resume`` restores it without
+regenerating anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from rolecall import __version__
+from rolecall.errors import StorageError, UsageError
+from rolecall.session.state import (
+    Draft,
+    ExecutionRecord,
+    FlowPointer,
+    Message,
+    PendingReply,
+    SessionState,
+    State,
+    Transcript,
+)
+from rolecall.world.models import World
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+
+FORMAT: Final = "rolecall-session"
+VERSION: Final = 1
+
+
+class PointerDoc(BaseModel):
+    current: str | None = None
+    exec_counts: dict[str, int] = Field(default_factory=dict)
+    execution_order: int = 0
+    started: bool = False
+
+
+class StateDoc(BaseModel):
+    state: State
+    stop_reason: str | None = None
+    stop_detail: str = ""
+    pause_reason: str | None = None
+    pointer: PointerDoc = Field(default_factory=PointerDoc)
+    flags: list[str] = Field(default_factory=list)
+    turn_counts: dict[str, int] = Field(default_factory=dict)
+    limit_notified: list[str] = Field(default_factory=list)
+    memory_start: dict[str, int] = Field(default_factory=dict)
+    pending: list[PendingReply] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionDocument(BaseModel):
+    format: Literal["rolecall-session"] = "rolecall-session"
+    version: int = VERSION
+    rolecall_version: str = __version__
+    session_id: str
+    created_at: datetime
+    updated_at: datetime
+    world: dict[str, Any]
+    world_source: str | None = None
+    model_override: str | None = None
+    state: StateDoc
+    last_seq: int = 0
+    messages: list[Message] = Field(default_factory=list)
+    execution_log: list[ExecutionRecord] = Field(default_factory=list)
+    drafts: list[Draft] = Field(default_factory=list)
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    memory: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+
+    def world_model(self) -> World:
+        return World.model_validate(self.world)
+
+
+def state_doc(state: SessionState) -> StateDoc:
+    p = state.pointer
+    return StateDoc(
+        state=state.state,
+        stop_reason=state.stop_reason,
+        stop_detail=state.stop_detail,
+        pause_reason=state.pause_reason,
+        pointer=PointerDoc(
+            current=p.current,
+            exec_counts=dict(p.exec_counts),
+            execution_order=p.execution_order,
+            started=p.started,
+        ),
+        flags=sorted(state.flags),
+        turn_counts=dict(state.turn_counts),
+        limit_notified=sorted(state.limit_notified),
+        memory_start=dict(state.memory_start),
+        pending=list(state.pending),
+        extra=state.extra,
+    )
+
+
+def world_dict(world: World) -> dict[str, Any]:
+    return world.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def snapshot(
+    session: Session,
+    *,
+    created_at: datetime,
+    world_source: str | None = None,
+    events: list[dict[str, Any]] | None = None,
+    memory: dict[str, list[dict[str, Any]]] | None = None,
+) -> SessionDocument:
+    state = session.state
+    return SessionDocument(
+        session_id=state.session_id,
+        created_at=created_at,
+        updated_at=session.clock(),
+        world=world_dict(session.world),
+        world_source=world_source,
+        model_override=session.model_override,
+        state=state_doc(state),
+        last_seq=session.bus.last_seq,
+        messages=list(state.transcript.messages),
+        execution_log=list(state.execution_log),
+        drafts=list(state.drafts),
+        events=events if events is not None else [],
+        memory=memory or {},
+    )
+
+
+def restore_state(doc: SessionDocument) -> SessionState:
+    """The live state of a stored session: indexes rebuilt, nothing regenerated."""
+    s = doc.state
+    transcript = Transcript()
+    for message in doc.messages:
+        transcript.add(message)
+    return SessionState(
+        session_id=doc.session_id,
+        state=s.state,
+        transcript=transcript,
+        pointer=FlowPointer(
+            current=s.pointer.current,
+            exec_counts=dict(s.pointer.exec_counts),
+            execution_order=s.pointer.execution_order,
+            started=s.pointer.started,
+        ),
+        flags=set(s.flags),
+        turn_counts=dict(s.turn_counts),
+        limit_notified=set(s.limit_notified),
+        memory_start=dict(s.memory_start),
+        pending=list(s.pending),
+        execution_log=list(doc.execution_log),
+        drafts=list(doc.drafts),
+        extra=dict(s.extra),
+        pause_reason=s.pause_reason,
+        stop_reason=s.stop_reason,
+        stop_detail=s.stop_detail,
+    )
+
+
+# ------------------------------------------------------------------ files
+def write_session_file(path: Path, doc: SessionDocument) -> None:
+    """Write atomically: a temporary file beside ``path``, fsync, then rename over it."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(doc.model_dump_json())
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise StorageError(f"cannot write session file {path}: {exc.strerror or exc}") from exc
+
+
+def _migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Bring an older document to the current version, or refuse with what to do."""
+    version = data.get("version")
+    if not isinstance(version, int):
+        raise UsageError(f"{source}: not a rolecall session file (no format version)")
+    if version > VERSION:
+        raise UsageError(
+            f"{source}: session file format version {version} is newer than this rolecall "
+            f"supports ({VERSION}); upgrade rolecall to open it"
+        )
+    if version < 1:
+        raise UsageError(
+            f"{source}: session file format version {version} predates the first released "
+            f"format ({VERSION}) and cannot be migrated; re-run the world to create a new session"
+        )
+    return data
+
+
+def parse_document(text: str, source: str) -> SessionDocument:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{source}: not a session file (invalid JSON at line {exc.lineno}, "
+            f"column {exc.colno}: {exc.msg})"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UsageError(f"{source}: not a rolecall session file (format is not {FORMAT!r})")
+    data = _migrate(data, source)
+    try:
+        return SessionDocument.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(
+            f"{source}: damaged session file: {where}: {first['msg']} "
+            f"({exc.error_count()} problems)"
+        ) from None
+
+
+def read_session_file(path: Path) -> SessionDocument:
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read session file {path}: {exc.strerror or exc}") from exc
+    return parse_document(text, str(path))

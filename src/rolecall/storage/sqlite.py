@@ -1,0 +1,416 @@
+"""The SQLite store (aiosqlite, WAL): sessions are written as they run.
+
+One store serves any number of sessions in a process; each :meth:`commit` is one
+transaction (serialised by a lock) holding the events delivered since the last one,
+the envelopes about to be delivered, new messages, execution records and drafts, and
+the session's state. A message is therefore stored before its event is delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiosqlite
+import anyio
+import structlog
+
+from rolecall.bus import Envelope
+from rolecall.errors import StorageError, UsageError
+from rolecall.paths import safe_id
+from rolecall.session.document import SessionDocument, state_doc, world_dict
+from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class _Tracked:
+    """What of one live session is already in the database."""
+
+    messages: int = 0
+    records: int = 0
+    drafts: int = 0
+    buffer: list[Envelope] = field(default_factory=list)
+    in_flight: set[int] = field(default_factory=set)  # stored, not yet delivered
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    world_name: str
+    title: str
+    state: str
+    stop_reason: str | None
+    messages: int
+    created_at: str
+    updated_at: str
+
+
+class SqliteStore:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._db: aiosqlite.Connection | None = None
+        self._lock = anyio.Lock()
+        self._tracked: dict[str, _Tracked] = {}
+
+    # ------------------------------------------------------------ lifecycle
+    async def open(self) -> SqliteStore:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = await aiosqlite.connect(self.path)
+            await self._db.execute("PRAGMA journal_mode=WAL")
+            await self._db.execute("PRAGMA synchronous=NORMAL")
+            await self._db.execute("PRAGMA foreign_keys=ON")
+            await self._migrate(self._db)
+        except (OSError, sqlite3.Error) as exc:
+            await self.close()
+            raise StorageError(f"cannot open the session store {self.path}: {exc}") from exc
+        return self
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+
+    async def __aenter__(self) -> SqliteStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StorageError(f"the session store {self.path} is not open")
+        return self._db
+
+    async def _migrate(self, db: aiosqlite.Connection) -> None:
+        async with db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise UsageError(
+                f"the session store {self.path} has schema version {version}, newer than this "
+                f"rolecall supports ({SCHEMA_VERSION}); upgrade rolecall or use another --data-dir"
+            )
+        for number in range(version, SCHEMA_VERSION):
+            await db.executescript(
+                f"BEGIN; {MIGRATIONS[number]} PRAGMA user_version = {number + 1}; COMMIT;"
+            )
+
+    # ------------------------------------------------------------- writing
+    async def attach(self, session: Session, *, world_source: str | None = None) -> None:
+        """Store ``session`` from now on (creating its row, or importing it whole)."""
+        sid = safe_id(session.session_id, "session id")
+        tracked = _Tracked()
+        self._tracked[sid] = tracked
+
+        def buffer(envelope: Envelope) -> None:
+            if envelope.seq in tracked.in_flight:
+                tracked.in_flight.discard(envelope.seq)
+            else:
+                tracked.buffer.append(envelope)
+
+        session.bus.subscribe(buffer, name="store")
+        session.store = self
+        session.turn_hooks.append(self.flush)
+        exists = await self._exists(sid)
+        now = session.clock().isoformat()
+        async with self._transaction() as db:
+            if not exists:
+                await db.execute(
+                    "INSERT INTO sessions (id, world_name, title, world_json, world_source, "
+                    "model_override, state, stop_reason, state_json, last_seq, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        sid,
+                        session.world.name,
+                        session.world.title,
+                        json.dumps(world_dict(session.world)),
+                        world_source,
+                        session.model_override,
+                        session.state.state,
+                        session.state.stop_reason,
+                        state_doc(session.state).model_dump_json(),
+                        session.bus.last_seq,
+                        now,
+                        now,
+                    ),
+                )
+            else:
+                tracked.messages, tracked.records, tracked.drafts = await self._counts(db, sid)
+
+    async def _exists(self, sid: str) -> bool:
+        async with self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)) as cur:
+            return await cur.fetchone() is not None
+
+    async def _counts(self, db: aiosqlite.Connection, sid: str) -> tuple[int, int, int]:
+        out = []
+        for table in ("messages", "execution_log", "drafts"):
+            async with db.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", (sid,)
+            ) as cur:
+                row = await cur.fetchone()
+            out.append(int(row[0]) if row else 0)
+        return out[0], out[1], out[2]
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+    async def commit(self, session: Session, envelopes: list[Envelope]) -> None:
+        """One transaction: buffered events, ``envelopes``, new rows, the session's state."""
+        sid = session.session_id
+        tracked = self._tracked[sid]
+        state = session.state
+        events = tracked.buffer
+        tracked.buffer = []
+        events.extend(envelopes)
+        messages = state.transcript.messages[tracked.messages :]
+        records = state.execution_log[tracked.records :]
+        drafts = state.drafts[tracked.drafts :]
+        try:
+            async with self._transaction() as db:
+                if events:
+                    await db.executemany(
+                        "INSERT INTO events (session_id, seq, topic, type, record) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        [(sid, e.seq, e.event.topic, e.event.type, e.to_json()) for e in events],
+                    )
+                if messages:
+                    base = tracked.messages
+                    await db.executemany(
+                        "INSERT INTO messages (session_id, idx, id, sender, body) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        [
+                            (sid, base + i, m.id, m.sender, m.model_dump_json())
+                            for i, m in enumerate(messages)
+                        ],
+                    )
+                if records:
+                    await db.executemany(
+                        "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [_record_row(sid, r) for r in records],
+                    )
+                if drafts:
+                    base = tracked.drafts
+                    await db.executemany(
+                        "INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)",
+                        [(sid, base + i, d.model_dump_json()) for i, d in enumerate(drafts)],
+                    )
+                await db.execute(
+                    "UPDATE sessions SET state = ?, stop_reason = ?, state_json = ?, "
+                    "last_seq = ?, updated_at = ? WHERE id = ?",
+                    (
+                        state.state,
+                        state.stop_reason,
+                        state_doc(state).model_dump_json(),
+                        session.bus.last_seq,
+                        session.clock().isoformat(),
+                        sid,
+                    ),
+                )
+        except BaseException:
+            tracked.buffer[:0] = [e for e in events if e not in envelopes]
+            raise
+        tracked.messages += len(messages)
+        tracked.records += len(records)
+        tracked.drafts += len(drafts)
+        tracked.in_flight.update(e.seq for e in envelopes)
+
+    async def flush(self, session: Session) -> None:
+        """Store whatever happened since the last commit (events, state changes)."""
+        await self.commit(session, [])
+
+    # ------------------------------------------------------------- reading
+    async def list_sessions(self) -> list[SessionRow]:
+        query = (
+            "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, "
+            "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
+            "s.created_at, s.updated_at FROM sessions s ORDER BY s.created_at, s.id"
+        )
+        async with self.db.execute(query) as cur:
+            rows = await cur.fetchall()
+        return [SessionRow(*row) for row in rows]
+
+    async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
+        sid = safe_id(session_id, "session id")
+        async with self.db.execute(
+            "SELECT world_json, world_source, model_override, state_json, last_seq, "
+            "created_at, updated_at FROM sessions WHERE id = ?",
+            (sid,),
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            known = [r.id for r in await self.list_sessions()][-5:]
+            hint = f" (recent: {', '.join(known)})" if known else " (no sessions stored yet)"
+            raise UsageError(f"no session '{session_id}' in {self.path}{hint}")
+        world_json, source, override, state_json, last_seq, created, updated = row
+        messages = [
+            Message.model_validate_json(b)
+            for (b,) in await self._all(
+                "SELECT body FROM messages WHERE session_id = ? ORDER BY idx", sid
+            )
+        ]
+        records = [
+            _record_from_row(r)
+            for r in await self._all(
+                "SELECT * FROM execution_log WHERE session_id = ? ORDER BY execution_order", sid
+            )
+        ]
+        drafts = [
+            Draft.model_validate_json(b)
+            for (b,) in await self._all(
+                "SELECT body FROM drafts WHERE session_id = ? ORDER BY idx", sid
+            )
+        ]
+        events: list[dict[str, Any]] = []
+        if with_events:
+            events = [
+                json.loads(r)
+                for (r,) in await self._all(
+                    "SELECT record FROM events WHERE session_id = ? ORDER BY seq", sid
+                )
+            ]
+        return SessionDocument.model_validate(
+            {
+                "session_id": sid,
+                "created_at": created,
+                "updated_at": updated,
+                "world": json.loads(world_json),
+                "world_source": source,
+                "model_override": override,
+                "state": json.loads(state_json),
+                "last_seq": last_seq,
+                "messages": messages,
+                "execution_log": records,
+                "drafts": drafts,
+                "events": events,
+            }
+        )
+
+    async def _all(self, query: str, *params: Any) -> list[Any]:
+        async with self.db.execute(query, params) as cur:
+            return list(await cur.fetchall())
+
+    async def delete(self, session_id: str) -> bool:
+        sid = safe_id(session_id, "session id")
+        async with self._transaction() as db:
+            for table in ("events", "messages", "execution_log", "drafts"):
+                await db.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
+            cur = await db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+            return cur.rowcount > 0
+
+    async def import_document(self, doc: SessionDocument) -> None:
+        """Store a session read from a file (all of it), unless it is already stored."""
+        sid = safe_id(doc.session_id, "session id")
+        if await self._exists(sid):
+            return
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid,
+                    doc.world.get("name", ""),
+                    doc.world.get("title", ""),
+                    json.dumps(doc.world),
+                    doc.world_source,
+                    doc.model_override,
+                    doc.state.state,
+                    doc.state.stop_reason,
+                    doc.state.model_dump_json(),
+                    doc.last_seq,
+                    doc.created_at.isoformat(),
+                    doc.updated_at.isoformat(),
+                ),
+            )
+            await db.executemany(
+                "INSERT INTO messages VALUES (?, ?, ?, ?, ?)",
+                [(sid, i, m.id, m.sender, m.model_dump_json()) for i, m in enumerate(doc.messages)],
+            )
+            await db.executemany(
+                "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [_record_row(sid, r) for r in doc.execution_log],
+            )
+            await db.executemany(
+                "INSERT INTO drafts VALUES (?, ?, ?)",
+                [(sid, i, d.model_dump_json()) for i, d in enumerate(doc.drafts)],
+            )
+            await db.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                [
+                    (sid, e["seq"], e["topic"], e["type"], json.dumps(e, ensure_ascii=False))
+                    for e in doc.events
+                ],
+            )
+
+
+class _Transaction:
+    """``async with``: the store's lock, BEGIN, COMMIT or ROLLBACK; errors as StorageError."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def __aenter__(self) -> aiosqlite.Connection:
+        await self.store._lock.acquire()
+        try:
+            await self.store.db.execute("BEGIN")
+        except BaseException:
+            self.store._lock.release()
+            raise
+        return self.store.db
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        db = self.store.db
+        try:
+            if kind is None:
+                await db.commit()
+            else:
+                await db.rollback()
+        finally:
+            self.store._lock.release()
+        if isinstance(exc, sqlite3.Error | OSError):
+            raise StorageError(
+                f"cannot write to the session store {self.store.path}: {exc}"
+            ) from exc
+
+
+def _record_row(sid: str, r: ExecutionRecord) -> tuple[Any, ...]:
+    return (
+        sid,
+        r.execution_order,
+        r.step_id,
+        r.speaker,
+        r.message_id,
+        r.loop_iteration,
+        r.result,
+        r.started_at.isoformat(),
+        r.ended_at.isoformat(),
+        r.input_tokens,
+        r.output_tokens,
+    )
+
+
+def _record_from_row(row: tuple[Any, ...]) -> ExecutionRecord:
+    return ExecutionRecord(
+        execution_order=row[1],
+        step_id=row[2],
+        speaker=row[3],
+        message_id=row[4],
+        loop_iteration=row[5],
+        result=row[6],
+        started_at=datetime.fromisoformat(row[7]),
+        ended_at=datetime.fromisoformat(row[8]),
+        input_tokens=row[9],
+        output_tokens=row[10],
+    )
