@@ -211,6 +211,14 @@ class Session:
             self.open()
             self._finish(reason, detail)
 
+    def forget(self, agent: str) -> None:
+        """Clear an agent's memory: later prompts start after this point; its turn count is 0."""
+        self.world.role(agent)  # KeyError for an unknown agent
+        self.state.memory_start[agent] = len(self.state.transcript)
+        self.state.turn_counts.pop(agent, None)
+        self.bus.publish(AgentEvent(agent=agent, action="edited"))
+        self.bus.publish(LogEvent(message=f"memory of {agent} cleared", data={"agent": agent}))
+
     def set_flag(self, name: str) -> None:
         self.state.flags.add(name)
         self.bus.publish(LogEvent(message=f"flag {name} set", data={"flag": name}))
@@ -361,15 +369,26 @@ class Session:
         events: list[Event] = [self._message_event(message)]
         if decide is not None:
             events.extend(decide())
-        for hook in self.commit_hooks:
-            await hook(message)
-        await self._emit(events)
+        await self._emit(events, message)
 
-    async def _emit(self, events: list[Event]) -> None:
-        """Stamp, store (one transaction), then deliver ``events``."""
+    async def _emit(self, events: list[Event], message: Message | None = None) -> None:
+        """Stamp, store (one transaction) and run commit hooks, then deliver ``events``.
+
+        The store and the commit hooks (memory files) write at the same time, each on
+        its own thread, so a turn waits for the slower of the two, not for both.
+        """
         envelopes = [self.bus.stamp(e) for e in events]
+        writes: list[Awaitable[None]] = []
         if self.store is not None:
-            await self.store.commit(self, envelopes)
+            writes.append(self.store.commit(self, envelopes))
+        if message is not None:
+            writes.extend(hook(message) for hook in self.commit_hooks)
+        if len(writes) == 1:
+            await writes[0]
+        elif writes:
+            async with anyio.create_task_group() as tg:
+                for write in writes:
+                    tg.start_soon(_await, write)
         self.bus.deliver(*envelopes)
 
     async def say(self, text: str) -> Message:
@@ -734,6 +753,10 @@ class Session:
         from rolecall.chat import answer_pending
 
         await answer_pending(self)
+
+
+async def _await(awaitable: Awaitable[None]) -> None:
+    await awaitable
 
 
 def _uses_modes(world: World) -> bool:

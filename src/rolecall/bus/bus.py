@@ -120,9 +120,7 @@ class EventBus:
         Lets a caller store events before any subscriber can see them; stamped
         envelopes must then be delivered, in order, with :meth:`deliver`.
         """
-        envelope = Envelope.model_construct(
-            seq=self._next_seq, session_id=self.session_id, ts=self._clock(), event=event
-        )
+        envelope = Envelope(self._next_seq, self.session_id, self._clock(), event)
         self._next_seq += 1
         self.history.append(envelope)
         return envelope

@@ -8,6 +8,7 @@ into the JSON object of the ``--json`` stream and ``from_record`` reads one back
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -216,15 +217,18 @@ Event = Annotated[
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-class Envelope(BaseModel):
-    """An event as published: its place in the session's sequence and its time."""
+@dataclass(slots=True)
+class Envelope:
+    """An event as published: its place in the session's sequence and its time.
 
-    model_config = ConfigDict(frozen=True)
+    Its JSON line is computed once and shared by every sink that writes it.
+    """
 
     seq: int
     session_id: str
     ts: datetime
     event: Event
+    _json: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def topic(self) -> Topic:
@@ -234,22 +238,21 @@ class Envelope(BaseModel):
     def type(self) -> str:
         return self.event.type
 
-    def to_record(self) -> dict[str, Any]:
-        """The flat JSON object of events.md (common fields first)."""
-        event = self.event
-        record: dict[str, Any] = {
-            "topic": event.topic,
-            "type": event.type,
-            "seq": self.seq,
-            "session_id": self.session_id,
-            "ts": self.ts.isoformat(),
-        }
-        payload = event.model_dump(mode="json", exclude={"topic", "type"})
-        record.update(payload)
-        return record
-
     def to_json(self) -> str:
-        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":"))
+        """The flat JSON object of events.md as one line (common fields first)."""
+        if self._json is None:
+            event = self.event
+            payload = event.__pydantic_serializer__.to_json(event, exclude=_ROUTING).decode()
+            head = (
+                f'{{"topic":"{event.topic}","type":"{event.type}","seq":{self.seq},'
+                f'"session_id":{json.dumps(self.session_id)},"ts":"{self.ts.isoformat()}"'
+            )
+            self._json = head + ("}" if payload == "{}" else "," + payload[1:])
+        return self._json
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = json.loads(self.to_json())
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Envelope:
@@ -257,4 +260,12 @@ class Envelope(BaseModel):
         seq = data.pop("seq")
         session_id = data.pop("session_id")
         ts = data.pop("ts")
-        return cls(seq=seq, session_id=session_id, ts=ts, event=EVENT_ADAPTER.validate_python(data))
+        return cls(
+            seq=seq,
+            session_id=session_id,
+            ts=datetime.fromisoformat(ts) if isinstance(ts, str) else ts,
+            event=EVENT_ADAPTER.validate_python(data),
+        )
+
+
+_ROUTING = {"topic", "type"}

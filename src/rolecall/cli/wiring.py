@@ -119,6 +119,17 @@ def stream_pacing(json_mode: bool) -> dict[str, float]:
     return {"offline_delay": 0.015 if paced else 0.0}
 
 
+async def save_to_file(
+    session: Session, store: SqliteStore, memory: MemoryFiles, path: Path
+) -> SessionDocument:
+    """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
+    await store.flush(session)
+    doc = await store.load(session.session_id)
+    doc.memory = read_memory(session, memory)
+    await anyio.to_thread.run_sync(write_session_file, path, doc)
+    return doc
+
+
 @asynccontextmanager
 async def live_session(
     args: argparse.Namespace,

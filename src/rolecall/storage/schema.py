@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 MIGRATIONS: list[str] = [
-    # 1: sessions, messages, events, execution log, drafts
+    # 1: sessions, messages, events, execution log, drafts (append-only tables are
+    # clustered on their keys: one B-tree each, so a turn's inserts stay cheap)
     """
     CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
@@ -26,7 +27,7 @@ MIGRATIONS: list[str] = [
         sender TEXT NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, idx)
-    );
+    ) WITHOUT ROWID;
     CREATE TABLE events (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         seq INTEGER NOT NULL,
@@ -34,7 +35,7 @@ MIGRATIONS: list[str] = [
         type TEXT NOT NULL,
         record TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
-    );
+    ) WITHOUT ROWID;
     CREATE TABLE execution_log (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         execution_order INTEGER NOT NULL,
@@ -48,14 +49,14 @@ MIGRATIONS: list[str] = [
         input_tokens INTEGER NOT NULL,
         output_tokens INTEGER NOT NULL,
         PRIMARY KEY (session_id, execution_order)
-    );
+    ) WITHOUT ROWID;
     CREATE INDEX execution_log_step ON execution_log (session_id, step_id);
     CREATE TABLE drafts (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         idx INTEGER NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, idx)
-    );
+    ) WITHOUT ROWID;
     """,
 ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +40,7 @@ class _Tracked:
     messages: int = 0
     records: int = 0
     drafts: int = 0
+    state_json: str = ""
     buffer: list[Envelope] = field(default_factory=list)
     in_flight: set[int] = field(default_factory=set)  # stored, not yet delivered
 
@@ -148,6 +150,7 @@ class SqliteStore:
                 )
             else:
                 tracked.messages, tracked.records, tracked.drafts = await self._counts(db, sid)
+        tracked.state_json = state_doc(session.state).model_dump_json() if not exists else ""
 
     async def _exists(self, sid: str) -> bool:
         async with self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)) as cur:
@@ -167,7 +170,11 @@ class SqliteStore:
         return _Transaction(self)
 
     async def commit(self, session: Session, envelopes: list[Envelope]) -> None:
-        """One transaction: buffered events, ``envelopes``, new rows, the session's state."""
+        """One transaction: buffered events, ``envelopes``, new rows, the session's state.
+
+        The rows are prepared here and written by one function on the connection's
+        thread, so a turn costs one round trip to the database thread.
+        """
         sid = session.session_id
         tracked = self._tracked[sid]
         state = session.state
@@ -177,54 +184,49 @@ class SqliteStore:
         messages = state.transcript.messages[tracked.messages :]
         records = state.execution_log[tracked.records :]
         drafts = state.drafts[tracked.drafts :]
+        state_json = state_doc(state).model_dump_json()
+        if not (events or messages or records or drafts) and state_json == tracked.state_json:
+            return
+        batch = _Batch(
+            events=[(sid, e.seq, e.event.topic, e.event.type, e.to_json()) for e in events],
+            messages=[
+                (sid, tracked.messages + i, m.id, m.sender, m.model_dump_json())
+                for i, m in enumerate(messages)
+            ],
+            records=[_record_row(sid, r) for r in records],
+            drafts=[(sid, tracked.drafts + i, d.model_dump_json()) for i, d in enumerate(drafts)],
+            session=(
+                state.state,
+                state.stop_reason,
+                state_json,
+                session.bus.last_seq,
+                session.clock().isoformat(),
+                sid,
+            ),
+        )
         try:
-            async with self._transaction() as db:
-                if events:
-                    await db.executemany(
-                        "INSERT INTO events (session_id, seq, topic, type, record) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        [(sid, e.seq, e.event.topic, e.event.type, e.to_json()) for e in events],
-                    )
-                if messages:
-                    base = tracked.messages
-                    await db.executemany(
-                        "INSERT INTO messages (session_id, idx, id, sender, body) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        [
-                            (sid, base + i, m.id, m.sender, m.model_dump_json())
-                            for i, m in enumerate(messages)
-                        ],
-                    )
-                if records:
-                    await db.executemany(
-                        "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [_record_row(sid, r) for r in records],
-                    )
-                if drafts:
-                    base = tracked.drafts
-                    await db.executemany(
-                        "INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)",
-                        [(sid, base + i, d.model_dump_json()) for i, d in enumerate(drafts)],
-                    )
-                await db.execute(
-                    "UPDATE sessions SET state = ?, stop_reason = ?, state_json = ?, "
-                    "last_seq = ?, updated_at = ? WHERE id = ?",
-                    (
-                        state.state,
-                        state.stop_reason,
-                        state_doc(state).model_dump_json(),
-                        session.bus.last_seq,
-                        session.clock().isoformat(),
-                        sid,
-                    ),
-                )
+            await self._run(_write_batch, batch)
         except BaseException:
             tracked.buffer[:0] = [e for e in events if e not in envelopes]
             raise
         tracked.messages += len(messages)
         tracked.records += len(records)
         tracked.drafts += len(drafts)
+        tracked.state_json = state_json
         tracked.in_flight.update(e.seq for e in envelopes)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection, _Batch], None], batch: _Batch) -> None:
+        """Run ``fn(connection, batch)`` on aiosqlite's connection thread, under the lock.
+
+        aiosqlite offers one round trip per statement; ``_execute`` (its own way of
+        running a function on that thread) makes a whole transaction one round trip.
+        """
+        db = self.db
+        async with self._lock:
+            try:
+                await db._execute(fn, db._conn, batch)  # type: ignore[no-untyped-call]
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(f"cannot write to the session store {self.path}: {exc}") from exc
 
     async def flush(self, session: Session) -> None:
         """Store whatever happened since the last commit (events, state changes)."""
@@ -383,6 +385,47 @@ class _Transaction:
             raise StorageError(
                 f"cannot write to the session store {self.store.path}: {exc}"
             ) from exc
+
+
+@dataclass(frozen=True)
+class _Batch:
+    events: list[tuple[Any, ...]]
+    messages: list[tuple[Any, ...]]
+    records: list[tuple[Any, ...]]
+    drafts: list[tuple[Any, ...]]
+    session: tuple[Any, ...]
+
+
+def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
+    """One transaction (runs on the database thread)."""
+    try:
+        if batch.events:
+            conn.executemany(
+                "INSERT INTO events (session_id, seq, topic, type, record) VALUES (?, ?, ?, ?, ?)",
+                batch.events,
+            )
+        if batch.messages:
+            conn.executemany(
+                "INSERT INTO messages (session_id, idx, id, sender, body) VALUES (?, ?, ?, ?, ?)",
+                batch.messages,
+            )
+        if batch.records:
+            conn.executemany(
+                "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch.records
+            )
+        if batch.drafts:
+            conn.executemany(
+                "INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)", batch.drafts
+            )
+        conn.execute(
+            "UPDATE sessions SET state = ?, stop_reason = ?, state_json = ?, last_seq = ?, "
+            "updated_at = ? WHERE id = ?",
+            batch.session,
+        )
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
 
 
 def _record_row(sid: str, r: ExecutionRecord) -> tuple[Any, ...]:
