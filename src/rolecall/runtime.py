@@ -18,10 +18,10 @@ from typing import Protocol
 import anyio
 import structlog
 
+from rolecall import turns
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import (
     AgentEvent,
-    ConditionEvent,
     Envelope,
     ErrorEvent,
     Event,
@@ -29,20 +29,17 @@ from rolecall.bus import (
     LogEvent,
     MessageEvent,
     SessionEvent,
-    StepEvent,
     StopEvent,
-    WarningEvent,
     utc_now,
 )
 from rolecall.flows.conditions import ConditionContext, Evaluation
 from rolecall.flows.engine import FlowEngine
-from rolecall.flows.targets import budget_block, resolve_target
+from rolecall.flows.targets import budget_block
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, Persona, TurnInfo, prompt_tokens
 from rolecall.prompt import build_prompt
 from rolecall.session.state import (
     Draft,
-    ExecutionRecord,
     Message,
     SenderKind,
     SessionState,
@@ -292,14 +289,14 @@ class Session:
             elif "undecided" in self.state.extra and self.engine is not None:
                 last = self.state.transcript.latest()
                 assert last is not None
-                await self._after_hooks(self.engine, last)
+                await turns.after_hooks(self, self.engine, last)
             elif "concluding" in self.state.extra:
                 reason, detail = self.state.extra["concluding"]
-                await self._conclude(reason, detail)
+                await turns.conclude(self, reason, detail)
             elif self.director is not None:
-                await self._director_turn(self.director)
+                await turns.director_turn(self, self.director)
             elif self.engine is not None:
-                await self._flow_turn(self.engine)
+                await turns.flow_turn(self, self.engine)
             else:
                 return False
             for hook in self.turn_hooks:
@@ -506,175 +503,6 @@ class Session:
             return None
 
     # ------------------------------------------------------------------ flow
-    async def _flow_turn(self, engine: FlowEngine) -> None:
-        state = self.state
-        pointer = state.pointer
-        if not pointer.started and pointer.current is None:
-            pointer.current = engine.start
-        if pointer.current is None:
-            return
-        step = engine.step(pointer.current)
-        target, warning = resolve_target(step.reply_to, state.transcript)
-        if warning:
-            self.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
-        started = self.clock()
-        iteration = pointer.exec_counts.get(step.id, 0)
-        generated = await self._call(
-            self.world.role(step.speaker),
-            target,
-            step_id=step.id,
-            loop_iteration=iteration,
-            instruction=step.instruction,
-        )
-        if generated is None:
-            return
-        message = self._message(
-            step.speaker,
-            "agent",
-            generated.text,
-            target=target,
-            step_id=step.id,
-            loop_iteration=iteration,
-            generated=generated,
-        )
-        pointer.begin(step.id)
-        if self.message_hooks:
-            self.state.extra["undecided"] = [step.id, iteration, started.isoformat()]
-            await self._commit(message)
-            await self._after_hooks(engine, message)
-        else:
-            await self._commit(
-                message, decide=lambda: self._decide(engine, step.id, message, iteration, started)
-            )
-        if "concluding" in self.state.extra:
-            reason, detail = self.state.extra["concluding"]
-            await self._conclude(reason, detail)
-
-    async def _after_hooks(self, engine: FlowEngine, message: Message) -> None:
-        """Run message hooks (a judge), then decide; also resumes an undecided step."""
-        step_id, iteration, started = self.state.extra["undecided"]
-        for hook in self.message_hooks:
-            await hook(self, message)
-        if self.state.state == "paused":
-            return  # a hook's generation failed; resume runs the hooks again
-        await self._emit(
-            self._decide(engine, step_id, message, iteration, datetime.fromisoformat(started))
-        )
-        if "concluding" in self.state.extra:
-            reason, detail = self.state.extra["concluding"]
-            await self._conclude(reason, detail)
-
-    def _decide(
-        self, engine: FlowEngine, step_id: str, message: Message, iteration: int, started: datetime
-    ) -> list[Event]:
-        """Evaluate what comes after ``step_id``; update the pointer; the events to publish."""
-        pointer = self.state.pointer
-        outcome = engine.after_step(step_id, pointer, self.ctx)
-        events: list[Event] = [
-            ConditionEvent(
-                condition=ev.condition, result=ev.result, detail=ev.detail, context=where
-            )
-            for where, ev in outcome.evaluations
-        ]
-        step = engine.step(step_id)
-        events.append(
-            self._make_record(step_id, step.speaker, message, iteration, outcome.result, started)
-        )
-        pointer.current = outcome.next_step
-        self.state.extra.pop("undecided", None)
-        if outcome.next_step is None:
-            self.state.extra["concluding"] = [
-                outcome.stop_reason or "flow_end",
-                outcome.stop_detail,
-            ]
-        return events
-
-    async def _director_turn(self, director: Director) -> None:
-        planned = director.plan(self)
-        if isinstance(planned, tuple):
-            await self._conclude(*planned)
-            return
-        started = self.clock()
-        generated = await self._call(
-            self.world.role(planned.speaker),
-            planned.target,
-            step_id=planned.step_id,
-            loop_iteration=planned.loop_iteration,
-            instruction=planned.instruction,
-        )
-        if generated is None:
-            return
-        message = self._message(
-            planned.speaker,
-            "agent",
-            generated.text,
-            target=planned.target,
-            step_id=planned.step_id,
-            loop_iteration=planned.loop_iteration,
-            generated=generated,
-        )
-        self.state.pointer.begin(planned.step_id)
-        director.completed(self, planned, message)
-        await self._commit(
-            message,
-            decide=lambda: [
-                self._make_record(
-                    planned.step_id,
-                    planned.speaker,
-                    message,
-                    planned.loop_iteration,
-                    "success",
-                    started,
-                )
-            ],
-        )
-        for hook in self.message_hooks:
-            await hook(self, message)
-
-    async def _conclude(self, reason: str, detail: str) -> None:
-        """Finish, after the flow's final step (a synthesis) when it has one."""
-        final = self.engine.flow.final if self.engine is not None else None
-        if final is None or reason == "manual" or self.state.extra.get("final_done"):
-            self.state.extra.pop("concluding", None)
-            self._finish(reason, detail)
-            return
-        self.state.extra["concluding"] = [reason, detail]
-        target, warning = resolve_target(final.reply_to, self.state.transcript)
-        if warning:
-            self.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
-        started = self.clock()
-        generated = await self._call(
-            self.world.role(final.speaker),
-            target,
-            step_id=final.id,
-            loop_iteration=0,
-            instruction=final.instruction,
-            finish_on_budget=False,
-        )
-        if generated is None and self.state.state == "paused":
-            return  # failed or cancelled: resume tries the final step again
-        if generated is not None:
-            message = self._message(
-                final.speaker,
-                "agent",
-                generated.text,
-                target=target,
-                step_id=final.id,
-                loop_iteration=0,
-                generated=generated,
-            )
-            self.state.pointer.begin(final.id)
-            self.state.extra["final_done"] = True
-            await self._commit(
-                message,
-                decide=lambda: [
-                    self._make_record(final.id, final.speaker, message, 0, "success", started)
-                ],
-            )
-        self.state.extra["final_done"] = True
-        self.state.extra.pop("concluding", None)
-        self._finish(reason, detail)
-
     async def extra_turn(
         self,
         role_id: str,
@@ -688,54 +516,12 @@ class Session:
         Counted in every budget; it leaves no execution-log record. None when the
         budgets forbid it or the generation failed.
         """
-        generated = await self._call(
-            self.world.role(role_id),
-            target,
-            step_id=step_id,
-            loop_iteration=None,
-            instruction=instruction,
-            finish_on_budget=False,
+        return await turns.extra_turn(
+            self, role_id, target, step_id=step_id, instruction=instruction
         )
-        if generated is None:
-            return None
-        message = self._message(
-            role_id, "agent", generated.text, target=target, step_id=step_id, generated=generated
-        )
-        await self._commit(message)
-        return message
 
     def _publish_evaluations(self, evaluations: list[tuple[str, Evaluation]]) -> None:
-        for where, ev in evaluations:
-            self.bus.publish(
-                ConditionEvent(
-                    condition=ev.condition, result=ev.result, detail=ev.detail, context=where
-                )
-            )
-
-    def _make_record(
-        self,
-        step_id: str,
-        speaker: str,
-        message: Message,
-        iteration: int,
-        result: str,
-        started: datetime,
-    ) -> StepEvent:
-        """Append one execution-log record; its ``system/step`` event (not yet published)."""
-        record = ExecutionRecord(
-            execution_order=self.state.pointer.execution_order,
-            step_id=step_id,
-            speaker=speaker,
-            message_id=message.id,
-            loop_iteration=iteration,
-            result=result,
-            started_at=started,
-            ended_at=self.clock(),
-            input_tokens=message.input_tokens,
-            output_tokens=message.output_tokens,
-        )
-        self.state.execution_log.append(record)
-        return StepEvent(**record.model_dump())
+        turns.publish_evaluations(self, evaluations)
 
     def _record(
         self,
@@ -747,7 +533,10 @@ class Session:
         started: datetime,
     ) -> None:
         """Append one execution-log record and publish it."""
-        self.bus.publish(self._make_record(step_id, speaker, message, iteration, result, started))
+        turns.record(self, step_id, speaker, message, iteration, result, started)
+
+    async def _conclude(self, reason: str, detail: str) -> None:
+        await turns.conclude(self, reason, detail)
 
     async def _pending_turn(self) -> None:
         from rolecall.chat import answer_pending
