@@ -150,6 +150,11 @@ class Session:
         return self.state.state == "finished"
 
     @property
+    def busy(self) -> bool:
+        """A turn is in progress (generating or storing)."""
+        return self._lock.locked()
+
+    @property
     def flow_active(self) -> bool:
         """A flow (or director) has started and not finished: human messages interject."""
         driven = self.engine is not None or self.director is not None
@@ -462,6 +467,11 @@ class Session:
                 topic=world.topic,
                 instruction=instruction,
                 step_id=step_id,
+                target_name=(
+                    world.role(target.sender).display_name
+                    if target is not None and target.sender in self._role_ids
+                    else None
+                ),
             ),
             temperature=role.temperature,
             max_tokens=role.max_tokens,
@@ -498,7 +508,7 @@ class Session:
                 self.bus.publish(
                     ErrorEvent(error=str(failure.error), source=f"model:{request.model}")
                 )
-                self.log.warning("generation_failed", model=request.model, error=str(failure.error))
+                self.log.info("generation_failed", model=request.model, error=str(failure.error))
             self._pause("error" if failure.reason == "error" else "cancelled")
             return None
 

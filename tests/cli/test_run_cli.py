@@ -189,3 +189,45 @@ def test_help_and_offline_runs_never_import_litellm(argv: list[str], data_dir: P
         check=False,
     )
     assert "LITELLM=False" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
+def test_a_reader_that_goes_away_is_not_an_error(extra: list[str], data_dir: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", "run", "classroom", *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0
+    assert "Broken pipe" not in err and "subscriber" not in err
+
+
+def test_ctrl_c_while_step_mode_waits_for_enter_pauses_and_exits_130(data_dir: Path) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", "run", "classroom", "--mode", "step"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    line = ""
+    while "[Enter] next turn" not in line and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "saved as paused" in err
+    assert "teacher [step intro]" not in out  # no turn ran

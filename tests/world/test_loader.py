@@ -167,3 +167,15 @@ def test_world_paths_resolve_folder_file_and_name(tmp_path: Path) -> None:
 def test_every_shipped_world_is_valid(folder: str) -> None:
     loaded = load_world(ROOT / "worlds" / folder / "world.yaml")
     assert loaded.warnings == []
+
+
+def test_a_field_of_another_kind_is_named_as_such() -> None:
+    found = problems_of(
+        "name: x\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a}], stop: [{flag: done, role: a}]}\n"
+    )
+    assert found == ["flow.stop[0].role: 'role' does not apply to this kind of condition"]
+
+
+def test_a_scripted_role_needs_a_script() -> None:
+    found = problems_of("name: x\nmodel: scripted\nroles: [{id: a}, {id: b, script: [hi]}]\n")
+    assert found == ["roles[0].script: role 'a' uses the scripted model but has no script: lines"]

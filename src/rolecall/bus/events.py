@@ -245,7 +245,7 @@ class Envelope:
             payload = event.__pydantic_serializer__.to_json(event, exclude=_ROUTING).decode()
             head = (
                 f'{{"topic":"{event.topic}","type":"{event.type}","seq":{self.seq},'
-                f'"session_id":{json.dumps(self.session_id)},"ts":"{self.ts.isoformat()}"'
+                f'"session_id":{json.dumps(self.session_id)},"ts":"{_iso(self.ts)}"'
             )
             self._json = head + ("}" if payload == "{}" else "," + payload[1:])
         return self._json
@@ -269,3 +269,9 @@ class Envelope:
 
 
 _ROUTING = {"topic", "type"}
+
+
+def _iso(ts: datetime) -> str:
+    """ISO 8601 as pydantic writes datetimes (UTC as ``Z``), so one record has one style."""
+    text = ts.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text

@@ -132,7 +132,7 @@ async def _step_loop(session: Session) -> None:
     session.open()
     while not session.finished and session.state.state != "paused":
         print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
-        line = await anyio.to_thread.run_sync(sys.stdin.readline)
+        line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         if not line:
             session.pause("end_of_input")
             return

@@ -45,14 +45,25 @@ def tokens(n_in: int, n_out: int) -> str:
 
 
 class JsonSink:
-    """Every event as one JSON object per line (``--json``)."""
+    """Every event as one JSON object per line (``--json``).
+
+    When the reader goes away (``| head``), writing stops quietly; the session goes on
+    and is stored as usual.
+    """
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
+        self.closed = False
 
     def __call__(self, envelope: Envelope) -> None:
-        self.out.write(envelope.to_json() + "\n")
-        self.out.flush()
+        if self.closed:
+            return
+        try:
+            self.out.write(envelope.to_json() + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            _silence_stdout()
 
     def attach(self, bus: EventBus) -> None:
         bus.subscribe(self, name="json")
@@ -80,6 +91,7 @@ class TerminalDisplay:
         self.total_in = 0
         self.total_out = 0
         self._open_line = False
+        self.closed = False
 
     def attach(self, bus: EventBus) -> None:
         bus.subscribe(self, name="terminal")
@@ -115,6 +127,15 @@ class TerminalDisplay:
         stream.flush()
 
     def __call__(self, envelope: Envelope) -> None:
+        if self.closed:
+            return
+        try:
+            self._show(envelope)
+        except BrokenPipeError:
+            self.closed = True
+            _silence_stdout()
+
+    def _show(self, envelope: Envelope) -> None:
         event = envelope.event
         if isinstance(event, StreamStart):
             self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
@@ -128,7 +149,7 @@ class TerminalDisplay:
             self._line()
             if not self.quiet:
                 self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
-            self._line()
+                self._line()
         elif isinstance(event, StreamError):
             self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
         elif isinstance(event, MessageEvent) and event.sender in ("human", "system"):
@@ -155,12 +176,31 @@ class TerminalDisplay:
             self._line(f"session total {tokens(self.total_in, self.total_out)}")
 
 
+def _silence_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def attach_display(
-    bus: EventBus, *, json_mode: bool, role_order: list[str], quiet: bool, verbose: int
+    bus: EventBus,
+    *,
+    json_mode: bool,
+    role_order: list[str],
+    quiet: bool,
+    verbose: int,
+    totals: tuple[int, int] = (0, 0),
 ) -> None:
+    """Attach the JSON sink or the terminal display; ``totals`` are tokens already spent."""
     if json_mode:
         JsonSink(sys.stdout).attach(bus)
     else:
-        TerminalDisplay(
+        display = TerminalDisplay(
             sys.stdout, sys.stderr, role_order=role_order, quiet=quiet, show_conditions=verbose > 0
-        ).attach(bus)
+        )
+        display.total_in, display.total_out = totals
+        display.attach(bus)

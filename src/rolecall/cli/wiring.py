@@ -171,6 +171,7 @@ async def live_session(
         role_order=world.role_ids,
         quiet=bool(getattr(args, "quiet", False)),
         verbose=int(getattr(args, "verbose", 0) or 0),
+        totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
     )
     memory = memory_files(args)
     if doc is not None:
@@ -197,15 +198,29 @@ async def live_session(
 
 
 async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
-    """Run ``body``; Ctrl-C cancels the generation in progress and pauses the session."""
+    """Run ``body``; Ctrl-C pauses the session, keeping whatever was said.
+
+    A generation in progress is cancelled (its partial text kept as a draft); with no
+    turn running (waiting for input, between turns), ``body`` itself is cancelled.
+    """
+    interrupted = False
     async with anyio.create_task_group() as tg:
+        body_scope = anyio.CancelScope()
 
         async def watch() -> None:
+            nonlocal interrupted
             with anyio.open_signal_receiver(signal.SIGINT) as signals:
                 async for _ in signals:
-                    session.cancel_generation()
+                    interrupted = True
+                    if session.cancel_generation():
+                        continue
                     session.pause("interrupted")
+                    if not session.busy:
+                        body_scope.cancel()
 
         tg.start_soon(watch)
-        await body()
+        with body_scope:
+            await body()
         tg.cancel_scope.cancel()
+    if interrupted and session.state.state in ("running", "created"):
+        session._pause("interrupted")

@@ -397,6 +397,8 @@ def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
             return "refused", what
     # litellm gives transport failures a made-up 500; look at what actually happened.
     if status is None or status == 500:
+        if any(_MISSING_KEY.search(str(linked)) for linked in (exc, *_chain(exc))):
+            return "refused", "missing credentials: no API key for this provider"
         if _is_bad_data(exc):
             return "transient", _BAD_DATA
         for linked in _chain(exc):
@@ -411,6 +413,10 @@ def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
     if status is not None and status >= 500:
         return "transient", f"server error, HTTP {status}"
     return "transient", type(exc).__name__
+
+
+# the provider SDK refuses locally when no key is configured; litellm reports it as a 500
+_MISSING_KEY = re.compile(r"missing credentials|api_key client option must be set", re.I)
 
 
 def _names(exc: BaseException) -> set[str]:

@@ -905,7 +905,10 @@ def compose(request: GenerationRequest) -> str:
     if target is not None and target.lower() in (persona.id.lower(), "system", ""):
         target = None
     named = target is not None and target.lower() != "human"
-    who = _display(target) if named and target is not None else ""
+    if named and info.target_name and target == info.target:
+        who = info.target_name
+    else:
+        who = _display(target) if named and target is not None else ""
 
     exclude_parts = {persona.id, persona.name, info.speaker, target or "", *request.participants}
     exclude = frozenset(t for part in exclude_parts for t in _tokens(part))

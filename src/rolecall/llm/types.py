@@ -47,6 +47,7 @@ class TurnInfo:
     topic: str
     instruction: str | None = None
     step_id: str | None = None
+    target_name: str | None = None  # display name of the target's role, when it has one
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,7 +190,12 @@ def _format_validation(exc: ValidationError) -> list[str]:
         value = err.get("input")
         if kind == "extra_forbidden":
             key = str(loc[-1])
-            fields = _FIELDS.get(_kind_of(loc), _COND_FIELDS)
+            kind = _kind_of(loc)
+            fields = _FIELDS.get(kind, _COND_FIELDS)
+            if key in fields:  # a real field, but not of this kind of thing
+                what = "this kind of condition" if kind == "condition" else f"a {kind}"
+                out.append(f"{where}: '{key}' does not apply to {what}")
+                continue
             hint = suggest(key, list(fields), listing=False)
             out.append(f"{where}: unknown field{hint or ' (fields: ' + ', '.join(fields) + ')'}")
         elif kind == "missing":
@@ -228,6 +233,17 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
             else:
                 seen[rid] = i
                 role_ids.append(rid)
+    world_model = data.get("model", "offline")
+    if isinstance(roles, list):
+        for i, role in enumerate(roles):
+            if not isinstance(role, dict):
+                continue
+            model = role.get("model") or world_model
+            if model == "scripted" and not role.get("script"):
+                problems.append(
+                    f"roles[{i}].script: role '{role.get('id')}' uses the scripted model "
+                    "but has no script: lines"
+                )
     flow = data.get("flow")
     if not isinstance(flow, dict):
         return problems

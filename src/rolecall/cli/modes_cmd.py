@@ -1,0 +1,261 @@
+"""``rolecall debate`` and ``rolecall consensus``: the presets without writing YAML.
+
+Each builds the world mapping a ``mode:`` world.yaml would hold, loads it through the
+ordinary loader (so the preset expands exactly as from a file), then runs it like
+``rolecall run``: stored, displayed, interruptible, resumable. ``new_world_yaml`` gives
+the ready-to-edit world.yaml of ``rolecall worlds new NAME --from debate|consensus``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import TYPE_CHECKING, Any
+
+from rolecall.errors import UsageError
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+    from rolecall.world.models import World
+
+_ID = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+DEBATE_EPILOG = """examples:
+  rolecall debate "Cities should ban cars from their centres"
+  rolecall debate "Adopt microservices" --profile technical --max-turns 6
+  rolecall debate "Tax sugar" --pro "a public-health doctor" --con "a small grocer"
+  rolecall debate "Nuclear power is green" --judge --model openai/gpt-4o-mini
+"""
+
+CONSENSUS_EPILOG = """examples:
+  rolecall consensus "Which database should we adopt?"
+  rolecall consensus "Redesign the onboarding flow" --profile brainstorm --max-rounds 3
+  rolecall consensus "Ship the v2 API?" --profile technical-review --json
+"""
+
+
+def _common(p: argparse.ArgumentParser, *, max_turns: bool = True) -> None:
+    """The common flags of cli.md (as in ``rolecall run``), plus ``--mode``."""
+    p.add_argument(
+        "--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)"
+    )
+    p.add_argument("--json", action="store_true", help="write every event as JSON lines on stdout")
+    p.add_argument("--data-dir", help="where sessions are stored (env ROLECALL_HOME)")
+    p.add_argument("--session-file", help="also write the session file here on every turn")
+    if max_turns:
+        p.add_argument("--max-turns", type=int, help="hard cap on agent messages in this session")
+    p.add_argument("--topic", help="replace the topic given as TOPIC")
+    p.add_argument("-q", "--quiet", action="store_true", help="less output (no token lines)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")
+    p.add_argument(
+        "--mode",
+        choices=("auto", "step"),
+        default="auto",
+        help="auto: run to the stop; step: one turn per Enter",
+    )
+
+
+def add_parsers(sub: Any) -> None:
+    """Add the ``debate`` and ``consensus`` subcommands to ``rolecall``'s subparsers."""
+    debate = sub.add_parser(
+        "debate",
+        help="a PRO/CON debate on TOPIC, then a moderator's synthesis",
+        description=(
+            "Debate TOPIC: PRO and CON alternate (PRO on odd turns, CON on even ones), each "
+            "answering the other; the debate stops on a concession, a stalemate or after "
+            "--max-turns debater turns, and a neutral moderator writes the synthesis."
+        ),
+        epilog=DEBATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    debate.add_argument("topic_arg", metavar="TOPIC", help="the proposition to debate")
+    debate.add_argument(
+        "--profile",
+        help="persona profile: classic (default), technical, business, scientific, ethical, "
+        "political",
+    )
+    debate.add_argument("--pro", help="PRO's persona text (wins over the profile)")
+    debate.add_argument("--con", help="CON's persona text (wins over the profile)")
+    debate.add_argument(
+        "--max-turns", type=int, help="debater turns, 2..20 (default 10); the synthesis is extra"
+    )
+    debate.add_argument(
+        "--no-dynamic",
+        action="store_true",
+        help="no early stop on concession or stalemate: always run --max-turns turns",
+    )
+    debate.add_argument(
+        "--judge",
+        action="store_true",
+        help="add a judge (role library template 'judge') whose JSON verdicts decide termination",
+    )
+    _common(debate, max_turns=False)
+
+    consensus = sub.add_parser(
+        "consensus",
+        help="three or more roles seek consensus on TOPIC, then a synthesizer sums up",
+        description=(
+            "Seek consensus on TOPIC: the profile's participants speak in round-robin until "
+            "every one of them agrees over a full round (or --max-rounds), then the "
+            "synthesizer writes the group's result."
+        ),
+        epilog=CONSENSUS_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    consensus.add_argument("topic_arg", metavar="TOPIC", help="the question to decide")
+    consensus.add_argument(
+        "--profile", help="participants: balanced (default), technical-review, brainstorm"
+    )
+    consensus.add_argument("--max-rounds", type=int, help="full rounds at most, 1..20 (default 5)")
+    _common(consensus)
+
+
+# ------------------------------------------------------------------ worlds
+def _topic(args: argparse.Namespace) -> str:
+    topic = getattr(args, "topic", None) or getattr(args, "topic_arg", None) or ""
+    if not topic.strip():
+        raise UsageError('a TOPIC is required, e.g. rolecall debate "Cities should ban cars"')
+    return str(topic)
+
+
+def debate_world(args: argparse.Namespace) -> dict[str, Any]:
+    """The world mapping of ``rolecall debate`` (what a world.yaml would hold)."""
+    options: dict[str, Any] = {}
+    if getattr(args, "profile", None):
+        options["profile"] = args.profile
+    for side in ("pro", "con"):
+        if getattr(args, side, None):
+            options[side] = getattr(args, side)
+    if getattr(args, "max_turns", None) is not None:
+        options["max_turns"] = args.max_turns
+    if getattr(args, "no_dynamic", False):
+        options["dynamic_termination"] = False
+    if getattr(args, "judge", False):
+        options["judge"] = "judge"
+    return {"name": "debate", "mode": "debate", "topic": _topic(args), "debate": options}
+
+
+def consensus_world(args: argparse.Namespace) -> dict[str, Any]:
+    """The world mapping of ``rolecall consensus``."""
+    options: dict[str, Any] = {}
+    if getattr(args, "profile", None):
+        options["profile"] = args.profile
+    if getattr(args, "max_rounds", None) is not None:
+        options["max_rounds"] = args.max_rounds
+    return {"name": "consensus", "mode": "consensus", "topic": _topic(args), "consensus": options}
+
+
+def load_preset(raw: dict[str, Any], source: str) -> World:
+    """Load a preset's world mapping through the ordinary loader (every problem at once)."""
+    import sys
+
+    from rolecall.world.library import RoleLibrary
+    from rolecall.world.loader import build_world
+
+    loaded = build_world(raw, source=source, library=RoleLibrary())
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return loaded.world
+
+
+def _run(args: argparse.Namespace, world: World) -> int:
+    """Run ``world`` exactly like ``rolecall run`` does (store, display, drive, exit code)."""
+    import anyio
+
+    from rolecall.cli.commands import drive, outcome
+    from rolecall.cli.wiring import live_session, open_store
+
+    holder: list[Session] = []
+
+    async def main() -> None:
+        async with open_store(args) as store, live_session(args, world, store) as session:
+            holder.append(session)
+            await drive(session, getattr(args, "mode", "auto") or "auto")
+
+    anyio.run(main)
+    return outcome(holder[0])
+
+
+def run_debate(args: argparse.Namespace) -> int:
+    """``rolecall debate TOPIC ...``: its ``--max-turns`` counts debater turns."""
+    world = load_preset(debate_world(args), "debate")
+    return _run(args, world)
+
+
+def run_consensus(args: argparse.Namespace) -> int:
+    """``rolecall consensus TOPIC ...``: ``--max-turns`` is the usual hard cap."""
+    from rolecall.cli.commands import apply_overrides
+
+    world = load_preset(consensus_world(args), "consensus")
+    overrides = argparse.Namespace(max_turns=getattr(args, "max_turns", None), topic=None)
+    return _run(args, apply_overrides(world, overrides))
+
+
+# -------------------------------------------------------------- worlds new
+_DEBATE_YAML = """\
+# A debate (docs/modes.md): PRO and CON alternate, PRO on odd turns and CON on even ones,
+# each answering the other's latest message by name. The debate stops on a concession, a
+# stalemate (repetition or disengagement) or after max_turns debater turns; then a neutral
+# moderator writes the synthesis, citing message ids. Runs offline as it is:
+#   rolecall run worlds/{name}
+name: {name}
+title: A debate on remote work
+topic: Remote work should be the default for office jobs
+model: offline                 # e.g. openai/gpt-4o-mini for real debaters
+mode: debate
+debate:
+  profile: classic             # classic, technical, business, scientific, ethical, political
+  # pro: a founder who built a fully remote company     # persona texts win over the profile
+  # con: a mayor worried about empty city centres
+  max_turns: 8                 # debater turns, 2..20; the synthesis comes on top
+  dynamic_termination: true    # false: always run max_turns turns
+  # judge: judge               # a judge returns JSON after each turn and decides instead
+# roles:                       # override the preset's roles by id: pro, con, moderator
+#   - id: moderator
+#     model: openai/gpt-4o-mini
+#   - id: judge                # needed only for a judge that is not a library template
+#     template: judge
+settings:
+  constraints: ["Answer in English."]
+"""
+
+_CONSENSUS_YAML = """\
+# A consensus discussion (docs/modes.md): three or more participants speak in round-robin;
+# round 1 gathers proposals, later rounds converge. It stops when, over the last full
+# round, every participant says it agrees with no objection open (or after max_rounds);
+# then the synthesizer writes the group's result, citing message ids. Runs offline:
+#   rolecall run worlds/{name}
+name: {name}
+title: Choosing a database
+topic: Which database should the team adopt for the new service?
+model: offline                 # e.g. openai/gpt-4o-mini for real participants
+mode: consensus
+consensus:
+  profile: technical-review    # balanced (analyst, creative, critic), technical-review
+                               # (engineer, architect, tester), brainstorm (dreamer,
+                               # realist, synthesizer)
+  # participants: [engineer, architect, tester, analyst]   # instead of the profile, 3 or more
+  max_rounds: 4                # full rounds at most, 1..20
+  # judge: judge               # a judge returns JSON after each round and decides instead
+# roles:                       # override roles by id: the participants and synthesizer
+#   - id: synthesizer
+#     model: openai/gpt-4o-mini
+settings:
+  constraints: ["Answer in English."]
+"""
+
+PRESET_YAML: dict[str, str] = {"debate": _DEBATE_YAML, "consensus": _CONSENSUS_YAML}
+
+
+def new_world_yaml(mode: str, name: str) -> str:
+    """A ready-to-edit world.yaml for ``rolecall worlds new NAME --from MODE``."""
+    template = PRESET_YAML.get(mode)
+    if template is None:
+        raise UsageError(f"no preset '{mode}' to start from (presets: {', '.join(PRESET_YAML)})")
+    if not _ID.match(name):
+        raise UsageError(
+            f"bad world name {name!r} (use lowercase letters, digits, _ and -, starting with "
+            "a letter)"
+        )
+    return template.replace("{name}", name)

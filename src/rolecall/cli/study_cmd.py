@@ -1,0 +1,122 @@
+"""``rolecall study DOC``: the study preset (modes.md, Study) without writing YAML.
+
+Builds a ``mode: study`` world around DOC (TXT, Markdown or PDF), validates it like a
+world file and runs it exactly as ``rolecall run`` runs a world: same display, JSON
+stream, step mode, Ctrl-C handling and exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+    from rolecall.world.models import World
+
+EPILOG = """examples:
+  rolecall study worlds/study/notes.md                 five roles discuss the notes, offline
+  rolecall study paper.pdf --json > events.jsonl       the event stream as JSON lines
+  rolecall study notes.md --delay 2 --lock 5 --max-turns 10
+  rolecall study notes.md --model openai/gpt-4o-mini   a real model (temperature 0)
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``study`` subcommand to the ``rolecall`` subparsers ``sub``."""
+    from rolecall.cli.main import _common
+
+    p: argparse.ArgumentParser = sub.add_parser(
+        "study",
+        help="study a document with five roles (explainer, challenger, ...)",
+        description=(
+            "Study a document (TXT, Markdown or PDF): it is split into units and five roles "
+            "(explainer, challenger, summarizer, example_generator, misconception_spotter) "
+            "discuss each unit in turn, one turn per role, until every slot has spoken."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("document", metavar="DOC", help="the document: .txt, .md or .pdf")
+    p.add_argument(
+        "--delay",
+        type=int,
+        metavar="D",
+        help="turns before a reallocation takes effect (2-3, default 3)",
+    )
+    p.add_argument(
+        "--lock",
+        type=int,
+        metavar="H",
+        help="turns a role pushed to the back stays locked (5-10, default 7)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("auto", "step"),
+        default="auto",
+        help="auto: run to the end; step: one turn per Enter",
+    )
+    _common(p)
+
+
+def study_world(
+    document: Path, *, delay: int | None = None, lock: int | None = None
+) -> dict[str, Any]:
+    """The world mapping for studying ``document`` (read here; errors are UsageError)."""
+    from rolecall.errors import UsageError
+    from rolecall.study.document import DocumentError, read_document
+
+    try:
+        doc = read_document(document, name=str(document))
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from None
+    study: dict[str, Any] = {"document": document.name, "text": doc.text}
+    if delay is not None:
+        study["delay"] = delay
+    if lock is not None:
+        study["lock"] = lock
+    return {
+        "name": "study",
+        "title": f"Study: {document.name}",
+        "mode": "study",
+        "model": "offline",
+        "study": study,
+    }
+
+
+def load_study_world(args: argparse.Namespace) -> World:
+    """The study world for ``args.document``, with ``--max-turns``/``--topic`` applied."""
+    from rolecall.cli.commands import apply_overrides
+    from rolecall.world.library import RoleLibrary
+    from rolecall.world.loader import build_world
+
+    path = Path(args.document)
+    raw = study_world(path, delay=args.delay, lock=args.lock)
+    loaded = build_world(raw, source=str(path), library=RoleLibrary())
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return apply_overrides(loaded.world, args)
+
+
+def run_study(args: argparse.Namespace) -> int:
+    """``rolecall study DOC``: run like ``rolecall run`` (stored, displayed, resumable)."""
+    import anyio
+
+    from rolecall.cli.commands import drive, outcome
+    from rolecall.cli.wiring import live_session, open_store
+
+    world = load_study_world(args)
+    holder: list[Session] = []
+
+    async def main() -> None:
+        async with (
+            open_store(args) as store,
+            live_session(args, world, store, world_source=str(Path(args.document))) as session,
+        ):
+            holder.append(session)
+            await drive(session, args.mode)
+
+    anyio.run(main)
+    return outcome(holder[0])
