@@ -227,6 +227,7 @@ def test_ctrl_c_while_step_mode_waits_for_enter_pauses_and_exits_130(data_dir: P
     while "[Enter] next turn" not in line and time.monotonic() < deadline:
         line = proc.stderr.readline()
     proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)  # stdin stays open: only the signal can end the wait
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "saved as paused" in err

@@ -23,7 +23,12 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def dispatch(args: argparse.Namespace) -> int:
     verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
     logs.configure(verbosity, getattr(args, "log_file", None))
+    from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
+
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "sessions": cmd_sessions,
+        "roles": cmd_roles,
+        "memory": cmd_memory,
         "run": cmd_run,
         "chat": cmd_chat,
         "worlds": cmd_worlds,
@@ -49,9 +54,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> tuple[World, str | None]:
     """The world of WORLD with the command-line overrides applied (nothing written yet)."""
+    from rolecall.cli.manage import role_library
     from rolecall.world.loader import load_world
 
-    loaded = load_world(args.world)
+    loaded = load_world(args.world, role_library(args))
     world = loaded.world
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -129,10 +135,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _step_loop(session: Session) -> None:
+    from rolecall.cli.lines import LineReader
+
     session.open()
+    reader = LineReader(sys.stdin.fileno())
     while not session.finished and session.state.state != "paused":
         print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
-        line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        line = await reader.readline()
         if not line:
             session.pause("end_of_input")
             return
@@ -203,10 +212,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_worlds(args: argparse.Namespace) -> int:
+    from rolecall.cli.manage import role_library
     from rolecall.world.loader import load_world
 
+    library = role_library(args)
     if args.worlds_command == "validate":
-        loaded = load_world(args.world)
+        loaded = load_world(args.world, library)
         world = loaded.world
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -216,7 +227,7 @@ def cmd_worlds(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     for path in sorted(folder.glob("*/world.yaml")):
         try:
-            world = load_world(path).world
+            world = load_world(path, library).world
             print(f"{path.parent.name:16} {world.title or world.topic}")
         except WorldError as exc:
             print(f"{path.parent.name:16} invalid: {len(exc.problems)} problems", file=sys.stderr)

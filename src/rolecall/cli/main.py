@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--mode", choices=("auto", "step"), default="auto")
     _common(resume)
 
+    from rolecall.cli.manage import register
+
+    register(sub)
+
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
     wl = wsub.add_parser("list", help="list the worlds under ./worlds/")

@@ -512,7 +512,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
             print(text, end="")
     if args.out:
         shown = export.select(doc, role=role, search=search).describe()
-        _say(args, f"exported session {sid} as {fmt} to {args.out} ({shown})")
+        _say(args, f"exported session {sid} as {fmt} to {args.out}: {shown}")
     return 0
 
 

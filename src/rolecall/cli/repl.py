@@ -581,6 +581,10 @@ def _flag_names(world: World) -> list[str]:
     return sorted(found)
 
 
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def _shorten(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -655,10 +659,12 @@ class CommandRunner:
         return Outcome.CONTINUE if result is None else result
 
     async def run_line(self, line: str) -> Outcome | LoadRequest:
-        """Parse and run one ``/command`` line; a bad line is echoed, never raised."""
+        """Parse and run one ``/command`` line; a bad line or a failure is echoed, not raised."""
+        from rolecall.errors import RolecallError
+
         try:
             return await self.execute(parse_command(line))
-        except CommandError as exc:
+        except (CommandError, RolecallError) as exc:
             self.echo(str(exc))
             return Outcome.CONTINUE
 
@@ -673,13 +679,13 @@ class CommandRunner:
         lines = [f"agents of {s.world.name}:"]
         for role in s.world.roles:
             turns = s.state.transcript.turns_by_role.get(role.id, 0)
-            facts = [s.model_name(role), f"{turns} turns"]
+            facts = [s.model_name(role), _count(turns, "turn")]
             count = s.state.turn_counts.get(role.id)
             if count:
                 facts.append(f"{count}/{s.world.settings.turn_limit} calls since you spoke")
             if self.memory is not None:
                 entries = len(self.memory.read(s.session_id, role.id))
-                facts.append(f"{entries} memory entries")
+                facts.append(_count(entries, "memory entry", "memory entries"))
             about = role.display_name + (f" — {role.description}" if role.description else "")
             at = "@" + role.id
             lines.append(f"  {p.role(role.id, f'{at:<{width}}')}  {_shorten(about, 70)}")
@@ -808,7 +814,7 @@ class CommandRunner:
         start = self.session.state.memory_start.get(agent, 0)
         path = self.memory.path(self.session.session_id, agent)
         p = self.palette
-        lines = [f"memory of {agent}: {len(entries)} entries ({path})"]
+        lines = [f"memory of {agent}: {_count(len(entries), 'entry', 'entries')} ({path})"]
         window = self.session.world.settings.memory_window
         for i, entry in enumerate(entries):
             who = entry.get("name") or entry.get("role", "?")
@@ -935,7 +941,7 @@ class CommandRunner:
             return
         path = self._path(cmd.args[0] if cmd.args else f"{s.session_id}.json")
         doc = await save_to_file(s, self.store, self.memory, path)
-        self.echo(f"saved {len(doc.messages)} messages to {path}")
+        self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
 
     async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
         from rolecall.session.document import read_session_file
@@ -951,8 +957,8 @@ class CommandRunner:
             source = f"the store ({name})"
         else:
             raise CommandError(f"no session file {path}")
-        if doc.session_id == self.session.session_id and source.startswith("the store"):
-            self.echo(f"already in session {doc.session_id}")
+        if doc.session_id == self.session.session_id:
+            self.echo(f"{source} holds this very session ({doc.session_id}): nothing to switch")
             return None
         return LoadRequest(doc, source)
 
@@ -973,7 +979,7 @@ class CommandRunner:
                     "/export json writes the whole session; --role/--search are for md and html"
                 )
             doc = await save_to_file(s, self.store, self.memory, path)
-            self.echo(f"exported {len(doc.messages)} messages to {path}")
+            self.echo(f"exported {_count(len(doc.messages), 'message')} to {path}")
             return
         try:
             export: Any = importlib.import_module("rolecall.export")
@@ -1324,14 +1330,16 @@ class Repl:
             if st.stop_reason:
                 state += f" ({st.stop_reason})"
             d.emit(
-                p.dim(f"session {session.session_id}: ") + f"{len(st.transcript)} messages, {state}"
+                p.dim(f"session {session.session_id}: ")
+                + f"{_count(len(st.transcript), 'message')}, {state}"
             )
             last = st.transcript.latest()
             if last is not None:
                 d.emit(header(p, last.sender, last.target, last.step_id, last.loop_iteration))
                 for line in _wrap(_shorten(last.content, 400), self._width() - 3):
                     d.emit(p.bar(last.sender) + line)
-            if st.pending or (st.state == "paused" and not session.finished):
+            driven = session.engine is not None or session.director is not None
+            if st.pending or (driven and st.state == "paused" and not session.finished):
                 d.note("/resume continues where it stopped")
         if session.engine is not None or session.director is not None:
             steps = len(world.flow.steps) if world.flow else 0
@@ -1463,7 +1471,9 @@ class Repl:
         mark_quit(session)
         display = self.display
         assert display is not None
-        if not session.finished and not switching:
+        if switching:
+            display.note(f"left session {session.session_id} (kept, {session.state.state})")
+        elif not session.finished:
             display.gap()
             display.note(
                 f"session {session.session_id} kept (paused) · "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import TaskStatus
 
 from rolecall.bus import Envelope, EventBus
 from rolecall.cli.display import attach_display, use_color
@@ -207,9 +208,10 @@ async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]])
     async with anyio.create_task_group() as tg:
         body_scope = anyio.CancelScope()
 
-        async def watch() -> None:
+        async def watch(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             nonlocal interrupted
             with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                task_status.started()  # Ctrl-C is ours from here on
                 async for _ in signals:
                     interrupted = True
                     if session.cancel_generation():
@@ -218,7 +220,7 @@ async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]])
                     if not session.busy:
                         body_scope.cancel()
 
-        tg.start_soon(watch)
+        await tg.start(watch)
         with body_scope:
             await body()
         tg.cancel_scope.cancel()

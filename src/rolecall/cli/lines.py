@@ -1,0 +1,37 @@
+"""Reading input lines without parking a thread on a blocking read.
+
+A thread blocked in ``readline`` cannot be cancelled and keeps the process alive
+after Ctrl-C; instead we wait until the descriptor is readable (pipes and
+terminals) and read what is there. Regular files never block and are read directly.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import anyio
+
+
+class LineReader:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = b""
+        self._eof = False
+        self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+
+    async def readline(self) -> str:
+        """The next line with its newline; ``""`` at end of input. Cancellable."""
+        while b"\n" not in self._buffer and not self._eof:
+            if not self._regular:
+                await anyio.wait_readable(self.fd)
+            chunk = os.read(self.fd, 65536)
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+        if b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            return (line + b"\n").decode("utf-8", errors="replace")
+        line, self._buffer = self._buffer, b""
+        return line.decode("utf-8", errors="replace")
