@@ -89,7 +89,7 @@ class Generator:
                         parts.append(item.text)
                         chars += len(item.text)
                         publish(
-                            StreamChunk.model_construct(
+                            StreamChunk(
                                 message_id=message_id,
                                 sender=sender,
                                 delta=item.text,

@@ -54,7 +54,7 @@ async def answer_pending(session: Session) -> None:
     limit = session.world.settings.turn_limit
     count = state.turn_counts.get(role.id, 0)
     if count >= limit:
-        state.pending.clear()  # the floor returns to the human
+        _end_exchange(session, target)  # the floor returns to the human
         if role.id not in state.limit_notified:
             state.limit_notified.add(role.id)
             text = (
@@ -73,7 +73,7 @@ async def answer_pending(session: Session) -> None:
     text, passed = extract_pass(generated.text)
     text = strip_self_mentions(text, role.id)
     if passed:
-        state.pending.clear()  # a pass is terminal for the exchange
+        _end_exchange(session, target)  # a pass is terminal for the exchange
         message_id = None
         if text.strip():
             message = session._message(
@@ -92,6 +92,30 @@ async def answer_pending(session: Session) -> None:
     state.pending.extend(
         PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
     )
+
+
+def _exchange_root(session: Session, message: Message) -> str:
+    """The id of the message that started ``message``'s exchange (its first reply_to)."""
+    by_id = session.state.transcript.by_id
+    while message.reply_to is not None and message.reply_to in by_id:
+        message = by_id[message.reply_to]
+    return message.id
+
+
+def _end_exchange(session: Session, answering: Message) -> None:
+    """Drop every reply still queued in the exchange of ``answering`` (a limit or a pass).
+
+    Replies queued for another exchange (a human message sent while this one was still
+    running) are kept: that message's answerers still owe the human a reply.
+    """
+    state = session.state
+    root = _exchange_root(session, answering)
+    by_id = state.transcript.by_id
+    state.pending[:] = [
+        item
+        for item in state.pending
+        if item.message_id in by_id and _exchange_root(session, by_id[item.message_id]) != root
+    ]
 
 
 async def _notice(session: Session, text: str) -> None:

@@ -87,7 +87,9 @@ def build_prompt(
     target: Message | None,
     instruction: str | None = None,
     memory_start: int = 0,
+    system: str | None = None,
 ) -> tuple[ChatMessage, ...]:
+    """The turn's prompt; ``system`` is the role's system text when already built."""
     memory = memory_window(
         transcript,
         role.id,
@@ -96,7 +98,7 @@ def build_prompt(
         target.id if target is not None else None,
     )
     return (
-        ChatMessage("system", system_text(world, role)),
+        ChatMessage("system", system if system is not None else system_text(world, role)),
         *(_prompt_entry(e) for e in memory),
         ChatMessage("user", turn_text(world, role, target, instruction)),
     )

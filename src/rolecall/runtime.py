@@ -37,7 +37,7 @@ from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, Persona, TurnInfo, prompt_tokens
-from rolecall.prompt import build_prompt
+from rolecall.prompt import build_prompt, system_text
 from rolecall.session.state import (
     Draft,
     Message,
@@ -134,6 +134,7 @@ class Session:
         self._stop_requested = False
         self._opened = False
         self._role_ids = world.role_ids
+        self._system_texts: dict[str, str] = {}  # per role; the world is immutable
         self.log = log.bind(session=self.state.session_id, world=world.name)
         if _uses_modes(world):
             from rolecall.modes import install
@@ -342,9 +343,7 @@ class Session:
         )
 
     def _message_event(self, message: Message) -> MessageEvent:
-        return MessageEvent.model_construct(
-            topic="messages",
-            type="message",
+        return MessageEvent(
             message_id=message.id,
             sender=message.sender,
             content=message.content,
@@ -433,6 +432,9 @@ class Session:
         """One model call under the budgets; None when it did not produce a message."""
         world = self.world
         transcript = self.state.transcript
+        system = self._system_texts.get(role.id)
+        if system is None:
+            system = self._system_texts[role.id] = system_text(world, role)
         prompt = build_prompt(
             world,
             role,
@@ -440,6 +442,7 @@ class Session:
             target=target,
             instruction=instruction,
             memory_start=self.state.memory_start.get(role.id, 0),
+            system=system,
         )
         blocked = budget_block(world.settings, transcript, prompt_tokens(prompt))
         if blocked is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
@@ -245,7 +246,7 @@ class Envelope:
             payload = event.__pydantic_serializer__.to_json(event, exclude=_ROUTING).decode()
             head = (
                 f'{{"topic":"{event.topic}","type":"{event.type}","seq":{self.seq},'
-                f'"session_id":{json.dumps(self.session_id)},"ts":"{_iso(self.ts)}"'
+                f'"session_id":{_json_string(self.session_id)},"ts":"{_iso(self.ts)}"'
             )
             self._json = head + ("}" if payload == "{}" else "," + payload[1:])
         return self._json
@@ -269,6 +270,11 @@ class Envelope:
 
 
 _ROUTING = {"topic", "type"}
+
+
+@lru_cache(maxsize=1024)
+def _json_string(value: str) -> str:
+    return json.dumps(value)
 
 
 def _iso(ts: datetime) -> str:

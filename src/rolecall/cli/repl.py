@@ -245,7 +245,8 @@ def help_lines(topic: str | None = None) -> list[str]:
     width = max(len(s.usage) for s in COMMANDS)
     lines = ["commands:"]
     lines += [f"  {s.usage:<{width}}  {s.summary}" for s in COMMANDS]
-    lines.append("anything else is a message: @agent addresses one agent, otherwise all answer.")
+    lines.append("anything else is a message: @agent addresses one agent, otherwise all answer;")
+    lines.append("start it with // to send a message that begins with /.")
     lines.append("keys:")
     kwidth = max(len(k) for k, _ in KEYS)
     lines += [f"  {k:<{kwidth}}  {v}" for k, v in KEYS]
@@ -1379,6 +1380,7 @@ class Repl:
             on_model=lambda name: self._preload([name]),
         )
         subscription = session.bus.subscribe(self.display, name="repl")
+        guard = session.bus.subscribe(self._stay_paused, "world", name="repl-pause-guard")
         self._armed = False
         self._quit = False
         session.open()
@@ -1398,6 +1400,7 @@ class Repl:
                 tg.cancel_scope.cancel()
         finally:
             subscription.close()
+            guard.close()
             self._tg = None
         self._print(self.display.take_output())
         return result
@@ -1438,13 +1441,17 @@ class Repl:
         assert display is not None
         message = text.strip()
         if not message:
-            if self.step_mode and (runner.driven or session.state.pending):
+            if self.step_mode and not session.finished and (runner.driven or session.state.pending):
                 return await runner.execute(Command("next"))
             return Outcome.CONTINUE
-        if message.startswith("/"):
+        if message.startswith("//"):
+            message = message[1:]  # a message that starts with "/"
+        elif message.startswith("/"):
+            from rolecall.errors import RolecallError
+
             try:
                 return await runner.execute(parse_command(message))
-            except CommandError as exc:
+            except (CommandError, RolecallError) as exc:
                 display.error(str(exc))
             except Exception as exc:
                 log.warning("repl_command_failed", exc_info=exc)
@@ -1479,6 +1486,23 @@ class Repl:
                 f"session {session.session_id} kept (paused) · "
                 f"continue it with: rolecall resume {session.session_id}"
             )
+
+    def _stay_paused(self, envelope: Envelope) -> None:
+        """A failed or cancelled turn pauses the session: keep the job from resuming it.
+
+        ``Session.settle`` (a message's replies) turns a paused session back to running
+        for the next due reply, so a model that keeps failing would be retried forever;
+        asking for a pause makes the job stop after this turn instead.
+        """
+        event = envelope.event
+        if (
+            isinstance(event, SessionEvent)
+            and event.state == "paused"
+            and event.reason in ("error", "cancelled")
+            and self.jobs
+            and self.session is not None
+        ):
+            self.session.pause(event.reason)
 
     # -- background ----------------------------------------------------------------------
     def _spawn(self, name: str, job: Job) -> None:

@@ -231,7 +231,8 @@ class MemoryFiles:
         and reported in the log.
         """
         path = self.path(session_id, agent_id)
-        with self._slot(path).thread_lock:
+        slot = self._slot(path)  # keep a reference: the lock lives as long as the slot
+        with slot.thread_lock:
             try:
                 data = self._read_repaired(path)
             except FileNotFoundError:
@@ -272,7 +273,8 @@ class MemoryFiles:
         """
         path = self.path(session_id, agent_id)
         agent = path.name[: -len(_SUFFIX)]
-        with self._slot(path).thread_lock:
+        slot = self._slot(path)  # keep a reference: the lock lives as long as the slot
+        with slot.thread_lock:
             if not path.exists():
                 return None
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
