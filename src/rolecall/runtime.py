@@ -126,6 +126,8 @@ class Session:
         self.turn_hooks: list[TurnHook] = []
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
+        # a preset may word the closing step from what was said (e.g. message ids to cite)
+        self.final_instruction: Callable[[Session], str | None] | None = None
         self.store: Store | None = None
         self.ctx.judge_scores = self.state.extra.setdefault("judge_scores", {})
         self._lock = anyio.Lock()
@@ -293,9 +295,8 @@ class Session:
             elif pending_only:
                 return False
             elif "undecided" in self.state.extra and self.engine is not None:
-                last = self.state.transcript.latest()
-                assert last is not None
-                await turns.after_hooks(self, self.engine, last)
+                message_id = self.state.extra["undecided"][3]
+                await turns.after_hooks(self, self.engine, self.state.transcript.by_id[message_id])
             elif "concluding" in self.state.extra:
                 reason, detail = self.state.extra["concluding"]
                 await turns.conclude(self, reason, detail)

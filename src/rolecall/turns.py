@@ -55,7 +55,7 @@ async def flow_turn(session: Session, engine: FlowEngine) -> None:
     )
     pointer.begin(step.id)
     if session.message_hooks:
-        session.state.extra["undecided"] = [step.id, iteration, started.isoformat()]
+        session.state.extra["undecided"] = [step.id, iteration, started.isoformat(), message.id]
         await session._commit(message)
         await after_hooks(session, engine, message)
     else:
@@ -69,7 +69,7 @@ async def flow_turn(session: Session, engine: FlowEngine) -> None:
 
 async def after_hooks(session: Session, engine: FlowEngine, message: Message) -> None:
     """Run message hooks (a judge), then decide; also resumes an undecided step."""
-    step_id, iteration, started = session.state.extra["undecided"]
+    step_id, iteration, started, _ = session.state.extra["undecided"]
     for hook in session.message_hooks:
         await hook(session, message)
     if session.state.state == "paused":
@@ -172,7 +172,11 @@ async def conclude(session: Session, reason: str, detail: str) -> None:
         target,
         step_id=final.id,
         loop_iteration=0,
-        instruction=final.instruction,
+        instruction=(
+            session.final_instruction(session)
+            if session.final_instruction is not None
+            else final.instruction
+        ),
         finish_on_budget=False,
     )
     if generated is None and session.state.state == "paused":

@@ -24,8 +24,11 @@ def dispatch(args: argparse.Namespace) -> int:
     verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
     logs.configure(verbosity, getattr(args, "log_file", None))
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
+    from rolecall.cli.modes_cmd import run_consensus, run_debate
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "debate": run_debate,
+        "consensus": run_consensus,
         "sessions": cmd_sessions,
         "roles": cmd_roles,
         "memory": cmd_memory,
@@ -216,6 +219,8 @@ def cmd_worlds(args: argparse.Namespace) -> int:
     from rolecall.world.loader import load_world
 
     library = role_library(args)
+    if args.worlds_command == "new":
+        return _new_world(args)
     if args.worlds_command == "validate":
         loaded = load_world(args.world, library)
         world = loaded.world
@@ -231,4 +236,19 @@ def cmd_worlds(args: argparse.Namespace) -> int:
             print(f"{path.parent.name:16} {world.title or world.topic}")
         except WorldError as exc:
             print(f"{path.parent.name:16} invalid: {len(exc.problems)} problems", file=sys.stderr)
+    return EXIT_OK
+
+
+def _new_world(args: argparse.Namespace) -> int:
+    """Write ``<dir>/<name>/world.yaml`` from a preset; never overwrite a world."""
+    from rolecall.cli.modes_cmd import new_world_yaml
+
+    text = new_world_yaml(args.preset, args.name)
+    folder = Path(args.dir) / args.name
+    target = folder / "world.yaml"
+    if target.exists():
+        raise UsageError(f"{target} already exists; choose another name")
+    folder.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target} (edit it, then: rolecall run {folder})")
     return EXIT_OK

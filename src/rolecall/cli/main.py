@@ -90,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(resume)
 
     from rolecall.cli.manage import register
+    from rolecall.cli.modes_cmd import add_parsers
 
     register(sub)
+    add_parsers(sub)
 
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
@@ -104,6 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wv.add_argument("world", metavar="WORLD")
+    wn = wsub.add_parser(
+        "new",
+        help="write a ready-to-edit world folder from a preset",
+        epilog="examples:\n  rolecall worlds new my-debate --from debate\n"
+        "  rolecall worlds new panel2 --from consensus",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wn.add_argument("name", metavar="NAME", help="the new world's name (folder under --dir)")
+    wn.add_argument(
+        "--from", dest="preset", required=True, metavar="MODE", help="debate or consensus"
+    )
+    wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
     return parser
 
 

@@ -108,6 +108,10 @@ def build_world(
         data = expand(data, library, problems)
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
+    if data.get("judge") is not None:
+        from rolecall.modes.judge import check_world
+
+        problems.extend(check_world(data))
     try:
         world = World.model_validate(data)
     except ValidationError as exc:

@@ -1,0 +1,428 @@
+"""Study mode (modes.md, Study): a document-driven dialogue of five fixed roles.
+
+``mode: study`` in a world file (or ``rolecall study DOC``) expands into the five study
+roles and settings; :func:`install` gives the session a :class:`StudyDirector`, which
+replaces the flow as the source of turns. Every turn is an ordinary generation through
+the session (one at a time, stored, published), with ``step_id`` ``u<k>:<role>`` and the
+unit's text in the turn's instruction. The run ends with one ``world/stop`` whose reason
+is ``study_complete`` once every (unit, role) slot has spoken.
+
+The ``study:`` block (:class:`StudyOptions`)::
+
+    study:
+      document: notes.md   # TXT, Markdown or PDF, relative to the world folder
+      text: "..."          # or the document inline (the loader stores what it read here)
+      delay: 3             # D: turns before a reallocation takes effect (2-3)
+      lock: 7              # H: turns a role pushed back stays locked (5-10)
+
+The director's state lives in ``session.state.extra["study"]`` (JSON): a restored
+session continues exactly where it stopped. Its decisions are ``system/mode`` events
+(``mode: study``): ``plan``, ``unit``, ``classification``, ``reallocation``,
+``reallocation_skipped``, ``reallocation_applied``, ``reallocation_ended``,
+``reallocation_expired`` and ``oscillation_avoided``, each with its reasons.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+
+from rolecall.bus import ModeEvent
+from rolecall.errors import UsageError, WorldError
+from rolecall.modes import ModeSpec, register
+from rolecall.runtime import PlannedTurn, Session
+from rolecall.session.state import Message
+from rolecall.study.document import DocumentError, check_relative, read_document
+from rolecall.study.document import resolve_in_folder as _resolve
+from rolecall.study.intent import classify
+from rolecall.study.queue import ROLES, StudyPlan, build_plan
+from rolecall.study.realloc import DELAY_DEFAULT, LOCK_DEFAULT, Scheduler, StudyState
+from rolecall.study.segment import Unit, segment, title
+from rolecall.world.library import RoleLibrary, suggest
+from rolecall.world.models import World
+
+__all__ = [
+    "FOLDER_KEY",
+    "STOP_REASON",
+    "StudyDirector",
+    "StudyOptions",
+    "default_topic",
+    "expand",
+    "install",
+    "load_study",
+]
+
+FOLDER_KEY: Final = "__world_folder__"  # the loader's Path of the world folder (never YAML)
+STOP_REASON: Final = "study_complete"
+CHANGED_REASON: Final = "study_document_changed"
+MAX_TURNS: Final = 1000  # the hard cap when the world sets none (a study run is bounded)
+STATE_VERSION: Final = 1
+
+TASKS: Final[dict[str, str]] = {
+    "explainer": (
+        "explain this passage: its central idea and the reasoning behind it, defining the "
+        "terms it relies on."
+    ),
+    "challenger": (
+        "challenge this passage: question one assumption or claim and say what evidence "
+        "would settle it."
+    ),
+    "summarizer": "sum up this passage and the discussion of it in a few key points.",
+    "example_generator": (
+        "give one concrete example that shows this passage's main idea at work, and say how "
+        "it maps onto the idea."
+    ),
+    "misconception_spotter": (
+        "name a misconception a reader could take from this passage, and correct it from the text."
+    ),
+}
+
+
+class StudyOptions(BaseModel):
+    """The ``study:`` block of a world file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    document: str | None = None
+    text: str | None = None
+    delay: Annotated[StrictInt, Field(ge=2, le=3)] = DELAY_DEFAULT
+    lock: Annotated[StrictInt, Field(ge=5, le=10)] = LOCK_DEFAULT
+
+    @field_validator("document")
+    @classmethod
+    def _safe(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = check_relative(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+
+_OPTION_FIELDS: Final = tuple(StudyOptions.model_fields)
+
+
+def _option_problems(exc: ValidationError) -> list[str]:
+    out: list[str] = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        where = ".".join(["study", *loc])
+        if err["type"] == "extra_forbidden":
+            hint = suggest(loc[-1], list(_OPTION_FIELDS), listing=False)
+            out.append(
+                f"{where}: unknown field{hint or ' (fields: ' + ', '.join(_OPTION_FIELDS) + ')'}"
+            )
+            continue
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        value = err.get("input")
+        short = isinstance(value, int | float | bool) or (
+            isinstance(value, str) and len(value) < 60
+        )
+        shown = f" (got {value!r})" if short and err["type"] != "value_error" else ""
+        out.append(f"{where}: {msg[0].lower() + msg[1:]}{shown}")
+    return out
+
+
+def parse_options(block: Any, problems: list[str]) -> StudyOptions | None:
+    """The validated ``study:`` block, or None with its problems appended."""
+    if block is None:
+        problems.append("study: required for mode: study (give study.document: <file>)")
+        return None
+    if not isinstance(block, dict):
+        problems.append(f"study: expected a mapping of study options, got {type(block).__name__}")
+        return None
+    try:
+        options = StudyOptions.model_validate(block)
+    except ValidationError as exc:
+        problems.extend(_option_problems(exc))
+        return None
+    if options.document is None and options.text is None:
+        problems.append(
+            "study.document: required (a TXT, Markdown or PDF file in the world folder)"
+        )
+        return None
+    return options
+
+
+def default_topic(document: str | None, text: str) -> str:
+    """The document's title (its first ``#`` or ``===`` heading), else its file name."""
+    found = title(text)
+    if found:
+        return f"Studying {found}"
+    if document:
+        return f"Studying {Path(document).name}"
+    return "Studying a document"
+
+
+def _merge_roles(raw_roles: Any, problems: list[str]) -> list[dict[str, Any]]:
+    """The five study roles; entries under ``roles:`` override them by id, in their order."""
+    overrides: dict[str, dict[str, Any]] = {}
+    if raw_roles is not None and not isinstance(raw_roles, list):
+        problems.append("roles: expected a list of role overrides by id (study mode)")
+        raw_roles = []
+    for i, entry in enumerate(raw_roles or []):
+        if not isinstance(entry, dict):
+            problems.append(f"roles[{i}]: expected a mapping with an id")
+            continue
+        rid = entry.get("id", entry.get("template"))
+        if rid not in ROLES:
+            close = suggest(str(rid), list(ROLES), listing=False)
+            problems.append(
+                f"roles[{i}].id: study mode has no role {rid!r}"
+                f"{close[:-1] + '; ' if close else ' ('}roles: {', '.join(ROLES)})"
+            )
+            continue
+        if rid in overrides:
+            problems.append(f"roles[{i}].id: duplicate id '{rid}'")
+            continue
+        overrides[rid] = entry
+    out: list[dict[str, Any]] = []
+    for rid in [*overrides, *(r for r in ROLES if r not in overrides)]:
+        entry = {"template": rid, "id": rid, **overrides.get(rid, {})}
+        entry.setdefault("temperature", 0.0)  # deterministic on real models too
+        out.append(entry)
+    return out
+
+
+def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> dict[str, Any]:
+    """``mode: study``: the five roles, settings and the validated ``study:`` block.
+
+    When the loader passes the world folder (``FOLDER_KEY``), the document is read here
+    and its text stored in ``study.text``, so document problems are load problems.
+    """
+    del library  # the roles come from the library through their `template:` entries
+    data = dict(raw)
+    folder = data.pop(FOLDER_KEY, None)
+    if folder is not None and not isinstance(folder, Path):
+        # only the loader may say where the world lives (a Path; YAML cannot make one)
+        problems.append(f"{FOLDER_KEY}: unknown field")
+        folder = None
+    if data.get("flow") is not None:
+        problems.append(
+            "flow: study mode has no flow: the document's units and role queues decide who "
+            "speaks (remove flow)"
+        )
+    data["roles"] = _merge_roles(data.get("roles"), problems)
+    settings = data.get("settings")
+    if settings is None:
+        data["settings"] = {"max_turns": MAX_TURNS}
+    elif isinstance(settings, dict) and "max_turns" not in settings:
+        data["settings"] = {**settings, "max_turns": MAX_TURNS}
+    options = parse_options(data.get("study"), problems)
+    if options is None:
+        return data
+    study = options.model_dump(exclude_none=True)
+    if options.text is None and options.document is not None and folder is not None:
+        try:
+            path = _resolve(folder, options.document)
+            study["text"] = read_document(path, name=options.document).text
+        except DocumentError as exc:
+            problems.append(f"study.document: {exc}")
+            return data
+    text = study.get("text")
+    if isinstance(text, str):
+        if not _has_units(text):
+            problems.append(
+                "study.document: nothing to study: no paragraph of 20 characters or more"
+            )
+        if not data.get("topic"):
+            data["topic"] = default_topic(options.document, text)
+    data["study"] = study
+    return data
+
+
+def _has_units(text: str) -> bool:
+    return bool(segment(text))
+
+
+def load_study(world_folder: Path, world: World) -> World:
+    """The world with its study document read (``study.text``) and topic filled in.
+
+    For a world loaded without its folder reaching :func:`expand`; a no-op when the text
+    is already there or the world is not a study world. Raises :class:`WorldError`.
+    """
+    if world.mode != "study":
+        return world
+    source = str(world_folder / "world.yaml")
+    problems: list[str] = []
+    options = parse_options(world.study, problems)
+    if options is None:
+        raise WorldError(source, problems)
+    study = dict(world.study or {})
+    if options.text is None:
+        assert options.document is not None
+        try:
+            path = _resolve(world_folder, options.document)
+            study["text"] = read_document(path, name=options.document).text
+        except DocumentError as exc:
+            raise WorldError(source, [f"study.document: {exc}"]) from None
+    text = str(study["text"])
+    if not _has_units(text):
+        raise WorldError(
+            source, ["study.document: nothing to study: no paragraph of 20 characters or more"]
+        )
+    update: dict[str, Any] = {"study": study}
+    if not world.topic:
+        update["topic"] = default_topic(options.document, text)
+    return world.model_copy(update=update)
+
+
+# ------------------------------------------------------------------ director
+def _options(world: World) -> StudyOptions:
+    problems: list[str] = []
+    options = parse_options(world.study, problems)
+    if options is None:
+        raise UsageError(f"world '{world.name}': " + "; ".join(problems))
+    return options
+
+
+class StudyDirector:
+    """Plans study turns from the document's units; reacts to the learner's messages."""
+
+    def __init__(self, world: World) -> None:
+        options = _options(world)
+        if options.text is None:
+            raise UsageError(
+                f"world '{world.name}': the study document {options.document!r} was not read; "
+                "load the world from its folder (or call rolecall.modes.study.load_study)"
+            )
+        profiles = {r.id: f"{r.description}\n{r.system_prompt}" for r in world.roles}
+        self.study: StudyPlan = build_plan(options.text, profiles)
+        if not self.study.units:
+            raise UsageError(
+                f"world '{world.name}': nothing to study: no paragraph of 20 characters or more"
+            )
+        self.delay = options.delay
+        self.lock = options.lock
+        self._outbox: list[tuple[str, dict[str, Any]]] = []  # published after the message
+
+    # ------------------------------------------------------------ state
+    def _scheduler(self, session: Session) -> Scheduler:
+        extra = session.state.extra
+        data = extra.get("study")
+        state = None
+        if isinstance(data, dict) and "state" in data:
+            state = StudyState.from_dict(data["state"])
+        sched = Scheduler(
+            [list(q) for q in self.study.queues],
+            self.study.weights,
+            delay=self.delay,
+            lock=self.lock,
+            state=state,
+        )
+        if state is None:
+            self._save(session, sched)
+            self._publish(session, "plan", self._plan_data())
+        return sched
+
+    def _save(self, session: Session, sched: Scheduler) -> None:
+        session.state.extra["study"] = {
+            "version": STATE_VERSION,
+            "fingerprint": self.study.fingerprint,
+            "units": len(self.study.units),
+            "delay": self.delay,
+            "lock": self.lock,
+            "state": sched.state.to_dict(),
+        }
+
+    def _changed(self, session: Session) -> bool:
+        data = session.state.extra.get("study")
+        return isinstance(data, dict) and data.get("fingerprint") != self.study.fingerprint
+
+    def _plan_data(self) -> dict[str, Any]:
+        return {
+            "units": [
+                {**unit.to_dict(), "queue": list(queue), "scores": [s.to_dict() for s in scores]}
+                for unit, queue, scores in zip(
+                    self.study.units, self.study.queues, self.study.scores, strict=True
+                )
+            ],
+            "slots": self.study.slots,
+            "delay": self.delay,
+            "lock": self.lock,
+            "fingerprint": self.study.fingerprint,
+        }
+
+    @staticmethod
+    def _publish(session: Session, name: str, data: dict[str, Any]) -> None:
+        session.bus.publish(ModeEvent(mode="study", name=name, data=data))
+
+    # --------------------------------------------------------- protocol
+    def plan(self, session: Session) -> PlannedTurn | tuple[str, str]:
+        if self._changed(session):
+            return (
+                CHANGED_REASON,
+                "the study document differs from the one this session started with",
+            )
+        sched = self._scheduler(session)
+        nxt = sched.next_turn()
+        if nxt is None:
+            units = len(self.study.units)
+            return (
+                STOP_REASON,
+                f"every (unit, role) slot has spoken: {units} units x {len(ROLES)} roles = "
+                f"{self.study.slots} turns",
+            )
+        unit = self.study.units[nxt.unit]
+        transcript = session.state.transcript
+        request = transcript.by_id.get(nxt.answer) if nxt.answer else None
+        target = request or transcript.latest()
+        return PlannedTurn(
+            speaker=nxt.speaker,
+            target=target,
+            step_id=f"{unit.id}:{nxt.speaker}",
+            instruction=instruction(unit, len(self.study.units), nxt.speaker, request),
+        )
+
+    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> None:
+        sched = self._scheduler(session)
+        nxt = sched.next_turn()
+        events: list[tuple[str, dict[str, Any]]] = []
+        if nxt is not None and nxt.speaker == message.sender:
+            avoided = sched.note_avoided(nxt)
+            if avoided is not None:
+                events.append(avoided)
+        events.extend(sched.record(message.sender))
+        self._save(session, sched)
+        self._outbox.extend(events)
+
+    async def after_message(self, session: Session, message: Message) -> None:
+        """A message hook: the turn's decisions, published after its message."""
+        del message
+        events, self._outbox = self._outbox, []
+        for name, data in events:
+            self._publish(session, name, data)
+
+    def human(self, session: Session, message: Message) -> bool:
+        sched = self._scheduler(session)
+        events = sched.interrupt(classify(message.content), message.id)
+        self._save(session, sched)
+        for name, data in events:
+            self._publish(session, name, data)
+        return True
+
+
+def instruction(unit: Unit, units: int, role_id: str, request: Message | None) -> str:
+    """The turn's instruction: where we are, the role's task, the unit's text."""
+    task = TASKS.get(role_id, "discuss this passage from your role's point of view.")
+    part = f", part {unit.part} of {unit.parts}" if unit.parts > 1 else ""
+    where = unit.heading or "the opening text"
+    lines = [
+        f"Study unit {unit.index + 1} of {units}: {where} ({unit.kind}{part}).",
+        f"Your part: {task}",
+    ]
+    if request is not None:
+        lines.append(f'The learner asked ({request.id}): "{request.content}". Answer that first.')
+    lines += ["", "The passage:", unit.text]
+    return "\n".join(lines)
+
+
+def install(session: Session) -> None:
+    """Give the session its study director (fresh or restored)."""
+    director = StudyDirector(session.world)
+    session.director = director
+    session.message_hooks.append(director.after_message)
+
+
+register(ModeSpec("study", expand, install))

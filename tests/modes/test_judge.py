@@ -1,0 +1,270 @@
+"""Judge roles in any world: extra turns, JSON scores, events, conditions (modes.md)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rolecall.errors import ProviderUnavailable, WorldError
+from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+from rolecall.modes.judge import Invalid, check_world, find_json_object, score_parser
+from rolecall.runtime import Session
+from rolecall.world.loader import load_world
+from tests.conftest import ROOT
+from tests.helpers import Recorder, run_flow, world_from
+
+pytestmark = pytest.mark.anyio
+
+
+# ------------------------------------------------------------------- parsing
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"score": 7}', {"score": 7}),
+        ('Here you go:\n```json\n{"score": 7}\n```', {"score": 7}),
+        ('My verdict is {"scores": {"score": 7}} and that is final.', {"scores": {"score": 7}}),
+        ('{oops} then {"score": 2}', {"score": 2}),
+        ("No JSON here.", None),
+        ("[1, 2, 3]", None),
+    ],
+)
+def test_find_json_object(text: str, expected: dict[str, Any] | None) -> None:
+    assert find_json_object(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "scores"),
+    [
+        (
+            '{"scores": {"clarity": 7, "evidence": 8.5}, "comment": "ok"}',
+            {"clarity": 7.0, "evidence": 8.5},
+        ),
+        ('{"clarity": 0, "evidence": 10}', {"clarity": 0.0, "evidence": 10.0}),
+    ],
+)
+def test_score_parser_reads_nested_or_top_level_scores(text: str, scores: dict[str, float]) -> None:
+    parsed = score_parser(["clarity", "evidence"], (0, 10))(text)
+    assert parsed.scores == scores
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("prose only", "no JSON object found"),
+        ('{"scores": {"clarity": 7}}', "score 'evidence' missing or not a number"),
+        ('{"clarity": 7, "evidence": "high"}', "score 'evidence' missing or not a number"),
+        ('{"clarity": true, "evidence": 1}', "score 'clarity' missing or not a number"),
+        ('{"clarity": 11, "evidence": 1}', "score 'clarity' = 11 is outside 0..10"),
+    ],
+)
+def test_score_parser_rejects_what_breaks_the_contract(text: str, why: str) -> None:
+    with pytest.raises(Invalid, match=why):
+        score_parser(["clarity", "evidence"], (0, 10))(text)
+
+
+# --------------------------------------------------------------------- worlds
+def judged_world(
+    script: list[str], judge: dict[str, Any] | None = None, **flow: Any
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "t",
+        "topic": "testing",
+        "model": "scripted",
+        "roles": [
+            {"id": "a", "script": ["a says {n}"]},
+            {"id": "b", "script": ["b says {n}"]},
+            {"id": "judge", "script": script},
+        ],
+        "flow": {
+            "steps": [
+                {"id": "one", "speaker": "a"},
+                {"id": "two", "speaker": "b", "loop": {"to": "one", "max": 5}},
+            ],
+            **flow,
+        },
+    }
+    if judge is not None:
+        data["judge"] = judge
+    return data
+
+
+async def test_a_judge_scores_after_chosen_steps_and_conditions_read_the_scores() -> None:
+    script = ['{"scores": {"score": 3}}', 'Score: {"scores": {"score": 8}, "comment": "good"}']
+    world = world_from(
+        judged_world(
+            script,
+            {"role": "judge", "after": ["two"]},
+            stop=[{"judge": "score", "at_least": 8, "name": "good_enough"}],
+        )
+    )
+    session, rec = await run_flow(world)
+    msgs = rec.of("messages", "message")
+    assert [m.sender for m in msgs] == ["a", "b", "judge", "a", "b", "judge"]
+    assert [m.step_id for m in msgs if m.sender == "judge"] == ["judge:two", "judge:two"]
+    assert msgs[2].reply_to == "m2"  # the judge answers the message it judges
+    judges = rec.of("system", "judge")
+    assert [(j.about, j.message_id, j.scores) for j in judges] == [
+        ("m2", "m3", {"score": 3.0}),
+        ("m5", "m6", {"score": 8.0}),
+    ]
+    assert judges[1].verdict == {"scores": {"score": 8}, "comment": "good"}
+    assert rec.stop().reason == "good_enough"  # fresh scores, before the flow moved on
+    assert session.state.extra["judge_scores"] == {"judge": {"score": 8.0}}
+
+
+async def test_judge_on_a_step_uses_the_default_score() -> None:
+    data = judged_world(['{"score": 9}'], stop=[{"judge": "score", "at_least": 9, "role": "judge"}])
+    data["flow"]["steps"][0]["judge"] = "judge"
+    _, rec = await run_flow(world_from(data))
+    assert [m.sender for m in rec.of("messages", "message")] == ["a", "judge"]
+    assert rec.stop().reason == "judge"
+
+
+async def test_after_all_judges_every_step_but_never_the_judge_itself() -> None:
+    data = judged_world(['{"score": 1}'], {"after": "all"})
+    data["flow"]["steps"][1]["loop"]["max"] = 1
+    data["flow"]["steps"].append({"id": "three", "speaker": "judge"})
+    _, rec = await run_flow(world_from(data))
+    senders = [m.sender for m in rec.of("messages", "message")]
+    assert senders == ["a", "judge", "b", "judge", "judge"]
+
+
+async def test_a_malformed_score_is_retried_once_then_ignored() -> None:
+    script = ["It was fine.", "Still prose.", '{"score": 5}']
+    world = world_from(judged_world(script, {"after": ["one"]}))
+    world = world.model_copy(
+        update={"flow": world.flow.model_copy(update={"steps": world.flow.steps[:1]})}  # type: ignore[union-attr]
+    )
+    session, rec = await run_flow(world)
+    judges = rec.of("system", "judge")
+    assert [j.valid for j in judges] == [False, False]
+    assert [w.message for w in rec.of("system", "warning")] == [
+        "judge judge: no valid JSON verdict on m1 after one retry; the verdict is ignored"
+    ]
+    retry = rec.of("messages", "message")[2]
+    assert retry.sender == "judge" and retry.reply_to == "m1"
+    assert session.state.extra["judge_scores"] == {}
+
+
+class Replies:
+    """Says its replies in order and records every request."""
+
+    name = "replies"
+
+    def __init__(self, *replies: str) -> None:
+        self.replies = list(replies)
+        self.requests: list[GenerationRequest] = []
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        self.requests.append(request)
+        yield TextDelta(self.replies[len(self.requests) - 1])
+        yield Usage(10, 5)
+
+
+async def test_the_judge_is_asked_for_json_and_reminded_of_the_format_on_retry() -> None:
+    data = judged_world(
+        ["unused"], {"after": ["one"], "about": "exchange", "instruction": "Be fair."}
+    )
+    data["roles"][2] = {"id": "judge", "model": "replies"}
+    judge = Replies("prose", '{"score": 4}')
+    registry = ModelRegistry()
+    registry.register("replies", judge)
+    session = Session(world_from(data), models=registry)
+    await session.step()
+    first, retry = (r.info.instruction or "" for r in judge.requests)
+    assert first.startswith(
+        "Be fair. As the judge, score the whole exchange so far, up to A (@a)'s message m1"
+    )
+    assert first.endswith('{"scores": {"score": <number 0-10>}, "comment": "<one sentence>"}')
+    assert retry.startswith("Reply again with ONLY the JSON object, exactly in this format:")
+    assert retry.endswith("(Your previous reply m2: no JSON object found.)")
+    assert session.state.extra["judge_scores"]["judge"] == {"score": 4.0}
+
+
+async def test_scores_empty_means_comments_only() -> None:
+    world = world_from(judged_world(["Nicely put."], {"after": ["one"], "scores": []}))
+    session = Session(world)
+    await session.step()
+    (judge,) = [e for e in session.bus.history if e.event.type == "judge"]
+    assert judge.event.verdict == {"comment": "Nicely put."} and judge.event.scores == {}
+
+
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        (
+            {"role": "referee"},
+            "judge.role: no role 'referee' (roles: a, b, judge; add one, e.g. {template: judge})",
+        ),
+        ({"after": ["one", "tree"]}, "judge.after[1]: no step 'tree' (steps: one, two)"),
+        (
+            {"scores": ["x"], "scale": [5, 1]},
+            "judge.scale: the low end must be below the high end, got [5, 1]",
+        ),
+        ({"afer": "all"}, "judge.afer: unknown field (did you mean after?)"),
+        (
+            {"about": "everything"},
+            "judge.about: input should be 'message' or 'exchange' (got 'everything')",
+        ),
+        ("judge", "judge: expected a mapping like {role: judge, after: all}, got 'judge'"),
+    ],
+)
+def test_a_bad_judge_block_is_reported_with_paths(block: Any, problem: str) -> None:
+    data = judged_world(['{"score": 1}'], block)
+    assert problem in check_world(data)
+    if isinstance(block, dict):
+        with pytest.raises(WorldError) as info:
+            world_from(data)  # the loader lists judge problems with the rest
+        assert problem in info.value.problems
+
+
+# ------------------------------------------------------------------ courtroom
+async def test_the_courtroom_world_runs_offline_to_a_ruling() -> None:
+    loaded = load_world(Path(ROOT / "worlds" / "courtroom"))
+    session, rec = await run_flow(loaded.world)
+    assert rec.stop().reason == "case_made"
+    assert [j.scores["plaintiff_case"] for j in rec.of("system", "judge")] == [4.0, 6.0, 8.0]
+    last = rec.of("messages", "message")[-1]
+    assert last.sender == "judge" and last.step_id == "ruling"
+    assert last.content.startswith("Ruling:")
+    assert session.state.extra["judge_scores"]["judge"]["plaintiff_case"] == 8.0
+
+
+class FlakyJudge:
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        self.calls += 1
+        if self.calls == 2:
+            raise ProviderUnavailable("flaky: provider went away", model="flaky")
+        yield TextDelta('{"score": 5}')
+        yield Usage(10, 5)
+
+
+async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() -> None:
+    data = judged_world(["unused"])
+    data["roles"][2]["model"] = "flaky"
+    data["roles"][2].pop("script")
+    data["roles"].append({"id": "second", "model": "flaky"})
+    data["flow"]["steps"] = [{"id": "one", "speaker": "a", "judge": "second"}]
+    data["judge"] = {"after": ["one"]}
+    registry = ModelRegistry()
+    registry.register("flaky", FlakyJudge())
+    session = Session(world_from(data), models=registry)
+    rec = Recorder(session)
+    await session.run()
+    assert session.state.pause_reason == "error"
+    await session.run()
+    assert rec.stop().reason == "flow_end"
+    assert [m.sender for m in session.state.transcript.messages] == ["a", "judge", "second"]
+    assert [(j.judge, j.about) for j in rec.of("system", "judge")] == [
+        ("judge", "m1"),
+        ("second", "m1"),
+    ]

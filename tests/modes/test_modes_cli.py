@@ -1,0 +1,126 @@
+"""The preset commands' functions (the lead wires them into ``rolecall``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from rolecall.cli.modes_cmd import add_parsers, new_world_yaml, run_consensus, run_debate
+from rolecall.errors import UsageError, WorldError
+from rolecall.world.loader import parse_world
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rolecall")
+    add_parsers(p.add_subparsers(dest="command"))
+    return p
+
+
+def records(out: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_debate_arguments() -> None:
+    args = parser().parse_args(
+        [
+            "debate",
+            "Tax sugar",
+            "--profile",
+            "business",
+            "--max-turns",
+            "4",
+            "--no-dynamic",
+            "--judge",
+            "--json",
+        ]
+    )
+    assert args.command == "debate" and args.topic_arg == "Tax sugar"
+    assert (args.profile, args.max_turns, args.no_dynamic, args.judge) == (
+        "business",
+        4,
+        True,
+        True,
+    )
+    args = parser().parse_args(["debate", "Tax sugar", "--pro", "a doctor", "--con", "a grocer"])
+    assert (args.pro, args.con, args.mode) == ("a doctor", "a grocer", "auto")
+
+
+def test_consensus_arguments() -> None:
+    args = parser().parse_args(
+        [
+            "consensus",
+            "Pick a DB",
+            "--profile",
+            "brainstorm",
+            "--max-rounds",
+            "2",
+            "--max-turns",
+            "9",
+        ]
+    )
+    assert (args.topic_arg, args.profile, args.max_rounds, args.max_turns) == (
+        "Pick a DB",
+        "brainstorm",
+        2,
+        9,
+    )
+
+
+def test_run_debate_runs_a_stored_session_to_the_synthesis(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parser().parse_args(
+        [
+            "debate",
+            "Cities should ban cars",
+            "--max-turns",
+            "4",
+            "--json",
+            "--data-dir",
+            str(data_dir),
+        ]
+    )
+    assert run_debate(args) == 0
+    events = records(capsys.readouterr().out)
+    messages = [e for e in events if e["type"] == "message"]
+    assert [m["sender"] for m in messages] == ["pro", "con", "pro", "con", "moderator"]
+    assert events[-1]["type"] == "stop" and events[-1]["reason"] == "max_turns"
+    assert (data_dir / "rolecall.db").is_file()
+
+
+def test_run_debate_reports_an_unknown_profile(data_dir: Path) -> None:
+    args = parser().parse_args(["debate", "X", "--profile", "comedy", "--data-dir", str(data_dir)])
+    with pytest.raises(WorldError) as info:
+        run_debate(args)
+    assert info.value.problems == [
+        "debate.profile: unknown profile 'comedy' "
+        "(profiles: classic, technical, business, scientific, ethical, political)"
+    ]
+
+
+def test_run_consensus_with_a_hard_cap(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = parser().parse_args(
+        ["consensus", "Pick a database", "--max-turns", "2", "--json", "--data-dir", str(data_dir)]
+    )
+    assert run_consensus(args) == 0
+    events = records(capsys.readouterr().out)
+    assert [e["sender"] for e in events if e["type"] == "message"] == ["analyst", "creative"]
+    assert events[-1]["reason"] == "max_turns"
+
+
+@pytest.mark.parametrize("mode", ["debate", "consensus"])
+def test_new_world_yaml_is_a_valid_world(mode: str) -> None:
+    text = new_world_yaml(mode, "my-world")
+    world = parse_world(text).world
+    assert world.name == "my-world" and world.mode == mode
+    assert "rolecall run worlds/my-world" in text
+
+
+def test_new_world_yaml_refuses_unknown_presets_and_bad_names() -> None:
+    with pytest.raises(UsageError, match="presets: debate, consensus"):
+        new_world_yaml("study-group", "x")
+    with pytest.raises(UsageError, match="bad world name"):
+        new_world_yaml("debate", "My World")
