@@ -32,6 +32,7 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
+from rolecall.errors import RolecallError
 from rolecall.flows.conditions import ConditionContext, Evaluation
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
@@ -267,11 +268,11 @@ class Session:
     async def settle(self) -> None:
         """Answer every reply that is due (chat), one at a time."""
         self.open()
-        while self.state.pending and self.state.state != "finished":
+        if self.state.pending and self.state.state in ("created", "paused"):
+            self._set_state("running")
+        while self.state.pending and self.state.state == "running":
             if self._check_requests():
                 return
-            if self.state.state == "paused":
-                self._set_state("running")
             if not await self._turn(pending_only=True):
                 return
 
@@ -388,9 +389,12 @@ class Session:
         if len(writes) == 1:
             await writes[0]
         elif writes:
-            async with anyio.create_task_group() as tg:
-                for write in writes:
-                    tg.start_soon(_await, write)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for write in writes:
+                        tg.start_soon(_await, write)
+            except BaseExceptionGroup as group:
+                raise _first_failure(group) from group
         self.bus.deliver(*envelopes)
 
     async def say(self, text: str) -> Message:
@@ -556,6 +560,20 @@ class Session:
         from rolecall.chat import answer_pending
 
         await answer_pending(self)
+
+
+def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to report from a failed group of writes: a rolecall error when there is one."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    ours = [e for e in leaves if isinstance(e, RolecallError)]
+    return (ours or leaves)[0]
 
 
 async def _await(awaitable: Awaitable[None]) -> None:

@@ -38,7 +38,13 @@ def dispatch(args: argparse.Namespace) -> int:
         "resume": cmd_resume,
     }
     try:
-        return handlers[args.command](args)
+        try:
+            return handlers[args.command](args)
+        except BaseExceptionGroup as group:  # a failure inside a task group
+            found = _rolecall_error(group)
+            if found is None:
+                raise
+            raise found from group
     except WorldError as exc:
         print(str(exc), file=sys.stderr)
         for warning in exc.warnings:
@@ -53,6 +59,17 @@ def dispatch(args: argparse.Namespace) -> int:
     except RolecallError as exc:  # pragma: no cover - control signals never escape
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _rolecall_error(group: BaseExceptionGroup[BaseException]) -> RolecallError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, RolecallError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _rolecall_error(exc)
+            if found is not None:
+                return found
+    return None
 
 
 def _load(args: argparse.Namespace) -> tuple[World, str | None]:

@@ -81,8 +81,14 @@ class TerminalDisplay:
         color: bool | None = None,
         show_conditions: bool = False,
         quiet: bool = False,
+        live: bool | None = None,
     ) -> None:
+        """``live``: stream text as it arrives (default: when ``out`` is a terminal);
+        otherwise each message is shown once, as published."""
         self.out = out
+        isatty = getattr(out, "isatty", None)
+        self.live = bool(isatty and isatty()) if live is None else live
+        self._streamed: list[str] = []
         self.err = err
         self.color = use_color(out) if color is None else color
         self.colors = {rid: _PALETTE[i % len(_PALETTE)] for i, rid in enumerate(role_order)}
@@ -118,6 +124,39 @@ class TerminalDisplay:
             head += " " + self.dim(f"[{where}]")
         return head
 
+    def _stream(self, event: StreamStart | StreamChunk | StreamEnd) -> None:
+        """Live: the header, then the text as it arrives, then the token line."""
+        if isinstance(event, StreamStart):
+            self._streamed = []
+            self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
+        elif isinstance(event, StreamChunk):
+            self._streamed.append(event.delta)
+            self.out.write(event.delta)
+            self.out.flush()
+            self._open_line = True
+        else:
+            self.total_in += event.input_tokens
+            self.total_out += event.output_tokens
+            self._line()
+            if not self.quiet:
+                self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
+                self._line()
+
+    def _agent_message(self, event: MessageEvent) -> None:
+        """An agent's message as published (pass tags removed, auto-mention added)."""
+        if self.live:
+            if event.content != "".join(self._streamed):
+                self._line(self.dim(f"(published as: {event.content})"))
+                self._line()
+            return
+        self.total_in += event.input_tokens
+        self.total_out += event.output_tokens
+        self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
+        self._line(event.content)
+        if not self.quiet:
+            self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
+        self._line()
+
     def _line(self, text: str = "", *, err: bool = False) -> None:
         if self._open_line:
             self.out.write("\n")
@@ -137,24 +176,16 @@ class TerminalDisplay:
 
     def _show(self, envelope: Envelope) -> None:
         event = envelope.event
-        if isinstance(event, StreamStart):
-            self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
-        elif isinstance(event, StreamChunk):
-            self.out.write(event.delta)
-            self.out.flush()
-            self._open_line = True
-        elif isinstance(event, StreamEnd):
-            self.total_in += event.input_tokens
-            self.total_out += event.output_tokens
-            self._line()
-            if not self.quiet:
-                self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
-                self._line()
+        if isinstance(event, StreamStart | StreamChunk | StreamEnd):
+            if self.live:
+                self._stream(event)
         elif isinstance(event, StreamError):
             self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
         elif isinstance(event, MessageEvent) and event.sender in ("human", "system"):
             self._line(f"{self.paint(event.sender, event.sender)}: {event.content}")
             self._line()
+        elif isinstance(event, MessageEvent):
+            self._agent_message(event)
         elif isinstance(event, PassEvent):
             self._line(self.dim(f"({event.agent} passes the floor to the human)"))
         elif isinstance(event, TurnLimitEvent):

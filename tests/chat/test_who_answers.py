@@ -1,0 +1,246 @@
+"""Every row of chat.md's "who answers" table, end to end through ``Session.say()``.
+
+Roles use the scripted model; a recording wrapper keeps every request so the tests can
+also look at what each agent was shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.scripted import ScriptedModel
+from rolecall.llm.types import GenerationRequest, StreamItem
+from rolecall.runtime import Session
+from tests.helpers import Recorder, world_from
+
+pytestmark = pytest.mark.anyio
+
+
+class RecordingScripted:
+    """The scripted model, keeping every request it was given."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.requests: list[GenerationRequest] = []
+        self.inner = ScriptedModel()
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        self.requests.append(request)
+        async for item in self.inner.stream(request):
+            yield item
+
+
+def chat_world(scripts: dict[str, list[str]], **settings: Any) -> Any:
+    return world_from(
+        {
+            "name": "chat",
+            "topic": "testing",
+            "model": "scripted",
+            "settings": settings,
+            "roles": [{"id": rid, "script": lines} for rid, lines in scripts.items()],
+        }
+    )
+
+
+def chat_session(
+    scripts: dict[str, list[str]], **settings: Any
+) -> tuple[Session, Recorder, RecordingScripted]:
+    model = RecordingScripted()
+    registry = ModelRegistry()
+    registry.register("scripted", model)
+    session = Session(chat_world(scripts, **settings), models=registry)
+    return session, Recorder(session), model
+
+
+def said(rec: Recorder) -> list[tuple[str, str, str | None]]:
+    """(sender, content, reply_to) of every published message, in order."""
+    return [(m.sender, m.content, m.reply_to) for m in rec.of("messages", "message")]
+
+
+def prompt_text(request: GenerationRequest) -> str:
+    return "\n".join(m.content for m in request.messages)
+
+
+# ---------------------------------------------------------------- human sender
+async def test_human_without_mention_is_answered_by_every_agent_in_role_order() -> None:
+    session, rec, model = chat_session(
+        {"zed": ["zed here"], "amy": ["amy here"], "kim": ["kim here"]}
+    )
+    await session.say("hello everyone")
+    assert said(rec) == [
+        ("human", "hello everyone", None),
+        ("zed", "zed here", "m1"),
+        ("amy", "amy here", "m1"),
+        ("kim", "kim here", "m1"),
+    ]
+    assert [r.info.speaker for r in model.requests] == ["zed", "amy", "kim"]
+    # each later agent already has the earlier replies in its prompt
+    assert "zed here" not in prompt_text(model.requests[0])
+    assert "zed here" in prompt_text(model.requests[1])
+    assert "amy here" not in prompt_text(model.requests[1])
+    assert "zed here" in prompt_text(model.requests[2])
+    assert "amy here" in prompt_text(model.requests[2])
+    assert rec.of("system", "warning") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "only malformed: @@ and @ and @-x",
+        "write to bob@alice.com please",
+        "_@alice_ is emphasis, not a mention",
+        "é@alice: a letter before @ makes no mention",
+    ],
+)
+async def test_human_with_only_malformed_mentions_is_a_broadcast(text: str) -> None:
+    session, rec, _ = chat_session({"alice": ["alice here"], "bob": ["bob here"]})
+    await session.say(text)
+    assert [m.sender for m in rec.of("messages", "message")] == ["human", "alice", "bob"]
+    assert rec.of("system", "warning") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "@bob what do you think?",
+        "@BOB what do you think?",
+        "**@bob** what do you think?",
+        "> (@bob), what do you think?",
+        "@bob: and later @alice is ordinary text",
+    ],
+)
+async def test_human_mentioning_an_agent_first_is_answered_by_that_agent_only(text: str) -> None:
+    session, rec, _ = chat_session({"alice": ["alice here"], "bob": ["bob here"]})
+    await session.say(text)
+    assert said(rec) == [("human", text, None), ("bob", "bob here", "m1")]
+    assert rec.of("messages", "message")[1].target == "human"
+
+
+async def test_human_at_all_is_answered_by_every_agent() -> None:
+    session, rec, _ = chat_session(
+        {"alice": ["alice here"], "bob": ["bob here"], "carol": ["carol here"]}
+    )
+    await session.say("@all status please, and @bob too")
+    assert [m.sender for m in rec.of("messages", "message")] == ["human", "alice", "bob", "carol"]
+
+
+async def test_human_unknown_mention_is_answered_by_nobody_with_a_warning_naming_close_ids() -> (
+    None
+):
+    session, rec, model = chat_session({"alice": ["alice here"], "bob": ["bob here"]})
+    await session.say("@alcie are you there?")
+    assert said(rec) == [("human", "@alcie are you there?", None)]
+    assert model.requests == []
+    warnings = rec.of("system", "warning")
+    assert len(warnings) == 1
+    assert "'alcie'" in warnings[0].message and "closest: alice" in warnings[0].message
+    # the notice is an event, not a message agents would remember
+    assert [m.sender for m in rec.of("messages", "message")] == ["human"]
+
+
+async def test_human_unknown_mention_with_no_close_id_lists_every_agent() -> None:
+    session, rec, _ = chat_session({"alice": ["a"], "bob": ["b"]})
+    await session.say("@zzzz hi")
+    (warning,) = rec.of("system", "warning")
+    assert "'zzzz'" in warning.message and "agents: alice, bob" in warning.message
+
+
+async def test_unicode_letters_belong_to_the_name() -> None:
+    session, rec, _ = chat_session({"alice": ["a"], "bob": ["b"]})
+    await session.say("@aliceé hello")
+    assert [m.sender for m in rec.of("messages", "message")] == ["human"]
+    (warning,) = rec.of("system", "warning")
+    assert "'aliceé'" in warning.message
+
+
+async def test_human_at_human_is_answered_by_nobody_without_a_warning() -> None:
+    session, rec, model = chat_session({"alice": ["a"], "bob": ["b"]})
+    await session.say("@human note to self")
+    assert [m.sender for m in rec.of("messages", "message")] == ["human"]
+    assert model.requests == [] and rec.of("system", "warning") == []
+
+
+# ---------------------------------------------------------------- agent sender
+async def test_agent_mentioning_another_agent_is_answered_by_it() -> None:
+    session, rec, _ = chat_session(
+        {"alice": ["@bob can you check this?"], "bob": ["@human checked, all good"], "carol": ["c"]}
+    )
+    await session.say("@alice start")
+    assert said(rec) == [
+        ("human", "@alice start", None),
+        ("alice", "@bob can you check this?", "m1"),
+        ("bob", "@human checked, all good", "m2"),
+    ]
+    assert rec.of("messages", "message")[2].target == "alice"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "no mention at all",
+        "@human over to you",
+        "as @alice I say so",  # a mention of itself (not at the start: kept, addresses nobody)
+        "mail me at x@bob.com",
+    ],
+)
+async def test_agent_with_no_mention_at_human_or_itself_returns_the_floor(reply: str) -> None:
+    session, rec, model = chat_session({"alice": [reply], "bob": ["bob here"]})
+    await session.say("@alice go")
+    assert said(rec) == [("human", "@alice go", None), ("alice", reply, "m1")]
+    assert len(model.requests) == 1
+    assert session.state.pending == []
+
+
+async def test_agent_at_all_is_answered_by_every_other_agent_in_role_order() -> None:
+    session, rec, _ = chat_session(
+        {"alice": ["@human ok"], "bob": ["@all thoughts?", "@human done"], "carol": ["@human fine"]}
+    )
+    await session.say("@bob start")
+    assert said(rec) == [
+        ("human", "@bob start", None),
+        ("bob", "@all thoughts?", "m1"),
+        ("alice", "@human ok", "m2"),
+        ("carol", "@human fine", "m2"),
+    ]
+
+
+async def test_agent_unknown_mention_returns_the_floor_with_a_warning() -> None:
+    session, rec, _ = chat_session({"alice": ["@bobb you there?"], "bob": ["b"]})
+    await session.say("@alice go")
+    assert [m.sender for m in rec.of("messages", "message")] == ["human", "alice"]
+    (warning,) = rec.of("system", "warning")
+    assert "'bobb'" in warning.message and "closest: bob" in warning.message
+
+
+async def test_an_agent_never_answers_its_own_message() -> None:
+    session, rec, model = chat_session({"alice": ["@alice, @ALICE: hello"], "bob": ["b"]})
+    await session.say("@alice go")
+    assert said(rec) == [("human", "@alice go", None), ("alice", "hello", "m1")]
+    assert len(model.requests) == 1
+
+
+# ---------------------------------------------------------------- system sender
+async def test_system_message_is_answered_by_nobody_but_agents_remember_it() -> None:
+    session, rec, model = chat_session({"alice": ["a says {n}"], "bob": ["b says {n}"]})
+    await session.system_message("@alice @all the venue changed")
+    assert [m.sender for m in rec.of("messages", "message")] == ["system"]
+    assert model.requests == [] and session.state.pending == []
+    await session.say("@alice where are we?")
+    prompt = model.requests[0].messages
+    assert [(m.role, m.content) for m in prompt if m.role == "system"][1:] == [
+        ("system", "@alice @all the venue changed")
+    ]
+
+
+async def test_system_message_resets_turn_counts() -> None:
+    session, _, _ = chat_session({"alice": ["@bob ping"], "bob": ["@alice pong"]}, turn_limit=2)
+    await session.say("@alice go")
+    assert session.state.turn_counts == {"alice": 2, "bob": 2}
+    assert session.state.limit_notified == {"alice"}
+    await session.system_message("new round")
+    assert session.state.turn_counts == {} and session.state.limit_notified == set()
