@@ -42,15 +42,6 @@ def flaky_session(model: Flaky) -> tuple[Session, Recorder]:
     return session, Recorder(session)
 
 
-@pytest.mark.xfail(
-    reason=(
-        "runtime.Session.settle() resumes a paused session at the top of every iteration, "
-        "so a failed generation (which pauses with reason 'error' and puts the reply back "
-        "at the head of the queue) is retried forever; settle() should return when a turn "
-        "left the session paused"
-    ),
-    strict=True,
-)
 async def test_a_failed_generation_pauses_and_is_not_retried_in_a_loop() -> None:
     model = Flaky(failures=10**9)
     session, rec = flaky_session(model)

@@ -147,15 +147,6 @@ def test_piped_turn_limit_and_unknown_mention(tmp_path: Path) -> None:
     assert "'bee'" in warning["message"]
 
 
-@pytest.mark.xfail(
-    reason=(
-        "cli/display.py TerminalDisplay prints an agent's streamed deltas and never the "
-        "published message, so the plain transcript shows the raw reply: the pass tag (and "
-        "likewise stripped self-mentions and added auto-mentions) differ from what was "
-        "published; it should print the published content when it differs from the stream"
-    ),
-    strict=True,
-)
 def test_the_plain_transcript_shows_a_pass_without_its_tag(tmp_path: Path) -> None:
     folder = tmp_path / "passing"
     folder.mkdir()
@@ -191,15 +182,6 @@ def test_the_panel_world_answers_as_documented(tmp_path: Path) -> None:
     assert "economist → human" in text.stdout and "historian → human" in text.stdout
 
 
-@pytest.mark.xfail(
-    reason=(
-        "a StorageError raised by a commit hook inside runtime.Session._emit's task group "
-        "(and again inside cli/wiring.with_interrupts' task group) reaches cli/commands."
-        "dispatch wrapped in ExceptionGroups, so `except RuntimeFailure` misses it and the "
-        "user gets a traceback instead of `rolecall: cannot ...` (exit 1 only by accident)"
-    ),
-    strict=True,
-)
 def test_an_unwritable_memory_folder_is_a_clean_runtime_failure(
     world_dir: Path, tmp_path: Path
 ) -> None:
