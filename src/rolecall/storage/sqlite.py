@@ -76,6 +76,9 @@ class SqliteStore:
         except (OSError, sqlite3.Error) as exc:
             await self.close()
             raise StorageError(f"cannot open the session store {self.path}: {exc}") from exc
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def close(self) -> None:
@@ -279,9 +282,16 @@ class SqliteStore:
             events = [
                 json.loads(r)
                 for (r,) in await self._all(
-                    "SELECT record FROM events WHERE session_id = ? ORDER BY seq", sid
+                    "SELECT record FROM events WHERE session_id = ? AND topic != 'sse' "
+                    "ORDER BY seq",
+                    sid,
                 )
             ]
+        # the sequence goes on after the last event actually stored (an event published
+        # while a commit was under way, then lost in a crash, leaves no gap behind)
+        ((last_seq,),) = await self._all(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", sid
+        )
         return SessionDocument.model_validate(
             {
                 "session_id": sid,

@@ -1,0 +1,80 @@
+"""The SQLite store on its own: schema versions, one transaction per turn, reloading."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from rolecall.errors import UsageError
+from rolecall.runtime import Session
+from rolecall.session.document import restore_state
+from rolecall.storage.schema import SCHEMA_VERSION
+from rolecall.storage.sqlite import SqliteStore
+from tests.helpers import scripted_world
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_database_from_a_newer_rolecall_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "rolecall.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    with pytest.raises(UsageError, match=rf"schema version {SCHEMA_VERSION + 5}, newer than"):
+        await SqliteStore(path).open()
+
+
+async def test_a_fresh_database_gets_the_current_schema(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "rolecall.db"):
+        pass
+    with sqlite3.connect(tmp_path / "rolecall.db") as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_a_stored_session_reloads_exactly(tmp_path: Path) -> None:
+    world = scripted_world(
+        [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 3}}]
+    )
+    async with SqliteStore(tmp_path / "rolecall.db") as store:
+        session = Session(world)
+        await store.attach(session)
+        await session.run()
+        await store.flush(session)
+        doc = await store.load(session.session_id)
+    assert [m.content for m in doc.messages] == [
+        m.content for m in session.state.transcript.messages
+    ]
+    assert doc.execution_log == session.state.execution_log
+    assert doc.state.state == "finished" and doc.state.stop_reason == "flow_end"
+    assert doc.last_seq == session.bus.last_seq
+    restored = restore_state(doc)
+    assert restored.pointer.exec_counts == session.state.pointer.exec_counts
+    assert restored.transcript.agent_turns == 6
+    # every event but the streaming ones comes back, in order
+    kinds = [(e["topic"], e["type"]) for e in doc.events]
+    assert ("sse", "chunk") not in kinds
+    assert kinds[-1] == ("world", "stop")
+    with sqlite3.connect(tmp_path / "rolecall.db") as db:
+        seqs = [s for (s,) in db.execute("SELECT seq FROM events ORDER BY seq")]
+    assert seqs == list(range(1, session.bus.last_seq + 1))  # chunks included, no gaps
+
+
+async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_path: Path) -> None:
+    world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 4)])
+    statements: list[str] = []
+    async with SqliteStore(tmp_path / "rolecall.db") as store:
+        session = Session(world)
+        await store.attach(session)
+        await store.db.set_trace_callback(statements.append)
+        await session.step()
+        await store.db.set_trace_callback(None)
+    commits = [s for s in statements if s.strip().upper() == "COMMIT"]
+    inserts = {s.split("(")[0].strip() for s in statements if s.startswith("INSERT")}
+    assert len(commits) == 1  # one transaction for the whole turn
+    assert {
+        "INSERT INTO events",
+        "INSERT INTO messages",
+        "INSERT INTO execution_log VALUES",
+    } <= inserts
