@@ -84,10 +84,11 @@ class Director(Protocol):
         """The next turn, or ``(stop reason, detail)`` when the dialogue is complete."""
         ...
 
-    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> None:
-        """The planned turn's message is final; called just before it is stored and published.
+    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> list[Event]:
+        """The planned turn's message is final: update state, return the events it causes.
 
-        Update the director's state here, so that it is stored with the message.
+        Called just before the message is stored; the state and the returned events
+        are stored with it and published right after it.
         """
         ...
 

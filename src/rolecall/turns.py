@@ -136,7 +136,7 @@ async def director_turn(session: Session, director: Director) -> None:
         generated=generated,
     )
     session.state.pointer.begin(planned.step_id)
-    director.completed(session, planned, message)
+    caused = director.completed(session, planned, message)
     await session._commit(
         message,
         decide=lambda: [
@@ -148,7 +148,8 @@ async def director_turn(session: Session, director: Director) -> None:
                 planned.loop_iteration,
                 "success",
                 started,
-            )
+            ),
+            *caused,
         ],
     )
     for hook in session.message_hooks:

@@ -25,10 +25,12 @@ def dispatch(args: argparse.Namespace) -> int:
     logs.configure(verbosity, getattr(args, "log_file", None))
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
     from rolecall.cli.modes_cmd import run_consensus, run_debate
+    from rolecall.cli.study_cmd import run_study
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "debate": run_debate,
         "consensus": run_consensus,
+        "study": run_study,
         "sessions": cmd_sessions,
         "roles": cmd_roles,
         "memory": cmd_memory,
@@ -259,13 +261,17 @@ def cmd_worlds(args: argparse.Namespace) -> int:
 def _new_world(args: argparse.Namespace) -> int:
     """Write ``<dir>/<name>/world.yaml`` from a preset; never overwrite a world."""
     from rolecall.cli.modes_cmd import new_world_yaml
+    from rolecall.cli.study_cmd import new_study_files
 
-    text = new_world_yaml(args.preset, args.name)
+    if args.preset == "study":
+        files = new_study_files(args.name)
+    else:
+        files = {"world.yaml": new_world_yaml(args.preset, args.name)}
     folder = Path(args.dir) / args.name
-    target = folder / "world.yaml"
-    if target.exists():
-        raise UsageError(f"{target} already exists; choose another name")
+    if (folder / "world.yaml").exists():
+        raise UsageError(f"{folder / 'world.yaml'} already exists; choose another name")
     folder.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-    print(f"wrote {target} (edit it, then: rolecall run {folder})")
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    print(f"wrote {folder / 'world.yaml'} (edit it, then: rolecall run {folder})")
     return EXIT_OK

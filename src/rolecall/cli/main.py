@@ -91,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from rolecall.cli.manage import register
     from rolecall.cli.modes_cmd import add_parsers
+    from rolecall.cli.study_cmd import add_parser as add_study
 
     register(sub)
     add_parsers(sub)
+    add_study(sub)
 
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)

@@ -37,27 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
+import structlog
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
-
-from rolecall.bus import (
-    ConditionEvent,
-    Envelope,
-    ErrorEvent,
-    EventBus,
-    JudgeEvent,
-    MessageEvent,
-    ModeEvent,
-    PassEvent,
-    SessionEvent,
-    StepEvent,
-    StopEvent,
-    StreamChunk,
-    StreamEnd,
-    StreamError,
-    StreamStart,
-    WarningEvent,
-)
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -68,6 +50,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.output import Output
     from prompt_toolkit.shortcuts import PromptSession
 
+    from rolecall.bus import Envelope, EventBus
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
@@ -87,13 +70,15 @@ __all__ = [
     "ReplCompleter",
     "ReplDisplay",
     "cmd_repl",
+    "help_lines",
+    "mark_quit",
     "open_live_session",
     "parse_command",
     "run_command_line",
     "run_repl",
 ]
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 # ------------------------------------------------------------------------------ commands
 
@@ -461,6 +446,23 @@ class ReplDisplay:
 
     # -- events -----------------------------------------------------------------------
     def __call__(self, envelope: Envelope) -> None:
+        from rolecall.bus import (  # imported here: the prompt is drawn before the runtime loads
+            ConditionEvent,
+            ErrorEvent,
+            JudgeEvent,
+            MessageEvent,
+            ModeEvent,
+            PassEvent,
+            SessionEvent,
+            StepEvent,
+            StopEvent,
+            StreamChunk,
+            StreamEnd,
+            StreamError,
+            StreamStart,
+            WarningEvent,
+        )
+
         event = envelope.event
         p = self.palette
         if isinstance(event, StreamChunk):
@@ -1034,9 +1036,19 @@ _MENTION_PREFIX = re.compile(r"(?:^|(?<=[^\w.@-]))@([\w-]*)$")
 class ReplCompleter(Completer):
     """``/commands`` (with descriptions), their arguments, and ``@agent`` mentions."""
 
-    def __init__(self, session: Callable[[], Session]) -> None:
-        self.session = session
+    def __init__(
+        self, world: Callable[[], World], session: Callable[[], Session | None] | None = None
+    ) -> None:
+        self.world = world
+        self.session = session or (lambda: None)
         self.paths = PathCompleter(expanduser=True)
+
+    def _models(self) -> list[str]:
+        session = self.session()
+        if session is not None:
+            return _models_in_use(session)
+        world = self.world()
+        return sorted({world.model_for(r) for r in world.roles})
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -1065,7 +1077,7 @@ class ReplCompleter(Completer):
 
     def _agents(self, prefix: str, *, at: bool) -> Iterator[Completion]:
         low = prefix.lower()
-        world = self.session().world
+        world = self.world()
         for role in world.roles:
             if role.id.lower().startswith(low):
                 meta = role.display_name + (f" — {role.description}" if role.description else "")
@@ -1110,15 +1122,14 @@ class ReplCompleter(Completer):
         if word.startswith("-") and spec.options:
             yield from self._words(word, [f"--{o}" for o in spec.options])
             return
-        session = self.session()
         if name in ("memory", "clear") and not positional:
             yield from self._agents(word.lstrip("@"), at=False)
         elif name == "help" and not positional:
             yield from self._words(word, [s.name for s in COMMANDS])
         elif name == "flag" and not positional:
-            yield from self._words(word, _flag_names(session.world), "a flag the world checks")
+            yield from self._words(word, _flag_names(self.world()), "a flag the world checks")
         elif name == "model" and not positional:
-            yield from self._words(word, ["default", *_models_in_use(session)])
+            yield from self._words(word, ["default", *self._models()])
         elif name == "export" and not positional:
             yield from self._words(word, spec.choices)
         elif name in ("save", "load", "export"):
@@ -1209,6 +1220,8 @@ def _quiet_args(args: argparse.Namespace) -> argparse.Namespace:
 
 def mark_quit(session: Session) -> None:
     """Keep the session for ``rolecall resume``: paused, reason ``quit`` (idle sessions only)."""
+    from rolecall.bus import SessionEvent
+
     if session.finished:
         return
     state = session.state
@@ -1233,13 +1246,38 @@ _STYLE = {
 _STYLE_PLAIN = {"bottom-toolbar": "reverse", "placeholder": "italic"}
 
 
+class _FirstPrompt:
+    """The first prompt, started before the session exists (see :meth:`Repl.booting`)."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.done = anyio.Event()
+        self.text = ""
+        self.error: BaseException | None = None
+
+    async def run(self, prompt: PromptSession[str]) -> None:
+        try:
+            self.text = await prompt.prompt_async(handle_sigint=False, pre_run=self.started.set)
+        except (EOFError, KeyboardInterrupt) as exc:
+            self.error = exc
+        finally:
+            self.started.set()
+            self.done.set()
+
+    async def result(self) -> str:
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.text
+
+
 class Repl:
     """The prompt-toolkit front end of one or more sessions (``/load`` switches)."""
 
     def __init__(
         self,
         args: argparse.Namespace,
-        store: SqliteStore,
+        store: SqliteStore | None,
         *,
         memory: MemoryFiles | None = None,
         input: Input | None = None,
@@ -1252,13 +1290,12 @@ class Repl:
         cwd: Path | None = None,
         width: Callable[[], int] | None = None,
     ) -> None:
-        from rolecall.cli.wiring import memory_files
         from rolecall.paths import data_dir
 
         self.args = args
-        self.store = store
-        self.memory = memory if memory is not None else memory_files(args)
+        self.store = store  # None while booting: set before run()
         self.data_dir = data_dir(getattr(args, "data_dir", None))
+        self._memory = memory
         self.color = (not os.environ.get("NO_COLOR")) if color is None else color
         self.handle_signals = handle_signals
         self.patch_output = patch_output
@@ -1279,16 +1316,50 @@ class Repl:
         self._idle = anyio.Event()
         self._tg: TaskGroup | None = None
         self._open: dict[str, Session] = {}
+        self._world: World | None = None
+        self._first: _FirstPrompt | None = None
+        self._boot_banner = False
         self.session: Session | None = None
         self.display: ReplDisplay | None = None
         self.runner: CommandRunner | None = None
         self.prompt: PromptSession[str] | None = None
 
+    @property
+    def memory(self) -> MemoryFiles:
+        if self._memory is None:
+            from rolecall.memory import MemoryFiles
+
+            self._memory = MemoryFiles.in_data_dir(self.data_dir)
+        return self._memory
+
     # -- public -------------------------------------------------------------------------
+    @asynccontextmanager
+    async def booting(self, world: World) -> AsyncIterator[None]:
+        """Draw the banner and the prompt at once; open the session inside, then run().
+
+        The first prompt is up (and takes keys) while the runtime, the store and the
+        session are loaded; :meth:`run` then carries on with that very prompt.
+        """
+        self._world = world
+        self.prompt = self._make_prompt()
+        palette = Palette(world.role_ids, color=self.color)
+        self._print("".join(line + "\n" for line in self._world_banner(world, palette)))
+        self._boot_banner = True
+        first = _FirstPrompt()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first.run, self.prompt)
+            await first.started.wait()  # the prompt is drawn
+            self._first = first
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()  # still waiting for input when booting failed
+
     async def run(self, session: Session) -> Session:
         """Serve ``session`` (and those ``/load`` switches to) until quit; the last one."""
         self._open[session.session_id] = session
-        self.prompt = self._make_prompt()
+        if self.prompt is None:
+            self.prompt = self._make_prompt()
         current = session
         async with AsyncExitStack() as stack:
             while True:
@@ -1308,23 +1379,45 @@ class Repl:
         known = self._open.get(doc.session_id)
         if known is not None:
             return known
+        assert self.store is not None
         session = await stack.enter_async_context(
             open_live_session(_quiet_args(self.args), doc.world_model(), self.store, doc=doc)
         )
         self._open[session.session_id] = session
         return session
 
+    def _world_banner(self, world: World, p: Palette) -> list[str]:
+        title = world.title or world.description or world.name
+        lines = [
+            p.bold(f"rolecall · {world.name}") + (f" — {title}" if title != world.name else "")
+        ]
+        if world.topic:
+            lines.append(p.dim("topic: ") + world.topic)
+        lines.append(p.dim("agents: ") + "  ".join(p.role(r.id, "@" + r.id) for r in world.roles))
+        if world.flow is not None or world.mode is not None:
+            steps = len(world.flow.steps) if world.flow else 0
+            what = f"a flow of {steps} steps" if world.flow else f"{world.mode} mode"
+            enter = " (or Enter)" if self.step_mode else ""
+            lines.append(
+                p.dim(f"{what}: /run runs it, /next{enter} one turn, /flow shows where it is")
+            )
+        lines.append(
+            p.dim("type a message · @agent for one agent · /help · Ctrl-C cancels · Ctrl-D quits")
+        )
+        lines.append("")
+        return lines
+
     def _banner(self, session: Session, *, loaded: bool) -> None:
         d = self.display
         assert d is not None
         p = d.palette
         world = session.world
-        title = world.title or world.description or world.name
-        d.emit(p.bold(f"rolecall · {world.name}") + (f" — {title}" if title != world.name else ""))
-        if world.topic:
-            d.emit(p.dim("topic: ") + world.topic)
-        agents = "  ".join(p.role(r.id, "@" + r.id) for r in world.roles)
-        d.emit(p.dim("agents: ") + agents)
+        if self._boot_banner:
+            self._boot_banner = False  # printed while booting
+            return
+        lines = self._world_banner(world, p)
+        for line in lines[:3]:
+            d.emit(line)
         if loaded or len(session.state.transcript):
             st = session.state
             state = st.state + (f" ({st.pause_reason})" if st.pause_reason else "")
@@ -1342,13 +1435,8 @@ class Repl:
             driven = session.engine is not None or session.director is not None
             if st.pending or (driven and st.state == "paused" and not session.finished):
                 d.note("/resume continues where it stopped")
-        if session.engine is not None or session.director is not None:
-            steps = len(world.flow.steps) if world.flow else 0
-            what = f"a flow of {steps} steps" if world.flow else f"{world.mode} mode"
-            enter = " (or Enter)" if self.step_mode else ""
-            d.note(f"{what}: /run runs it, /next{enter} one turn, /flow shows where it is")
-        d.note("type a message · @agent for one agent · /help · Ctrl-C cancels · Ctrl-D quits")
-        d.emit()
+        for line in lines[3:]:
+            d.emit(line)
 
     async def _serve(self, session: Session) -> Outcome | LoadRequest:
         loaded = self.session is not None
@@ -1385,6 +1473,7 @@ class Repl:
         self._quit = False
         session.open()
         self._banner(session, loaded=loaded)
+        self._changed()  # redraw: the toolbar shows the session now
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -1394,7 +1483,13 @@ class Repl:
                     tg.start_soon(self._watch_signals)
                 self._preload(_models_in_use(session))
                 with self._terminal():
-                    result = await self._loop()
+                    try:
+                        result = await self._loop()
+                    except BaseException:
+                        # the terminal went away or the REPL broke: still keep the session
+                        with anyio.move_on_after(5, shield=True):
+                            await self._leave(session, switching=False)
+                        raise
                     await self._leave(session, switching=isinstance(result, LoadRequest))
                     await self._flush()
                 tg.cancel_scope.cancel()
@@ -1420,8 +1515,12 @@ class Repl:
         assert self.runner is not None
         while not self._quit:
             await self._flush()  # what the last line printed comes before the next prompt
+            first, self._first = self._first, None
             try:
-                text = await self.prompt.prompt_async(handle_sigint=False)
+                if first is not None:
+                    text = await first.result()
+                else:
+                    text = await self.prompt.prompt_async(handle_sigint=False)
             except EOFError:
                 return Outcome.QUIT
             except KeyboardInterrupt:  # pragma: no cover - Ctrl-C is bound; belt and braces
@@ -1454,7 +1553,7 @@ class Repl:
             except (CommandError, RolecallError) as exc:
                 display.error(str(exc))
             except Exception as exc:
-                log.warning("repl_command_failed", exc_info=exc)
+                log.warning("repl_command_failed", command=message.split()[0], exc_info=exc)
                 display.error(f"{message.split()[0]} failed: {exc}")
             return Outcome.CONTINUE
         if session.finished:
@@ -1494,6 +1593,8 @@ class Repl:
         for the next due reply, so a model that keeps failing would be retried forever;
         asking for a pause makes the job stop after this turn instead.
         """
+        from rolecall.bus import SessionEvent
+
         event = envelope.event
         if (
             isinstance(event, SessionEvent)
@@ -1516,7 +1617,7 @@ class Repl:
             try:
                 await job()
             except Exception as exc:
-                log.warning("repl_job_failed", exc_info=exc)
+                log.warning("repl_job_failed", job=name, exc_info=exc)
                 if self.display is not None:
                     self.display.error(f"{name} failed: {exc}")
             finally:
@@ -1559,13 +1660,15 @@ class Repl:
         if self._sink is not None:
             self._sink(text)
             return
-        out = self.prompt.app.output if self.prompt is not None else None
-        if out is None:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            return
-        out.write_raw(text)
-        out.flush()
+        try:
+            if self.prompt is None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                self.prompt.app.output.write_raw(text)
+                self.prompt.app.output.flush()
+        except OSError:  # the terminal is gone (SIGHUP): nothing left to show
+            pass
 
     async def _flush(self) -> None:
         from prompt_toolkit.application import in_terminal
@@ -1605,8 +1708,12 @@ class Repl:
         """Ctrl-C: cancel the generation; else pause a run; else clear; twice quits."""
         session = self.session
         display = self.display
-        assert session is not None
-        assert display is not None
+        if session is None or display is None:  # still booting
+            if buffer is not None and buffer.text:
+                buffer.reset()
+                return "cleared"
+            self.request_quit()
+            return "quit"
         if session.generator.busy:
             session.cancel_generation()
             session.pause("cancelled")
@@ -1679,15 +1786,17 @@ class Repl:
         def continuation(width: int, line_number: int, wrap_count: int) -> StyleAndTextTuples:
             return [("class:continuation", "… ".rjust(width))]
 
-        def current() -> Session:
-            assert self.session is not None
-            return self.session
+        def world() -> World:
+            if self.session is not None:
+                return self.session.world
+            assert self._world is not None
+            return self._world
 
         style = Style.from_dict(_STYLE if self.color else _STYLE_PLAIN)
         return PromptSession(
             message=self._message,
             multiline=True,
-            completer=ReplCompleter(current),
+            completer=ReplCompleter(world, lambda: self.session),
             complete_while_typing=True,
             auto_suggest=AutoSuggestFromHistory(),
             history=history,
@@ -1730,14 +1839,15 @@ class Repl:
         session = self.session
         display = self.display
         if session is None or display is None:
-            return []
+            name = self._world.name if self._world is not None else "rolecall"
+            return [("class:bottom-toolbar.key", f" {name}"), ("", " │ starting…")]
         st = session.state
         if display.active and session.generator.busy:
             status = "generating"
         elif self.jobs:
             status = "running"
-        elif st.state == "running":
-            status = "ready"
+        elif st.state in ("created", "running"):
+            status = "ready"  # nothing runs: waiting for you
         else:
             status = st.state
         if st.state == "paused" and st.pause_reason and not self.jobs:
@@ -1791,17 +1901,21 @@ async def run_repl(args: argparse.Namespace, session: Session, store: SqliteStor
 def cmd_repl(args: argparse.Namespace) -> int:
     """``rolecall chat WORLD`` on a terminal: open the store and the session, run the REPL."""
     from rolecall.cli.commands import _load, outcome
-    from rolecall.cli.wiring import open_store
 
     world, source = _load(args)
     holder: list[Session] = []
 
     async def main() -> None:
-        async with (
-            open_store(args) as store,
-            open_live_session(args, world, store, world_source=source) as session,
-        ):
-            holder.append(await Repl(args, store).run(session))
+        repl = Repl(args, None)
+        async with repl.booting(world):  # the prompt is up before the runtime is imported
+            from rolecall.cli.wiring import open_store
+
+            async with (
+                open_store(args) as store,
+                open_live_session(args, world, store, world_source=source) as session,
+            ):
+                repl.store = store
+                holder.append(await repl.run(session))
 
     anyio.run(main)
     return outcome(holder[0])

@@ -86,6 +86,47 @@ def study_world(
     }
 
 
+STUDY_YAML = """\
+# Study mode (docs/study.md): five roles discuss notes.md unit by unit, one turn each:
+# explainer, challenger, summarizer, example_generator, misconception_spotter.
+# Replace notes.md with your own document (TXT, Markdown or PDF, inside this folder).
+name: {name}
+title: Study session
+mode: study
+model: offline
+study:
+  document: notes.md   # relative to this folder
+  delay: 3             # D: a reallocation takes effect 3 turns after the request (2-3)
+  lock: 7              # H: roles pushed back stay at the back for 7 turns (5-10)
+# roles:               # override any study role by id
+#   - id: summarizer
+#     model: openai/gpt-4o-mini
+"""
+
+STARTER_NOTES = """\
+# My study notes
+
+## 1. Introduction
+
+Replace this file with the material you want to study. Each section becomes one or more
+units, and five roles discuss every unit in turn.
+
+## 2. Main idea
+
+Write the main idea here, with its reasoning and an example or two. Sections longer than
+five paragraphs are split into several units.
+
+## Conclusion
+
+Sum up what matters most; the summarizer leads the discussion of a conclusion.
+"""
+
+
+def new_study_files(name: str) -> dict[str, str]:
+    """The files of ``rolecall worlds new NAME --from study``: world.yaml and notes.md."""
+    return {"world.yaml": STUDY_YAML.replace("{name}", name), "notes.md": STARTER_NOTES}
+
+
 def load_study_world(args: argparse.Namespace) -> World:
     """The study world for ``args.document``, with ``--max-turns``/``--topic`` applied."""
     from rolecall.cli.commands import apply_overrides

@@ -5,7 +5,14 @@ roles and settings; :func:`install` gives the session a :class:`StudyDirector`, 
 replaces the flow as the source of turns. Every turn is an ordinary generation through
 the session (one at a time, stored, published), with ``step_id`` ``u<k>:<role>`` and the
 unit's text in the turn's instruction. The run ends with one ``world/stop`` whose reason
-is ``study_complete`` once every (unit, role) slot has spoken.
+is ``study_complete`` once every (unit, role) slot has spoken (or a hard limit's reason;
+``study_document_changed`` if a restored session's document is not the one it started
+with). Human messages are consumed by the director: classified, never routed.
+
+Reading the document: when the loader passes the world folder (a :class:`~pathlib.Path`
+under :data:`FOLDER_KEY` in the raw mapping) :func:`expand` reads it into ``study.text``;
+otherwise :func:`load_study` does it for a loaded world. Either way the session's world
+carries the text, so a saved session resumes without the file.
 
 The ``study:`` block (:class:`StudyOptions`)::
 
@@ -29,7 +36,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-from rolecall.bus import ModeEvent
+from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError, WorldError
 from rolecall.modes import ModeSpec, register
 from rolecall.runtime import PlannedTurn, Session
@@ -295,7 +302,6 @@ class StudyDirector:
             )
         self.delay = options.delay
         self.lock = options.lock
-        self._outbox: list[tuple[str, dict[str, Any]]] = []  # published after the message
 
     # ------------------------------------------------------------ state
     def _scheduler(self, session: Session) -> Scheduler:
@@ -375,7 +381,8 @@ class StudyDirector:
             instruction=instruction(unit, len(self.study.units), nxt.speaker, request),
         )
 
-    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> None:
+    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> list[Event]:
+        """The turn's decisions, stored and published with its message."""
         sched = self._scheduler(session)
         nxt = sched.next_turn()
         events: list[tuple[str, dict[str, Any]]] = []
@@ -385,14 +392,7 @@ class StudyDirector:
                 events.append(avoided)
         events.extend(sched.record(message.sender))
         self._save(session, sched)
-        self._outbox.extend(events)
-
-    async def after_message(self, session: Session, message: Message) -> None:
-        """A message hook: the turn's decisions, published after its message."""
-        del message
-        events, self._outbox = self._outbox, []
-        for name, data in events:
-            self._publish(session, name, data)
+        return [ModeEvent(mode="study", name=name, data=data) for name, data in events]
 
     def human(self, session: Session, message: Message) -> bool:
         sched = self._scheduler(session)
@@ -422,7 +422,6 @@ def install(session: Session) -> None:
     """Give the session its study director (fresh or restored)."""
     director = StudyDirector(session.world)
     session.director = director
-    session.message_hooks.append(director.after_message)
 
 
 register(ModeSpec("study", expand, install))

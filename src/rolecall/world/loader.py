@@ -105,7 +105,10 @@ def build_world(
     if data.get("mode") is not None:
         from rolecall.modes import expand
 
+        if path is not None:  # a mode may read files next to world.yaml (study's document)
+            data["__world_folder__"] = path.parent
         data = expand(data, library, problems)
+        data.pop("__world_folder__", None)
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
     if data.get("judge") is not None:
