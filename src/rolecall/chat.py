@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rolecall.bus import PassEvent, TurnLimitEvent, WarningEvent
+from rolecall.bus import Event, PassEvent, TurnLimitEvent, WarningEvent
 from rolecall.routing import (
     auto_mention,
     extract_pass,
@@ -24,11 +24,16 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
 
 
-def route_human(session: Session, message: Message) -> None:
-    """Queue who answers a human message: chat rules, or one interjection in a flow."""
+def route_human(session: Session, message: Message) -> list[Event]:
+    """Queue who answers a human message: chat rules, or one interjection in a flow.
+
+    Returns the events of the decision (an unknown-mention notice), to be published
+    right after the message.
+    """
     decision = route("human", message.content, session.world.role_ids)
+    events: list[Event] = []
     if decision.unknown is not None:
-        session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
+        events.append(WarningEvent(message=unknown_mention_notice(decision)))
     if session.flow_active:
         if decision.reason == "direct" and decision.answerers:
             session.state.pending.append(
@@ -36,10 +41,11 @@ def route_human(session: Session, message: Message) -> None:
                     agent=decision.answerers[0], message_id=message.id, kind="interjection"
                 )
             )
-        return
+        return events
     session.state.pending.extend(
         PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
     )
+    return events
 
 
 async def answer_pending(session: Session) -> None:

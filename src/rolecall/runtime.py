@@ -32,7 +32,6 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
-from rolecall.errors import RolecallError
 from rolecall.flows.conditions import ConditionContext, Evaluation
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
@@ -376,26 +375,13 @@ class Session:
         await self._emit(events, message)
 
     async def _emit(self, events: list[Event], message: Message | None = None) -> None:
-        """Stamp, store (one transaction) and run commit hooks, then deliver ``events``.
-
-        The store and the commit hooks (memory files) write at the same time, each on
-        its own thread, so a turn waits for the slower of the two, not for both.
-        """
+        """Stamp; run the commit hooks (memory files) and store (one transaction); deliver."""
         envelopes = [self.bus.stamp(e) for e in events]
-        writes: list[Awaitable[None]] = []
-        if self.store is not None:
-            writes.append(self.store.commit(self, envelopes))
         if message is not None:
-            writes.extend(hook(message) for hook in self.commit_hooks)
-        if len(writes) == 1:
-            await writes[0]
-        elif writes:
-            try:
-                async with anyio.create_task_group() as tg:
-                    for write in writes:
-                        tg.start_soon(_await, write)
-            except BaseExceptionGroup as group:
-                raise _first_failure(group) from group
+            for hook in self.commit_hooks:
+                await hook(message)
+        if self.store is not None:
+            await self.store.commit(self, envelopes)
         self.bus.deliver(*envelopes)
 
     async def say(self, text: str) -> Message:
@@ -407,9 +393,15 @@ class Session:
             message = self._message("human", "human", text)
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()
-            await self._commit(message)
-            if self.director is None or not self.director.human(self, message):
-                route_human(self, message)
+            # who answers is decided before the message is stored, so the replies owed
+            # are stored with it (a crash right after loses none of them)
+            if self.director is not None:
+                await self._commit(message)
+                if not self.director.human(self, message):
+                    await self._emit(route_human(self, message))
+            else:
+                caused = route_human(self, message)
+                await self._commit(message, decide=lambda: caused)
         if not self._running:
             await self.settle()
         return message
@@ -561,24 +553,6 @@ class Session:
         from rolecall.chat import answer_pending
 
         await answer_pending(self)
-
-
-def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to report from a failed group of writes: a rolecall error when there is one."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop(0)
-        if isinstance(exc, BaseExceptionGroup):
-            pending.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    ours = [e for e in leaves if isinstance(e, RolecallError)]
-    return (ours or leaves)[0]
-
-
-async def _await(awaitable: Awaitable[None]) -> None:
-    await awaitable
 
 
 def _uses_modes(world: World) -> bool:

@@ -74,7 +74,7 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
     inserts = {s.split("(")[0].strip() for s in statements if s.startswith("INSERT")}
     assert len(commits) == 1  # one transaction for the whole turn
     assert {
-        "INSERT INTO events",
+        "INSERT INTO events_packed",
         "INSERT INTO messages",
         "INSERT INTO execution_log VALUES",
     } <= inserts

@@ -11,14 +11,15 @@ The agent's own messages are ``assistant``, human and other agents' messages are
 exactly as :func:`rolecall.prompt.memory_entry` shows them in a prompt.
 
 Concurrency. Many sessions may share one :class:`MemoryFiles` and run at once in one
-process. Appends to a file are serialised by an :class:`anyio.Lock` per path; the blocking
-I/O of one message (one line in every agent's file) runs in a single
-``anyio.to_thread.run_sync`` call, so a turn costs one thread hop. Inside the worker each
-file is written under a :class:`threading.Lock` per path, which the synchronous
-:meth:`MemoryFiles.read` and :meth:`MemoryFiles.clear` take too, so a read never sees half
-of an append and a clear never races one. Per-path locks live in a
-:class:`weakref.WeakValueDictionary`: they exist while someone uses the file and vanish
-after, so a long-running process does not accumulate one entry per file ever written.
+process. One message's lines (one per agent) are appended inline on the event loop, to
+files kept open (up to 256, least recently used closed first): each append is one
+``write`` of a whole line into the page cache, a few microseconds, far cheaper than a
+thread hand-off per message. The event loop runs one append at a time, so appends never
+interleave; each file also has a :class:`threading.Lock`, taken by appends and by the
+synchronous :meth:`MemoryFiles.read` and :meth:`MemoryFiles.clear` (which may run in other
+threads), so a read never sees half of an append and a clear never races one. Per-path
+locks live in a :class:`weakref.WeakValueDictionary`: they exist while someone uses the
+file and vanish after.
 
 Durability. Lines are written whole with one ``write`` loop on an unbuffered ``O_APPEND``
 handle and flushed to the kernel before the append returns; by default there is **no
@@ -30,15 +31,14 @@ every turn) is the source of truth, and an fsync per agent per message would cos
 milliseconds per turn on most disks. Pass ``fsync=True`` for files that must survive power
 loss as well.
 
-Torn tails. Whenever this process opens a file (to append or to read), it first checks
-the last byte on the handle it opened anyway. If the file does not end with ``\\n``, the
-bytes after the last newline are appended to ``<agent>.jsonl.torn`` beside it (and that
-file is fsynced, so the rescued bytes are durable before anything is cut), the file is
-truncated to its last newline and a warning is logged. Checking at every open rather than
-only the first costs one one-byte read and also covers an append of this process that
-failed half-way (disk full): that partial line is cut at once when possible, else at the
-next open. Lines that are complete but not valid JSON objects are skipped (and logged) by
-:meth:`MemoryFiles.read`, never deleted.
+Torn tails. When this process opens a file (to append or to read), it first checks the
+last byte. If the file does not end with ``\\n``, the bytes after the last newline are
+appended to ``<agent>.jsonl.torn`` beside it (and that file is fsynced, so the rescued
+bytes are durable before anything is cut), the file is truncated to its last newline and
+a warning is logged. An append of this process that fails half-way (disk full) cuts its
+own partial line at once when it can, and closes the file so that the next append
+reopens and checks it. Lines that are complete but not valid JSON objects are skipped
+(and logged) by :meth:`MemoryFiles.read`, never deleted.
 
 Errors. Every ``OSError`` (read-only directory, disk full, a path that is not a
 directory, ...) is raised as :class:`rolecall.errors.StorageError` naming the file and the
@@ -52,8 +52,9 @@ import json
 import os
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import AsyncExitStack, suppress
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -76,6 +77,7 @@ log = structlog.get_logger(__name__)
 _SUFFIX = ".jsonl"
 _TORN_SUFFIX = ".jsonl.torn"
 _ARCHIVE_SUFFIX = ".jsonl.archived"
+_MAX_OPEN = 256  # memory files kept open at once (least recently used closed first)
 _CHUNK = 64 * 1024
 
 
@@ -119,6 +121,10 @@ class MemoryFiles:
         self._locks: weakref.WeakValueDictionary[Path, _Slot] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
         self._attached: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._paths: dict[tuple[str, str], Path] = {}
+        self._handles: OrderedDict[Path, IO[bytes]] = OrderedDict()
+        # close the files kept open when this object goes away, whoever forgot to
+        self._finalizer = weakref.finalize(self, _close_all, self._handles)
 
     @classmethod
     def in_data_dir(cls, data_dir: Path, *, fsync: bool = False) -> MemoryFiles:
@@ -154,47 +160,74 @@ class MemoryFiles:
         session.commit_hooks.append(save_to_memory)
 
     async def record(self, session_id: str, agent_ids: Sequence[str], message: Message) -> None:
-        """Append ``message`` to the file of each of ``agent_ids`` (one thread hop)."""
-        batch = [
-            (self.path(session_id, agent), _encode(memory_line(message, agent)))
-            for agent in dict.fromkeys(agent_ids)
-        ]
-        if not batch:
-            return
-        # Hold a reference to every slot until the writes are done (the dict is weak),
-        # and take the async locks in path order so two writers can never deadlock.
-        slots = [(path, self._slot(path)) for path, _ in batch]
-        async with AsyncExitStack() as stack:
-            for _, slot in sorted(slots, key=lambda item: item[0]):
-                await stack.enter_async_context(slot.async_lock)
-            await anyio.to_thread.run_sync(self._write_batch, batch, [s for _, s in slots])
+        """Append ``message`` to the file of each of ``agent_ids``.
 
-    def _write_batch(self, batch: list[tuple[Path, bytes]], slots: list[_Slot]) -> None:
-        """Worker thread: one line per file, each under its thread lock."""
-        for folder in dict.fromkeys(path.parent for path, _ in batch):
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StorageError(f"cannot create memory folder {folder}: {_cause(exc)}") from exc
-        for (path, line), slot in zip(batch, slots, strict=True):
+        Each append is one unbuffered ``write`` of a whole line to a file kept open (a
+        few microseconds into the page cache), done right here on the event loop: a
+        thread hand-off per message would cost far more than the writes. Appends to
+        one file never interleave: the event loop runs one ``record`` at a time and
+        readers take the file's thread lock.
+        """
+        for agent in dict.fromkeys(agent_ids):
+            path = self._path_of(session_id, agent)
+            line = _encode(memory_line(message, agent))
+            slot = self._slot(path)
             with slot.thread_lock:
                 self._append(path, line)
 
+    def _path_of(self, session_id: str, agent_id: str) -> Path:
+        key = (session_id, agent_id)
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = self.path(session_id, agent_id)
+        return path
+
+    def _handle(self, path: Path) -> IO[bytes]:
+        """The open append handle of ``path``; opening it repairs a torn last line."""
+        handle = self._handles.pop(path, None)
+        if handle is None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot create memory folder {path.parent}: {_cause(exc)}"
+                ) from exc
+            handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - kept open on purpose
+            try:
+                self._repair(handle, path)
+            except BaseException:
+                handle.close()
+                raise
+            while len(self._handles) >= _MAX_OPEN:
+                _, oldest = self._handles.popitem(last=False)
+                oldest.close()
+        self._handles[path] = handle  # most recently used last
+        return handle
+
+    def _close(self, path: Path) -> None:
+        handle = self._handles.pop(path, None)
+        if handle is not None:
+            handle.close()
+
+    def close(self) -> None:
+        """Close every file kept open (they reopen, and are checked, on the next append)."""
+        _close_all(self._handles)
+
     def _append(self, path: Path, line: bytes) -> None:
         try:
-            with open(path, "a+b", buffering=0) as handle:
-                self._repair(handle, path)
-                start = handle.seek(0, os.SEEK_END)
-                try:
-                    _write_all(handle, line)
-                    if self.fsync:
-                        os.fsync(handle.fileno())
-                except OSError:
-                    # never leave our own partial line behind (disk full); if even the
-                    # truncate fails, the next open repairs it
-                    with suppress(OSError):
-                        handle.truncate(start)
-                    raise
+            handle = self._handle(path)
+            start = handle.seek(0, os.SEEK_END)
+            try:
+                _write_all(handle, line)
+                if self.fsync:
+                    os.fsync(handle.fileno())
+            except OSError:
+                # never leave our own partial line behind (disk full); if even the
+                # truncate fails, the next open repairs it
+                with suppress(OSError):
+                    handle.truncate(start)
+                self._close(path)
+                raise
         except OSError as exc:
             raise StorageError(f"cannot append to memory file {path}: {_cause(exc)}") from exc
 
@@ -275,6 +308,7 @@ class MemoryFiles:
         agent = path.name[: -len(_SUFFIX)]
         slot = self._slot(path)  # keep a reference: the lock lives as long as the slot
         with slot.thread_lock:
+            self._close(path)  # the next message starts a new file
             if not path.exists():
                 return None
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -293,6 +327,12 @@ class MemoryFiles:
                 ) from exc
         log.info("memory_cleared", file=str(path), archive=str(archive))
         return archive
+
+
+def _close_all(handles: OrderedDict[Path, IO[bytes]]) -> None:
+    while handles:
+        _, handle = handles.popitem()
+        handle.close()
 
 
 def _write_all(handle: IO[bytes], data: bytes) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 MIGRATIONS: list[str] = [
-    # 1: sessions, messages, events, execution log, drafts (append-only tables are
-    # clustered on their keys: one B-tree each, so a turn's inserts stay cheap)
+    # 1: sessions, messages, events, execution log, drafts. Append-only tables are
+    # clustered on their keys (one B-tree each), and a generation's streamed chunks are
+    # packed into one row, so a turn's transaction writes a handful of rows, not dozens.
     """
     CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
@@ -28,14 +29,22 @@ MIGRATIONS: list[str] = [
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, idx)
     ) WITHOUT ROWID;
-    CREATE TABLE events (
+    CREATE TABLE events_packed (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         seq INTEGER NOT NULL,
         topic TEXT NOT NULL,
         type TEXT NOT NULL,
         record TEXT NOT NULL,
+        count INTEGER NOT NULL DEFAULT 1,
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;
+    -- one row per event, in order: a packed row holds `count` consecutive streamed chunks
+    -- of one generation as a JSON array (record) starting at `seq`
+    CREATE VIEW events (session_id, seq, topic, type, record) AS
+        SELECT session_id, seq, topic, type, record FROM events_packed WHERE count = 1
+        UNION ALL
+        SELECT p.session_id, p.seq + j.key, p.topic, p.type, j.value
+        FROM events_packed AS p, json_each(p.record) AS j WHERE p.count > 1;
     CREATE TABLE execution_log (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         execution_order INTEGER NOT NULL,

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import aiosqlite
 import anyio
 import structlog
 
-from rolecall.bus import Envelope
+from rolecall.bus import Envelope, StreamChunk
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, state_doc, world_dict
@@ -71,6 +71,9 @@ class SqliteStore:
             self._db = await aiosqlite.connect(self.path)
             await self._db.execute("PRAGMA journal_mode=WAL")
             await self._db.execute("PRAGMA synchronous=NORMAL")
+            # checkpoints fsync; let the WAL grow to ~32 MB between them so that turns
+            # rarely pay for one (close() checkpoints and truncates it)
+            await self._db.execute("PRAGMA wal_autocheckpoint=8192")
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._migrate(self._db)
         except (OSError, sqlite3.Error) as exc:
@@ -84,7 +87,12 @@ class SqliteStore:
     async def close(self) -> None:
         if self._db is not None:
             db, self._db = self._db, None
-            await db.close()
+            with anyio.CancelScope(shield=True):
+                try:
+                    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error as exc:  # another process is reading: it checkpoints later
+                    log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
+                await db.close()
 
     async def __aenter__(self) -> SqliteStore:
         return await self.open()
@@ -191,7 +199,7 @@ class SqliteStore:
         if not (events or messages or records or drafts) and state_json == tracked.state_json:
             return
         batch = _Batch(
-            events=[(sid, e.seq, e.event.topic, e.event.type, e.to_json()) for e in events],
+            events=_event_rows(sid, events),
             messages=[
                 (sid, tracked.messages + i, m.id, m.sender, m.model_dump_json())
                 for i, m in enumerate(messages)
@@ -225,6 +233,17 @@ class SqliteStore:
         running a function on that thread) makes a whole transaction one round trip.
         """
         db = self.db
+        # once started, a transaction runs to its end and its bookkeeping is done, even
+        # if the turn is cancelled meanwhile: otherwise its rows would be written twice
+        with anyio.CancelScope(shield=True):
+            await self._execute_locked(db, fn, batch)
+
+    async def _execute_locked(
+        self,
+        db: aiosqlite.Connection,
+        fn: Callable[[sqlite3.Connection, _Batch], None],
+        batch: _Batch,
+    ) -> None:
         async with self._lock:
             try:
                 await db._execute(fn, db._conn, batch)  # type: ignore[no-untyped-call]
@@ -232,8 +251,20 @@ class SqliteStore:
                 raise StorageError(f"cannot write to the session store {self.path}: {exc}") from exc
 
     async def flush(self, session: Session) -> None:
-        """Store whatever happened since the last commit (events, state changes)."""
-        await self.commit(session, [])
+        """Store whatever happened since the last commit.
+
+        Every change of a session's state comes with an event or a new row (a flag, a
+        pause, a message...), so with none of those there is nothing to write.
+        """
+        tracked = self._tracked[session.session_id]
+        state = session.state
+        if (
+            tracked.buffer
+            or len(state.transcript.messages) > tracked.messages
+            or len(state.execution_log) > tracked.records
+            or len(state.drafts) > tracked.drafts
+        ):
+            await self.commit(session, [])
 
     # ------------------------------------------------------------- reading
     async def list_sessions(self) -> list[SessionRow]:
@@ -282,7 +313,7 @@ class SqliteStore:
             events = [
                 json.loads(r)
                 for (r,) in await self._all(
-                    "SELECT record FROM events WHERE session_id = ? AND topic != 'sse' "
+                    "SELECT record FROM events_packed WHERE session_id = ? AND topic != 'sse' "
                     "ORDER BY seq",
                     sid,
                 )
@@ -290,7 +321,8 @@ class SqliteStore:
         # the sequence goes on after the last event actually stored (an event published
         # while a commit was under way, then lost in a crash, leaves no gap behind)
         ((last_seq,),) = await self._all(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", sid
+            "SELECT COALESCE(MAX(seq + count - 1), 0) FROM events_packed WHERE session_id = ?",
+            sid,
         )
         return SessionDocument.model_validate(
             {
@@ -316,7 +348,7 @@ class SqliteStore:
     async def delete(self, session_id: str) -> bool:
         sid = safe_id(session_id, "session id")
         async with self._transaction() as db:
-            for table in ("events", "messages", "execution_log", "drafts"):
+            for table in ("events_packed", "messages", "execution_log", "drafts"):
                 await db.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
             cur = await db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
             return cur.rowcount > 0
@@ -357,7 +389,7 @@ class SqliteStore:
                 [(sid, i, d.model_dump_json()) for i, d in enumerate(doc.drafts)],
             )
             await db.executemany(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO events_packed VALUES (?, ?, ?, ?, ?, 1)",
                 [
                     (sid, e["seq"], e["topic"], e["type"], json.dumps(e, ensure_ascii=False))
                     for e in doc.events
@@ -411,7 +443,8 @@ def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
     try:
         if batch.events:
             conn.executemany(
-                "INSERT INTO events (session_id, seq, topic, type, record) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO events_packed (session_id, seq, topic, type, record, count) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 batch.events,
             )
         if batch.messages:
@@ -436,6 +469,35 @@ def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
     except BaseException:
         conn.rollback()
         raise
+
+
+def _event_rows(sid: str, events: list[Envelope]) -> list[tuple[Any, ...]]:
+    """Rows of ``events_packed``: each run of one generation's chunks becomes one row."""
+    rows: list[tuple[Any, ...]] = []
+    run: list[Envelope] = []
+
+    def close_run() -> None:
+        if len(run) == 1:
+            rows.append((sid, run[0].seq, "sse", "chunk", run[0].to_json(), 1))
+        elif run:
+            record = "[" + ",".join(e.to_json() for e in run) + "]"
+            rows.append((sid, run[0].seq, "sse", "chunk", record, len(run)))
+        run.clear()
+
+    for envelope in events:
+        event = envelope.event
+        if isinstance(event, StreamChunk):
+            if run and (
+                run[-1].seq + 1 != envelope.seq
+                or cast(StreamChunk, run[-1].event).message_id != event.message_id
+            ):
+                close_run()
+            run.append(envelope)
+            continue
+        close_run()
+        rows.append((sid, envelope.seq, event.topic, event.type, envelope.to_json(), 1))
+    close_run()
+    return rows
 
 
 def _record_row(sid: str, r: ExecutionRecord) -> tuple[Any, ...]:
