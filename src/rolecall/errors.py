@@ -87,6 +87,8 @@ class ProviderUnavailable(ProviderError):
 class StorageError(RuntimeFailure):
     """The data directory could not be read or written."""
 
+    session_id: str | None = None  # the session it happened in, when there was one
+
 
 class ControlSignal(RolecallError):
     """Flow control carried by an exception; never shown to a user as a failure."""

@@ -375,13 +375,17 @@ class Session:
         await self._emit(events, message)
 
     async def _emit(self, events: list[Event], message: Message | None = None) -> None:
-        """Stamp; run the commit hooks (memory files) and store (one transaction); deliver."""
+        """Stamp; store (one transaction), then run the commit hooks (memory files); deliver.
+
+        The store is the source of truth and goes first: a memory file that missed a
+        stored message (disk full) is completed when the session is resumed.
+        """
         envelopes = [self.bus.stamp(e) for e in events]
+        if self.store is not None:
+            await self.store.commit(self, envelopes)
         if message is not None:
             for hook in self.commit_hooks:
                 await hook(message)
-        if self.store is not None:
-            await self.store.commit(self, envelopes)
         self.bus.deliver(*envelopes)
 
     async def say(self, text: str) -> Message:

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli import logs
-from rolecall.errors import RolecallError, RuntimeFailure, UsageError, WorldError
+from rolecall.errors import RolecallError, RuntimeFailure, StorageError, UsageError, WorldError
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
     from rolecall.world.models import World
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -55,6 +57,17 @@ def dispatch(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except StorageError as exc:
+        if exc.session_id:
+            after = (
+                f"The session is kept and nothing was lost: everything committed before this "
+                f"is stored. Once the cause is fixed, `rolecall resume {exc.session_id}` "
+                "continues it."
+            )
+        else:
+            after = "Nothing was written."
+        print(f"rolecall: {exc}\n{after}", file=sys.stderr)
+        return EXIT_FAILURE
     except RuntimeFailure as exc:
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -161,7 +174,7 @@ async def _step_loop(session: Session) -> None:
 
     session.open()
     reader = LineReader(sys.stdin.fileno())
-    while not session.finished and session.state.state != "paused":
+    while not session.finished:
         print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
         line = await reader.readline()
         if not line:
@@ -170,7 +183,7 @@ async def _step_loop(session: Session) -> None:
         if line.strip().lower() in ("q", "quit", "/stop"):
             session.stop()
             return
-        if not await session.step():
+        if not await session.step() or session.state.state == "paused":
             return
 
 
@@ -197,6 +210,25 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return outcome(holder[0])
 
 
+async def _newest(store: SqliteStore, doc: SessionDocument, source: Path) -> SessionDocument:
+    """A session file's session, or the stored copy of it when that one is as new or newer."""
+    if not await store.has(doc.session_id):
+        return doc
+    stored = await store.load(doc.session_id)
+    if len(stored.messages) >= len(doc.messages):
+        print(
+            f"session {doc.session_id} is already stored here with {len(stored.messages)} "
+            f"messages ({source} has {len(doc.messages)}): resuming the stored one",
+            file=sys.stderr,
+        )
+        return stored
+    raise UsageError(
+        f"{source} holds {len(doc.messages)} messages of session {doc.session_id}, but "
+        f"{len(stored.messages)} of them are stored in this data directory and they may "
+        "differ: resume the file with another --data-dir, or resume the stored session by id"
+    )
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stored session (an id) or a session file, regenerating nothing."""
     from rolecall.cli.wiring import live_session, open_store
@@ -208,7 +240,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         async with open_store(args) as store:
             target = Path(args.session)
             if target.suffix == ".json" or await anyio.Path(target).is_file():
-                doc = read_session_file(target)
+                doc = await _newest(store, read_session_file(target), target)
             else:
                 doc = await store.load(args.session)
             world = apply_overrides(doc.world_model(), args)

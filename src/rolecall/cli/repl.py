@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
-import inspect
 import logging
 import os
 import re
@@ -38,12 +36,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import structlog
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
-from prompt_toolkit.document import Document
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
     from prompt_toolkit.buffer import Buffer
+    from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+    from prompt_toolkit.document import Document
     from prompt_toolkit.formatted_text import StyleAndTextTuples
     from prompt_toolkit.input import Input
     from prompt_toolkit.key_binding import KeyBindings
@@ -59,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
+    "Candidate",
     "Command",
     "CommandError",
     "CommandRunner",
@@ -70,10 +69,12 @@ __all__ = [
     "ReplCompleter",
     "ReplDisplay",
     "cmd_repl",
+    "cmd_resume_repl",
     "help_lines",
     "mark_quit",
     "open_live_session",
     "parse_command",
+    "resume_repl",
     "run_command_line",
     "run_repl",
 ]
@@ -984,12 +985,9 @@ class CommandRunner:
             doc = await save_to_file(s, self.store, self.memory, path)
             self.echo(f"exported {_count(len(doc.messages), 'message')} to {path}")
             return
-        try:
-            export: Any = importlib.import_module("rolecall.export")
-        except ImportError:
-            self.echo(f"/export {fmt} is not available in this build (no rolecall.export yet)")
-            return
-        render: Callable[..., str] = export.to_markdown if fmt == "md" else export.to_html
+        from rolecall.export import to_html, to_markdown
+
+        render = to_markdown if fmt == "md" else to_html
         await self.store.flush(s)
         doc = await self.store.load(s.session_id)
         if role is not None and role.lower() not in ("human", "system"):
@@ -1033,15 +1031,46 @@ async def run_command_line(
 _MENTION_PREFIX = re.compile(r"(?:^|(?<=[^\w.@-]))@([\w-]*)$")
 
 
-class ReplCompleter(Completer):
-    """``/commands`` (with descriptions), their arguments, and ``@agent`` mentions."""
+@dataclass(frozen=True)
+class Candidate:
+    """One completion: replace the ``-start`` characters before the cursor with ``text``."""
+
+    text: str
+    start: int
+    display: str = ""
+    meta: str = ""
+
+
+class ReplCompleter:
+    """``/commands`` (with descriptions), their arguments, and ``@agent`` mentions.
+
+    Headless (:meth:`complete`); :meth:`for_prompt` wraps it for prompt-toolkit.
+    """
 
     def __init__(
         self, world: Callable[[], World], session: Callable[[], Session | None] | None = None
     ) -> None:
         self.world = world
         self.session = session or (lambda: None)
-        self.paths = PathCompleter(expanduser=True)
+
+    def for_prompt(self) -> Completer:
+        from prompt_toolkit.completion import Completer, Completion
+
+        source = self
+
+        class _Completer(Completer):
+            def get_completions(
+                self, document: Document, complete_event: CompleteEvent
+            ) -> Iterator[Completion]:
+                for c in source.complete(document.text_before_cursor):
+                    yield Completion(
+                        c.text,
+                        start_position=-c.start,
+                        display=c.display or None,
+                        display_meta=c.meta,
+                    )
+
+        return _Completer()
 
     def _models(self) -> list[str]:
         session = self.session()
@@ -1050,10 +1079,8 @@ class ReplCompleter(Completer):
         world = self.world()
         return sorted({world.model_for(r) for r in world.roles})
 
-    def get_completions(
-        self, document: Document, complete_event: CompleteEvent
-    ) -> Iterable[Completion]:
-        text = document.text_before_cursor
+    def complete(self, text: str) -> Iterator[Candidate]:
+        """The candidates for ``text``, the input before the cursor."""
         if text.startswith("/") and "\n" not in text:
             if " " not in text:
                 yield from self._commands(text[1:])
@@ -1064,43 +1091,37 @@ class ReplCompleter(Completer):
         if match is not None:
             yield from self._agents(match.group(1), at=True)
 
-    def _commands(self, prefix: str) -> Iterator[Completion]:
+    def _commands(self, prefix: str) -> Iterator[Candidate]:
         low = prefix.lower()
         for spec in COMMANDS:
             if spec.name.startswith(low):
-                yield Completion(
-                    "/" + spec.name,
-                    start_position=-len(prefix) - 1,
-                    display=spec.usage,
-                    display_meta=spec.summary,
-                )
+                yield Candidate("/" + spec.name, len(prefix) + 1, spec.usage, spec.summary)
 
-    def _agents(self, prefix: str, *, at: bool) -> Iterator[Completion]:
+    def _agents(self, prefix: str, *, at: bool) -> Iterator[Candidate]:
         low = prefix.lower()
         world = self.world()
         for role in world.roles:
             if role.id.lower().startswith(low):
                 meta = role.display_name + (f" — {role.description}" if role.description else "")
-                yield Completion(
-                    role.id,
-                    start_position=-len(prefix),
-                    display=("@" if at else "") + role.id,
-                    display_meta=_shorten(meta, 60),
-                )
+                shown = ("@" if at else "") + role.id
+                yield Candidate(role.id, len(prefix), shown, _shorten(meta, 60))
         if at and "all".startswith(low) and low:
-            yield Completion(
-                "all",
-                start_position=-len(prefix),
-                display="@all",
-                display_meta="every agent answers",
-            )
+            yield Candidate("all", len(prefix), "@all", "every agent answers")
 
-    def _words(self, prefix: str, words: Iterable[str], meta: str = "") -> Iterator[Completion]:
+    def _words(self, prefix: str, words: Iterable[str], meta: str = "") -> Iterator[Candidate]:
         for word in words:
             if word.lower().startswith(prefix.lower()):
-                yield Completion(word, start_position=-len(prefix), display_meta=meta)
+                yield Candidate(word, len(prefix), "", meta)
 
-    def _arguments(self, text: str) -> Iterator[Completion]:
+    def _paths(self, word: str) -> Iterator[Candidate]:
+        from prompt_toolkit.completion import CompleteEvent, PathCompleter
+        from prompt_toolkit.document import Document
+
+        completer = PathCompleter(expanduser=True)
+        for c in completer.get_completions(Document(word, len(word)), CompleteEvent()):
+            yield Candidate(c.text, -c.start_position, c.display_text, c.display_meta_text)
+
+    def _arguments(self, text: str) -> Iterator[Candidate]:
         head, _, rest = text[1:].partition(" ")
         name = _ALIASES.get(head.lower(), head.lower())
         spec = _SPECS.get(name)
@@ -1116,7 +1137,7 @@ class ReplCompleter(Completer):
             if not w.startswith("--")
             and not (i and before[i - 1].startswith("--") and "=" not in before[i - 1])
         ]
-        if previous in ("--role",) and "role" in spec.options:
+        if previous == "--role" and "role" in spec.options:
             yield from self._agents(word, at=False)
             return
         if word.startswith("-") and spec.options:
@@ -1133,7 +1154,7 @@ class ReplCompleter(Completer):
         elif name == "export" and not positional:
             yield from self._words(word, spec.choices)
         elif name in ("save", "load", "export"):
-            yield from self.paths.get_completions(Document(word, len(word)), CompleteEvent())
+            yield from self._paths(word)
 
 
 # ------------------------------------------------------------------------------ wiring
@@ -1153,6 +1174,8 @@ async def open_live_session(
     Uses ``live_session(..., display=...)`` when wiring offers that option; until then
     the plain display is swapped out while the session is put together.
     """
+    import inspect
+
     from rolecall.cli import wiring
 
     def no_display(bus: EventBus) -> None:
@@ -1468,7 +1491,6 @@ class Repl:
             on_model=lambda name: self._preload([name]),
         )
         subscription = session.bus.subscribe(self.display, name="repl")
-        guard = session.bus.subscribe(self._stay_paused, "world", name="repl-pause-guard")
         self._armed = False
         self._quit = False
         session.open()
@@ -1495,7 +1517,6 @@ class Repl:
                 tg.cancel_scope.cancel()
         finally:
             subscription.close()
-            guard.close()
             self._tg = None
         self._print(self.display.take_output())
         return result
@@ -1568,9 +1589,9 @@ class Repl:
     async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""
         if session.generator.busy:
-            session.cancel_generation()
-        if not session.finished:
-            session.pause("quit")
+            session.cancel_generation()  # kept as a draft; the turn pauses the session
+        elif self.jobs and not session.finished:
+            session.pause("quit")  # after the turn in progress
         if self.jobs:
             with anyio.move_on_after(15):
                 await self._idle.wait()
@@ -1585,25 +1606,6 @@ class Repl:
                 f"session {session.session_id} kept (paused) · "
                 f"continue it with: rolecall resume {session.session_id}"
             )
-
-    def _stay_paused(self, envelope: Envelope) -> None:
-        """A failed or cancelled turn pauses the session: keep the job from resuming it.
-
-        ``Session.settle`` (a message's replies) turns a paused session back to running
-        for the next due reply, so a model that keeps failing would be retried forever;
-        asking for a pause makes the job stop after this turn instead.
-        """
-        from rolecall.bus import SessionEvent
-
-        event = envelope.event
-        if (
-            isinstance(event, SessionEvent)
-            and event.state == "paused"
-            and event.reason in ("error", "cancelled")
-            and self.jobs
-            and self.session is not None
-        ):
-            self.session.pause(event.reason)
 
     # -- background ----------------------------------------------------------------------
     def _spawn(self, name: str, job: Job) -> None:
@@ -1715,8 +1717,7 @@ class Repl:
             self.request_quit()
             return "quit"
         if session.generator.busy:
-            session.cancel_generation()
-            session.pause("cancelled")
+            session.cancel_generation()  # the session pauses itself (reason cancelled)
             self._armed = False
             return "cancelled"
         if self.jobs:
@@ -1796,7 +1797,7 @@ class Repl:
         return PromptSession(
             message=self._message,
             multiline=True,
-            completer=ReplCompleter(world, lambda: self.session),
+            completer=ReplCompleter(world, lambda: self.session).for_prompt(),
             complete_while_typing=True,
             auto_suggest=AutoSuggestFromHistory(),
             history=history,
@@ -1829,9 +1830,10 @@ class Repl:
 
         session = self.session
         app = get_app_or_none()
-        if session is None or (app is not None and app.is_done):
+        if app is not None and app.is_done:
             return []  # not left behind in the scrollback
-        if self.step_mode and (session.engine is not None or session.director is not None):
+        world = session.world if session is not None else self._world
+        if self.step_mode and world is not None and (world.flow or world.mode):
             return [("class:placeholder", "Enter runs the next turn · a message · /help")]
         return [("class:placeholder", "message the agents · @ for one · / for commands")]
 
@@ -1898,6 +1900,23 @@ async def run_repl(args: argparse.Namespace, session: Session, store: SqliteStor
     await Repl(args, store).run(session)
 
 
+def _run(main: Callable[[], Awaitable[None]]) -> None:
+    """``anyio.run(main)``, raising a lone error as itself rather than in a group.
+
+    Task groups wrap what fails inside them; a storage error or a lost terminal is one
+    error for the user (``dispatch`` maps rolecall errors to exit codes and messages).
+    """
+    try:
+        anyio.run(main)
+    except BaseExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is group:
+            raise
+        raise error from None
+
+
 def cmd_repl(args: argparse.Namespace) -> int:
     """``rolecall chat WORLD`` on a terminal: open the store and the session, run the REPL."""
     from rolecall.cli.commands import _load, outcome
@@ -1917,21 +1936,56 @@ def cmd_repl(args: argparse.Namespace) -> int:
                 repl.store = store
                 holder.append(await repl.run(session))
 
-    anyio.run(main)
+    _run(main)
+    return outcome(holder[0])
+
+
+async def resume_repl(
+    args: argparse.Namespace, store: SqliteStore, doc: SessionDocument
+) -> Session:
+    """The REPL over a stored session (``cmd_resume`` on a terminal); the last session."""
+    from rolecall.cli.commands import apply_overrides
+
+    world = apply_overrides(doc.world_model(), args)
+    async with open_live_session(args, world, store, doc=doc) as session:
+        return await Repl(args, store).run(session)
+
+
+def cmd_resume_repl(args: argparse.Namespace) -> int:
+    """``rolecall resume SESSION`` on a terminal: the REPL over a stored session or file."""
+    from rolecall.cli.commands import outcome
+    from rolecall.cli.wiring import open_store
+    from rolecall.session.document import read_session_file
+
+    holder: list[Session] = []
+
+    async def main() -> None:
+        async with open_store(args) as store:
+            target = Path(args.session)
+            if target.suffix == ".json" or await anyio.Path(target).is_file():
+                doc = await anyio.to_thread.run_sync(read_session_file, target)
+            else:
+                doc = await store.load(args.session)
+            holder.append(await resume_repl(args, store, doc))
+
+    _run(main)
     return outcome(holder[0])
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m rolecall.cli.repl WORLD [options]``: the REPL without ``cmd_chat``."""
+    """``python -m rolecall.cli.repl WORLD [options]`` (or ``resume SESSION [options]``):
+    the REPL without ``cmd_chat``/``cmd_resume``."""
     from rolecall.cli import logs
     from rolecall.cli.main import build_parser
     from rolecall.errors import RolecallError, RuntimeFailure, UsageError, WorldError
 
-    args = build_parser().parse_args(["chat", *(sys.argv[1:] if argv is None else argv)])
+    words = list(sys.argv[1:] if argv is None else argv)
+    resume = bool(words) and words[0] == "resume"
+    args = build_parser().parse_args(words if resume else ["chat", *words])
     verbosity = -1 if args.quiet else args.verbose
     logs.configure(verbosity, args.log_file)
     try:
-        return cmd_repl(args)
+        return cmd_resume_repl(args) if resume else cmd_repl(args)
     except WorldError as exc:
         print(str(exc), file=sys.stderr)
         for warning in exc.warnings:

@@ -8,7 +8,6 @@ display; on the way out the last events are stored whatever happened.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -19,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 from anyio.abc import TaskStatus
 
 from rolecall.bus import Envelope, EventBus
 from rolecall.cli.display import attach_display, use_color
-from rolecall.errors import UsageError
+from rolecall.errors import RolecallError, StorageError, UsageError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir, db_path
@@ -36,6 +36,8 @@ from rolecall.session.document import (
 )
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
+
+log = structlog.get_logger(__name__)
 
 
 @asynccontextmanager
@@ -50,18 +52,6 @@ def memory_files(args: argparse.Namespace) -> MemoryFiles:
 
 def read_memory(session: Session, memory: MemoryFiles) -> dict[str, list[dict[str, Any]]]:
     return {rid: memory.read(session.session_id, rid) for rid in session.world.role_ids}
-
-
-def restore_memory(doc: SessionDocument, memory: MemoryFiles) -> None:
-    """Recreate memory files from a session document where they are missing."""
-    for agent, entries in doc.memory.items():
-        path = memory.path(doc.session_id, agent)
-        if path.exists() or not entries:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as out:
-            for entry in entries:
-                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
 
 class SessionFileWriter:
@@ -175,9 +165,9 @@ async def live_session(
         totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
     )
     memory = memory_files(args)
-    if doc is not None:
-        restore_memory(doc, memory)
     await store.attach(session, world_source=world_source or (doc.world_source if doc else None))
+    if doc is not None:
+        memory.reconcile(session)  # memory files hold every stored message, once
     memory.attach(session)
     writer = None
     if getattr(args, "session_file", None):
@@ -189,13 +179,25 @@ async def live_session(
             world_source=world_source,
             events=doc.events if doc else None,
         )
+    failed = False
     try:
         yield session
+    except StorageError as exc:
+        failed = True
+        exc.session_id = session.session_id  # the message can say what to resume
+        raise
     finally:
         with anyio.CancelScope(shield=True):
-            await store.flush(session)
-            if writer is not None:
-                await writer.write(session)
+            try:
+                await store.flush(session)
+                if writer is not None:
+                    await writer.write(session)
+            except StorageError as exc:
+                if failed:  # the same cause again: the first report says it all
+                    log.info("final_flush_failed", session=session.session_id, error=str(exc))
+                else:
+                    exc.session_id = session.session_id
+                    raise
 
 
 async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
@@ -204,6 +206,25 @@ async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]])
     A generation in progress is cancelled (its partial text kept as a draft); with no
     turn running (waiting for input, between turns), ``body`` itself is cancelled.
     """
+    try:
+        await _watch_interrupts(session, body)
+    except BaseExceptionGroup as group:  # report the failure itself, not the group
+        failure = _rolecall_failure(group)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def _rolecall_failure(group: BaseExceptionGroup[BaseException]) -> RolecallError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, RolecallError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (found := _rolecall_failure(exc)):
+            return found
+    return None
+
+
+async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
     interrupted = False
     async with anyio.create_task_group() as tg:
         body_scope = anyio.CancelScope()

@@ -231,6 +231,29 @@ class MemoryFiles:
         except OSError as exc:
             raise StorageError(f"cannot append to memory file {path}: {_cause(exc)}") from exc
 
+    def reconcile(self, session: Session) -> int:
+        """Append what each agent's file misses of the session's stored messages.
+
+        The store is the source of truth; after a failed append (disk full) or a session
+        restored from a file, every agent's file ends with the messages it should hold,
+        each once. Returns the number of lines appended.
+        """
+        added = 0
+        messages = session.state.transcript.messages
+        for agent in session.world.role_ids:
+            have = {e.get("message_id") for e in self.read(session.session_id, agent)}
+            start = session.state.memory_start.get(agent, 0)
+            path = self._path_of(session.session_id, agent)
+            slot = self._slot(path)
+            with slot.thread_lock:
+                for message in messages[start:]:
+                    if message.id not in have:
+                        self._append(path, _encode(memory_line(message, agent)))
+                        added += 1
+        if added:
+            log.info("memory_reconciled", session=session.session_id, lines=added)
+        return added
+
     # ---------------------------------------------------------------- repair
     def _repair(self, handle: IO[bytes], path: Path) -> None:
         """Move a torn last line (no trailing newline) into ``<agent>.jsonl.torn``."""

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from rolecall import __version__
 from rolecall.errors import StorageError, UsageError
+from rolecall.flows.model import ID_PATTERN
 from rolecall.session.state import (
     Draft,
     ExecutionRecord,
@@ -35,6 +37,7 @@ from rolecall.world.models import World
 if TYPE_CHECKING:
     from rolecall.runtime import Session
 
+ID_PATTERN_RE = re.compile(ID_PATTERN)
 FORMAT: Final = "rolecall-session"
 VERSION: Final = 1
 
@@ -78,8 +81,25 @@ class SessionDocument(BaseModel):
     events: list[dict[str, Any]] = Field(default_factory=list)
     memory: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
 
+    @field_validator("memory")
+    @classmethod
+    def _agent_ids(cls, memory: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        for agent in memory:
+            if not ID_PATTERN_RE.match(agent):
+                raise ValueError(f"memory: {agent!r} is not an agent id")
+        return memory
+
     def world_model(self) -> World:
-        return World.model_validate(self.world)
+        """The world as it was run; UsageError when the document's world is damaged."""
+        try:
+            return World.model_validate(self.world)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "world"
+            raise UsageError(
+                f"session {self.session_id!r}: its world is damaged: world.{where}: "
+                f"{first['msg']} ({exc.error_count()} problems)"
+            ) from None
 
 
 def state_doc(state: SessionState) -> StateDoc:
@@ -205,6 +225,8 @@ def _migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
 def parse_document(text: str, source: str) -> SessionDocument:
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise UsageError(f"{source}: not a session file (nested too deeply)") from None
     except json.JSONDecodeError as exc:
         raise UsageError(
             f"{source}: not a session file (invalid JSON at line {exc.lineno}, "
@@ -215,6 +237,8 @@ def parse_document(text: str, source: str) -> SessionDocument:
     data = _migrate(data, source)
     try:
         return SessionDocument.model_validate(data)
+    except RecursionError:
+        raise UsageError(f"{source}: damaged session file (nested too deeply)") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -163,6 +163,10 @@ class SqliteStore:
                 tracked.messages, tracked.records, tracked.drafts = await self._counts(db, sid)
         tracked.state_json = state_doc(session.state).model_dump_json() if not exists else ""
 
+    async def has(self, session_id: str) -> bool:
+        """Whether the session is stored here."""
+        return await self._exists(safe_id(session_id, "session id"))
+
     async def _exists(self, sid: str) -> bool:
         async with self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)) as cur:
             return await cur.fetchone() is not None

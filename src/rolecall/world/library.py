@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 from functools import cache
 from importlib import resources
@@ -13,6 +14,7 @@ import yaml
 
 from rolecall.errors import UnknownRoleError
 
+_ROLE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 ROLE_FIELDS = ("id", "name", "description", "system_prompt", "style", "constraints")
 
 
@@ -34,7 +36,8 @@ class RoleLibrary:
         self.user_dir = user_dir
 
     def _user_path(self, role_id: str) -> Path | None:
-        if self.user_dir is None:
+        """The user role's file; None for a name that is not a role id (never a path)."""
+        if self.user_dir is None or not _ROLE_ID.match(role_id):
             return None
         return self.user_dir / f"{role_id}.yaml"
 

@@ -86,15 +86,30 @@ def parse_world(
 ) -> LoadedWorld:
     try:
         raw = yaml.safe_load(text)
+    except RecursionError:
+        raise WorldError(source, ["(top level): invalid YAML: nested too deeply"]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise WorldError(source, [f"{where}invalid YAML: {problem}"]) from None
+        raise WorldError(source, [_yaml_problem(exc)]) from None
     if not isinstance(raw, dict):
         kind = type(raw).__name__ if raw is not None else "nothing"
         raise WorldError(source, [f"(top level): expected a mapping of world fields, got {kind}"])
-    return build_world(raw, source=source, library=library or RoleLibrary(), path=path)
+    try:
+        return build_world(raw, source=source, library=library or RoleLibrary(), path=path)
+    except RecursionError:
+        raise WorldError(source, ["(top level): the world file is nested too deeply"]) from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where (line and column, or character position) and what."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        where = f"line {mark.line + 1}, column {mark.column + 1}: "
+    elif isinstance(exc, yaml.reader.ReaderError):
+        where = f"character {exc.position + 1}: "
+    else:
+        where = ""
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+    return f"{where}invalid YAML: {' '.join(str(problem).split())}"
 
 
 def build_world(
@@ -168,7 +183,8 @@ def _path(loc: tuple[Any, ...]) -> str:
         elif isinstance(part, str) and (":" in part or "[" in part or "(" in part):
             continue  # discriminator tags and function wrappers are not part of the path
         else:
-            out += f".{part}" if out else str(part)
+            name = str(part) if str(part).isprintable() else repr(part)
+            out += f".{name}" if out else name
     return out or "(top level)"
 
 
@@ -196,7 +212,7 @@ def _format_validation(exc: ValidationError) -> list[str]:
         kind = err["type"]
         value = err.get("input")
         if kind == "extra_forbidden":
-            key = str(loc[-1])
+            key = str(loc[-1]) if str(loc[-1]).isprintable() else repr(loc[-1])
             kind = _kind_of(loc)
             fields = _FIELDS.get(kind, _COND_FIELDS)
             if key in fields:  # a real field, but not of this kind of thing
@@ -284,7 +300,8 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
     start = flow.get("start")
     if start is not None:
         step_ref("flow.start", start)
-    for i, cond in enumerate(flow.get("stop") or []):
+    stops = flow.get("stop")
+    for i, cond in enumerate(stops if isinstance(stops, list) else []):
         _cond_refs(f"flow.stop[{i}]", cond, role_ref)
     final = flow.get("final")
     if isinstance(final, dict):
@@ -370,7 +387,8 @@ def _unreachable(data: dict[str, Any]) -> list[str]:
                         sequential = False
         if sequential and following:
             out.add(following)
-    start: str = flow["start"] if flow.get("start") in edges else ids[0]
+    given = flow.get("start")
+    start: str = given if isinstance(given, str) and given in edges else ids[0]
     seen = {start}
     todo = [start]
     while todo:

@@ -1,0 +1,1 @@
+"""Property tests (hypothesis) of the parsers, loaders and routing."""
