@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rolecall.errors import UsageError, WorldError
@@ -183,21 +183,9 @@ def test_world_loader_on_yamlish_text(text: str) -> None:
     check_world(text)
 
 
-def known_crash(data: Any) -> bool:
-    """Inputs that hit the loader bugs xfailed below (a number as `flow.stop`, a list or
-    mapping as `flow.start`); kept out of the general properties so that those go on
-    guarding everything else."""
-    flow = data.get("flow") if isinstance(data, dict) else None
-    if not isinstance(flow, dict):
-        return False
-    stop, start = flow.get("stop"), flow.get("start")
-    return (isinstance(stop, int | float) and bool(stop)) or isinstance(start, list | dict)
-
-
 @FUZZ
 @given(WORLD)
 def test_world_loader_on_real_keys_with_values_of_any_type(data: dict[str, Any]) -> None:
-    assume(not known_crash(data))
     check_world(yaml.safe_dump(data, allow_unicode=True, sort_keys=False))
 
 
@@ -243,7 +231,6 @@ def test_world_loader_on_valid_worlds_with_one_part_changed(data: st.DataObject)
         del holder[last]
     else:
         holder[last] = data.draw(ANY | IDENT | CONDITION | STEP, label="value")
-    assume(not known_crash(world))
     check_world(yaml.safe_dump(world, allow_unicode=True))
 
 
