@@ -274,7 +274,8 @@ class Session:
             if self._check_requests():
                 return
             if not await self._turn(pending_only=True):
-                return
+                break
+        self._check_requests()  # a pause or stop asked for during the last reply
 
     def _check_requests(self) -> bool:
         if self._stop_requested:

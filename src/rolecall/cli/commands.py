@@ -188,11 +188,13 @@ async def _step_loop(session: Session) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from rolecall.cli.wiring import live_session, open_store
+    from rolecall.cli.wiring import live_session, memory_files, open_store
 
+    if sys.stdin.isatty() and sys.stdout.isatty() and not args.json:
+        from rolecall.cli.repl import cmd_repl
+
+        return cmd_repl(args)
     world, source = _load(args)
-    if sys.stdin.isatty():
-        raise UsageError("the interactive REPL is not available yet; pipe messages in instead")
     holder: list[Session] = []
 
     async def main() -> None:
@@ -204,7 +206,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
             live_session(args, world, store, world_source=source) as session,
         ):
             holder.append(session)
-            await with_interrupts(session, lambda: run_piped(session, sys.stdin))
+            memory = memory_files(args)
+            await with_interrupts(
+                session, lambda: run_piped(session, sys.stdin, store=store, memory=memory)
+            )
 
     anyio.run(main)
     return outcome(holder[0])
@@ -244,6 +249,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
             else:
                 doc = await store.load(args.session)
             world = apply_overrides(doc.world_model(), args)
+            chat_only = world.flow is None and world.mode is None
+            if chat_only and sys.stdin.isatty() and sys.stdout.isatty() and not args.json:
+                from rolecall.cli.repl import resume_repl
+
+                holder.append(await resume_repl(args, store, doc))
+                return
             async with live_session(args, world, store, doc=doc) as session:
                 holder.append(session)
                 if session.finished:
@@ -255,9 +266,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
                     return
                 if session.engine is None and session.director is None and not sys.stdin.isatty():
                     from rolecall.cli.piped import run_piped
-                    from rolecall.cli.wiring import with_interrupts
+                    from rolecall.cli.wiring import memory_files, with_interrupts
 
-                    await with_interrupts(session, lambda: run_piped(session, sys.stdin))
+                    memory = memory_files(args)
+                    await with_interrupts(
+                        session,
+                        lambda: run_piped(session, sys.stdin, store=store, memory=memory),
+                    )
                     return
                 await drive(session, args.mode)
 

@@ -1169,46 +1169,16 @@ async def open_live_session(
     world_source: str | None = None,
     doc: SessionDocument | None = None,
 ) -> AsyncIterator[Session]:
-    """``wiring.live_session`` without its terminal display (the REPL brings its own).
-
-    Uses ``live_session(..., display=...)`` when wiring offers that option; until then
-    the plain display is swapped out while the session is put together.
-    """
-    import inspect
-
+    """``wiring.live_session`` without its terminal display (the REPL brings its own)."""
     from rolecall.cli import wiring
 
     def no_display(bus: EventBus) -> None:
-        return None
+        return None  # the REPL subscribes its own display
 
-    if "display" in inspect.signature(wiring.live_session).parameters:
-        extra: dict[str, Any] = {"display": no_display}
-        async with wiring.live_session(
-            args, world, store, world_source=world_source, doc=doc, **extra
-        ) as session:
-            yield session
-        return
-
-    async with AsyncExitStack() as stack:
-        with _without_plain_display(wiring):
-            session = await stack.enter_async_context(
-                wiring.live_session(args, world, store, world_source=world_source, doc=doc)
-            )
+    async with wiring.live_session(
+        args, world, store, world_source=world_source, doc=doc, display=no_display
+    ) as session:
         yield session
-
-
-@contextmanager
-def _without_plain_display(wiring: Any) -> Iterator[None]:
-    original = wiring.attach_display
-
-    def attach_nothing(bus: EventBus, **options: Any) -> None:
-        return None  # whatever options wiring passes: the REPL subscribes its own display
-
-    wiring.attach_display = attach_nothing
-    try:
-        yield
-    finally:
-        wiring.attach_display = original
 
 
 @contextmanager

@@ -129,8 +129,13 @@ async def live_session(
     *,
     world_source: str | None = None,
     doc: SessionDocument | None = None,
+    display: Callable[[EventBus], object] | None = None,
 ) -> AsyncIterator[Session]:
-    """A stored, displayed session; a restored one when ``doc`` is given."""
+    """A stored, displayed session; a restored one when ``doc`` is given.
+
+    ``display`` attaches the caller's own display to the bus (the REPL's); by default
+    the plain terminal display or the JSON stream is attached.
+    """
     json_mode = bool(getattr(args, "json", False))
     models = ModelRegistry(**stream_pacing(json_mode))
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
@@ -156,14 +161,17 @@ async def live_session(
         await store.import_document(doc)
     else:
         session = Session(world, models=models, model_override=override)
-    attach_display(
-        session.bus,
-        json_mode=json_mode,
-        role_order=world.role_ids,
-        quiet=bool(getattr(args, "quiet", False)),
-        verbose=int(getattr(args, "verbose", 0) or 0),
-        totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
-    )
+    if display is not None:
+        display(session.bus)
+    else:
+        attach_display(
+            session.bus,
+            json_mode=json_mode,
+            role_order=world.role_ids,
+            quiet=bool(getattr(args, "quiet", False)),
+            verbose=int(getattr(args, "verbose", 0) or 0),
+            totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
+        )
     memory = memory_files(args)
     await store.attach(session, world_source=world_source or (doc.world_source if doc else None))
     if doc is not None:

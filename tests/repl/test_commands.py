@@ -1,0 +1,775 @@
+"""The REPL without a terminal: command parsing, the display, commands, completion, keys.
+
+The prompt itself runs on prompt-toolkit's pipe input and DummyOutput; what the REPL
+prints above the prompt is captured through its ``sink``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from rolecall.bus import (
+    ErrorEvent,
+    EventBus,
+    MessageEvent,
+    PassEvent,
+    SessionEvent,
+    StopEvent,
+    StreamChunk,
+    StreamEnd,
+    StreamError,
+    StreamStart,
+    WarningEvent,
+)
+from rolecall.cli.repl import (
+    COMMANDS,
+    Command,
+    CommandError,
+    CommandRunner,
+    LoadRequest,
+    Outcome,
+    Palette,
+    Repl,
+    ReplCompleter,
+    ReplDisplay,
+    help_lines,
+    mark_quit,
+    open_live_session,
+    parse_command,
+    run_command_line,
+)
+from rolecall.memory import MemoryFiles
+from rolecall.runtime import Session
+from rolecall.session.document import read_session_file
+from rolecall.storage.sqlite import SqliteStore
+from rolecall.world.models import World
+from tests.helpers import world_from
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+CHAT = {
+    "name": "duo",
+    "topic": "testing the repl",
+    "model": "scripted",
+    "roles": [
+        {
+            "id": "alice",
+            "name": "Alice Liddell",
+            "description": "curious",
+            "script": ["alice answers #{n}"],
+        },
+        {"id": "bob", "script": ["bob answers #{n}"]},
+    ],
+}
+FLOW = {
+    "name": "lesson",
+    "topic": "testing steps",
+    "model": "scripted",
+    "roles": [
+        {"id": "teacher", "script": ["teacher says {n}"]},
+        {"id": "student", "script": ["student asks {n}"]},
+    ],
+    "flow": {
+        "steps": [
+            {"id": "intro", "speaker": "teacher", "reply_to": "none"},
+            {"id": "ask", "speaker": "student"},
+            {"id": "explain", "speaker": "teacher", "loop": {"to": "ask", "max": 2}},
+        ],
+        "stop": [{"flag": "done"}],
+    },
+}
+
+
+# ------------------------------------------------------------------------------ parsing
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("/help", Command("help")),
+        ("  /HELP flag ", Command("help", ("flag",))),
+        ("/exit", Command("quit")),
+        ("/quit", Command("quit")),
+        ("/flag done", Command("flag", ("done",))),
+        ("/history", Command("history")),
+        ("/history --role alice", Command("history", (), {"role": "alice"})),
+        (
+            "/history --search 'heat wave' --role=bob",
+            Command("history", (), {"search": "heat wave", "role": "bob"}),
+        ),
+        ("/export MD", Command("export", ("md",))),
+        (
+            "/export html out.html --role alice",
+            Command("export", ("html", "out.html"), {"role": "alice"}),
+        ),
+        ("/save", Command("save")),
+        ("/save 'my file.json'", Command("save", ("my file.json",))),
+        ("/model openai/gpt-4o-mini", Command("model", ("openai/gpt-4o-mini",))),
+        ("/clear @alice", Command("clear", ("@alice",))),
+    ],
+)
+def test_parse_command(line: str, expected: Command) -> None:
+    assert parse_command(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("/flwo", "unknown command /flwo (did you mean /flow?); /help lists the commands"),
+        ("/zzz", "unknown command /zzz; /help lists the commands"),
+        ("/flag", "/flag: wrong number of arguments (usage: /flag NAME)"),
+        ("/flag a b", "/flag: wrong number of arguments (usage: /flag NAME)"),
+        ("/run now", "/run takes no arguments (usage: /run)"),
+        ("/history --who x", "/history: unknown option --who (options: --role, --search)"),
+        (
+            "/history --role",
+            "/history: --role needs a value (usage: /history [--role R] [--search S])",
+        ),
+        ("/export pdf", "/export: unknown format 'pdf' (one of md, html, json)"),
+        ("/export", "/export: wrong number of arguments (usage: /export md|html|json [FILE])"),
+        ("/save 'open", "/save: No closing quotation (usage: /save [FILE])"),
+        ("/load", "/load: wrong number of arguments (usage: /load FILE)"),
+        ("/", "a command starts with / followed by its name; /help lists them"),
+    ],
+)
+def test_bad_command_lines_give_one_clear_line(line: str, message: str) -> None:
+    with pytest.raises(CommandError) as err:
+        parse_command(line)
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+def test_every_command_of_the_spec_is_known_and_documented() -> None:
+    spec = "help agents roles flow run next pause resume stop flag history memory clear save load export model quit"
+    assert [c.name for c in COMMANDS] == spec.split()
+    text = "\n".join(help_lines())
+    for command in COMMANDS:
+        assert command.usage in text
+    assert "Ctrl-C" in text and "Ctrl-D" in text and "Esc Enter" in text
+    assert help_lines("/flag") == ["/flag NAME", "  set flag NAME (for {flag: NAME} conditions)"]
+    assert help_lines("exit")[0] == "/quit (also /exit)"
+    with pytest.raises(CommandError, match="no command /flg"):
+        help_lines("flg")
+
+
+# ------------------------------------------------------------------------------ display
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_display(*, color: bool = False, width: int = 40) -> tuple[ReplDisplay, EventBus, Clock]:
+    clock = Clock()
+    display = ReplDisplay(Palette(["alice", "bob"], color=color), width=lambda: width, clock=clock)
+    bus = EventBus("s1")
+    bus.subscribe(display)
+    return display, bus, clock
+
+
+def test_display_streams_a_message_with_header_wrapping_live_region_and_tokens() -> None:
+    display, bus, clock = make_display()
+    bus.publish(
+        StreamStart(
+            message_id="m2", sender="alice", target="human", step_id="ask", loop_iteration=1
+        )
+    )
+    assert display.take_output() == "alice → human  step ask · loop 1\n"
+    assert display.live_lines(clock.now) == ["⠋ alice is thinking · 0.0s"]
+    clock.now += 1.25
+    bus.publish(
+        StreamChunk(message_id="m2", sender="alice", delta="Shade is the ", output_tokens=3)
+    )
+    assert display.live_lines(clock.now) == ["│ Shade is the ", "⠹ alice · 1.2s · ↓3"]
+    words = "cheapest measure: trees, awnings and white roofs all help\nsecond"
+    bus.publish(StreamChunk(message_id="m2", sender="alice", delta=words, output_tokens=17))
+    # finished lines leave the live region for the outbox, wrapped at the width (40 - 3)
+    assert display.take_output() == (
+        "│ Shade is the cheapest measure: trees,\n│ awnings and white roofs all help\n"
+    )
+    assert display.live_lines(clock.now)[0] == "│ second"
+    clock.now += 1.0
+    bus.publish(StreamEnd(message_id="m2", sender="alice", input_tokens=1204, output_tokens=87))
+    assert display.take_output() == "│ second\n  ↑1,204 ↓87 · 2.2s\n\n"
+    assert not display.active
+    assert display.live_lines() == []
+
+
+def test_display_marks_cancellation_errors_and_session_changes() -> None:
+    display, bus, _ = make_display()
+    bus.publish(StreamStart(message_id="m3", sender="bob", target="human"))
+    bus.publish(StreamChunk(message_id="m3", sender="bob", delta="half a", output_tokens=2))
+    bus.publish(StreamError(message_id="m3", sender="bob", error="cancelled", partial="half a"))
+    bus.publish(SessionEvent(state="paused", reason="cancelled"))
+    bus.publish(StreamStart(message_id="m3", sender="bob"))
+    bus.publish(StreamError(message_id="m3", sender="bob", error="provider down"))
+    bus.publish(ErrorEvent(error="provider down", source="model:x"))  # said already
+    bus.publish(ErrorEvent(error="disk full", source="store"))
+    bus.publish(WarningEvent(message="no agent named 'bee'"))
+    bus.publish(MessageEvent(message_id="m4", sender="system", content="@human turn limit reached"))
+    bus.publish(MessageEvent(message_id="m5", sender="human", content="typed at the prompt"))
+    bus.publish(PassEvent(agent="bob"))
+    bus.publish(SessionEvent(state="paused", reason="quit"))
+    bus.publish(StopEvent(reason="flag", detail="flag done is set"))
+    out = display.take_output()
+    assert out.splitlines() == [
+        "bob → human",
+        "│ half a",
+        "✗ cancelled: bob's reply (m3) is kept as an incomplete draft, outside the history",
+        "⏸ paused (cancelled) · /resume continues",
+        "",
+        "bob",
+        "✗ bob's reply (m3) failed: provider down",
+        "✗ disk full",
+        "⚠ no agent named 'bee'",
+        "",
+        "⚑ system: @human turn limit reached",
+        "  (bob passes the floor to you)",
+        "",
+        "■ finished: flag (flag done is set) · session ↑0 ↓0",
+    ]
+    assert "\033[" not in out
+
+
+def test_display_colours_each_role_and_is_plain_without_colour() -> None:
+    display, bus, _ = make_display(color=True)
+    bus.publish(StreamStart(message_id="m1", sender="alice", target="bob"))
+    bus.publish(StreamEnd(message_id="m1", sender="alice", input_tokens=1, output_tokens=1))
+    out = display.take_output()
+    assert "\033[1;36malice\033[0m → \033[1;33mbob\033[0m" in out
+    assert "\033[2m" in out  # dim token line
+    plain = Palette(["alice"], color=False)
+    assert plain.role("alice") == "alice" and plain.red("x") == "x" and plain.bar("alice") == "│ "
+
+
+def test_repl_colours_follow_no_color(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    args = make_args(tmp_path)
+    assert Repl(args, store=None, patch_output=False).color is False  # type: ignore[arg-type]
+    monkeypatch.delenv("NO_COLOR")
+    assert Repl(args, store=None, patch_output=False).color is True  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def make_args(tmp_path: Path, **extra: Any) -> argparse.Namespace:
+    values: dict[str, Any] = {
+        "data_dir": str(tmp_path / "home"),
+        "model": None,
+        "json": False,
+        "quiet": False,
+        "verbose": 0,
+        "session_file": None,
+        "mode": "auto",
+        "max_turns": None,
+        "topic": None,
+    }
+    values.update(extra)
+    return argparse.Namespace(**values)
+
+
+@pytest.fixture(autouse=True)
+def _no_env_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROLECALL_MODEL", raising=False)
+    monkeypatch.delenv("ROLECALL_STREAM_DELAY", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+class Harness:
+    def __init__(
+        self, session: Session, store: SqliteStore, memory: MemoryFiles, cwd: Path
+    ) -> None:
+        self.session = session
+        self.store = store
+        self.memory = memory
+        self.lines: list[str] = []
+        self.runner = CommandRunner(
+            session, echo=self.lines.append, store=store, memory=memory, cwd=cwd, data_dir=cwd
+        )
+
+    async def run(self, line: str) -> Outcome | LoadRequest:
+        self.lines.clear()
+        return await self.runner.run_line(line)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+async def harness_for(tmp_path: Path) -> AsyncIterator[Callable[[dict[str, Any]], Any]]:
+    """Opens a stored session of a world (no display), yields a Harness factory."""
+    from contextlib import AsyncExitStack
+
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(SqliteStore(tmp_path / "home" / "rolecall.db"))
+
+        async def make(data: dict[str, Any]) -> Harness:
+            world = world_from(data)
+            session = await stack.enter_async_context(
+                open_live_session(make_args(tmp_path), world, store)
+            )
+            memory = MemoryFiles.in_data_dir(tmp_path / "home")
+            return Harness(session, store, memory, tmp_path)
+
+        yield make
+
+
+@pytest.mark.anyio
+async def test_information_commands(harness_for: Callable[[dict[str, Any]], Any]) -> None:
+    h: Harness = await harness_for(CHAT)
+    await h.session.say("hello @alice")
+    await h.session.say("everyone: heat?")
+    assert await h.run("/agents") is Outcome.CONTINUE
+    assert "@alice" in h.text and "Alice Liddell — curious" in h.text
+    assert "scripted · 2 turns · 1/5 calls since you spoke · 5 memory entries" in h.text
+    assert "scripted · 1 turn · 1/5 calls since you spoke" in h.text
+    await h.run("/history")
+    assert "m1 human: hello @alice" not in h.text  # a header then the text
+    assert h.lines[0].startswith("m1 human")
+    assert "│ alice answers #1" in h.text and "5 messages" in h.text
+    await h.run("/history --role ALICE")
+    assert (
+        "alice answers #1" in h.text
+        and "bob answers" not in h.text
+        and "2 messages by alice" in h.text
+    )
+    await h.run("/history --search '#2'")
+    assert "alice answers #2" in h.text and "1 message containing '#2'" in h.text
+    await h.run("/history --role nobody")
+    assert h.text == "no agent 'nobody' in this world (agents: alice, bob)"
+    await h.run("/memory bob")
+    assert h.lines[0].startswith("memory of bob: 5 entries (")
+    assert "user(human): hello @alice" in h.text and "assistant(bob): bob answers #1" in h.text
+    await h.run("/flow")
+    assert h.text == "this world has no flow: it is a chat (type a message, @agent for one)"
+    await h.run("/roles")
+    assert "role library" in h.text and "teacher" in h.text
+    await h.run("/model")
+    assert h.text.splitlines() == ["model override: none", "  alice: scripted", "  bob: scripted"]
+    await h.run("/help model")
+    assert h.lines[0].startswith("/model [MODEL]")
+    await h.run("/bogus")
+    assert h.text.startswith("unknown command /bogus")
+
+
+@pytest.mark.anyio
+async def test_flow_control_commands_inline(harness_for: Callable[[dict[str, Any]], Any]) -> None:
+    h: Harness = await harness_for(FLOW)
+    s = h.session
+    await h.run("/flow")
+    assert "▶ intro" in h.text and "next: intro · 0 steps executed" in h.text
+    await h.run("/next")
+    assert [m.step_id for m in s.state.transcript.messages] == ["intro"]
+    await h.run("/next")
+    await h.run("/flow")
+    assert "✓ intro" in h.text and "▶ explain" in h.text and "loop → ask (0/2)" in h.text
+    assert "stop when {flag: done}" in h.text
+    await h.run("/pause")
+    assert s.state.state == "paused" and s.state.pause_reason == "manual"
+    await h.run("/pause")
+    assert h.text == "already paused (manual)"
+    await h.run("/flag done")
+    assert h.text == "flag done set" and "done" in s.state.flags
+    await h.run("/resume")  # runs inline (no spawner): the stop condition holds after one turn
+    assert s.finished and s.state.stop_reason == "flag"
+    await h.run("/run")
+    assert h.text == "the session has finished (flag); /load another one"
+    await h.run("/next")
+    assert "nothing to step" in h.text
+    await h.run("/stop")
+    assert h.text == "already finished (flag)"
+
+
+@pytest.mark.anyio
+async def test_stop_run_model_and_chat_only_messages(
+    harness_for: Callable[[dict[str, Any]], Any],
+) -> None:
+    h: Harness = await harness_for(CHAT)
+    await h.run("/run")
+    assert h.text == "this world has no flow to run: type a message to talk to the agents"
+    await h.run("/next")
+    assert h.text == "nothing to step: this world has no flow and no reply is due"
+    await h.run("/resume")
+    assert h.text == "nothing to resume: no reply is due; type a message"
+    await h.run("/model offline")
+    assert h.session.model_override == "offline"
+    await h.run("/model default")
+    assert h.session.model_override is None
+    await h.run("/stop")
+    assert h.session.finished and h.session.state.stop_reason == "manual"
+
+
+@pytest.mark.anyio
+async def test_clear_save_export_and_load(
+    harness_for: Callable[[dict[str, Any]], Any], tmp_path: Path
+) -> None:
+    h: Harness = await harness_for(CHAT)
+    s = h.session
+    await s.say("hello @alice")
+    await h.run("/clear @Alice")
+    assert h.text.startswith("memory of alice cleared; the old file is archived as alice.")
+    assert s.state.memory_start["alice"] == 2 and "alice" not in s.state.turn_counts
+    assert h.memory.read(s.session_id, "alice") == []
+    await h.run("/clear carol")
+    assert h.text.startswith("no agent 'carol'")
+
+    await h.run("/save")
+    saved = tmp_path / f"{s.session_id}.json"
+    assert h.text == f"saved 2 messages to {saved}"
+    doc = read_session_file(saved)
+    assert [m.content for m in doc.messages] == ["hello @alice", "alice answers #1"]
+
+    await h.run("/export json copy.json")
+    assert json.loads((tmp_path / "copy.json").read_text())["session_id"] == s.session_id
+    await h.run("/export json --role alice")
+    assert "--role/--search are for md and html" in h.text
+    await h.run("/export md")
+    md = tmp_path / f"{s.session_id}.md"
+    assert h.text == f"exported md to {md}" and "alice answers #1" in md.read_text()
+    await h.run("/export html page.html --role alice")
+    assert "alice answers #1" in (tmp_path / "page.html").read_text()
+
+    result = await h.run(f"/load {saved}")
+    assert "holds this very session" in h.text and result is Outcome.CONTINUE
+    other: Harness = await harness_for(FLOW)
+    await other.run("/next")
+    await other.run("/save other.json")
+    result = await h.run("/load other.json")
+    assert isinstance(result, LoadRequest) and result.doc.session_id == other.session.session_id
+    result = await h.run(f"/load {other.session.session_id}")  # a stored id works too
+    assert isinstance(result, LoadRequest) and result.source.startswith("the store")
+    await h.run("/load missing.json")
+    assert "missing.json" in h.text
+
+
+@pytest.mark.anyio
+async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, Any]], Any]) -> None:
+    import io
+
+    h: Harness = await harness_for(FLOW)
+    out = io.StringIO()
+    assert await run_command_line(h.session, "/next", out=out) is True
+    assert len(h.session.state.transcript) == 1
+    assert await run_command_line(h.session, "/flag", out=out) is True
+    assert await run_command_line(h.session, "/nope", out=out) is True
+    assert await run_command_line(h.session, "/load x.json", out=out) is True
+    assert await run_command_line(h.session, "/quit", out=out) is False
+    assert await run_command_line(h.session, "/exit", out=out) is False
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "/flag: wrong number of arguments (usage: /flag NAME)"
+    assert lines[1].startswith("unknown command /nope")
+
+
+def test_mark_quit_keeps_the_session_paused() -> None:
+    session = Session(world_from(CHAT))
+    session.open()
+    mark_quit(session)
+    assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+    session.pause("cancelled")
+    session.state.pause_reason = "cancelled"
+    mark_quit(session)
+    assert session.state.pause_reason == "quit"
+    session.stop()
+    mark_quit(session)
+    assert session.finished
+
+
+# ------------------------------------------------------------------------------ completion
+
+
+def complete(world: World, text: str) -> list[tuple[str, str, str]]:
+    session = Session(world)
+    completer = ReplCompleter(lambda: world, lambda: session).for_prompt()
+    return [
+        (c.text, c.display_text, c.display_meta_text)
+        for c in completer.get_completions(Document(text, len(text)), CompleteEvent())
+    ]
+
+
+def test_completion_of_mentions_commands_and_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = world_from(CHAT)
+    flow = world_from(FLOW)
+    assert complete(chat, "hi @al") == [
+        ("alice", "@alice", "Alice Liddell — curious"),
+        ("all", "@all", "every agent answers"),
+    ]
+    assert complete(chat, "@B") == [("bob", "@bob", "Bob")]
+    assert complete(chat, "mail bob@al") == []  # an e-mail address mentions nobody
+    assert complete(chat, "no mention") == []
+    helps = complete(chat, "/he")
+    assert helps == [("/help", "/help [COMMAND]", "list the commands and keys, or explain one")]
+    assert [c[0] for c in complete(chat, "/")] == ["/" + c.name for c in COMMANDS]
+    assert [c[0] for c in complete(chat, "/memory ")] == ["alice", "bob"]
+    assert [c[0] for c in complete(chat, "/clear b")] == ["bob"]
+    assert [c[0] for c in complete(chat, "/history --role a")] == ["alice"]
+    assert [c[0] for c in complete(chat, "/history --")] == ["--role", "--search"]
+    assert [c[0] for c in complete(chat, "/export ")] == ["md", "html", "json"]
+    assert [c[0] for c in complete(flow, "/flag ")] == ["done"]
+    assert [c[0] for c in complete(chat, "/model ")] == ["default", "scripted"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "saved.json").write_text("{}")
+    assert [c[0] for c in complete(chat, "/load sa")] == ["ved.json"]
+
+
+# ------------------------------------------------------------------------------ the prompt
+
+
+class PromptDriver:
+    """Runs a Repl on a pipe input; type() sends keys, wait_for() polls a condition."""
+
+    def __init__(self, repl: Repl, pipe: Any, printed: list[str]) -> None:
+        self.repl = repl
+        self.pipe = pipe
+        self.printed = printed
+
+    def type(self, keys: str) -> None:
+        self.pipe.send_text(keys)
+
+    @property
+    def screen(self) -> str:
+        return "".join(self.printed)
+
+    async def wait_for(self, check: Callable[[], bool], what: str, limit: float = 10) -> None:
+        """Poll ``check`` (the REPL runs in the same event loop) for at most ``limit`` s."""
+        with anyio.fail_after(limit):
+            while not check():  # noqa: ASYNC110 - polling state that has no event to wait on
+                await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_the_prompt_sends_messages_runs_commands_and_quits_keeping_the_session(
+    tmp_path: Path,
+) -> None:
+    args = make_args(tmp_path)
+    world = world_from(CHAT)
+    printed: list[str] = []
+    async with SqliteStore(tmp_path / "home" / "rolecall.db") as store:
+        with create_pipe_input() as pipe:
+            repl = Repl(
+                args,
+                store,
+                input=pipe,
+                output=DummyOutput(),
+                color=False,
+                handle_signals=False,
+                patch_output=False,
+                sink=printed.append,
+                cwd=tmp_path,
+                history_file=tmp_path / "history",
+            )
+            d = PromptDriver(repl, pipe, printed)
+            async with (
+                open_live_session(args, world, store) as session,
+                anyio.create_task_group() as tg,
+            ):
+                result: list[Session] = []
+
+                async def serve() -> None:
+                    result.append(await repl.run(session))
+
+                tg.start_soon(serve)
+                await d.wait_for(lambda: "rolecall · duo" in d.screen, "banner")
+                assert repl.prompt is not None
+                buffer = repl.prompt.default_buffer
+                d.type("hello @al")
+                await d.wait_for(lambda: buffer.complete_state is not None, "completion menu")
+                d.type("\t")  # Tab picks the first completion: @alice
+                await d.wait_for(lambda: buffer.text == "hello @alice", "completed")
+                d.type("\r")  # Enter accepts the completion, a second Enter sends
+                await d.wait_for(lambda: buffer.complete_state is None, "menu closed")
+                assert not session.state.transcript.messages
+                d.type("\r")
+                await d.wait_for(lambda: "alice answers #1" in d.screen, "reply")
+                assert session.state.transcript.messages[0].content == "hello @alice"
+                d.type("two\\\rlines\r")  # a trailing backslash continues the line
+                await d.wait_for(lambda: "bob answers #1" in d.screen, "replies")
+                assert session.state.transcript.messages[-3].content == "two\nlines"
+                d.type("/flag x\r/nosuch\r")
+                await d.wait_for(lambda: "unknown command /nosuch" in d.screen, "error")
+                assert "flag x set" in d.screen and "x" in session.state.flags
+                await d.wait_for(lambda: repl.jobs == 0, "replies done")
+                d.type("\x03")  # Ctrl-C at an empty prompt, nothing running: armed
+                await d.wait_for(lambda: "press Ctrl-C again" in d.screen, "armed")
+                d.type("\x03")  # twice: quit
+                await d.wait_for(lambda: bool(result), "quit")
+            screen = d.screen
+            assert "alice → human" in screen and "↑" in screen
+            assert f"session {session.session_id} kept (paused)" in screen
+            assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+            stored = await store.load(session.session_id)
+            assert (stored.state.state, stored.state.pause_reason) == ("paused", "quit")
+            assert "hello @alice" in (tmp_path / "history").read_text()
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_cancels_a_streaming_generation_and_ctrl_d_quits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROLECALL_STREAM_DELAY", "0.01")
+    args = make_args(tmp_path)
+    world = world_from({**CHAT, "roles": [{"id": "alice", "script": [" ".join(["word"] * 120)]}]})
+    printed: list[str] = []
+    async with SqliteStore(tmp_path / "home" / "rolecall.db") as store:
+        with create_pipe_input() as pipe:
+            repl = Repl(
+                args,
+                store,
+                input=pipe,
+                output=DummyOutput(),
+                color=False,
+                handle_signals=False,
+                patch_output=False,
+                sink=printed.append,
+                history_file=tmp_path / "history",
+            )
+            d = PromptDriver(repl, pipe, printed)
+            async with (
+                open_live_session(args, world, store) as session,
+                anyio.create_task_group() as tg,
+            ):
+                done = anyio.Event()
+
+                async def serve() -> None:
+                    await repl.run(session)
+                    done.set()
+
+                tg.start_soon(serve)
+                await d.wait_for(lambda: repl.display is not None, "started")
+                d.type("go\r")
+                await d.wait_for(
+                    lambda: (
+                        session.generator.busy
+                        and repl.display is not None
+                        and repl.display.live_out_tokens() > 2
+                    ),
+                    "streaming",
+                )
+                d.type("\x03")
+                await d.wait_for(lambda: "kept as an incomplete draft" in d.screen, "cancelled")
+                await d.wait_for(lambda: repl.jobs == 0, "idle")
+                assert (session.state.state, session.state.pause_reason) == ("paused", "cancelled")
+                (draft,) = session.state.drafts
+                assert draft.reason == "cancelled" and draft.content.startswith("word word")
+                assert "paused (cancelled)" in d.screen
+                d.type("again\r")  # a new message: the reply still due comes first, then this one
+                await d.wait_for(lambda: len(session.state.transcript) == 4, "both answered")
+                await d.wait_for(lambda: repl.jobs == 0, "idle again")
+                senders = [m.sender for m in session.state.transcript.messages]
+                assert senders == ["human", "human", "alice", "alice"]
+                d.type("\x04")  # Ctrl-D
+                await done.wait()
+            assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+
+
+class FailingModel:
+    """A provider that is down: every call fails before any text."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        self.calls += 1
+        raise RuntimeError("provider down")
+        yield  # pragma: no cover - makes this an async generator
+
+
+@pytest.mark.anyio
+async def test_a_failing_model_pauses_once_instead_of_retrying_forever(tmp_path: Path) -> None:
+    args = make_args(tmp_path)
+    printed: list[str] = []
+    async with SqliteStore(tmp_path / "home" / "rolecall.db") as store:
+        with create_pipe_input() as pipe:
+            repl = Repl(
+                args,
+                store,
+                input=pipe,
+                output=DummyOutput(),
+                color=False,
+                handle_signals=False,
+                patch_output=False,
+                sink=printed.append,
+                history_file=tmp_path / "history",
+            )
+            d = PromptDriver(repl, pipe, printed)
+            async with (
+                open_live_session(args, world_from(CHAT), store) as session,
+                anyio.create_task_group() as tg,
+            ):
+                model = FailingModel()
+                session.models.register("scripted", model)
+                done = anyio.Event()
+
+                async def serve() -> None:
+                    await repl.run(session)
+                    done.set()
+
+                tg.start_soon(serve)
+                await d.wait_for(lambda: repl.display is not None, "started")
+                d.type("anyone?\r")
+                await d.wait_for(lambda: "paused (error)" in d.screen, "paused")
+                await d.wait_for(lambda: repl.jobs == 0, "idle")
+                assert model.calls == 1
+                assert d.screen.count("✗ alice's reply (m2) failed: provider down") == 1
+                assert [p.agent for p in session.state.pending] == ["alice", "bob"]  # still owed
+                d.type("\x04")
+                await done.wait()
+            assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+
+
+@pytest.mark.anyio
+async def test_pause_during_the_last_chat_reply_does_not_swallow_the_next_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROLECALL_STREAM_DELAY", "0.01")
+    args = make_args(tmp_path)
+    world = world_from({**CHAT, "roles": [{"id": "alice", "script": [" ".join(["word"] * 40)]}]})
+    printed: list[str] = []
+    async with SqliteStore(tmp_path / "home" / "rolecall.db") as store:
+        with create_pipe_input() as pipe:
+            repl = Repl(
+                args,
+                store,
+                input=pipe,
+                output=DummyOutput(),
+                color=False,
+                handle_signals=False,
+                patch_output=False,
+                sink=printed.append,
+                history_file=tmp_path / "history",
+            )
+            d = PromptDriver(repl, pipe, printed)
+            async with (
+                open_live_session(args, world, store) as session,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(repl.run, session)
+                await d.wait_for(lambda: repl.display is not None, "started")
+                d.type("hi\r")
+                await d.wait_for(lambda: session.generator.busy, "streaming")
+                d.type("/pause\r")
+                await d.wait_for(lambda: len(session.state.transcript) == 2, "reply done")
+                await d.wait_for(lambda: repl.jobs == 0, "idle")
+                d.type("again\r")
+                try:
+                    await d.wait_for(lambda: len(session.state.transcript) == 4, "answered", 3)
+                finally:
+                    d.type("\x04")
