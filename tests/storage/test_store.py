@@ -78,3 +78,12 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
         "INSERT INTO messages",
         "INSERT INTO execution_log VALUES",
     } <= inserts
+
+
+async def test_a_store_with_the_right_version_but_other_tables_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "rolecall.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE sessions (id TEXT)")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    with pytest.raises(UsageError, match="lacks drafts, events, events_packed"):
+        await SqliteStore(path).open()

@@ -70,3 +70,8 @@ MIGRATIONS: list[str] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# what a store at SCHEMA_VERSION must hold (checked when it is opened)
+EXPECTED_OBJECTS = frozenset(
+    {"sessions", "messages", "events_packed", "events", "execution_log", "drafts"}
+)

@@ -25,7 +25,7 @@ from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, state_doc, world_dict
 from rolecall.session.state import Draft, ExecutionRecord, Message
-from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
+from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
@@ -118,6 +118,15 @@ class SqliteStore:
         for number in range(version, SCHEMA_VERSION):
             await db.executescript(
                 f"BEGIN; {MIGRATIONS[number]} PRAGMA user_version = {number + 1}; COMMIT;"
+            )
+        async with db.execute("SELECT name FROM sqlite_master") as cur:
+            present = {row[0] for row in await cur.fetchall()}
+        missing = sorted(EXPECTED_OBJECTS - present)
+        if missing:
+            raise UsageError(
+                f"the session store {self.path} says schema version {SCHEMA_VERSION} but lacks "
+                f"{', '.join(missing)}: it was not made by this rolecall; move it away or use "
+                "another --data-dir"
             )
 
     # ------------------------------------------------------------- writing
