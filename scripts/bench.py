@@ -3,30 +3,46 @@
 Usage (from the repository root)::
 
     .venv/bin/python scripts/bench.py [--quick] [--only NAME ...] [--out FILE]
+    .venv/bin/python scripts/bench.py --compare autogen [--only NAME ...]
 
 Benchmarks (see docs/performance.md for what every figure means):
 
-* ``turn_overhead``: per-turn cost of a scripted flow with a JSON sink on the bus;
+* ``turn_overhead``: per-turn cost of a scripted flow with a JSON sink on the bus, the
+  SQLite store and the memory files on (headline), and in memory only (``*_no_store``);
 * ``chunk_overhead``: per streamed chunk cost to the JSON sink;
 * ``startup``: ``rolecall --help``, ``import rolecall.cli.main``, time to the first
   offline message, and that litellm is not imported by an offline run;
 * ``next_step_cost``: deciding the next flow step with 10 vs 10,000 messages;
-* ``routing``: ``route()`` on a 100 KB message holding 1,000 mentions.
+* ``routing``: ``route()`` on a 100 KB message holding 1,000 mentions;
+* ``save_restore``: saving a 10,000-message session to a file, reading it back, and
+  restoring it from the database;
+* ``memory_rss``: resident memory of a process holding a 10,000-message session;
+* ``many_worlds``: 100 sessions at once sharing one store and one set of memory files.
+
+``--compare autogen`` runs the same 3-agent round robin in AutoGen (installed in a
+separate virtualenv under ``~/.cache/rolecall-bench``, never in rolecall's) and in
+rolecall, and reports the per-turn ratio; alone unless ``--only`` names benchmarks too.
 
 Only the JSON document goes to stdout; progress goes to stderr. Every target is
 reported with ``"met": true/false``; missing a target never changes the exit code
-(it is 1 only when a benchmark could not run). ``--quick`` uses small sizes and few
-repeats: its ``met`` figures are indicative only.
+(it is 1 only when a benchmark could not run; a comparison that cannot run here, such
+as AutoGen failing to install, is reported in ``errors`` with exit code 0). ``--quick``
+uses small sizes and few repeats: its ``met`` figures are indicative only.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import hashlib
+import inspect
 import itertools
 import json
+import operator
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,13 +59,25 @@ import anyio
 import yaml
 
 import rolecall
+from rolecall.bus import EventBus
 from rolecall.cli import logs
 from rolecall.cli.display import JsonSink
+from rolecall.cli.wiring import save_to_file
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
+from rolecall.memory import MemoryFiles
+from rolecall.paths import db_path
 from rolecall.routing import find_mentions, route
 from rolecall.runtime import Session
+from rolecall.session.document import (
+    SessionDocument,
+    read_session_file,
+    restore_state,
+    write_session_file,
+)
 from rolecall.session.state import FlowPointer, Message, Transcript
+from rolecall.storage import sqlite as sqlite_store
+from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
 
@@ -85,17 +113,17 @@ class Bench:
         self.units[key] = unit
         return value
 
-    def target(self, key: str, limit: float, meaning: str) -> None:
-        """A ``figure <= limit`` target on a figure already added."""
+    def target(self, key: str, limit: float, meaning: str, *, op: str = "<=") -> None:
+        """A ``figure <= limit`` (or ``>=`` with ``op``) target on a figure already added."""
         value = self.figures[key]
         self.targets.append(
             {
                 "figure": key,
-                "op": "<=",
+                "op": op,
                 "limit": limit,
                 "unit": self.units[key],
                 "value": value,
-                "met": bool(value <= limit),
+                "met": bool(value <= limit if op == "<=" else value >= limit),
                 "meaning": meaning,
             }
         )
@@ -278,96 +306,281 @@ def decision_world() -> World:
 class TurnRun:
     turns: int
     wall: float
-    cpu: float
+    cpu: float  # process CPU (every thread: event loop, database, memory-file workers)
+    main_cpu: float  # CPU of the event-loop thread alone
     durations: list[float]
     events: int
+    stored: tuple[int, int] | None = None  # (messages, events) in the database after the run
+    digest: str = ""  # sha256 of the agents' texts, in order
 
     @property
     def median(self) -> float:
         return median(self.durations)
 
 
-async def _timed_run(session: Session) -> tuple[float, float]:
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+class WriteProbe:
+    """Clocks the work done on the storage threads, for one run (patched in, then restored).
+
+    ``sqlite``: ``rolecall.storage.sqlite._write_batch`` (one transaction a turn, on
+    aiosqlite's connection thread); ``memory``: ``MemoryFiles._append`` (one line in one
+    agent's file, inline on the event loop; one call per agent per message). Each is
+    ``[wall s, thread CPU s, calls]``. Nothing in ``src/`` is changed: the attributes are
+    swapped for timing wrappers while the probe is active.
+    """
+
+    def __init__(self) -> None:
+        self.sqlite = [0.0, 0.0, 0]
+        self.memory = [0.0, 0.0, 0]
+        self._saved: tuple[Any, Any] | None = None
+
+    @staticmethod
+    def _timed(fn: Callable[..., None], acc: list[Any]) -> Callable[..., None]:
+        def wrapper(*args: Any) -> None:
+            wall0, cpu0 = time.perf_counter(), time.thread_time()
+            try:
+                fn(*args)
+            finally:
+                acc[0] += time.perf_counter() - wall0
+                acc[1] += time.thread_time() - cpu0
+                acc[2] += 1
+
+        return wrapper
+
+    def __enter__(self) -> WriteProbe:
+        self._saved = (sqlite_store._write_batch, MemoryFiles._append)
+        sqlite_store._write_batch = self._timed(self._saved[0], self.sqlite)
+        MemoryFiles._append = self._timed(self._saved[1], self.memory)  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._saved is not None
+        sqlite_store._write_batch, MemoryFiles._append = self._saved  # type: ignore[method-assign]
+
+
+async def _timed_run(session: Session) -> tuple[float, float, float]:
+    """(wall, process CPU, event-loop thread CPU) seconds of ``session.run()``."""
+    gc.collect()
+    cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
     await session.run()
-    return time.perf_counter() - wall0, time.process_time() - cpu0
+    wall = time.perf_counter() - wall0
+    return wall, time.process_time() - cpu0, time.thread_time() - main0
 
 
-def run_turns(turns: int, *, sink: bool = True) -> TurnRun:
-    """One session of ``turns`` scripted turns, JSON sink to /dev/null, clocked per message."""
+async def stored_counts(store: SqliteStore, session_id: str) -> tuple[int, int]:
+    """(messages, events) the database holds for ``session_id``."""
+    counts = []
+    for table in ("messages", "events"):
+        async with store.db.execute(
+            f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", (session_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        counts.append(int(row[0]) if row else 0)
+    return counts[0], counts[1]
+
+
+async def run_attached(
+    session: Session, data: Path, *, store: bool, memory: bool
+) -> tuple[tuple[float, float, float], tuple[int, int] | None]:
+    """``session.run()`` with the SQLite store and/or the memory files of ``data`` attached,
+    as ``rolecall run`` wires them (the final flush is not timed)."""
+    if not store:
+        if memory:
+            MemoryFiles.in_data_dir(data).attach(session)
+        return await _timed_run(session), None
+    async with SqliteStore(db_path(data)) as db:
+        await db.attach(session)
+        if memory:
+            MemoryFiles.in_data_dir(data).attach(session)
+        timings = await _timed_run(session)
+        await db.flush(session)
+        return timings, await stored_counts(db, session.session_id)
+
+
+def run_turns(
+    turns: int, *, sink: bool = True, store: bool = False, memory: bool = False
+) -> TurnRun:
+    """One session of ``turns`` scripted turns, clocked per message.
+
+    ``sink``: the CLI's JSON sink writes every event to /dev/null; ``store`` / ``memory``:
+    the SQLite store / the memory files of a fresh temporary data directory are attached.
+    """
     session = Session(turn_world(turns))
     stamps: list[float] = []
-    with open(os.devnull, "w", encoding="utf-8") as out:
+    with (
+        tempfile.TemporaryDirectory(prefix="rolecall-bench-") as data,
+        open(os.devnull, "w", encoding="utf-8") as out,
+    ):
         if sink:
             JsonSink(out).attach(session.bus)
         session.bus.subscribe(
             lambda _e: stamps.append(time.perf_counter()), "messages", name="bench-clock"
         )
-        gc.collect()
-        wall, cpu = anyio.run(_timed_run, session)
+        (wall, cpu, main_cpu), stored = anyio.run(
+            lambda: run_attached(session, Path(data), store=store, memory=memory)
+        )
     done = session.state.transcript.agent_turns
     if done != turns or session.state.stop_reason != "max_turns":
         raise RuntimeError(
             f"expected {turns} turns to max_turns, got {done} ({session.state.stop_reason})"
         )
     durations = [b - a for a, b in itertools.pairwise(stamps)]
-    return TurnRun(turns, wall, cpu, durations, session.bus.last_seq)
+    digest = texts_digest([m.content for m in session.state.transcript.messages])
+    return TurnRun(turns, wall, cpu, main_cpu, durations, session.bus.last_seq, stored, digest)
+
+
+def best_of(
+    label: str, repeats: int, fn: Callable[[], TurnRun], key: Callable[[TurnRun], float]
+) -> tuple[TurnRun, list[TurnRun]]:
+    """Run ``fn`` ``repeats`` times: (the run with the lowest ``key``, all runs)."""
+    runs = []
+    for r in range(repeats):
+        runs.append(fn())
+        run = runs[-1]
+        progress(
+            f"{label} run {r + 1}/{repeats}: {ms(run.median):.3f} ms median, "
+            f"{ms(run.cpu / run.turns):.3f} ms CPU per turn"
+        )
+    return min(runs, key=key), runs
+
+
+def add_turn_figures(b: Bench, prefix: str, suffix: str, best: TurnRun) -> None:
+    n = best.turns
+    b.add(f"{prefix}total_s{suffix}", best.wall, "s")
+    b.add(f"{prefix}mean_ms_per_turn{suffix}", ms(best.wall / n), "ms")
+    b.add(f"{prefix}median_ms_per_turn{suffix}", ms(best.median), "ms")
+    b.add(f"{prefix}p95_ms_per_turn{suffix}", ms(percentile(best.durations, 95)), "ms")
+    b.add(f"{prefix}cpu_mean_ms_per_turn{suffix}", ms(best.cpu / n), "ms")
+    b.add(f"{prefix}main_thread_cpu_ms_per_turn{suffix}", ms(best.main_cpu / n), "ms")
 
 
 def bench_turn_overhead(quick: bool) -> Bench:
     b = Bench(
         "turn_overhead",
-        "per-turn runtime overhead: scripted model, 3 roles, 3-step looping flow, "
-        "JSON sink on the bus writing to /dev/null",
+        "per-turn runtime overhead: scripted model, 3 roles, 3-step looping flow, JSON sink "
+        "on the bus writing to /dev/null, SQLite store and memory files on (headline); the "
+        "same in memory only (*_no_store)",
     )
-    plan = [(50, 3), (100, 3), (200, 3)] if quick else [(200, 5), (1000, 5), (10000, 3)]
+    if quick:
+        plan, plan_no_store = [(50, 3), (100, 3), (200, 2)], [(50, 3), (100, 3), (200, 3)]
+    else:
+        plan, plan_no_store = [(200, 5), (1000, 5), (10000, 2)], [(200, 5), (1000, 5), (10000, 3)]
     _, mid, large = (n for n, _ in plan)
+    by_median: Callable[[TurnRun], float] = operator.attrgetter("median")
     medians: dict[int, float] = {}
+    unstored: list[str] = []
     for turns, repeats in plan:
-        runs = []
-        for r in range(repeats):
-            run = run_turns(turns)
-            progress(
-                f"turn_overhead N={turns} run {r + 1}/{repeats}: {ms(run.median):.3f} ms median"
-            )
-            runs.append(run)
-        best = min(runs, key=lambda x: x.median)
+        best, runs = best_of(
+            f"turn_overhead N={turns} store+memory",
+            repeats,
+            functools.partial(run_turns, turns, store=True, memory=True),
+            by_median,
+        )
         medians[turns] = best.median
-        p = f"n{turns}_"
-        b.add(p + "total_s", best.wall, "s")
-        b.add(p + "mean_ms_per_turn", ms(best.wall / turns), "ms")
-        b.add(p + "median_ms_per_turn", ms(best.median), "ms")
-        b.add(p + "p95_ms_per_turn", ms(percentile(best.durations, 95)), "ms")
-        b.add(p + "cpu_mean_ms_per_turn", ms(best.cpu / turns), "ms")
-        b.add(p + "events_per_turn", best.events / turns, "events")
+        add_turn_figures(b, f"n{turns}_", "", best)
+        b.add(f"n{turns}_events_per_turn", best.events / turns, "events")
         b.details[f"n{turns}_medians_ms_all_runs"] = [round(ms(x.median), 4) for x in runs]
+        b.details[f"n{turns}_cpu_ms_per_turn_all_runs"] = [
+            round(ms(x.cpu / turns), 4) for x in runs
+        ]
+        unstored += [
+            f"N={turns}: stored {x.stored} (messages, events), expected {(turns, x.events)}"
+            for x in runs
+            if x.stored != (turns, x.events)
+        ]
     b.add("ratio_10k_to_1k", medians[large] / medians[mid], "ratio")
-    bare = min((run_turns(mid, sink=False) for _ in range(plan[1][1])), key=lambda x: x.median)
-    progress(f"turn_overhead N={mid} without the JSON sink: {ms(bare.median):.3f} ms median")
-    b.add(f"n{mid}_median_ms_per_turn_no_sink", ms(bare.median), "ms")
+    medians_no_store: dict[int, float] = {}
+    for turns, repeats in plan_no_store:
+        best, runs = best_of(
+            f"turn_overhead N={turns} in memory",
+            repeats,
+            functools.partial(run_turns, turns),
+            by_median,
+        )
+        medians_no_store[turns] = best.median
+        add_turn_figures(b, f"n{turns}_", "_no_store", best)
+        b.details[f"n{turns}_medians_ms_all_runs_no_store"] = [round(ms(x.median), 4) for x in runs]
+    b.add("ratio_10k_to_1k_no_store", medians_no_store[large] / medians_no_store[mid], "ratio")
+    few = 3 if not quick else 1
+    variants = {
+        "no_store_no_sink": {"sink": False},
+        "store_only": {"store": True},
+        "memory_only": {"memory": True},
+    }
+    for name, kwargs in variants.items():
+        best, _ = best_of(
+            f"turn_overhead N={mid} {name}",
+            few,
+            functools.partial(run_turns, mid, **kwargs),
+            by_median,
+        )
+        b.add(f"n{mid}_median_ms_per_turn_{name}", ms(best.median), "ms")
+        b.add(f"n{mid}_cpu_mean_ms_per_turn_{name}", ms(best.cpu / mid), "ms")
+    with WriteProbe() as probe:
+        probed = run_turns(mid, store=True, memory=True)
+    progress(f"turn_overhead N={mid} probed: {ms(probed.cpu / mid):.3f} ms CPU per turn")
+    for name, (wall, cpu, calls) in (("sqlite", probe.sqlite), ("memory", probe.memory)):
+        b.add(f"n{mid}_{name}_write_wall_ms_per_turn", ms(wall / mid), "ms")
+        b.add(f"n{mid}_{name}_write_thread_cpu_ms_per_turn", ms(cpu / mid), "ms")
+        b.add(f"n{mid}_{name}_writes_per_turn", calls / mid, "calls")
+    b.add(f"n{mid}_probed_main_thread_cpu_ms_per_turn", ms(probed.main_cpu / mid), "ms")
+    b.add(f"n{mid}_probed_cpu_mean_ms_per_turn", ms(probed.cpu / mid), "ms")
     for turns, _ in plan:
-        b.target(f"n{turns}_median_ms_per_turn", 0.5, f"median per-turn overhead at N={turns}")
+        b.target(
+            f"n{turns}_median_ms_per_turn",
+            0.5,
+            f"median per-turn overhead at N={turns}, store and memory files on",
+        )
     b.target(
-        "ratio_10k_to_1k", 1.2, f"median at N={large} / median at N={mid}: no growth with history"
+        "ratio_10k_to_1k",
+        1.2,
+        f"median at N={large} / median at N={mid}, store and memory files on: no growth "
+        "with history",
+    )
+    b.check(
+        "every_turn_stored",
+        not unstored,
+        "after every store+memory run the database held every message and every event"
+        if not unstored
+        else "; ".join(unstored),
     )
     b.method = {
         "sizes": [n for n, _ in plan],
         "repeats": {str(n): r for n, r in plan},
+        "repeats_no_store": {str(n): r for n, r in plan_no_store},
+        "persistence": "headline figures (nN_* without suffix): a fresh temporary data "
+        "directory per run, SqliteStore(<data>/rolecall.db).open() + await store.attach("
+        "session) + MemoryFiles.in_data_dir(<data>).attach(session), as `rolecall run` "
+        "wires them; the store commits one transaction a turn and the memory files get one "
+        "line per agent per message; the final store.flush() after run() is not timed",
         "aggregation": "each run: median of per-turn durations; figures are from the run with "
-        "the best (lowest) median among the repeats",
+        "the best (lowest) median among the repeats; *_all_runs in details",
         "per_turn_duration": "time.perf_counter() between consecutive messages/message events "
         "(bus subscriber after the JSON sink); N turns give N-1 durations",
         "mean": "total wall seconds of session.run() / N (includes open and finish)",
-        "cpu": "time.process_time() of session.run() / N: less sensitive to other processes "
-        "than wall time (not immune: the CPUs' caches are shared)",
+        "cpu": "cpu_mean_*: time.process_time() of session.run() / N, every thread of the "
+        "process (event loop, aiosqlite's connection thread, anyio's worker threads); "
+        "main_thread_cpu_*: time.thread_time() of the event-loop thread alone. Less "
+        "sensitive to other processes than wall time (not immune: the CPUs' caches are "
+        "shared). A wall median far above the CPU figures means waiting: for a CPU (other "
+        "processes), or for the storage threads to be scheduled",
         "sink": "rolecall.cli.display.JsonSink on open(os.devnull, 'w'), flushing every event "
         "as the CLI does",
         "world": "3 scripted roles, 3 lines of 12-13 words each (one chunk a word), steps "
         "open -> answer -> weigh with loop {to: open, max: 10000}, settings.max_turns = N, "
         "memory_window 12",
-        "ratio_sizes": f"ratio_10k_to_1k = median at N={large} / median at N={mid}",
-        "no_sink": f"n{mid}_median_ms_per_turn_no_sink: the same at N={mid} with no JSON sink "
-        "(best of the same number of repeats; no target): the sink's share of the turn",
+        "ratio_sizes": f"ratio_10k_to_1k = median at N={large} / median at N={mid} (store "
+        "and memory on); ratio_10k_to_1k_no_store the same in memory only",
+        "no_store": "*_no_store: the same world and sink with neither store nor memory files "
+        "(no target): the runtime alone, as before persistence",
+        "breakdown": f"at N={mid}, best of {few} runs each (no target): "
+        f"n{mid}_*_no_store_no_sink (no store, no sink), *_store_only (SQLite store, no "
+        f"memory files), *_memory_only (memory files, no store); then one store+memory run "
+        "with a WriteProbe timing the storage threads' work: *_sqlite_write_* is "
+        "rolecall.storage.sqlite._write_batch (wall and thread CPU inside the transaction), "
+        "*_memory_write_* is MemoryFiles._append (inline, one call per agent line), per turn; "
+        "*_probed_* the same run's event-loop thread and process CPU",
+        "check": "every_turn_stored: after each store+memory run, SELECT COUNT(*) of the "
+        "session's messages and events equal N and the bus's last_seq",
     }
     return b
 
@@ -749,6 +962,595 @@ def bench_routing(quick: bool) -> Bench:
     return b
 
 
+# ------------------------------------------------------------------------ save / restore
+def session_from(doc: SessionDocument) -> Session:
+    """A live session from a document, as ``resume`` and ``/load`` build it (no store)."""
+    return Session(
+        doc.world_model(),
+        state=restore_state(doc),
+        bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
+        model_override=doc.model_override,
+    )
+
+
+async def export_json(store: SqliteStore, memory: MemoryFiles, sid: str, path: Path) -> int:
+    """What ``rolecall sessions export ID --format json --out PATH`` does; events written."""
+    doc = await store.load(sid, with_events=True)
+    doc.memory = {rid: memory.read(sid, rid) for rid in doc.world_model().role_ids}
+    doc.events = [e for e in doc.events if e.get("topic") != "sse"]
+    write_session_file(path, doc)
+    return len(doc.events)
+
+
+@dataclass
+class Clocked:
+    """Wall and process CPU seconds of each repeat of one operation."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    async def time(self, fn: Callable[[], Any]) -> Any:
+        gc.collect()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        out = fn()
+        if inspect.isawaitable(out):
+            out = await out
+        self.wall.append(time.perf_counter() - wall0)
+        self.cpu.append(time.process_time() - cpu0)
+        return out
+
+
+async def restore_from_db(store: SqliteStore, sid: str) -> Session:
+    return session_from(await store.load(sid))
+
+
+async def _save_restore(
+    turns: int, repeats: int, root: Path
+) -> tuple[dict[str, Clocked], dict[str, Any]]:
+    data = root / "data"
+    memory = MemoryFiles.in_data_dir(data)
+    clocks = {k: Clocked() for k in ("save", "export", "read_file", "restore_db")}
+    facts: dict[str, Any] = {}
+    async with SqliteStore(db_path(data)) as store:
+        session = Session(turn_world(turns))
+        await store.attach(session)
+        memory.attach(session)
+        t0 = time.perf_counter()
+        await session.run()
+        await store.flush(session)
+        facts["build_s"] = time.perf_counter() - t0
+        sid = session.session_id
+        live = [(m.id, m.content) for m in session.state.transcript.messages]
+        saved, exported = root / "saved.json", root / "exported.json"
+        for r in range(repeats):
+            doc = await clocks["save"].time(lambda: save_to_file(session, store, memory, saved))
+            facts["events_in_saved_file"] = len(doc.events)
+            facts["memory_entries"] = sum(len(v) for v in doc.memory.values())
+            facts["events_in_export"] = await clocks["export"].time(
+                lambda: export_json(store, memory, sid, exported)
+            )
+            from_file = await clocks["read_file"].time(
+                lambda: session_from(read_session_file(saved))
+            )
+            from_db = await clocks["restore_db"].time(lambda: restore_from_db(store, sid))
+            progress(
+                f"save_restore {turns} messages run {r + 1}/{repeats}: "
+                + ", ".join(f"{k} {c.wall[-1]:.3f} s" for k, c in clocks.items())
+            )
+            for name, restored in (("read_file", from_file), ("restore_db", from_db)):
+                got = [(m.id, m.content) for m in restored.state.transcript.messages]
+                facts[f"{name}_same_messages"] = got == live
+        facts["stored_events"] = (await stored_counts(store, sid))[1]
+    facts["saved_file_mb"] = (root / "saved.json").stat().st_size / 1e6
+    facts["exported_file_mb"] = (root / "exported.json").stat().st_size / 1e6
+    facts["db_mb"] = sum(p.stat().st_size for p in data.glob("rolecall.db*")) / 1e6
+    return clocks, facts
+
+
+def bench_save_restore(quick: bool) -> Bench:
+    b = Bench(
+        "save_restore",
+        "saving a stored session to a session file and restoring it, from the file and "
+        "from the database by id",
+    )
+    turns, repeats = (500, 2) if quick else (10000, 3)
+    with tempfile.TemporaryDirectory(prefix="rolecall-bench-") as root:
+        clocks, facts = anyio.run(_save_restore, turns, repeats, Path(root))
+    b.add("messages", turns, "messages")
+    b.add("build_s", facts["build_s"], "s")
+    b.add("stored_events", facts["stored_events"], "events")
+    b.add("events_in_saved_file", facts["events_in_saved_file"], "events")
+    b.add("events_in_export", facts["events_in_export"], "events")
+    b.add("memory_entries", facts["memory_entries"], "entries")
+    b.add("saved_file_mb", facts["saved_file_mb"], "MB")
+    b.add("exported_file_mb", facts["exported_file_mb"], "MB")
+    b.add("db_mb", facts["db_mb"], "MB")
+    for key, clock in clocks.items():
+        b.add(f"{key}_s", min(clock.wall), "s")
+        b.add(f"{key}_cpu_s", min(clock.cpu), "s")
+        b.details[f"{key}_s_all_runs"] = [round(x, 4) for x in clock.wall]
+    b.target("save_s", 1.0, f"/save of {turns} messages: save_to_file (best of {repeats})")
+    b.target(
+        "export_s", 1.0, f"`sessions export --format json` of {turns} messages (best of {repeats})"
+    )
+    b.target("read_file_s", 1.0, f"reading a {turns}-message session file back into a Session")
+    b.target("restore_db_s", 1.0, f"restoring a {turns}-message session from the database by id")
+    for name in ("read_file", "restore_db"):
+        b.check(
+            f"{name}_same_messages",
+            facts[f"{name}_same_messages"],
+            f"the session restored by {name} holds the live session's {turns} messages "
+            "(ids and texts, in order)",
+        )
+    b.check(
+        "saved_file_has_events",
+        facts["events_in_saved_file"] > 0 and facts["memory_entries"] == 3 * turns,
+        f"the saved document holds {facts['events_in_saved_file']} events and "
+        f"{facts['memory_entries']} memory entries (3 agents x {turns} expected)",
+    )
+    b.method = {
+        "session": f"the turn_overhead world run for {turns} turns (max_turns = {turns}) with "
+        "the SQLite store and memory files of a fresh temporary data directory attached, so "
+        "the database holds what a real run leaves (messages, execution log, every event "
+        "including the streamed chunks); build_s is that run plus the final flush",
+        "save_s": "rolecall.cli.wiring.save_to_file(session, store, memory, path), what /save "
+        "and /export json do: store.flush + store.load (with events: SqliteStore.load leaves "
+        "the streamed chunks out) + every agent's memory file + write_session_file (atomic: "
+        "temporary file, fsync, rename)",
+        "export_s": "what `rolecall sessions export ID --format json --out PATH` does: "
+        "store.load (with events) + memory files + dropping sse events + write_session_file",
+        "read_file_s": "read_session_file(path) + restore_state + Session(world, state, bus), "
+        "as `rolecall resume FILE` and /load build the live session (without the display "
+        "and without importing the document into a store)",
+        "restore_db_s": "store.load(id) + restore_state + Session(...), as `rolecall resume "
+        "ID` does before attaching",
+        "aggregation": f"{repeats} repeats of save, export, read_file, restore_db in turn; "
+        "figures are the best (lowest) wall and CPU; every repeat in details",
+        "cpu": "*_cpu_s: process CPU (all threads) of the operation",
+        "sizes": "saved_file_mb: the /save file; exported_file_mb: the export (no sse "
+        "events); db_mb: rolecall.db and its WAL",
+    }
+    return b
+
+
+# --------------------------------------------------------------------------- memory RSS
+def proc_status_mb(field_name: str) -> float:
+    """A memory figure of /proc/self/status (``VmRSS``: now, ``VmHWM``: peak), in MB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field_name} in /proc/self/status")
+
+
+def rss_mb() -> float:
+    return proc_status_mb("VmRSS")
+
+
+def peak_rss_mb() -> float:
+    """VmHWM, not ``getrusage().ru_maxrss``: Linux carries ru_maxrss over ``execve``, so
+    a child of a big parent would report the parent's size (subprocess uses vfork)."""
+    return proc_status_mb("VmHWM")
+
+
+async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
+    async with SqliteStore(db_path(data)) as store:
+        session = Session(turn_world(turns))
+        await store.attach(session)
+        MemoryFiles.in_data_dir(data).attach(session)
+        await session.run()
+        await store.flush(session)
+        gc.collect()
+        return {
+            "rss_mb": rss_mb(),
+            "peak_rss_mb": peak_rss_mb(),
+            "messages": len(session.state.transcript),
+            "events": session.bus.last_seq,
+        }
+
+
+def rss_child(turns: int) -> int:
+    """``--rss-child N``: run N stored turns in this process and print its memory figures."""
+    logs.configure(-1)
+    gc.collect()
+    baseline = rss_mb()
+    with tempfile.TemporaryDirectory(prefix="rolecall-bench-") as data:
+        out = anyio.run(_rss_run, turns, Path(data))
+    out["baseline_rss_mb"] = baseline
+    print(json.dumps(out))
+    return 0
+
+
+def bench_memory_rss(quick: bool) -> Bench:
+    b = Bench(
+        "memory_rss",
+        "resident memory of a process holding a session of many messages (store and memory "
+        "files on)",
+    )
+    turns = 1000 if quick else 10000
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--rss-child", str(turns)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=CHILD_TIMEOUT * 4,
+    ).stdout
+    child = json.loads(out.strip().splitlines()[-1])
+    if child["messages"] != turns:
+        raise RuntimeError(f"the child held {child['messages']} messages, expected {turns}")
+    progress(f"memory_rss: {child['peak_rss_mb']:.1f} MB peak at {turns} messages")
+    b.add("messages", turns, "messages")
+    b.add("events", child["events"], "events")
+    b.add("baseline_rss_mb", child["baseline_rss_mb"], "MB")
+    b.add("rss_mb", child["rss_mb"], "MB")
+    b.add("peak_rss_mb", child["peak_rss_mb"], "MB")
+    b.add("growth_mb", child["rss_mb"] - child["baseline_rss_mb"], "MB")
+    b.add("kb_per_message", (child["rss_mb"] - child["baseline_rss_mb"]) * 1024 / turns, "KB")
+    b.target("peak_rss_mb", 150.0, f"peak RSS of a process that ran and holds {turns} messages")
+    b.method = {
+        "child": f"a subprocess `python scripts/bench.py --rss-child {turns}`: after its "
+        "imports (rolecall, the store, memory files, the bench's own) it reads VmRSS "
+        "(baseline_rss_mb), runs the turn_overhead world for N turns with the SQLite store "
+        "and memory files of a temporary data directory (no sink), flushes, gc.collect(), "
+        "then reads VmRSS again with the session and store still open (rss_mb) and VmHWM "
+        "(peak_rss_mb: the most the process ever held, imports and the run's garbage "
+        "included): the target. Not getrusage().ru_maxrss: Linux keeps it across execve, "
+        "so the child would report this (bigger) parent's peak",
+        "growth": "growth_mb = rss_mb - baseline_rss_mb; kb_per_message = growth / N (the "
+        "transcript, execution log and indexes; events are not kept in memory)",
+    }
+    return b
+
+
+# --------------------------------------------------------------------------- many worlds
+def clock_into(stamps: list[float]) -> Callable[[Any], None]:
+    """A bus handler appending ``time.perf_counter()`` to ``stamps`` at every event."""
+    return lambda _envelope: stamps.append(time.perf_counter())
+
+
+async def _many_worlds(
+    worlds: int, turns: int, data: Path
+) -> tuple[float, float, list[float], list[str]]:
+    memory = MemoryFiles.in_data_dir(data)
+    problems: list[str] = []
+    latencies: list[float] = []
+    async with SqliteStore(db_path(data)) as store:
+        sessions = [Session(turn_world(turns), session_id=f"bench-{i:03d}") for i in range(worlds)]
+        stamps: dict[str, list[float]] = {s.session_id: [] for s in sessions}
+        for s in sessions:
+            s.bus.subscribe(clock_into(stamps[s.session_id]), "messages", name="bench-clock")
+            await store.attach(s)
+            memory.attach(s)
+        gc.collect()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for s in sessions:
+                tg.start_soon(s.run)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        for s in sessions:
+            await store.flush(s)
+        for s in sessions:
+            sid = s.session_id
+            latencies += [b - a for a, b in itertools.pairwise(stamps[sid])]
+            doc = await store.load(sid)
+            live = [(m.id, m.sender, m.content) for m in s.state.transcript.messages]
+            kept = [(m.id, m.sender, m.content) for m in doc.messages]
+            if len(live) != turns or kept != live or s.state.stop_reason != "max_turns":
+                problems.append(f"{sid}: {len(kept)} stored of {len(live)} messages")
+            stored = await stored_counts(store, sid)
+            if stored != (turns, s.bus.last_seq):
+                problems.append(
+                    f"{sid}: stored (messages, events) {stored}, not {(turns, s.bus.last_seq)}"
+                )
+            ids = [m.id for m in s.state.transcript.messages]
+            for rid in s.world.role_ids:
+                if [e.get("message_id") for e in memory.read(sid, rid)] != ids:
+                    problems.append(f"{sid}: memory file of {rid} differs")
+    return wall, cpu, latencies, problems
+
+
+def bench_many_worlds(quick: bool) -> Bench:
+    b = Bench(
+        "many_worlds",
+        "many scripted sessions running at once in one process, sharing one SQLite store and "
+        "one set of memory files",
+    )
+    worlds, turns, repeats = (10, 10, 1) if quick else (100, 20, 3)
+    runs = []
+    for r in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="rolecall-bench-") as data:
+            runs.append(anyio.run(_many_worlds, worlds, turns, Path(data)))
+        progress(f"many_worlds {worlds}x{turns} run {r + 1}/{repeats}: {runs[-1][0]:.2f} s")
+    wall, cpu, latencies, _ = min(runs, key=lambda x: x[0])
+    problems = [p for run in runs for p in run[3]]
+    total = worlds * turns
+    b.add("worlds", worlds, "sessions")
+    b.add("turns_per_world", turns, "turns")
+    b.add("total_turns", total, "turns")
+    b.add("total_s", wall, "s")
+    b.add("cpu_s", cpu, "s")
+    b.add("turns_per_s", total / wall, "turns/s")
+    b.add("ms_per_turn", ms(wall / total), "ms")
+    b.add("cpu_ms_per_turn", ms(cpu / total), "ms")
+    b.add("median_turn_latency_ms", ms(median(latencies)), "ms")
+    b.add("p95_turn_latency_ms", ms(percentile(latencies, 95)), "ms")
+    b.target(
+        "ms_per_turn",
+        0.5,
+        "wall time / turns with all sessions at once: the per-turn budget holds at scale",
+    )
+    b.check(
+        "every_session_stored_its_messages",
+        not problems,
+        f"each of the {worlds} sessions, in every repeat: the store holds exactly its "
+        f"{turns} messages (ids, senders, texts, in order) and all its events, "
+        "and each agent's memory file lists its messages"
+        if not problems
+        else "; ".join(problems[:10]),
+    )
+    b.details["total_s_all_runs"] = [round(x[0], 3) for x in runs]
+    b.method = {
+        "setup": f"{worlds} sessions of the turn_overhead world with max_turns = {turns} "
+        "(ids bench-000...), every one attached to one SqliteStore and one MemoryFiles in a "
+        "fresh temporary data directory, no sink; all run() at once in one anyio task group",
+        "total_s": "wall time from starting the task group to the last session finishing; "
+        "cpu_s the process CPU (all threads) over the same span",
+        "ms_per_turn": "total_s / total turns (the throughput, as the cost of one turn): "
+        "target <= 0.5 ms, the per-turn budget",
+        "latency": "median_turn_latency_ms / p95: time between two consecutive messages of "
+        "the same session, i.e. how long one session's user waits for the next turn while "
+        "the other sessions take theirs (no target)",
+        "aggregation": f"{repeats} repeats, figures from the fastest; checks hold for all",
+        "check": "after the run: store.load(id) of each session compared with its live "
+        "transcript, the count of its messages and events in the database (= N and the "
+        "bus's last_seq, streamed chunks included), every agent's memory file's message ids",
+    }
+    return b
+
+
+# ----------------------------------------------------------------- comparison: AutoGen
+AUTOGEN_PINS = ("autogen-agentchat==0.7.5", "autogen-ext==0.7.5")
+AUTOGEN_SCRIPT = Path(__file__).resolve().parent / "bench_autogen.py"
+INSTALL_TIMEOUT = 900.0  # seconds for creating the virtualenv, then for pip install
+AUTOGEN_PROBE = (
+    "import json, autogen_agentchat.teams, autogen_ext.models.replay; "
+    "from importlib.metadata import version; "
+    "print(json.dumps({n: version(n) for n in ('autogen-agentchat', 'autogen-ext')}))"
+)
+
+
+class Unavailable(RuntimeError):
+    """A comparison that cannot run on this machine (AutoGen could not be installed)."""
+
+
+def autogen_venv() -> Path:
+    """Where the AutoGen virtualenv lives: outside the repository, in the user's cache."""
+    explicit = os.environ.get("ROLECALL_BENCH_AUTOGEN_VENV")
+    if explicit:
+        return Path(explicit).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rolecall-bench" / "autogen-venv"
+
+
+def autogen_versions(python: Path) -> dict[str, str] | None:
+    """The installed AutoGen versions, or None when it cannot be imported there."""
+    if not python.exists():
+        return None
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-c", AUTOGEN_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT * 2,
+            check=False,
+        )
+        versions = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    return versions if proc.returncode == 0 and isinstance(versions, dict) else None
+
+
+def is_pinned(versions: dict[str, str] | None) -> bool:
+    wanted = dict(pin.split("==") for pin in AUTOGEN_PINS)
+    return versions is not None and all(versions.get(k) == v for k, v in wanted.items())
+
+
+def ensure_autogen() -> tuple[Path, dict[str, Any]]:
+    """The AutoGen virtualenv's python, creating the venv and installing the pins if needed."""
+    venv = autogen_venv()
+    python = venv / "bin" / "python"
+    info: dict[str, Any] = {"venv": str(venv), "pins": list(AUTOGEN_PINS)}
+    if is_pinned(autogen_versions(python)):
+        info["installed"] = "already present"
+        return python, info
+    steps = [] if python.exists() else [[sys.executable, "-m", "venv", str(venv)]]
+    steps.append(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *AUTOGEN_PINS]
+    )
+    t0 = time.perf_counter()
+    for cmd in steps:
+        progress(f"compare_autogen: {' '.join(cmd)}")
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise Unavailable(f"`{' '.join(cmd)}` failed: {exc}") from exc
+        if proc.returncode != 0:
+            noise = "WARNING: Location"  # pip's notes about unusable local index folders
+            lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith(noise)]
+            raise Unavailable(
+                f"`{' '.join(cmd)}` exited {proc.returncode}: " + "\n".join(lines)[-2000:]
+            )
+    versions = autogen_versions(python)
+    if not is_pinned(versions):
+        raise Unavailable(f"AutoGen installed in {venv} but not importable as pinned: {versions}")
+    info["installed"] = f"now, in {time.perf_counter() - t0:.1f} s"
+    return python, info
+
+
+def scripted_texts(turns: int) -> dict[str, list[str]]:
+    """What each role of ``turn_world`` says, in order, in a run of ``turns`` turns."""
+    world = turn_world(turns)
+    out: dict[str, list[str]] = {}
+    for i, role in enumerate(world.roles):
+        script = role.script or []
+        count = len(range(i, turns, len(world.roles)))  # round robin: alice, bob, carol, ...
+        out[role.id] = [
+            script[(n - 1) % len(script)].replace("{n}", str(n)).replace("{speaker}", role.id)
+            for n in range(1, count + 1)
+        ]
+    return out
+
+
+def texts_digest(texts: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
+
+
+def run_autogen(python: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """One run of ``scripts/bench_autogen.py`` in the AutoGen venv, from a temporary copy."""
+    with tempfile.TemporaryDirectory(prefix="rolecall-bench-autogen-") as tmp:
+        script = Path(tmp) / "bench_autogen.py"
+        shutil.copyfile(AUTOGEN_SCRIPT, script)
+        proc = subprocess.run(
+            [str(python), "-I", str(script)],
+            cwd=tmp,
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT * 10,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench_autogen.py exited {proc.returncode}: {proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def bench_compare_autogen(quick: bool) -> Bench:
+    b = Bench(
+        "compare_autogen",
+        "the same 3-agent round robin of scripted texts in AutoGen (AgentChat, replay model "
+        "client) and in rolecall, per turn",
+    )
+    turns, repeats = (200, 1) if quick else (1000, 3)
+    python, info = ensure_autogen()
+    texts = scripted_texts(turns)
+    order = [texts[rid][k] for k in range(turns) for rid in ROLES if k < len(texts[rid])]
+    expected = texts_digest(order[:turns])
+    spec: dict[str, Any] = {
+        "turns": turns,
+        "repeats": 1,
+        "warmup_turns": 30,
+        "window": 12,
+        "task": "benchmarking the runtime",
+        "agents": texts,
+    }
+    autogen: dict[str, list[dict[str, Any]]] = {"stream": [], "no_stream": []}
+    rolecall_runs: dict[str, list[TurnRun]] = {"store": [], "no_store": []}
+    meta: dict[str, Any] = {}
+    for r in range(repeats):  # interleaved, so that load changes hit every variant alike
+        for variant, stream in (("stream", True), ("no_stream", False)):
+            out = run_autogen(python, {**spec, "stream": stream})
+            meta = {"python": out["python"], "versions": out["versions"]}
+            autogen[variant] += out["runs"]
+            run = out["runs"][-1]
+            progress(
+                f"compare_autogen AutoGen {variant} run {r + 1}/{repeats}: "
+                f"{ms(run['median_s_per_turn']):.3f} ms median, "
+                f"{ms(run['cpu_s'] / turns):.3f} ms CPU per turn"
+            )
+        for variant, persist in (("store", True), ("no_store", False)):
+            run_ = run_turns(turns, sink=False, store=persist, memory=persist)
+            rolecall_runs[variant].append(run_)
+            progress(
+                f"compare_autogen rolecall {variant} run {r + 1}/{repeats}: "
+                f"{ms(run_.median):.3f} ms median, {ms(run_.cpu / turns):.3f} ms CPU per turn"
+            )
+    b.add("turns", turns, "turns")
+    figures: dict[str, tuple[float, float, float]] = {}  # median, cpu, mean (s per turn)
+    for variant, runs in autogen.items():
+        if any(x["turns"] != turns for x in runs):
+            raise RuntimeError(
+                f"AutoGen {variant}: {[x['turns'] for x in runs]} turns, not {turns}"
+            )
+        figures[f"autogen_{variant}"] = (
+            min(x["median_s_per_turn"] for x in runs),
+            min(x["cpu_s"] for x in runs) / turns,
+            min(x["wall_s"] for x in runs) / turns,
+        )
+        b.details[f"autogen_{variant}_medians_ms_all_runs"] = [
+            round(ms(x["median_s_per_turn"]), 4) for x in runs
+        ]
+    for variant, truns in rolecall_runs.items():
+        figures[f"rolecall_{variant}"] = (
+            min(x.median for x in truns),
+            min(x.cpu for x in truns) / turns,
+            min(x.wall for x in truns) / turns,
+        )
+        b.details[f"rolecall_{variant}_medians_ms_all_runs"] = [
+            round(ms(x.median), 4) for x in truns
+        ]
+    for who, (med, cpu, mean) in figures.items():
+        b.add(f"{who}_median_ms_per_turn", ms(med), "ms")
+        b.add(f"{who}_cpu_ms_per_turn", ms(cpu), "ms")
+        b.add(f"{who}_mean_ms_per_turn", ms(mean), "ms")
+    ag, ag_plain = figures["autogen_stream"], figures["autogen_no_stream"]
+    for variant in ("store", "no_store"):
+        mine = figures[f"rolecall_{variant}"]
+        b.add(f"ratio_median_{variant}", ag[0] / mine[0], "x")
+        b.add(f"ratio_cpu_{variant}", ag[1] / mine[1], "x")
+        b.add(f"ratio_median_{variant}_vs_autogen_no_stream", ag_plain[0] / mine[0], "x")
+    b.target(
+        "ratio_median_store",
+        5.0,
+        "AutoGen median per turn / rolecall's with store and memory files on",
+        op=">=",
+    )
+    b.target(
+        "ratio_median_no_store",
+        5.0,
+        "AutoGen median per turn / rolecall's in memory (like AutoGen: nothing persisted)",
+        op=">=",
+    )
+    digests = {x["texts_sha256"] for runs in autogen.values() for x in runs}
+    digests |= {x.digest for runs in rolecall_runs.values() for x in runs}
+    b.check(
+        "same_texts",
+        digests == {expected},
+        f"every run of both said the same {turns} texts in the same order (sha256 "
+        f"{expected[:12]}...)"
+        if digests == {expected}
+        else f"texts differ: {sorted(d[:12] for d in digests)}, expected {expected[:12]}",
+    )
+    b.details["autogen"] = {**info, **meta}
+    b.method = {
+        "autogen": f"scripts/bench_autogen.py (copied to a temporary folder) run by the "
+        f"python of a separate virtualenv ({info['venv']}, created if missing, with "
+        f"{', '.join(AUTOGEN_PINS)} from PyPI): RoundRobinGroupChat of 3 AssistantAgents "
+        "(alice, bob, carol), each with a ReplayChatCompletionClient replaying exactly the "
+        "texts rolecall's scripted roles say, BufferedChatCompletionContext(12) (rolecall's "
+        f"memory_window), MaxMessageTermination({turns} + 1: the task counts); team.run_stream "
+        "consumed, every agent TextMessage timestamped; 'stream': model_client_stream=True "
+        "(one chunk event a word, as rolecall streams), 'no_stream': False (no chunks). A "
+        "30-turn warm-up team runs first in each process",
+        "rolecall": f"run_turns({turns}) without the JSON sink (AutoGen has none): 'store' "
+        "with the SQLite store and memory files of a fresh temporary data directory, "
+        "'no_store' in memory only; a clock subscriber on messages",
+        "per_turn": "median of the durations between consecutive agent messages, as in "
+        "turn_overhead; cpu = process CPU of the run / turns; mean = wall / turns",
+        "aggregation": f"{repeats} repeats of each of the 4 variants, interleaved; figures are "
+        "the best (lowest) of the repeats; all medians in details",
+        "ratios": "ratio_median_X = AutoGen streaming median / rolecall X median (targets: "
+        ">= 5); ratio_cpu_X the same with CPU per turn; *_vs_autogen_no_stream against "
+        "AutoGen without streaming (no target)",
+        "check": "same_texts: sha256 of the agent texts joined by newlines, equal in every "
+        "run of both frameworks",
+    }
+    return b
+
+
 # ---------------------------------------------------------------------------- the run
 BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "turn_overhead": bench_turn_overhead,
@@ -756,7 +1558,11 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "startup": bench_startup,
     "next_step_cost": bench_next_step_cost,
     "routing": bench_routing,
+    "save_restore": bench_save_restore,
+    "memory_rss": bench_memory_rss,
+    "many_worlds": bench_many_worlds,
 }
+COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 
 
 def git(*args: str) -> str | None:
@@ -796,8 +1602,14 @@ def run_one(name: str, quick: bool) -> Bench:
     progress(f"{name} ...")
     t0 = time.perf_counter()
     meter = CpuMeter()
+    run = BENCHMARKS.get(name) or COMPARISONS[name.removeprefix("compare_")]
     try:
-        bench = BENCHMARKS[name](quick)
+        bench = run(quick)
+    except Unavailable as exc:  # e.g. AutoGen cannot be installed: reported, exit code 0
+        bench = Bench(name, "could not run on this machine")
+        bench.error = f"unavailable: {exc}"
+        bench.details["unavailable"] = True
+        progress(f"{name} UNAVAILABLE: {exc}")
     except Exception as exc:  # one broken benchmark still leaves a report
         bench = Bench(name, "failed to run")
         bench.error = f"{type(exc).__name__}: {exc}"
@@ -826,6 +1638,7 @@ def report(
             "met": [b.name for b in benches if b.met],
             "missed": [b.name for b in benches if not b.met and b.error is None],
             "errors": [b.name for b in benches if b.error is not None],
+            "unavailable": [b.name for b in benches if b.details.get("unavailable")],
         },
         "seconds": round(seconds, 2),
     }
@@ -833,7 +1646,7 @@ def report(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats (~15 s)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats (~20 s)")
     parser.add_argument(
         "--only",
         nargs="+",
@@ -842,17 +1655,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"run only these: {', '.join(BENCHMARKS)}",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
+    parser.add_argument(
+        "--compare",
+        choices=list(COMPARISONS),
+        help="compare with another framework (autogen: installs AutoGen in a separate venv "
+        "under ~/.cache/rolecall-bench); runs alone unless --only names benchmarks too",
+    )
+    parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)  # memory_rss's child
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.rss_child is not None:
+        return rss_child(args.rss_child)
     logs.configure(-1)  # as the CLI with -q: only errors, and on stderr
     started = datetime.now(UTC)
     host = machine()
     t0 = time.perf_counter()
     meter = CpuMeter()
-    names = [n for n in BENCHMARKS if not args.only or n in args.only]
+    names = [
+        n for n in BENCHMARKS if (args.only and n in args.only) or not (args.only or args.compare)
+    ]
+    if args.compare:
+        names.append(f"compare_{args.compare}")
     benches = [run_one(name, args.quick) for name in names]
     doc = report(benches, args.quick, time.perf_counter() - t0, started, host)
     contention = meter.figures()
@@ -869,7 +1695,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     summary = doc["summary"]
     progress(f"done in {doc['seconds']} s; met: {summary['met']}, missed: {summary['missed']}")
-    return 1 if doc["summary"]["errors"] else 0
+    failed = set(summary["errors"]) - set(summary["unavailable"])
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

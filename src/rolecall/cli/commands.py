@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,11 @@ def dispatch(args: argparse.Namespace) -> int:
     try:
         try:
             return handlers[args.command](args)
+        except BrokenPipeError:  # the reader went away (`| head`): not our failure
+            from rolecall.cli.display import silence_stdout
+
+            silence_stdout()
+            return EXIT_OK
         except BaseExceptionGroup as group:  # a failure inside a task group
             found = _rolecall_error(group)
             if found is None:
@@ -222,8 +227,8 @@ async def _newest(store: SqliteStore, doc: SessionDocument, source: Path) -> Ses
     stored = await store.load(doc.session_id)
     if len(stored.messages) >= len(doc.messages):
         print(
-            f"session {doc.session_id} is already stored here with {len(stored.messages)} "
-            f"messages ({source} has {len(doc.messages)}): resuming the stored one",
+            f"session {doc.session_id} is already stored here ({_count(stored.messages)}; "
+            f"{source} has {_count(doc.messages)}): resuming the stored one",
             file=sys.stderr,
         )
         return stored
@@ -232,6 +237,10 @@ async def _newest(store: SqliteStore, doc: SessionDocument, source: Path) -> Ses
         f"{len(stored.messages)} of them are stored in this data directory and they may "
         "differ: resume the file with another --data-dir, or resume the stored session by id"
     )
+
+
+def _count(messages: Sequence[object]) -> str:
+    return f"{len(messages)} message" + ("" if len(messages) == 1 else "s")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -63,7 +63,7 @@ class JsonSink:
             self.out.flush()
         except BrokenPipeError:
             self.closed = True
-            _silence_stdout()
+            silence_stdout()
 
     def attach(self, bus: EventBus) -> None:
         bus.subscribe(self, name="json")
@@ -172,7 +172,7 @@ class TerminalDisplay:
             self._show(envelope)
         except BrokenPipeError:
             self.closed = True
-            _silence_stdout()
+            silence_stdout()
 
     def _show(self, envelope: Envelope) -> None:
         event = envelope.event
@@ -207,7 +207,7 @@ class TerminalDisplay:
             self._line(f"session total {tokens(self.total_in, self.total_out)}")
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)

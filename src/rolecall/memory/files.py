@@ -122,6 +122,8 @@ class MemoryFiles:
         self._guard = threading.Lock()
         self._attached: weakref.WeakSet[Session] = weakref.WeakSet()
         self._paths: dict[tuple[str, str], Path] = {}
+        self._targets: dict[tuple[str, str], tuple[Path, _Slot]] = {}
+        self._ends: dict[Path, int] = {}  # the size of each file kept open
         self._handles: OrderedDict[Path, IO[bytes]] = OrderedDict()
         # close the files kept open when this object goes away, whoever forgot to
         self._finalizer = weakref.finalize(self, _close_all, self._handles)
@@ -168,12 +170,24 @@ class MemoryFiles:
         one file never interleave: the event loop runs one ``record`` at a time and
         readers take the file's thread lock.
         """
+        lines: dict[str, bytes] = {}  # a message reads the same to every agent but its sender
         for agent in dict.fromkeys(agent_ids):
-            path = self._path_of(session_id, agent)
-            line = _encode(memory_line(message, agent))
-            slot = self._slot(path)
+            path, slot = self._target(session_id, agent)
+            key = "own" if agent == message.sender and message.kind != "system" else "other"
+            line = lines.get(key)
+            if line is None:
+                line = lines[key] = _encode(memory_line(message, agent))
             with slot.thread_lock:
                 self._append(path, line)
+
+    def _target(self, session_id: str, agent_id: str) -> tuple[Path, _Slot]:
+        """The file of an agent and its locks, computed once per session and agent."""
+        key = (session_id, agent_id)
+        found = self._targets.get(key)
+        if found is None:
+            path = self._path_of(session_id, agent_id)
+            found = self._targets[key] = (path, self._slot(path))
+        return found
 
     def _path_of(self, session_id: str, agent_id: str) -> Path:
         key = (session_id, agent_id)
@@ -195,17 +209,20 @@ class MemoryFiles:
             handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - kept open on purpose
             try:
                 self._repair(handle, path)
+                self._ends[path] = handle.seek(0, os.SEEK_END)
             except BaseException:
                 handle.close()
                 raise
             while len(self._handles) >= _MAX_OPEN:
-                _, oldest = self._handles.popitem(last=False)
+                evicted, oldest = self._handles.popitem(last=False)
+                self._ends.pop(evicted, None)
                 oldest.close()
         self._handles[path] = handle  # most recently used last
         return handle
 
     def _close(self, path: Path) -> None:
         handle = self._handles.pop(path, None)
+        self._ends.pop(path, None)
         if handle is not None:
             handle.close()
 
@@ -216,11 +233,12 @@ class MemoryFiles:
     def _append(self, path: Path, line: bytes) -> None:
         try:
             handle = self._handle(path)
-            start = handle.seek(0, os.SEEK_END)
+            start = self._ends[path]
             try:
                 _write_all(handle, line)
                 if self.fsync:
                     os.fsync(handle.fileno())
+                self._ends[path] = start + len(line)
             except OSError:
                 # never leave our own partial line behind (disk full); if even the
                 # truncate fails, the next open repairs it
