@@ -12,6 +12,7 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
+from rolecall.cli.main import add_common_flags
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,18 +37,7 @@ CONSENSUS_EPILOG = """examples:
 
 def _common(p: argparse.ArgumentParser, *, max_turns: bool = True) -> None:
     """The common flags of cli.md (as in ``rolecall run``), plus ``--mode``."""
-    p.add_argument(
-        "--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)"
-    )
-    p.add_argument("--json", action="store_true", help="write every event as JSON lines on stdout")
-    p.add_argument("--data-dir", help="where sessions are stored (env ROLECALL_HOME)")
-    p.add_argument("--session-file", help="also write the session file here on every turn")
-    if max_turns:
-        p.add_argument("--max-turns", type=int, help="hard cap on agent messages in this session")
-    p.add_argument("--topic", help="replace the topic given as TOPIC")
-    p.add_argument("-q", "--quiet", action="store_true", help="less output (no token lines)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
-    p.add_argument("--log-file", help="write structured JSON logs to this file")
+    add_common_flags(p, max_turns=max_turns, topic_help="replace the topic given as TOPIC")
     p.add_argument(
         "--mode",
         choices=("auto", "step"),

@@ -26,7 +26,7 @@ EPILOG = """examples:
 
 def add_parser(sub: Any) -> None:
     """Add the ``study`` subcommand to the ``rolecall`` subparsers ``sub``."""
-    from rolecall.cli.main import _common
+    from rolecall.cli.main import add_common_flags
 
     p: argparse.ArgumentParser = sub.add_parser(
         "study",
@@ -58,7 +58,7 @@ def add_parser(sub: Any) -> None:
         default="auto",
         help="auto: run to the end; step: one turn per Enter",
     )
-    _common(p)
+    add_common_flags(p)
 
 
 def study_world(

@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from rolecall.bus import ModeEvent
 from rolecall.errors import UnknownRoleError
 from rolecall.flows.model import Ident
 from rolecall.modes import ModeSpec, register
+from rolecall.modes.common import validate_judgment
 from rolecall.modes.debate import (
     cite_list,
     judge_role,
@@ -41,10 +42,8 @@ from rolecall.modes.debate import (
     user_role_ids,
 )
 from rolecall.modes.judge import (
-    Invalid,
     Parsed,
     ask_judge,
-    find_json_object,
     hooked_message,
     store_scores,
 )
@@ -252,15 +251,7 @@ JUDGE_FORMAT: Final = (
 
 
 def parse_judgment(text: str) -> Parsed:
-    obj = find_json_object(text)
-    if obj is None:
-        raise Invalid("no JSON object found")
-    try:
-        judgment = ConsensusJudgment.model_validate(obj)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(object)"
-        raise Invalid(f"{where}: {first['msg']}") from None
+    judgment = validate_judgment(text, ConsensusJudgment)
     scores = {
         "consensus": 1.0 if judgment.consensus else 0.0,
         "agreement": float(judgment.agreement),

@@ -38,11 +38,10 @@ from rolecall.bus import ModeEvent
 from rolecall.errors import UnknownRoleError
 from rolecall.flows.model import Ident
 from rolecall.modes import ModeSpec, register
+from rolecall.modes.common import validate_judgment
 from rolecall.modes.judge import (
-    Invalid,
     Parsed,
     ask_judge,
-    find_json_object,
     hooked_message,
     store_scores,
 )
@@ -405,15 +404,7 @@ JUDGE_FORMAT: Final = (
 
 
 def parse_judgment(text: str) -> Parsed:
-    obj = find_json_object(text)
-    if obj is None:
-        raise Invalid("no JSON object found")
-    try:
-        judgment = DebateJudgment.model_validate(obj)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(object)"
-        raise Invalid(f"{where}: {first['msg']}") from None
+    judgment = validate_judgment(text, DebateJudgment)
     scores = {
         "agreement": float(judgment.agreement),
         "new_arguments": float(DebateJudgment.count(judgment.new_arguments)),

@@ -1,0 +1,149 @@
+"""Helpers shared by the management commands: parser pieces, the store, tables, files."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, TypeVar
+
+from rolecall.cli.main import add_common_flags
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
+
+
+T = TypeVar("T")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """The common flags a management command takes: ``--data-dir -q -v --log-file``."""
+    add_common_flags(
+        p,
+        run_flags=False,
+        data_dir_help="where sessions and roles are stored (env ROLECALL_HOME)",
+        quiet_help="print only the result itself",
+    )
+
+
+def _add(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    *,
+    help: str,
+    description: str | None = None,
+    examples: list[str],
+) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=help,
+        description=description or help[:1].upper() + help[1:] + ".",
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """A confirmation (not the command's result): silent with -q."""
+    if not getattr(args, "quiet", False):
+        print(text, flush=True)
+
+
+def _data(args: argparse.Namespace) -> Path:
+    from rolecall.paths import data_dir
+
+    return data_dir(getattr(args, "data_dir", None))
+
+
+def _session_id(value: str) -> str:
+    from rolecall.paths import safe_id
+
+    return safe_id(value, "session id")
+
+
+def _with_store(
+    args: argparse.Namespace, body: Callable[[SqliteStore], Awaitable[T]], *, missing: str
+) -> T:
+    """Run ``body`` with the data directory's store open; ``missing`` if there is none.
+
+    A command that reads never creates the data directory or the database.
+    """
+    import anyio
+
+    from rolecall.errors import UsageError
+    from rolecall.paths import db_path
+    from rolecall.storage.sqlite import SqliteStore
+
+    path = db_path(_data(args))
+    if not path.is_file():
+        raise UsageError(f"{missing} in {path} (no sessions stored yet)")
+
+    async def main() -> T:
+        async with SqliteStore(path) as store:
+            return await body(store)
+
+    return anyio.run(main)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        out = [
+            c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)
+        ]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([fmt(header), *(fmt(r) for r in rows)])
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file beside it and a rename."""
+    import os
+    import tempfile
+    from pathlib import Path as _Path
+
+    from rolecall.errors import StorageError
+
+    path = _Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            _Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _role_ids_of(doc: SessionDocument) -> list[str]:
+    roles = doc.world.get("roles")
+    if not isinstance(roles, list):
+        return []
+    return [str(r["id"]) for r in roles if isinstance(r, dict) and "id" in r]
+
+
+def _check_role_filter(doc: SessionDocument, role: str | None) -> None:
+    from rolecall.errors import UsageError
+    from rolecall.world.library import suggest
+
+    if role is None:
+        return
+    known = list(dict.fromkeys([*_role_ids_of(doc), *(m.sender for m in doc.messages)]))
+    if role not in known:
+        raise UsageError(
+            f"session {doc.session_id} has no role '{role}'{suggest(role, known, listing=True)}"
+        )

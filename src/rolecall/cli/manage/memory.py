@@ -1,0 +1,155 @@
+"""``rolecall memory``: show or clear an agent's passive memory in a session."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from rolecall.cli.manage.common import (
+    _add,
+    _common,
+    _data,
+    _role_ids_of,
+    _say,
+    _session_id,
+    _with_store,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rolecall memory`` and its actions to the top-level subparsers ``sub``."""
+    memory = _add(
+        sub,
+        "memory",
+        help="show or clear an agent's passive memory in a session",
+        description=(
+            "Each agent keeps a memory file per session: every message it received or "
+            "wrote. Clearing archives the file beside it and resets the agent's turn count; "
+            "its prompts then start after the current last message."
+        ),
+        examples=[
+            "rolecall memory show 20261122-101500-a1b2c3 teacher",
+            "rolecall memory clear 20261122-101500-a1b2c3 teacher",
+        ],
+    )
+    msub = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+    for action, text in (
+        ("show", "an agent's memory entries, oldest first"),
+        ("clear", "archive an agent's memory file and reset its turn count"),
+    ):
+        p = _add(
+            msub,
+            action,
+            help=text,
+            examples=[f"rolecall memory {action} 20261122-101500-a1b2c3 teacher"],
+        )
+        p.add_argument("session", metavar="SESSION", help="a session id")
+        p.add_argument("agent", metavar="AGENT", help="a role id of that session")
+        _common(p)
+
+
+# =================================================================== memory
+async def reset_agent_memory(store: SqliteStore, session_id: str, agent: str) -> int:
+    """In the stored session: ``agent``'s turn count to 0, its memory start to now.
+
+    One transaction on the store's connection. The state keeps the JSON shape of
+    :class:`~rolecall.session.document.StateDoc`; ``memory_start[agent]`` becomes the
+    number of stored messages, which is returned.
+    """
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from rolecall.errors import StorageError, UsageError
+    from rolecall.paths import safe_id
+    from rolecall.session.document import StateDoc
+
+    sid = safe_id(session_id, "session id")
+    db = store.db
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            async with db.execute("SELECT state_json FROM sessions WHERE id = ?", (sid,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                raise UsageError(f"no session '{sid}' in {store.path}")
+            async with db.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)
+            ) as cur:
+                counted = await cur.fetchone()
+            count = int(counted[0]) if counted else 0
+            state = StateDoc.model_validate_json(row[0])
+            state.turn_counts[agent] = 0
+            state.memory_start[agent] = count
+            await db.execute(
+                "UPDATE sessions SET state_json = ?, updated_at = ? WHERE id = ?",
+                (state.model_dump_json(), datetime.now(UTC).isoformat(), sid),
+            )
+        except BaseException:
+            await db.rollback()
+            raise
+        await db.commit()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot update the session store {store.path}: {exc}") from exc
+    return count
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from rolecall.errors import UsageError
+    from rolecall.memory import MemoryFiles
+    from rolecall.paths import safe_id
+    from rolecall.world.library import suggest
+
+    sid = _session_id(args.session)
+    agent = safe_id(args.agent, "agent id")
+    memory = MemoryFiles.in_data_dir(_data(args))
+    clearing = args.memory_command == "clear"
+
+    async def body(store: SqliteStore) -> tuple[SessionDocument, int, Path | None]:
+        doc = await store.load(sid, with_events=False)
+        agents = _role_ids_of(doc)
+        if agent not in agents:
+            raise UsageError(f"session {sid} has no agent '{agent}'{suggest(agent, agents)}")
+        if not clearing:
+            return doc, 0, None
+        archive = memory.clear(sid, agent)
+        return doc, await reset_agent_memory(store, sid, agent), archive
+
+    doc, start, archive = _with_store(args, body, missing=f"no session '{sid}'")
+    path = memory.path(sid, agent)
+    if clearing:
+        what = f"archived {path.name} as {archive.name}" if archive else "no memory file yet"
+        _say(
+            args,
+            f"cleared the memory of {agent} in session {sid}: {what}; turn count reset; "
+            f"its prompts start after message {start}",
+        )
+        return 0
+    entries = memory.read(sid, agent)
+    noun = "entry" if len(entries) == 1 else "entries"
+    print(f"memory of {agent} in session {sid}: {len(entries)} {noun} ({path})")
+    begin = doc.state.memory_start.get(agent, 0)
+    if begin:
+        print(f"cleared after message {begin}: its prompts use only the messages after it")
+    archives = list(path.parent.glob(f"{agent}.*.jsonl.archived")) if path.parent.is_dir() else []
+    if archives:
+        print(f"{len(archives)} archived file(s) beside it from earlier clears")
+    for entry in entries:
+        role = entry.get("role")
+        if role == "assistant":
+            who = "own message"
+        elif role == "system":
+            who = "system"
+        else:
+            who = f"from {entry.get('name', '?')}"
+        stamp = str(entry.get("ts", ""))[:19].replace("T", " ")
+        print(f"\n[{entry.get('message_id', '?')}] {who}  {stamp}".rstrip())
+        content = str(entry.get("content", ""))
+        for line in content.splitlines() or [""]:
+            print(f"  {line}")
+    return 0

@@ -1,0 +1,407 @@
+"""``rolecall roles``: the role library (built-in templates and user roles)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from rolecall.cli.manage.common import _add, _atomic_write, _clip, _common, _data, _say, _table
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rolecall.world.library import RoleLibrary
+
+
+ROLE_ID_PATTERN = r"^[a-z][a-z0-9_-]*$"
+ROLE_FIELD_FLAGS = ("name", "description", "system_prompt", "style", "constraints")
+
+
+def _readonly(role_id: str) -> str:
+    return (
+        f"role '{role_id}' is built in and read-only; copy it: "
+        f"rolecall roles create my-{role_id} --from {role_id}"
+    )
+
+
+def _role_field_flags(p: argparse.ArgumentParser, *, editing: bool) -> None:
+    p.add_argument("--name", metavar="N", help="display name, e.g. 'Ms. Rivera'")
+    p.add_argument("--description", metavar="D", help="one line: who this role is")
+    p.add_argument(
+        "--system-prompt", dest="system_prompt", metavar="P", help="what the model is told"
+    )
+    p.add_argument("--style", metavar="S", help="tone: formal, casual, strict, ... free text")
+    p.add_argument(
+        "--constraint",
+        dest="constraints",
+        action="append",
+        metavar="C",
+        help="a rule the role follows; repeat for several"
+        + (" (replaces the role's list)" if editing else ""),
+    )
+    if editing:
+        p.add_argument(
+            "--no-constraints",
+            dest="no_constraints",
+            action="store_true",
+            help="remove every constraint",
+        )
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rolecall roles`` and its actions to the top-level subparsers ``sub``."""
+    roles = _add(
+        sub,
+        "roles",
+        help="the role library: built-in templates and your own roles",
+        description=(
+            "The role library. Built-in roles are read-only; your roles are YAML files in "
+            "<data dir>/roles/ and usable as `template: <id>` in a world, like built-ins."
+        ),
+        examples=[
+            "rolecall roles list",
+            "rolecall roles show teacher",
+            "rolecall roles create my-teacher --from teacher --style strict",
+            "rolecall roles edit my-teacher --constraint 'Use SI units.'",
+            "rolecall roles delete my-teacher",
+        ],
+    )
+    rsub = roles.add_subparsers(dest="roles_command", metavar="ACTION", required=True)
+    p = _add(
+        rsub,
+        "list",
+        help="every role: built-ins (read-only) and your own",
+        examples=["rolecall roles list"],
+    )
+    _common(p)
+    p = _add(
+        rsub,
+        "show",
+        help="a role's fields as YAML",
+        examples=["rolecall roles show teacher", "rolecall roles show my-teacher"],
+    )
+    p.add_argument("id", metavar="ID", help="a role id")
+    _common(p)
+    p = _add(
+        rsub,
+        "create",
+        help="create a user role (from scratch, or a copy of another role)",
+        description=(
+            "Create <data dir>/roles/ID.yaml. ID: lowercase letters, digits, '_' and '-', "
+            "starting with a letter; not a built-in's id. Without --from, --system-prompt "
+            "is required."
+        ),
+        examples=[
+            "rolecall roles create my-teacher --from teacher --name 'Ms. Rivera'",
+            "rolecall roles create critic2 --system-prompt 'You find the weakest claim.' "
+            "--constraint 'At most 60 words.' --constraint 'One point per turn.'",
+        ],
+    )
+    p.add_argument("id", metavar="ID", help="the new role's id")
+    p.add_argument(
+        "--from",
+        dest="from_template",
+        metavar="TEMPLATE",
+        help="start from this role (built-in or yours); flags override its fields",
+    )
+    _role_field_flags(p, editing=False)
+    _common(p)
+    p = _add(
+        rsub,
+        "edit",
+        help="change fields of one of your roles (built-ins are read-only)",
+        description=(
+            "Change fields of a user role. Saved sessions keep the roles they ran with: "
+            "editing a role never changes them."
+        ),
+        examples=[
+            "rolecall roles edit my-teacher --system-prompt 'You teach with Socratic questions.'",
+            "rolecall roles edit my-teacher --constraint 'At most 80 words.'",
+            "rolecall roles edit my-teacher --no-constraints",
+        ],
+    )
+    p.add_argument("id", metavar="ID", help="a user role id")
+    _role_field_flags(p, editing=True)
+    _common(p)
+    p = _add(
+        rsub,
+        "delete",
+        help="delete one of your roles (built-ins are read-only)",
+        examples=["rolecall roles delete my-teacher"],
+    )
+    p.add_argument("id", metavar="ID", help="a user role id")
+    _common(p)
+
+
+# =================================================================== roles
+def role_library(args: argparse.Namespace) -> RoleLibrary:
+    """The role library of the data directory: built-ins plus ``<data dir>/roles/*.yaml``.
+
+    ``run``/``chat`` should load worlds with it so user roles work as ``template:``.
+    """
+    from rolecall.world.library import RoleLibrary
+
+    return RoleLibrary(_data(args) / "roles")
+
+
+def _role_id(value: str, what: str = "role id") -> str:
+    import re
+
+    from rolecall.errors import UsageError
+    from rolecall.paths import safe_id
+
+    safe_id(value, what)
+    if not re.match(ROLE_ID_PATTERN, value):
+        raise UsageError(
+            f"{what} {value!r} is not valid: use lowercase letters, digits, '_' and '-', "
+            "starting with a letter (e.g. my-teacher)"
+        )
+    return value
+
+
+def _field_updates(args: argparse.Namespace) -> dict[str, Any]:
+    updates: dict[str, Any] = {}
+    for key in ROLE_FIELD_FLAGS:
+        value = getattr(args, key, None)
+        if value is None:
+            continue
+        updates[key] = [c.strip() for c in value] if key == "constraints" else value.strip()
+    if getattr(args, "no_constraints", False):
+        from rolecall.errors import UsageError
+
+        if "constraints" in updates:
+            raise UsageError("give either --constraint or --no-constraints, not both")
+        updates["constraints"] = []
+    return updates
+
+
+def _validated(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``data`` if it makes a valid role (worlds.md fields), else every problem listed."""
+    from pydantic import ValidationError
+
+    from rolecall.errors import UsageError
+    from rolecall.world.models import Role
+
+    try:
+        Role.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(role)"
+            msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+            problems.append(f"  {where}: {msg}")
+        raise UsageError(f"{source}: not a valid role\n" + "\n".join(problems)) from None
+    return data
+
+
+def _ordered(data: dict[str, Any]) -> dict[str, Any]:
+    from rolecall.world.library import ROLE_FIELDS
+
+    first = {k: data[k] for k in ROLE_FIELDS if k in data}
+    return {**first, **{k: v for k, v in data.items() if k not in first}}
+
+
+def _dump_yaml(data: dict[str, Any]) -> str:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(_ordered(data), Dumper=Dumper, sort_keys=False, allow_unicode=True, width=88)
+
+
+def _read_user_role(path: Path) -> dict[str, Any]:
+    import yaml
+
+    from rolecall.errors import StorageError, UsageError
+
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: invalid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a role file must hold a mapping of role fields")
+    return data
+
+
+def _create_file(path: Path, text: str) -> None:
+    """Create ``path`` with ``text`` whole, refusing to replace an existing file."""
+    import os
+    import tempfile
+    from pathlib import Path as _Path
+
+    from rolecall.errors import StorageError, UsageError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.link(tmp, path)  # atomic, and fails if path exists
+        finally:
+            _Path(tmp).unlink(missing_ok=True)
+    except FileExistsError:
+        raise UsageError(f"role file {path} already exists") from None
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def cmd_roles(args: argparse.Namespace) -> int:
+    action: str = args.roles_command
+    library = role_library(args)
+    if action == "list":
+        return _roles_list(args, library)
+    role_id = _role_id(args.id)
+    if action == "show":
+        return _roles_show(args, library, role_id)
+    if action == "create":
+        return _roles_create(args, library, role_id)
+    if action == "edit":
+        return _roles_edit(args, library, role_id)
+    return _roles_delete(args, library, role_id)
+
+
+def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
+    from rolecall.errors import RolecallError
+    from rolecall.world.library import builtin_roles
+
+    rows: list[tuple[str, ...]] = []
+    for rid in sorted(builtin_roles()):
+        role = builtin_roles()[rid]
+        rows.append((rid, "built-in", str(role.get("name", "")), _clip(role["description"], 60)))
+    user = library.user_ids()
+    for rid in user:
+        if library.is_builtin(rid):
+            rows.append((rid, "user", "", "(ignored: a built-in has this id)"))
+            continue
+        try:
+            role = library.get(rid)
+            rows.append(
+                (
+                    rid,
+                    "user",
+                    str(role.get("name", "")),
+                    _clip(str(role.get("description", "")), 60),
+                )
+            )
+        except (RolecallError, OSError, ValueError) as exc:
+            rows.append((rid, "user", "", f"(invalid: {_clip(str(exc), 50)})"))
+    rows.sort(key=lambda r: (r[1] != "user", r[0]))
+    print(_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
+    _say(
+        args,
+        f"\n{len(builtin_roles())} built-in (read-only), {len(user)} user "
+        f"({library.user_dir}); use one in a world as `template: <id>`",
+    )
+    return 0
+
+
+def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    data = library.get(role_id)
+    if library.is_builtin(role_id):
+        copy = f"rolecall roles create my-{role_id} --from {role_id}"
+        head = f"# {role_id}: built in, read-only (copy it: {copy})"
+    else:
+        head = f"# {role_id}: user role, {library.user_dir}/{role_id}.yaml"
+    print(head)
+    print(_dump_yaml(data), end="")
+    return 0
+
+
+def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    from rolecall.errors import UsageError
+
+    assert library.user_dir is not None
+    if library.is_builtin(role_id):
+        raise UsageError(
+            f"role '{role_id}' is built in; pick another id, or copy it: "
+            f"rolecall roles create my-{role_id} --from {role_id}"
+        )
+    path = library.user_dir / f"{role_id}.yaml"
+    if path.exists():
+        raise UsageError(
+            f"role '{role_id}' already exists ({path}); change it with "
+            f"`rolecall roles edit {role_id} ...` or delete it first"
+        )
+    updates = _field_updates(args)
+    data: dict[str, Any] = {}
+    template = getattr(args, "from_template", None)
+    if template is not None:
+        data = library.get(_role_id(template, "template id"))
+        data.pop("template", None)
+    elif not updates.get("system_prompt"):
+        raise UsageError(
+            "a new role needs --system-prompt P (or --from TEMPLATE to start from another role)"
+        )
+    data.update(updates)
+    data["id"] = role_id
+    text = _dump_yaml(_validated(data, f"role '{role_id}'"))
+    _create_file(path, text)
+    origin = f" from {template}" if template else ""
+    _say(
+        args, f"created role {role_id}{origin}: {path}; use it in a world as `template: {role_id}`"
+    )
+    return 0
+
+
+def _user_role_path(library: RoleLibrary, role_id: str) -> Path:
+    from rolecall.errors import UsageError
+    from rolecall.world.library import suggest
+
+    assert library.user_dir is not None
+    if library.is_builtin(role_id):
+        raise UsageError(_readonly(role_id))
+    path = library.user_dir / f"{role_id}.yaml"
+    if not path.is_file():
+        users = library.user_ids()
+        hint = (
+            suggest(role_id, users)
+            if users
+            else " (you have no roles yet: rolecall roles create ...)"
+        )
+        raise UsageError(f"no user role '{role_id}' in {library.user_dir}{hint}")
+    return path
+
+
+def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    from rolecall.errors import UsageError
+
+    path = _user_role_path(library, role_id)
+    updates = _field_updates(args)
+    if not updates:
+        raise UsageError(
+            "nothing to change: give at least one of --name, --description, --system-prompt, "
+            "--style, --constraint, --no-constraints"
+        )
+    data = _read_user_role(path)
+    data.update(updates)
+    data["id"] = role_id
+    _atomic_write(path, _dump_yaml(_validated(data, str(path))))
+    _say(
+        args,
+        f"updated role {role_id} ({', '.join(updates)}); sessions already saved keep the "
+        "roles they ran with",
+    )
+    return 0
+
+
+def _roles_delete(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    from rolecall.errors import StorageError
+
+    path = _user_role_path(library, role_id)
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise StorageError(f"cannot delete {path}: {exc.strerror or exc}") from exc
+    _say(args, f"deleted role {role_id} ({path}); saved sessions keep their copy")
+    return 0

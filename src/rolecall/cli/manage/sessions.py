@@ -1,0 +1,276 @@
+"""``rolecall sessions``: list, show, trace, export and delete stored sessions."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from rolecall.cli.manage.common import (
+    _add,
+    _atomic_write,
+    _check_role_filter,
+    _clip,
+    _common,
+    _data,
+    _role_ids_of,
+    _say,
+    _session_id,
+    _table,
+    _with_store,
+)
+
+if TYPE_CHECKING:
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", metavar="R", help="only the messages sent by role R")
+    p.add_argument(
+        "--search", metavar="S", help="only the messages containing S (case-insensitive)"
+    )
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rolecall sessions`` and its actions to the top-level subparsers ``sub``."""
+    sessions = _add(
+        sub,
+        "sessions",
+        help="list, show, trace, export and delete stored sessions",
+        description="Browse and export the sessions stored in the data directory.",
+        examples=[
+            "rolecall sessions list",
+            "rolecall sessions show 20261122-101500-a1b2c3 --role teacher",
+            "rolecall sessions trace 20261122-101500-a1b2c3",
+            "rolecall sessions export 20261122-101500-a1b2c3 --format html --out lesson.html",
+            "rolecall sessions delete 20261122-101500-a1b2c3",
+        ],
+    )
+    ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    p = _add(
+        ssub,
+        "list",
+        help="every stored session: id, world, state, stop reason, messages, last update",
+        examples=["rolecall sessions list", "rolecall sessions list --data-dir /tmp/rc"],
+    )
+    _common(p)
+    p = _add(
+        ssub,
+        "show",
+        help="a session's transcript as text (who answers whom, steps, loops, tokens)",
+        examples=[
+            "rolecall sessions show 20261122-101500-a1b2c3",
+            "rolecall sessions show 20261122-101500-a1b2c3 --role student --search why",
+            "rolecall sessions show 20261122-101500-a1b2c3 -v    # with timestamps",
+        ],
+    )
+    p.add_argument("session", metavar="ID", help="a session id (see `rolecall sessions list`)")
+    _filters(p)
+    _common(p)
+    p = _add(
+        ssub,
+        "trace",
+        help="a session's execution log: one row per executed flow step",
+        description=(
+            "The execution log: order, step, speaker, message, loop iteration (earlier runs "
+            "of that step), result, tokens, start time and duration."
+        ),
+        examples=["rolecall sessions trace 20261122-101500-a1b2c3"],
+    )
+    p.add_argument("session", metavar="ID", help="a session id")
+    _common(p)
+    p = _add(
+        ssub,
+        "export",
+        help="export a session as Markdown, one HTML page, or the session file (JSON)",
+        description=(
+            "Export a session. md and html show who answers whom, steps and loop "
+            "iterations, the stop reason and a per-role token table, and can be filtered; "
+            "json is the versioned session document (memory files included) that "
+            "`rolecall resume FILE` continues."
+        ),
+        examples=[
+            "rolecall sessions export 20261122-101500-a1b2c3 --format md > lesson.md",
+            "rolecall sessions export 20261122-101500-a1b2c3 --format html --out lesson.html",
+            "rolecall sessions export 20261122-101500-a1b2c3 --format html --role teacher "
+            "--out teacher.html",
+            "rolecall sessions export 20261122-101500-a1b2c3 --format json --out saved.json",
+        ],
+    )
+    p.add_argument("session", metavar="ID", help="a session id")
+    p.add_argument(
+        "--format", required=True, choices=("md", "html", "json"), help="md, html or json"
+    )
+    p.add_argument("--out", metavar="FILE", help="write here (atomically) instead of stdout")
+    _filters(p)
+    _common(p)
+    p = _add(
+        ssub,
+        "delete",
+        help="delete a session: its stored rows and its memory folder, nothing else",
+        examples=["rolecall sessions delete 20261122-101500-a1b2c3"],
+    )
+    p.add_argument("session", metavar="ID", help="a session id")
+    _common(p)
+
+
+# =================================================================== sessions
+def cmd_sessions(args: argparse.Namespace) -> int:
+    action: str = args.sessions_command
+    if action == "list":
+        return _sessions_list(args)
+    if action == "delete":
+        return _sessions_delete(args)
+    return _sessions_read(args)
+
+
+def _sessions_list(args: argparse.Namespace) -> int:
+    import json
+
+    from rolecall.paths import db_path
+
+    data = _data(args)
+    if not db_path(data).is_file():
+        _say(args, f"no sessions stored in {data} yet")
+        return 0
+
+    async def body(store: SqliteStore) -> list[tuple[str, ...]]:
+        rows = await store.list_sessions()
+        async with store.db.execute("SELECT id, state_json FROM sessions") as cur:
+            states = {sid: text for sid, text in await cur.fetchall()}
+        out: list[tuple[str, ...]] = []
+        for r in rows:
+            state = r.state
+            if r.state == "paused":
+                try:
+                    reason = json.loads(states.get(r.id, "{}")).get("pause_reason")
+                except ValueError:
+                    reason = None
+                state = f"paused ({reason})" if reason else state
+            out.append(
+                (
+                    r.id,
+                    r.world_name,
+                    state,
+                    r.stop_reason or "-",
+                    str(r.messages),
+                    r.updated_at[:19].replace("T", " "),
+                    _clip(r.title, 40),
+                )
+            )
+        return out
+
+    rows = _with_store(args, body, missing="no sessions")
+    if not rows:
+        _say(args, f"no sessions stored in {data} yet")
+        return 0
+    header = ("ID", "WORLD", "STATE", "STOP", "MSGS", "UPDATED", "TITLE")
+    print(_table(header, rows, right={4}))
+    return 0
+
+
+def _sessions_read(args: argparse.Namespace) -> int:
+    """``show``, ``trace`` and ``export``: load the document, render it."""
+    from rolecall.errors import UsageError
+
+    sid = _session_id(args.session)
+    action: str = args.sessions_command
+    fmt: str | None = getattr(args, "format", None)
+    role: str | None = getattr(args, "role", None)
+    search: str | None = getattr(args, "search", None)
+    if fmt == "json" and (role is not None or search is not None):
+        raise UsageError(
+            "--role and --search filter the md and html exports; "
+            "--format json is always the whole session document"
+        )
+
+    async def body(store: SqliteStore) -> SessionDocument:
+        return await store.load(sid, with_events=(fmt == "json"))
+
+    doc = _with_store(args, body, missing=f"no session '{sid}'")
+    _check_role_filter(doc, role)
+
+    from rolecall import export
+
+    if action == "show":
+        print(export.to_text(doc, role=role, search=search, times=args.verbose > 0), end="")
+        return 0
+    if action == "trace":
+        print(export.to_trace(doc), end="")
+        return 0
+    if fmt == "json":
+        from rolecall.memory import MemoryFiles
+
+        memory = MemoryFiles.in_data_dir(_data(args))
+        doc.memory = {rid: memory.read(sid, rid) for rid in _role_ids_of(doc)}
+        # the session file leaves streaming chunks out: the messages hold their text
+        doc.events = [e for e in doc.events if e.get("topic") != "sse"]
+        if args.out:
+            from pathlib import Path
+
+            from rolecall.session.document import write_session_file
+
+            write_session_file(Path(args.out), doc)
+        else:
+            print(doc.model_dump_json())
+    else:
+        text = (export.to_markdown if fmt == "md" else export.to_html)(
+            doc, role=role, search=search
+        )
+        if args.out:
+            from pathlib import Path
+
+            _atomic_write(Path(args.out), text)
+        else:
+            print(text, end="")
+    if args.out:
+        shown = export.select(doc, role=role, search=search).describe()
+        _say(args, f"exported session {sid} as {fmt} to {args.out}: {shown}")
+    return 0
+
+
+def _sessions_delete(args: argparse.Namespace) -> int:
+    import shutil
+
+    from rolecall.errors import StorageError, UsageError
+    from rolecall.memory import MemoryFiles
+
+    sid = _session_id(args.session)
+    data = _data(args)
+    folder = MemoryFiles.in_data_dir(data).root / sid
+
+    async def body(store: SqliteStore) -> int | None:
+        async with store.db.execute(
+            "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = ?) "
+            "FROM sessions WHERE id = ?",
+            (sid, sid),
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        await store.delete(sid)
+        return int(row[0])
+
+    from rolecall.paths import db_path
+
+    count: int | None = None
+    if db_path(data).is_file():
+        count = _with_store(args, body, missing=f"no session '{sid}'")
+    has_folder = folder.is_dir() and not folder.is_symlink()
+    if count is None and not has_folder:
+        raise UsageError(f"no session '{sid}' in {db_path(data)} (see `rolecall sessions list`)")
+    if has_folder:
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:
+            raise StorageError(
+                f"deleted the stored session {sid} but not its memory folder {folder}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+    parts = []
+    if count is not None:
+        parts.append(f"{count} messages with their events, execution log and drafts")
+    if has_folder:
+        parts.append(f"memory folder {folder}")
+    _say(args, f"deleted session {sid}: {'; '.join(parts)}")
+    return 0

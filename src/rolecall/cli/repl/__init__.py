@@ -1,0 +1,61 @@
+"""The interactive REPL of ``rolecall chat WORLD`` on a terminal (cli.md, REPL).
+
+Three layers, the first two headless and testable without a terminal:
+
+- :func:`parse_command` turns a ``/command`` line into a :class:`Command` (or a one-line
+  :class:`CommandError`); :class:`CommandRunner` carries it out on a session. The piped
+  mode can share both through :func:`run_command_line`.
+- :class:`ReplDisplay` is a bus subscriber that turns events into lines (headers
+  ``speaker → target``, streamed text, ``↑in ↓out`` tokens, marks for errors) plus a
+  *live region* (the line being streamed, a spinner with the speaker and elapsed time)
+  drawn just above the input line.
+- :class:`Repl` is the prompt-toolkit front end: a prompt with history, multi-line
+  input, ``@role`` and ``/command`` completion and a bottom toolbar; the session's turns
+  run concurrently in an anyio task group, and the display's lines are printed above
+  the prompt while the human types.
+
+Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.palette` and
+:mod:`.display` (output), :mod:`.runner` (carrying commands out), :mod:`.completion`,
+:mod:`.live` (session wiring), :mod:`.app` (:class:`Repl`) and :mod:`.entry` (the
+``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``entry._main``).
+"""
+
+from rolecall.cli.repl.app import Repl
+from rolecall.cli.repl.commands import (
+    COMMANDS,
+    Command,
+    CommandError,
+    CommandSpec,
+    help_lines,
+    parse_command,
+)
+from rolecall.cli.repl.completion import Candidate, ReplCompleter
+from rolecall.cli.repl.display import ReplDisplay
+from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
+from rolecall.cli.repl.live import mark_quit, open_live_session
+from rolecall.cli.repl.palette import Palette
+from rolecall.cli.repl.runner import CommandRunner, LoadRequest, Outcome, run_command_line
+
+__all__ = [
+    "COMMANDS",
+    "Candidate",
+    "Command",
+    "CommandError",
+    "CommandRunner",
+    "CommandSpec",
+    "LoadRequest",
+    "Outcome",
+    "Palette",
+    "Repl",
+    "ReplCompleter",
+    "ReplDisplay",
+    "cmd_repl",
+    "cmd_resume_repl",
+    "help_lines",
+    "mark_quit",
+    "open_live_session",
+    "parse_command",
+    "resume_repl",
+    "run_command_line",
+    "run_repl",
+]

@@ -1,0 +1,225 @@
+""":class:`ReplDisplay`: bus events as lines plus a live region (streamed text, spinner)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
+
+if TYPE_CHECKING:
+    from rolecall.bus import Envelope
+
+
+@dataclass
+class _Live:
+    """The generation being streamed."""
+
+    message_id: str
+    sender: str
+    started: float
+    partial: str = ""
+    first_token: float | None = None
+    out_tokens: int = 0
+
+
+class ReplDisplay:
+    """Bus subscriber: finished lines go to an outbox printed above the prompt; the line
+    being streamed and a spinner make up the live region drawn just above the input.
+
+    Headless: call it with envelopes, read :meth:`take_output` and :meth:`live_lines`.
+    """
+
+    def __init__(
+        self,
+        palette: Palette,
+        *,
+        width: Callable[[], int] = _terminal_width,
+        quiet: bool = False,
+        verbose: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[], None] | None = None,
+        totals: Callable[[], tuple[int, int]] | None = None,
+    ) -> None:
+        self.palette = palette
+        self.width = width
+        self.quiet = quiet
+        self.verbose = verbose
+        self.clock = clock
+        self.on_change = on_change or (lambda: None)
+        self.totals = totals
+        self.outbox: list[str] = []
+        self.live: _Live | None = None
+        self._seen_in = 0
+        self._seen_out = 0
+        self._blank = True  # the last line printed was blank (or nothing was printed)
+
+    # -- output -----------------------------------------------------------------------
+    def emit(self, line: str = "") -> None:
+        self.outbox.append(line)
+        self._blank = line == ""
+        self.on_change()
+
+    def gap(self) -> None:
+        """A blank line, unless the last one was blank already."""
+        if not self._blank:
+            self.emit()
+
+    def info(self, text: str) -> None:
+        for line in text.split("\n"):
+            self.emit(line)
+
+    def note(self, text: str) -> None:
+        self.emit(self.palette.dim(text))
+
+    def warn(self, text: str) -> None:
+        self.emit(self.palette.yellow(f"⚠ {text}"))
+
+    def error(self, text: str) -> None:
+        self.emit(self.palette.red(f"✗ {text}"))
+
+    def take_output(self) -> str:
+        """Everything not printed yet, as text ending with a newline (or '')."""
+        lines, self.outbox = self.outbox, []
+        return "".join(line + "\n" for line in lines)
+
+    @property
+    def active(self) -> bool:
+        return self.live is not None
+
+    def live_out_tokens(self) -> int:
+        return self.live.out_tokens if self.live else 0
+
+    def live_lines(self, now: float | None = None) -> list[str]:
+        """The live region: lines not printed yet (at most 3), the streamed line, a status."""
+        lines = self.outbox[-3:]
+        live = self.live
+        if live is None:
+            return lines
+        now = self.clock() if now is None else now
+        if live.partial:
+            lines.append(self.palette.bar(live.sender) + live.partial)
+        frame = _SPINNER[int(now * 10) % len(_SPINNER)]
+        elapsed = f"{now - live.started:.1f}s"
+        name = self.palette.role(live.sender)
+        if live.first_token is None:
+            status = f"{frame} {name} {self.palette.dim('is thinking · ' + elapsed)}"
+        else:
+            status = f"{frame} {name} " + self.palette.dim(f"· {elapsed} · ↓{live.out_tokens:,}")
+        lines.append(status)
+        return lines
+
+    # -- streaming --------------------------------------------------------------------
+    def _body(self, sender: str, line: str) -> None:
+        for piece in _wrap(line, self.width() - 3):
+            self.emit(self.palette.bar(sender) + piece)
+
+    def _feed(self, live: _Live, delta: str) -> None:
+        live.partial += delta
+        while "\n" in live.partial:
+            line, live.partial = live.partial.split("\n", 1)
+            self._body(live.sender, line)
+        limit = max(self.width() - 3, 10)
+        while len(live.partial) > limit:
+            cut = live.partial.rfind(" ", 0, limit + 1)
+            if cut <= 0:
+                cut = limit
+            self.emit(self.palette.bar(live.sender) + live.partial[:cut].rstrip(" "))
+            live.partial = live.partial[cut:].lstrip(" ")
+
+    def _end_live(self) -> _Live | None:
+        live, self.live = self.live, None
+        if live is not None and live.partial:
+            self.emit(self.palette.bar(live.sender) + live.partial)
+            live.partial = ""
+        return live
+
+    def _session_totals(self) -> tuple[int, int]:
+        return self.totals() if self.totals else (self._seen_in, self._seen_out)
+
+    # -- events -----------------------------------------------------------------------
+    def __call__(self, envelope: Envelope) -> None:
+        from rolecall.bus import (  # imported here: the prompt is drawn before the runtime loads
+            ConditionEvent,
+            ErrorEvent,
+            JudgeEvent,
+            MessageEvent,
+            ModeEvent,
+            PassEvent,
+            SessionEvent,
+            StepEvent,
+            StopEvent,
+            StreamChunk,
+            StreamEnd,
+            StreamError,
+            StreamStart,
+            WarningEvent,
+        )
+
+        event = envelope.event
+        p = self.palette
+        if isinstance(event, StreamChunk):
+            live = self.live
+            if live is None or live.message_id != event.message_id:
+                return
+            if live.first_token is None:
+                live.first_token = self.clock()
+            live.out_tokens = event.output_tokens
+            self._feed(live, event.delta)
+            self.on_change()
+        elif isinstance(event, StreamStart):
+            self._end_live()
+            self.gap()
+            self.emit(header(p, event.sender, event.target, event.step_id, event.loop_iteration))
+            self.live = _Live(event.message_id, event.sender, self.clock())
+        elif isinstance(event, StreamEnd):
+            live = self._end_live()
+            self._seen_in += event.input_tokens
+            self._seen_out += event.output_tokens
+            if not self.quiet:
+                took = f" · {self.clock() - live.started:.1f}s" if live else ""
+                self.emit(p.dim(f"  {tokens(event.input_tokens, event.output_tokens)}{took}"))
+            self.emit()
+        elif isinstance(event, StreamError):
+            self._end_live()
+            if event.error == "cancelled":
+                self.error(
+                    f"cancelled: {event.sender}'s reply ({event.message_id}) is kept as an "
+                    "incomplete draft, outside the history"
+                )
+            else:
+                self.error(f"{event.sender}'s reply ({event.message_id}) failed: {event.error}")
+        elif isinstance(event, MessageEvent):
+            if event.sender == "system":
+                self.gap()
+                self.emit(p.yellow(f"⚑ system: {event.content}"))
+        elif isinstance(event, PassEvent):
+            self.note(f"  ({event.agent} passes the floor to you)")
+        elif isinstance(event, WarningEvent):
+            self.warn(event.message)
+        elif isinstance(event, ErrorEvent):
+            if not event.source.startswith("model:"):  # the stream error says it already
+                self.error(event.error)
+        elif isinstance(event, SessionEvent):
+            if event.state == "paused" and event.reason != "quit":
+                self.emit(p.yellow(f"⏸ paused ({event.reason or 'paused'}) · /resume continues"))
+        elif isinstance(event, StopEvent):
+            self._end_live()
+            detail = f" ({event.detail})" if event.detail else ""
+            total = tokens(*self._session_totals())
+            self.gap()
+            self.emit(p.bold(f"■ finished: {event.reason}{detail}") + p.dim(f" · session {total}"))
+        elif isinstance(event, JudgeEvent):
+            scores = ", ".join(f"{k} {v:g}" for k, v in event.scores.items())
+            self.note(
+                f"  ⚖ {event.judge}: {scores or 'no scores'}{'' if event.valid else ' (invalid)'}"
+            )
+        elif isinstance(event, ModeEvent):
+            self.note(f"  ◆ {event.mode}: {event.name}")
+        elif self.verbose and isinstance(event, ConditionEvent):
+            mark = "✓" if event.result else "·"
+            self.note(f"  {mark} {event.context} {event.condition}: {event.detail}")
+        elif self.verbose and isinstance(event, StepEvent):
+            self.note(f"  ↳ #{event.execution_order} {event.step_id}: {event.result}")

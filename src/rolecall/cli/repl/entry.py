@@ -1,0 +1,127 @@
+"""Entry points of the REPL: ``rolecall chat`` / ``rolecall resume`` on a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from rolecall.cli.repl.app import Repl
+from rolecall.cli.repl.live import open_live_session
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
+
+
+async def run_repl(args: argparse.Namespace, session: Session, store: SqliteStore) -> None:
+    """The REPL over ``session`` until the human quits (``cmd_chat`` on a terminal).
+
+    ``session`` must have been opened without the plain terminal display (see
+    :func:`open_live_session`); ``/load`` opens further sessions by itself.
+    """
+    await Repl(args, store).run(session)
+
+
+def _run(main: Callable[[], Awaitable[None]]) -> None:
+    """``anyio.run(main)``, raising a lone error as itself rather than in a group.
+
+    Task groups wrap what fails inside them; a storage error or a lost terminal is one
+    error for the user (``dispatch`` maps rolecall errors to exit codes and messages).
+    """
+    try:
+        anyio.run(main)
+    except BaseExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is group:
+            raise
+        raise error from None
+
+
+def cmd_repl(args: argparse.Namespace) -> int:
+    """``rolecall chat WORLD`` on a terminal: open the store and the session, run the REPL."""
+    from rolecall.cli.commands import _load, outcome
+
+    world, source = _load(args)
+    holder: list[Session] = []
+
+    async def main() -> None:
+        repl = Repl(args, None)
+        async with repl.booting(world):  # the prompt is up before the runtime is imported
+            from rolecall.cli.wiring import open_store
+
+            async with (
+                open_store(args) as store,
+                open_live_session(args, world, store, world_source=source) as session,
+            ):
+                repl.store = store
+                holder.append(await repl.run(session))
+
+    _run(main)
+    return outcome(holder[0])
+
+
+async def resume_repl(
+    args: argparse.Namespace, store: SqliteStore, doc: SessionDocument
+) -> Session:
+    """The REPL over a stored session (``cmd_resume`` on a terminal); the last session."""
+    from rolecall.cli.commands import apply_overrides
+
+    world = apply_overrides(doc.world_model(), args)
+    async with open_live_session(args, world, store, doc=doc) as session:
+        return await Repl(args, store).run(session)
+
+
+def cmd_resume_repl(args: argparse.Namespace) -> int:
+    """``rolecall resume SESSION`` on a terminal: the REPL over a stored session or file."""
+    from rolecall.cli.commands import outcome
+    from rolecall.cli.wiring import open_store
+    from rolecall.session.document import read_session_file
+
+    holder: list[Session] = []
+
+    async def main() -> None:
+        async with open_store(args) as store:
+            target = Path(args.session)
+            if target.suffix == ".json" or await anyio.Path(target).is_file():
+                doc = await anyio.to_thread.run_sync(read_session_file, target)
+            else:
+                doc = await store.load(args.session)
+            holder.append(await resume_repl(args, store, doc))
+
+    _run(main)
+    return outcome(holder[0])
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m rolecall.cli.repl WORLD [options]`` (or ``resume SESSION [options]``):
+    the REPL without ``cmd_chat``/``cmd_resume``."""
+    from rolecall.cli import logs
+    from rolecall.cli.main import build_parser
+    from rolecall.errors import RolecallError, RuntimeFailure, UsageError, WorldError
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    resume = bool(words) and words[0] == "resume"
+    args = build_parser().parse_args(words if resume else ["chat", *words])
+    verbosity = -1 if args.quiet else args.verbose
+    logs.configure(verbosity, args.log_file)
+    try:
+        return cmd_resume_repl(args) if resume else cmd_repl(args)
+    except WorldError as exc:
+        print(str(exc), file=sys.stderr)
+        for warning in exc.warnings:
+            print(f"  warning: {warning}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"rolecall: {exc}", file=sys.stderr)
+        return 2
+    except (RuntimeFailure, RolecallError) as exc:
+        print(f"rolecall: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,82 @@
+"""Session wiring of the REPL: a live session without the plain display, quitting, logs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rolecall.bus import EventBus
+    from rolecall.runtime import Session
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.world.models import World
+
+
+@asynccontextmanager
+async def open_live_session(
+    args: argparse.Namespace,
+    world: World,
+    store: SqliteStore,
+    *,
+    world_source: str | None = None,
+    doc: SessionDocument | None = None,
+) -> AsyncIterator[Session]:
+    """``wiring.live_session`` without its terminal display (the REPL brings its own)."""
+    from rolecall.cli import wiring
+
+    def no_display(bus: EventBus) -> None:
+        return None  # the REPL subscribes its own display
+
+    async with wiring.live_session(
+        args, world, store, world_source=world_source, doc=doc, display=no_display
+    ) as session:
+        yield session
+
+
+@contextmanager
+def _logs_above_prompt(verbose: int) -> Iterator[None]:
+    """Send console logs through the patched stderr (above the prompt); quieter by default.
+
+    The display shows failures itself, so below ``-v`` only errors are logged there.
+    """
+    changed: list[tuple[logging.StreamHandler[Any], Any, int]] = []
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+            handler, logging.FileHandler
+        ):
+            changed.append((handler, handler.stream, handler.level))
+            handler.setStream(sys.stderr)
+            if verbose <= 0:
+                handler.setLevel(max(handler.level, logging.ERROR))
+    try:
+        yield
+    finally:
+        for handler, stream, level in changed:
+            handler.setStream(stream)
+            handler.setLevel(level)
+
+
+def _quiet_args(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` for a session switched to with /load: no --session-file of the first one."""
+    values = dict(vars(args))
+    values["session_file"] = None
+    return argparse.Namespace(**values)
+
+
+def mark_quit(session: Session) -> None:
+    """Keep the session for ``rolecall resume``: paused, reason ``quit`` (idle sessions only)."""
+    from rolecall.bus import SessionEvent
+
+    if session.finished:
+        return
+    state = session.state
+    if state.state != "paused":
+        session.pause("quit")
+    elif state.pause_reason != "quit":
+        state.pause_reason = "quit"
+        session.bus.publish(SessionEvent(state="paused", reason="quit"))

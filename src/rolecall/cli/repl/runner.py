@@ -1,0 +1,516 @@
+""":class:`CommandRunner` carries out a parsed ``/command`` on a session; :func:`run_command_line`
+shares it with the piped mode."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import anyio
+
+from rolecall.cli.repl.commands import Command, CommandError, help_lines, parse_command
+from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
+
+if TYPE_CHECKING:
+    from rolecall.memory import MemoryFiles
+    from rolecall.runtime import Session
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.world.models import World
+
+
+class Outcome(Enum):
+    CONTINUE = "continue"
+    QUIT = "quit"
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """``/load``: the REPL switches to the session of ``doc``."""
+
+    doc: SessionDocument
+    source: str
+
+
+Job = Callable[[], Awaitable[object]]
+Spawner = Callable[[str, Job], None]
+
+
+def _models_in_use(session: Session) -> list[str]:
+    return sorted({session.model_name(r) for r in session.world.roles})
+
+
+def _flag_names(world: World) -> list[str]:
+    """Flag names the world's conditions look at (for completion)."""
+    from rolecall.flows.model import FlagCond
+
+    found: set[str] = set()
+
+    def walk(cond: object) -> None:
+        if isinstance(cond, FlagCond):
+            found.add(cond.flag)
+        for attr in ("any", "all"):
+            for inner in getattr(cond, attr, None) or ():
+                walk(inner)
+        inner_not = getattr(cond, "not_", None)
+        if inner_not is not None:
+            walk(inner_not)
+
+    flow = world.flow
+    if flow is not None:
+        for cond in flow.stop:
+            walk(cond)
+        for step in flow.steps:
+            if step.loop is not None and step.loop.until is not None:
+                walk(step.loop.until)
+            if isinstance(step.next, list):
+                for branch in step.next:
+                    if branch.when is not None:
+                        walk(branch.when)
+    return sorted(found)
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def _shorten(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _resolve_agent(session: Session, name: str) -> str:
+    wanted = name.lstrip("@").lower()
+    for rid in session.world.role_ids:
+        if rid.lower() == wanted:
+            return rid
+    ids = session.world.role_ids
+    close = difflib.get_close_matches(wanted, ids, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}?" if close else "agents: " + ", ".join(ids)
+    raise CommandError(f"no agent {name!r} in this world ({hint})")
+
+
+class CommandRunner:
+    """Carries out parsed commands on one session; no terminal needed.
+
+    ``echo`` prints one line (or several joined by newlines) for the user. ``spawn``
+    starts a job (a turn, a run) in the background; without it jobs are awaited in
+    place, as the piped mode does. ``busy`` says whether background jobs are running.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        echo: Callable[[str], None],
+        store: SqliteStore | None = None,
+        memory: MemoryFiles | None = None,
+        spawn: Spawner | None = None,
+        busy: Callable[[], bool] = lambda: False,
+        palette: Palette | None = None,
+        cwd: Path | None = None,
+        data_dir: Path | None = None,
+        on_model: Callable[[str], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.echo = echo
+        self.store = store
+        self.memory = memory
+        self.spawn = spawn
+        self.busy = busy
+        self.palette = palette or Palette(session.world.role_ids, color=False)
+        self.cwd = cwd
+        self.data_dir = data_dir
+        self.on_model = on_model
+
+    @property
+    def driven(self) -> bool:
+        """The world has a flow (or a mode's director) that decides who speaks."""
+        return self.session.engine is not None or self.session.director is not None
+
+    async def _start(self, name: str, job: Job) -> None:
+        if self.spawn is not None:
+            self.spawn(name, job)
+        else:
+            await job()
+
+    def _path(self, name: str) -> Path:
+        path = Path(name).expanduser()
+        if not path.is_absolute() and self.cwd is not None:
+            path = self.cwd / path
+        return path
+
+    async def execute(self, command: Command) -> Outcome | LoadRequest:
+        handler: Callable[[Command], Awaitable[Outcome | LoadRequest | None]] = getattr(
+            self, "_cmd_" + command.name
+        )
+        result = await handler(command)
+        return Outcome.CONTINUE if result is None else result
+
+    async def run_line(self, line: str) -> Outcome | LoadRequest:
+        """Parse and run one ``/command`` line; a bad line or a failure is echoed, not raised."""
+        from rolecall.errors import RolecallError
+
+        try:
+            return await self.execute(parse_command(line))
+        except (CommandError, RolecallError) as exc:
+            self.echo(str(exc))
+            return Outcome.CONTINUE
+
+    # -- information ------------------------------------------------------------------
+    async def _cmd_help(self, cmd: Command) -> None:
+        self.echo("\n".join(help_lines(cmd.args[0] if cmd.args else None)))
+
+    async def _cmd_agents(self, cmd: Command) -> None:
+        s = self.session
+        p = self.palette
+        width = max(len(r.id) for r in s.world.roles) + 1
+        lines = [f"agents of {s.world.name}:"]
+        for role in s.world.roles:
+            turns = s.state.transcript.turns_by_role.get(role.id, 0)
+            facts = [s.model_name(role), _count(turns, "turn")]
+            count = s.state.turn_counts.get(role.id)
+            if count:
+                facts.append(f"{count}/{s.world.settings.turn_limit} calls since you spoke")
+            if self.memory is not None:
+                entries = len(self.memory.read(s.session_id, role.id))
+                facts.append(_count(entries, "memory entry", "memory entries"))
+            about = role.display_name + (f" — {role.description}" if role.description else "")
+            at = "@" + role.id
+            lines.append(f"  {p.role(role.id, f'{at:<{width}}')}  {_shorten(about, 70)}")
+            lines.append("  " + " " * width + "  " + p.dim(" · ".join(facts)))
+        self.echo("\n".join(lines))
+
+    async def _cmd_roles(self, cmd: Command) -> None:
+        from rolecall.world.library import RoleLibrary
+
+        user_dir = self.data_dir / "roles" if self.data_dir is not None else None
+        library = RoleLibrary(user_dir)
+        used = {r.template for r in self.session.world.roles if r.template}
+        ids = library.ids()
+        width = max((len(i) for i in ids), default=4)
+        lines = ["role library (templates for `roles:` entries in a world file):"]
+        for rid in ids:
+            try:
+                data = library.get(rid)
+            except Exception as exc:  # a broken user file: say so, keep listing
+                lines.append(f"  {rid:<{width}}  (unreadable: {exc})")
+                continue
+            kind = "built-in" if library.is_builtin(rid) else "yours"
+            mark = " *" if rid in used else ""
+            desc = _shorten(str(data.get("description", "")), 60)
+            lines.append(f"  {rid:<{width}}  {desc}  {self.palette.dim(kind + mark)}")
+        if used:
+            lines.append(self.palette.dim("  * used by this world"))
+        self.echo("\n".join(lines))
+
+    async def _cmd_flow(self, cmd: Command) -> None:
+        from rolecall.flows.model import describe
+
+        s = self.session
+        engine = s.engine
+        if engine is None:
+            if s.director is not None:
+                self.echo(
+                    f"this world runs in {s.world.mode} mode: its turns are planned by the mode"
+                )
+            else:
+                self.echo("this world has no flow: it is a chat (type a message, @agent for one)")
+            return
+        pointer = s.state.pointer
+        flow = engine.flow
+        p = self.palette
+        head = f"flow (start {engine.start}"
+        if flow.stop:
+            head += "; stop when " + " or ".join(describe(c) for c in flow.stop)
+        lines = [head + ")"]
+        width = max(len(st.id) for st in flow.steps)
+        swidth = max(len(st.speaker) for st in flow.steps)
+        current = (
+            None if s.finished else (pointer.current or (None if pointer.started else engine.start))
+        )
+        for st in flow.steps:
+            n = pointer.exec_counts.get(st.id, 0)
+            mark = "▶" if st.id == current else ("✓" if n else " ")
+            speaker = p.role(st.speaker, f"{st.speaker:<{swidth}}")
+            line = f"  {mark} {st.id:<{width}}  {speaker}  ran {n}×"
+            if st.loop is not None:
+                line += f"  loop → {st.loop.to} ({n}/{st.loop.max})"
+                if st.loop.until is not None:
+                    line += f" until {describe(st.loop.until)}"
+            if isinstance(st.next, str):
+                line += f"  then {st.next}"
+            elif isinstance(st.next, list):
+                line += "  then " + ", ".join(
+                    (f"{b.goto} if {describe(b.when)}" if b.when is not None else b.goto)
+                    for b in st.next
+                )
+            lines.append(line)
+        if flow.final is not None:
+            lines.append(f"    {flow.final.id:<{width}}  {flow.final.speaker}  (final step)")
+        if s.finished:
+            lines.append(f"finished: {s.state.stop_reason}")
+        else:
+            where = f"next: {current}" if current else "next: (deciding)"
+            lines.append(
+                f"{where} · {pointer.execution_order} steps executed · state {s.state.state}"
+            )
+        self.echo("\n".join(lines))
+
+    async def _cmd_history(self, cmd: Command) -> None:
+        s = self.session
+        role = cmd.options.get("role")
+        if role is not None and role.lower() not in ("human", "system"):
+            role = _resolve_agent(s, role)
+        search = cmd.options.get("search")
+        p = self.palette
+        shown = 0
+        width = _terminal_width() - 3
+        lines: list[str] = []
+        for m in s.state.transcript.messages:
+            if role is not None and m.sender.lower() != role.lower():
+                continue
+            if search is not None and search.casefold() not in m.content.casefold():
+                continue
+            shown += 1
+            head = f"{p.dim(m.id)} " + header(p, m.sender, m.target, m.step_id, m.loop_iteration)
+            if m.kind == "agent":
+                head += "  " + p.dim(tokens(m.input_tokens, m.output_tokens))
+            lines.append(head)
+            for text_line in m.content.split("\n"):
+                lines += [p.bar(m.sender) + piece for piece in _wrap(text_line, width)]
+        drafts = [d for d in s.state.drafts if role is None or d.sender.lower() == role.lower()]
+        what = []
+        if role:
+            what.append(f"by {role}")
+        if search:
+            what.append(f"containing {search!r}")
+        if not shown:
+            lines.append("no messages" + (" " + " ".join(what) if what else " yet"))
+        else:
+            noun = "message" if shown == 1 else "messages"
+            lines.append(p.dim(f"{shown} {noun}" + (" " + " ".join(what) if what else "")))
+        if drafts and search is None:
+            lines.append(p.dim(f"{len(drafts)} incomplete drafts outside the history"))
+        self.echo("\n".join(lines))
+
+    async def _cmd_memory(self, cmd: Command) -> None:
+        agent = _resolve_agent(self.session, cmd.args[0])
+        if self.memory is None:
+            self.echo("memory files are not available here")
+            return
+        entries = self.memory.read(self.session.session_id, agent)
+        start = self.session.state.memory_start.get(agent, 0)
+        path = self.memory.path(self.session.session_id, agent)
+        p = self.palette
+        lines = [f"memory of {agent}: {_count(len(entries), 'entry', 'entries')} ({path})"]
+        window = self.session.world.settings.memory_window
+        for i, entry in enumerate(entries):
+            who = entry.get("name") or entry.get("role", "?")
+            role = entry.get("role", "?")
+            text = _shorten(str(entry.get("content", "")), max(_terminal_width() - 30, 40))
+            lines.append(f"  {p.dim(str(entry.get('message_id', '')))} {role}({who}): {text}")
+            if i == len(entries) - window - 1:
+                lines.append(p.dim(f"  ── the last {window} entries are in the next prompt ──"))
+        if start:
+            lines.append(p.dim(f"  (prompts start at message m{start + 1}: memory cleared before)"))
+        self.echo("\n".join(lines))
+
+    # -- flow control -----------------------------------------------------------------
+    async def _cmd_run(self, cmd: Command) -> None:
+        s = self.session
+        if s.finished:
+            self.echo(f"the session has finished ({s.state.stop_reason}); /load another one")
+            return
+        if self.busy():
+            self.echo("already running; /pause or /stop it, or type to interject")
+            return
+        if not self.driven and not s.state.pending:
+            self.echo("this world has no flow to run: type a message to talk to the agents")
+            return
+        await self._start("run", s.run)
+
+    async def _cmd_next(self, cmd: Command) -> None:
+        s = self.session
+        if s.finished:
+            self.echo(f"the session has finished ({s.state.stop_reason}); nothing to step")
+            return
+        if self.busy():
+            self.echo("a turn is running; /pause first, then /next steps one turn at a time")
+            return
+        if not self.driven and not s.state.pending:
+            self.echo("nothing to step: this world has no flow and no reply is due")
+            return
+
+        async def one() -> None:
+            if not await s.step():
+                self.echo("nothing to run")
+
+        await self._start("next", one)
+
+    async def _cmd_pause(self, cmd: Command) -> None:
+        s = self.session
+        if s.finished:
+            self.echo("the session has finished; nothing to pause")
+        elif self.busy() or s.generator.busy:
+            s.pause("manual")
+            self.echo("pausing after the current turn")
+        elif s.state.state == "paused":
+            self.echo(f"already paused ({s.state.pause_reason})")
+        else:
+            s.pause("manual")
+
+    async def _cmd_resume(self, cmd: Command) -> None:
+        s = self.session
+        if s.finished:
+            self.echo(f"the session has finished ({s.state.stop_reason}); nothing to resume")
+            return
+        if self.busy():
+            self.echo("already running")
+            return
+        if not self.driven and not s.state.pending:
+            self.echo("nothing to resume: no reply is due; type a message")
+            return
+        await self._start("resume", s.resume)
+
+    async def _cmd_stop(self, cmd: Command) -> None:
+        s = self.session
+        if s.finished:
+            self.echo(f"already finished ({s.state.stop_reason})")
+            return
+        running = self.busy() or s.generator.busy
+        s.stop()
+        if running:
+            self.echo("stopping after the current turn")
+
+    async def _cmd_flag(self, cmd: Command) -> None:
+        name = cmd.args[0]
+        self.session.set_flag(name)
+        self.echo(f"flag {name} set")
+
+    async def _cmd_clear(self, cmd: Command) -> None:
+        agent = _resolve_agent(self.session, cmd.args[0])
+        archive = None
+        if self.memory is not None:
+            archive = await anyio.to_thread.run_sync(
+                self.memory.clear, self.session.session_id, agent
+            )
+        self.session.forget(agent)
+        where = f"; the old file is archived as {archive.name}" if archive is not None else ""
+        self.echo(f"memory of {agent} cleared{where}")
+
+    async def _cmd_model(self, cmd: Command) -> None:
+        s = self.session
+        if not cmd.args:
+            lines = [f"model override: {s.model_override or 'none'}"]
+            for role in s.world.roles:
+                base = s.world.model_for(role)
+                used = s.model_name(role)
+                note = f" (world: {base})" if used != base else ""
+                lines.append(f"  {role.id}: {used}{note}")
+            self.echo("\n".join(lines))
+            return
+        name = cmd.args[0]
+        if name.lower() in ("default", "none", "-"):
+            s.model_override = None
+            self.echo("model override removed: every role uses the world's model again")
+            return
+        s.model_override = name
+        self.echo(f"every non-scripted role now uses {name} (from the next turn)")
+        if self.on_model is not None:
+            self.on_model(name)
+
+    # -- files --------------------------------------------------------------------------
+    async def _cmd_save(self, cmd: Command) -> None:
+        from rolecall.cli.wiring import save_to_file
+
+        s = self.session
+        if self.store is None or self.memory is None:
+            self.echo("/save needs the session store")
+            return
+        path = self._path(cmd.args[0] if cmd.args else f"{s.session_id}.json")
+        doc = await save_to_file(s, self.store, self.memory, path)
+        self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
+
+    async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
+        from rolecall.session.document import read_session_file
+
+        name = cmd.args[0]
+        path = self._path(name)
+        if path.suffix == ".json" or await anyio.Path(path).is_file():
+            doc = await anyio.to_thread.run_sync(read_session_file, path)
+            source = str(path)
+        elif self.store is not None:
+            await self.store.flush(self.session)
+            doc = await self.store.load(name)
+            source = f"the store ({name})"
+        else:
+            raise CommandError(f"no session file {path}")
+        if doc.session_id == self.session.session_id:
+            self.echo(f"{source} holds this very session ({doc.session_id}): nothing to switch")
+            return None
+        return LoadRequest(doc, source)
+
+    async def _cmd_export(self, cmd: Command) -> None:
+        from rolecall.cli.wiring import save_to_file
+
+        s = self.session
+        fmt = cmd.args[0]
+        if self.store is None or self.memory is None:
+            self.echo("/export needs the session store")
+            return
+        path = self._path(cmd.args[1] if len(cmd.args) > 1 else f"{s.session_id}.{fmt}")
+        role = cmd.options.get("role")
+        search = cmd.options.get("search")
+        if fmt == "json":
+            if role or search:
+                raise CommandError(
+                    "/export json writes the whole session; --role/--search are for md and html"
+                )
+            doc = await save_to_file(s, self.store, self.memory, path)
+            self.echo(f"exported {_count(len(doc.messages), 'message')} to {path}")
+            return
+        from rolecall.export import to_html, to_markdown
+
+        render = to_markdown if fmt == "md" else to_html
+        await self.store.flush(s)
+        doc = await self.store.load(s.session_id)
+        if role is not None and role.lower() not in ("human", "system"):
+            role = _resolve_agent(s, role)
+        text = render(doc, role=role, search=search)
+        await anyio.Path(path).write_text(text, encoding="utf-8")
+        self.echo(f"exported {fmt} to {path}")
+
+    async def _cmd_quit(self, cmd: Command) -> Outcome:
+        return Outcome.QUIT
+
+
+async def run_command_line(
+    session: Session,
+    line: str,
+    *,
+    store: SqliteStore | None = None,
+    memory: MemoryFiles | None = None,
+    out: TextIO | None = None,
+) -> bool:
+    """One ``/command`` line in the piped mode; False means quit (like ``piped.command``).
+
+    Jobs (``/run``, ``/next``, ``/resume``) are awaited in place; messages for the user
+    go to ``out`` (stderr by default) so the transcript on stdout stays clean.
+    """
+    stream = out or sys.stderr
+
+    def echo(text: str) -> None:
+        print(text, file=stream, flush=True)
+
+    runner = CommandRunner(session, echo=echo, store=store, memory=memory, cwd=Path.cwd())
+    result = await runner.run_line(line)
+    if isinstance(result, LoadRequest):
+        echo("/load works in the interactive REPL only")
+        return True
+    return result is not Outcome.QUIT
