@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from rolecall.errors import UnsafeIdError
@@ -43,3 +44,21 @@ def safe_id(value: str, what: str = "id") -> str:
             "(letters, digits, '.', '_' and '-' only, not starting with '.' or '-', no '..')"
         )
     return value
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
+
+    A temporary file beside ``path``, fsynced, then renamed over it. Raises ``OSError``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

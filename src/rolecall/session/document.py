@@ -10,9 +10,7 @@ regenerating anything.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -22,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from rolecall import __version__
 from rolecall.errors import StorageError, UsageError
 from rolecall.flows.model import ID_PATTERN
+from rolecall.paths import write_atomically
 from rolecall.session.state import (
     Draft,
     ExecutionRecord,
@@ -187,19 +186,8 @@ def restore_state(doc: SessionDocument) -> SessionState:
 # ------------------------------------------------------------------ files
 def write_session_file(path: Path, doc: SessionDocument) -> None:
     """Write atomically: a temporary file beside ``path``, fsync, then rename over it."""
-    path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(doc.model_dump_json())
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(Path(path), doc.model_dump_json())
     except OSError as exc:
         raise StorageError(f"cannot write session file {path}: {exc.strerror or exc}") from exc
 

@@ -105,26 +105,14 @@ def _clip(text: str, width: int) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file beside it and a rename."""
-    import os
-    import tempfile
+    """Write ``text`` to ``path`` atomically; StorageError naming the file on failure."""
     from pathlib import Path as _Path
 
     from rolecall.errors import StorageError
+    from rolecall.paths import write_atomically
 
-    path = _Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            _Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(_Path(path), text)
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
