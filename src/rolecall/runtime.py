@@ -527,11 +527,7 @@ class Session:
         step_id: str,
         instruction: str | None = None,
     ) -> Message | None:
-        """A turn outside the flow's steps (a judge's verdict), from a message hook.
-
-        Counted in every budget; it leaves no execution-log record. None when the
-        budgets forbid it or the generation failed.
-        """
+        """A turn outside the flow's steps (a judge's verdict): see :func:`turns.extra_turn`."""
         return await turns.extra_turn(
             self, role_id, target, step_id=step_id, instruction=instruction
         )
@@ -550,9 +546,6 @@ class Session:
     ) -> None:
         """Append one execution-log record and publish it."""
         turns.record(self, step_id, speaker, message, iteration, result, started)
-
-    async def _conclude(self, reason: str, detail: str) -> None:
-        await turns.conclude(self, reason, detail)
 
     async def _pending_turn(self) -> None:
         from rolecall.chat import answer_pending
