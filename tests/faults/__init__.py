@@ -295,7 +295,9 @@ def assert_intact(s: Stored, *, gap_free: bool = True) -> None:
     # the session row's last_seq may count an event published but never stored (resume
     # goes on from the last stored one); it is never behind what is stored
     assert s.last_seq >= (s.event_seqs[-1] if s.event_seqs else 0), "last_seq is behind"
-    assert s.message_events == s.ids, "every message has exactly one stored message event"
+    assert s.message_events == s.ids, (
+        f"every message has exactly one stored message event: {s.message_events} for {s.ids}"
+    )
 
 
 # ------------------------------------------------------------------ memory files

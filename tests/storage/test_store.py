@@ -67,9 +67,9 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         session = Session(world)
         await store.attach(session)
-        await store.db.set_trace_callback(statements.append)
+        store.writer.set_trace_callback(statements.append)
         await session.step()
-        await store.db.set_trace_callback(None)
+        store.writer.set_trace_callback(None)
     commits = [s for s in statements if s.strip().upper() == "COMMIT"]
     inserts = {s.split("(")[0].strip() for s in statements if s.startswith("INSERT")}
     assert len(commits) == 1  # one transaction for the whole turn

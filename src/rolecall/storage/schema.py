@@ -38,8 +38,9 @@ MIGRATIONS: list[str] = [
         count INTEGER NOT NULL DEFAULT 1,
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;
-    -- one row per event, in order: a packed row holds `count` consecutive streamed chunks
-    -- of one generation as a JSON array (record) starting at `seq`
+    -- one row per event, in order: a packed row holds `count` consecutive events as a
+    -- JSON array (record) starting at `seq` (version 1: the streamed chunks of one
+    -- generation; version 2 packs more, see below)
     CREATE VIEW events (session_id, seq, topic, type, record) AS
         SELECT session_id, seq, topic, type, record FROM events_packed WHERE count = 1
         UNION ALL
@@ -66,6 +67,19 @@ MIGRATIONS: list[str] = [
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, idx)
     ) WITHOUT ROWID;
+    """,
+    # 2: a turn's consecutive events are packed by kind, the streamed ones (sse/start,
+    # chunks, end) in one row and the others (the message, its step, ...) in another, so
+    # a turn writes two event rows. Rows of version 1 stay as they are: a packed row
+    # (count > 1) now names its topic and type in each element, which the view reads.
+    """
+    DROP VIEW events;
+    CREATE VIEW events (session_id, seq, topic, type, record) AS
+        SELECT session_id, seq, topic, type, record FROM events_packed WHERE count = 1
+        UNION ALL
+        SELECT p.session_id, p.seq + j.key, json_extract(j.value, '$.topic'),
+            json_extract(j.value, '$.type'), j.value
+        FROM events_packed AS p, json_each(p.record) AS j WHERE p.count > 1;
     """,
 ]
 

@@ -1,9 +1,21 @@
-"""The SQLite store (aiosqlite, WAL): sessions are written as they run.
+"""The SQLite store (WAL): sessions are written as they run.
 
 One store serves any number of sessions in a process; each :meth:`commit` is one
 transaction (serialised by a lock) holding the events delivered since the last one,
 the envelopes about to be delivered, new messages, execution records and drafts, and
 the session's state. A message is therefore stored before its event is delivered.
+
+Two connections to one database file:
+
+* the *writer* (plain :mod:`sqlite3`) commits the turns. A turn's transaction appends a
+  few pages to the WAL, with no fsync (``synchronous=NORMAL``): tens of microseconds, so
+  it runs inline on the event loop, like the memory-file appends, instead of paying
+  two thread wake-ups per turn. Whatever could block is sent to a worker thread: a
+  write lock held by another process (the inline attempt never waits, ``busy_timeout``
+  0, and the same transaction is retried on a thread that waits up to
+  ``BUSY_TIMEOUT_S``), and checkpoints (fsync), which the writer never runs itself;
+* the aiosqlite connection (its own thread) reads, migrates, runs the management
+  writes (attach, import, delete) and the periodic checkpoints.
 """
 
 from __future__ import annotations
@@ -14,13 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import anyio
 import structlog
 
-from rolecall.bus import Envelope, StreamChunk
+from rolecall.bus import Envelope
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, state_doc, world_dict
@@ -31,6 +43,12 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
 
 log = structlog.get_logger(__name__)
+
+BUSY_TIMEOUT_S = 5.0  # how long a turn waits for another process's write lock
+# the writer never checkpoints (that fsyncs); the store checkpoints, on aiosqlite's thread,
+# after this many turn commits or this many bytes of rows, whichever comes first
+CHECKPOINT_EVERY_COMMITS = 1000
+CHECKPOINT_EVERY_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -43,6 +61,10 @@ class _Tracked:
     state_json: str = ""
     buffer: list[Envelope] = field(default_factory=list)
     in_flight: set[int] = field(default_factory=set)  # stored, not yet delivered
+    # why a commit failed: the session in memory is then ahead of what is stored (its
+    # message added, its events never published), so nothing more of it is written and
+    # a resume goes on from the last commit
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +83,10 @@ class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
-        self._lock = anyio.Lock()
+        self._writer: sqlite3.Connection | None = None
+        # uncontended, a commit takes it without a trip through the event loop
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._since_checkpoint = (0, 0)  # (commits, bytes) written since the last checkpoint
         self._tracked: dict[str, _Tracked] = {}
 
     # ------------------------------------------------------------ lifecycle
@@ -71,11 +96,9 @@ class SqliteStore:
             self._db = await aiosqlite.connect(self.path)
             await self._db.execute("PRAGMA journal_mode=WAL")
             await self._db.execute("PRAGMA synchronous=NORMAL")
-            # checkpoints fsync; let the WAL grow to ~32 MB between them so that turns
-            # rarely pay for one (close() checkpoints and truncates it)
-            await self._db.execute("PRAGMA wal_autocheckpoint=8192")
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._migrate(self._db)
+            self._writer = _open_writer(self.path)
         except (OSError, sqlite3.Error) as exc:
             await self.close()
             raise StorageError(f"cannot open the session store {self.path}: {exc}") from exc
@@ -85,6 +108,9 @@ class SqliteStore:
         return self
 
     async def close(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
         if self._db is not None:
             db, self._db = self._db, None
             with anyio.CancelScope(shield=True):
@@ -99,6 +125,13 @@ class SqliteStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    @property
+    def writer(self) -> sqlite3.Connection:
+        """The connection that commits turns (diagnostics: set a trace callback on it)."""
+        if self._writer is None:
+            raise StorageError(f"the session store {self.path} is not open")
+        return self._writer
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -201,6 +234,11 @@ class SqliteStore:
         """
         sid = session.session_id
         tracked = self._tracked[sid]
+        if tracked.failed is not None:
+            raise StorageError(
+                f"session {sid} is no longer written to {self.path} since a write failed "
+                f"({tracked.failed}); what was committed before is kept"
+            )
         state = session.state
         events = tracked.buffer
         tracked.buffer = []
@@ -230,8 +268,8 @@ class SqliteStore:
         )
         try:
             await self._run(_write_batch, batch)
-        except BaseException:
-            tracked.buffer[:0] = [e for e in events if e not in envelopes]
+        except BaseException as exc:
+            tracked.failed = str(exc) or type(exc).__name__
             raise
         tracked.messages += len(messages)
         tracked.records += len(records)
@@ -240,28 +278,35 @@ class SqliteStore:
         tracked.in_flight.update(e.seq for e in envelopes)
 
     async def _run(self, fn: Callable[[sqlite3.Connection, _Batch], None], batch: _Batch) -> None:
-        """Run ``fn(connection, batch)`` on aiosqlite's connection thread, under the lock.
+        """Run ``fn(writer, batch)`` (one transaction) under the lock, inline if it can be.
 
-        aiosqlite offers one round trip per statement; ``_execute`` (its own way of
-        running a function on that thread) makes a whole transaction one round trip.
+        Once started, a transaction runs to its end and its bookkeeping is done, even if
+        the turn is cancelled meanwhile: otherwise its rows would be written twice.
         """
-        db = self.db
-        # once started, a transaction runs to its end and its bookkeeping is done, even
-        # if the turn is cancelled meanwhile: otherwise its rows would be written twice
         with anyio.CancelScope(shield=True):
-            await self._execute_locked(db, fn, batch)
+            async with self._lock:
+                writer = self.writer
+                try:
+                    if not _try_inline(fn, writer, batch):
+                        await anyio.to_thread.run_sync(_run_waiting, fn, writer, batch)
+                except (sqlite3.Error, OSError) as exc:
+                    raise StorageError(
+                        f"cannot write to the session store {self.path}: {exc}"
+                    ) from exc
+                await self._checkpoint_when_due(batch.size)
 
-    async def _execute_locked(
-        self,
-        db: aiosqlite.Connection,
-        fn: Callable[[sqlite3.Connection, _Batch], None],
-        batch: _Batch,
-    ) -> None:
-        async with self._lock:
-            try:
-                await db._execute(fn, db._conn, batch)  # type: ignore[no-untyped-call]
-            except (sqlite3.Error, OSError) as exc:
-                raise StorageError(f"cannot write to the session store {self.path}: {exc}") from exc
+    async def _checkpoint_when_due(self, size: int) -> None:
+        """A PASSIVE checkpoint on aiosqlite's thread when enough has been written."""
+        commits, written = self._since_checkpoint
+        commits, written = commits + 1, written + size
+        if commits < CHECKPOINT_EVERY_COMMITS and written < CHECKPOINT_EVERY_BYTES:
+            self._since_checkpoint = (commits, written)
+            return
+        self._since_checkpoint = (0, 0)
+        try:
+            await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:  # the data is in the WAL already: a later one will do
+            log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
 
     async def flush(self, session: Session) -> None:
         """Store whatever happened since the last commit.
@@ -322,15 +367,16 @@ class SqliteStore:
             )
         ]
         events: list[dict[str, Any]] = []
-        if with_events:
-            events = [
-                json.loads(r)
-                for (r,) in await self._all(
-                    "SELECT record FROM events_packed WHERE session_id = ? AND topic != 'sse' "
-                    "ORDER BY seq",
-                    sid,
-                )
-            ]
+        if with_events:  # the streamed events (sse) are not part of a session document
+            for record, count in await self._all(
+                "SELECT record, count FROM events_packed WHERE session_id = ? AND topic != 'sse' "
+                "ORDER BY seq",
+                sid,
+            ):
+                if count == 1:
+                    events.append(json.loads(record))
+                else:
+                    events.extend(json.loads(record))
         # the sequence goes on after the last event actually stored (an event published
         # while a commit was under way, then lost in a crash, leaves no gap behind)
         ((last_seq,),) = await self._all(
@@ -450,6 +496,62 @@ class _Batch:
     drafts: list[tuple[Any, ...]]
     session: tuple[Any, ...]
 
+    @property
+    def size(self) -> int:
+        """Bytes of the largest column of each row (what makes the WAL grow)."""
+        return (
+            sum(len(r[4]) for r in self.events)
+            + sum(len(r[4]) for r in self.messages)
+            + sum(len(r[2]) for r in self.drafts)
+            + len(self.session[2])
+        )
+
+
+def _open_writer(path: Path) -> sqlite3.Connection:
+    """The connection that commits turns: never waits for a lock, never checkpoints.
+
+    ``check_same_thread=False``: it runs on the event loop and, when a lock is held
+    elsewhere, on one worker thread at a time (under the store's lock, never both).
+    """
+    conn = sqlite3.connect(path, timeout=0, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
+
+
+def _try_inline(
+    fn: Callable[[sqlite3.Connection, _Batch], None], conn: sqlite3.Connection, batch: _Batch
+) -> bool:
+    """``fn(conn, batch)`` now; False (rolled back) if another connection holds the lock."""
+    try:
+        fn(conn, batch)
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            return False
+        raise
+    return True
+
+
+def _run_waiting(
+    fn: Callable[[sqlite3.Connection, _Batch], None], conn: sqlite3.Connection, batch: _Batch
+) -> None:
+    """``fn(conn, batch)`` waiting up to ``BUSY_TIMEOUT_S`` for the lock (worker thread)."""
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    try:
+        fn(conn, batch)
+    finally:
+        conn.execute("PRAGMA busy_timeout = 0")
+
 
 def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
     """One transaction (runs on the database thread)."""
@@ -485,30 +587,31 @@ def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
 
 
 def _event_rows(sid: str, events: list[Envelope]) -> list[tuple[Any, ...]]:
-    """Rows of ``events_packed``: each run of one generation's chunks becomes one row."""
+    """Rows of ``events_packed``: each run of consecutive events of one kind (streamed,
+    ``sse``, or not) becomes one row; a row of one event keeps its topic and type, a
+    packed row (a JSON array) says ``*`` where its events differ."""
     rows: list[tuple[Any, ...]] = []
     run: list[Envelope] = []
 
     def close_run() -> None:
         if len(run) == 1:
-            rows.append((sid, run[0].seq, "sse", "chunk", run[0].to_json(), 1))
+            only = run[0]
+            rows.append((sid, only.seq, only.event.topic, only.event.type, only.to_json(), 1))
         elif run:
+            first = run[0].event
             record = "[" + ",".join(e.to_json() for e in run) + "]"
-            rows.append((sid, run[0].seq, "sse", "chunk", record, len(run)))
+            topic = first.topic if all(e.event.topic == first.topic for e in run) else "*"
+            kind = first.type if all(e.event.type == first.type for e in run) else "*"
+            rows.append((sid, run[0].seq, topic, kind, record, len(run)))
         run.clear()
 
     for envelope in events:
-        event = envelope.event
-        if isinstance(event, StreamChunk):
-            if run and (
-                run[-1].seq + 1 != envelope.seq
-                or cast(StreamChunk, run[-1].event).message_id != event.message_id
-            ):
-                close_run()
-            run.append(envelope)
-            continue
-        close_run()
-        rows.append((sid, envelope.seq, event.topic, event.type, envelope.to_json(), 1))
+        if run and (
+            run[-1].seq + 1 != envelope.seq
+            or (run[-1].event.topic == "sse") != (envelope.event.topic == "sse")
+        ):
+            close_run()
+        run.append(envelope)
     close_run()
     return rows
 

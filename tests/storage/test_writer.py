@@ -1,0 +1,204 @@
+"""How the store commits turns: inline on the event loop, on a thread when it must wait,
+nothing more after a failed write, checkpoints it runs itself, and schema version 2."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from rolecall.errors import StorageError
+from rolecall.runtime import Session
+from rolecall.storage import sqlite as sqlite_store
+from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
+from rolecall.storage.sqlite import SqliteStore
+from tests.helpers import scripted_world
+
+pytestmark = pytest.mark.anyio
+
+THREE_STEPS = [{"id": f"s{i}", "speaker": "a" if i % 2 else "b"} for i in range(1, 4)]
+
+
+def rows(path: Path, query: str, *params: Any) -> list[Any]:
+    with sqlite3.connect(path) as db:
+        return list(db.execute(query, params))
+
+
+async def test_a_turn_waits_for_another_process_lock_without_freezing_the_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rolecall.db"
+    async with SqliteStore(path) as store:
+        session = Session(scripted_world(THREE_STEPS))
+        await store.attach(session)
+        other = sqlite3.connect(path, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        released = threading.Event()
+
+        def release_later() -> None:
+            time.sleep(0.4)
+            other.rollback()
+            released.set()
+
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not released.is_set():
+                ticks += 1
+                await anyio.sleep(0.01)
+
+        releaser = threading.Thread(target=release_later)
+        releaser.start()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                assert await session.step()
+        finally:
+            releaser.join()
+            other.close()
+        # the loop went on while the turn waited for the lock (inline, it would not tick)
+        assert ticks >= 10
+    assert [m for (m,) in rows(path, "SELECT id FROM messages ORDER BY idx")] == ["m1"]
+
+
+async def test_a_lock_held_past_the_timeout_fails_the_turn_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "rolecall.db"
+    async with SqliteStore(path) as store:
+        session = Session(scripted_world(THREE_STEPS))
+        await store.attach(session)
+        other = sqlite3.connect(path)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StorageError, match=r"cannot write to the session store .*locked"):
+                await session.step()
+        finally:
+            other.rollback()
+            other.close()
+    assert rows(path, "SELECT id FROM messages") == []
+
+
+async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "rolecall.db"
+    write_batch = sqlite_store._write_batch
+    calls = 0
+
+    def second_write_fails(conn: sqlite3.Connection, batch: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        write_batch(conn, batch)
+
+    monkeypatch.setattr(sqlite_store, "_write_batch", second_write_fails)
+    async with SqliteStore(path) as store:
+        session = Session(scripted_world(THREE_STEPS))
+        await store.attach(session)
+        assert await session.step()
+        with pytest.raises(StorageError, match="disk is full"):
+            await session.step()
+        # the session in memory holds m2, whose events were never published: storing it
+        # now would leave a message without its event
+        assert [m.id for m in session.state.transcript.messages] == ["m1", "m2"]
+        with pytest.raises(StorageError, match=r"no longer written .* since a write failed"):
+            await store.flush(session)
+        with pytest.raises(StorageError, match="no longer written"):
+            await session.step()
+    assert [m for (m,) in rows(path, "SELECT id FROM messages ORDER BY idx")] == ["m1"]
+    stored = [
+        json.loads(r)["message_id"]
+        for (r,) in rows(path, "SELECT record FROM events WHERE type = 'message' ORDER BY seq")
+    ]
+    assert stored == ["m1"]
+
+
+async def test_the_store_checkpoints_so_the_wal_stays_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = [
+        {"id": "s1", "speaker": "a"},
+        {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 1000}},
+    ]
+
+    async def wal_after(every: int, home: Path) -> int:
+        monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", every)
+        async with SqliteStore(home / "rolecall.db") as store:
+            session = Session(scripted_world(steps, settings={"max_turns": 200}))
+            await store.attach(session)
+            await session.run()
+            return (home / "rolecall.db-wal").stat().st_size
+
+    checkpointed = await wal_after(10, tmp_path / "often")
+    never = await wal_after(10**9, tmp_path / "never")
+    # the WAL is reused from its start after each checkpoint: 10 turns of frames at most
+    assert checkpointed * 5 < never
+    assert len(rows(tmp_path / "often" / "rolecall.db", "SELECT id FROM messages")) == 200
+
+
+async def test_a_turn_writes_two_event_rows_and_the_view_lists_every_event(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rolecall.db"
+    async with SqliteStore(path) as store:
+        session = Session(scripted_world(THREE_STEPS))
+        await store.attach(session)
+        await session.step()
+        await session.step()
+        await store.flush(session)
+        doc = await store.load(session.session_id)
+    packed = rows(path, "SELECT topic, type, count FROM events_packed WHERE seq > 2 ORDER BY seq")
+    # per turn: sse/start, the chunks and sse/end; then the message and its step
+    assert [(topic, kind) for topic, kind, _ in packed] == [("sse", "*"), ("*", "*")] * 2
+    listed = rows(path, "SELECT seq, topic, type, record FROM events ORDER BY seq")
+    assert [seq for seq, *_ in listed] == list(range(1, session.bus.last_seq + 1))
+    for seq, topic, kind, record in listed:
+        event = json.loads(record)
+        assert (event["seq"], event["topic"], event["type"]) == (seq, topic, kind)
+    # a session document keeps every event but the streamed ones
+    assert [(e["topic"], e["type"]) for e in doc.events] == [
+        (t, k) for _, t, k, _ in listed if t != "sse"
+    ]
+
+
+async def test_a_version_1_store_is_migrated_and_keeps_its_events(tmp_path: Path) -> None:
+    path = tmp_path / "rolecall.db"
+    chunks = [
+        {"topic": "sse", "type": "chunk", "seq": 2 + i, "session_id": "old", "ts": "t"}
+        for i in range(3)
+    ]
+    with sqlite3.connect(path) as db:
+        db.executescript(f"BEGIN; {MIGRATIONS[0]} PRAGMA user_version = 1; COMMIT;")
+        db.execute(
+            "INSERT INTO sessions (id, world_name, world_json, state, state_json, created_at, "
+            "updated_at) VALUES ('old', 'w', '{}', 'paused', '{}', 'x', 'x')"
+        )
+        start = {"topic": "sse", "type": "start", "seq": 1, "session_id": "old", "ts": "t"}
+        db.executemany(
+            "INSERT INTO events_packed VALUES ('old', ?, ?, ?, ?, ?)",
+            [
+                (1, "sse", "start", json.dumps(start), 1),
+                (2, "sse", "chunk", json.dumps(chunks), 3),  # version 1 packed chunks alone
+            ],
+        )
+    async with SqliteStore(path):
+        pass
+    assert rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert SCHEMA_VERSION == 2
+    listed = rows(path, "SELECT seq, topic, type FROM events WHERE session_id = 'old'")
+    assert sorted(listed) == [
+        (1, "sse", "start"),
+        (2, "sse", "chunk"),
+        (3, "sse", "chunk"),
+        (4, "sse", "chunk"),
+    ]
