@@ -22,7 +22,6 @@ from rolecall import turns
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import (
     AgentEvent,
-    Envelope,
     ErrorEvent,
     Event,
     EventBus,
@@ -68,8 +67,8 @@ class PlannedTurn:
 class Store(Protocol):
     """Where a session is persisted as it runs (the SQLite store implements it)."""
 
-    async def commit(self, session: Session, envelopes: list[Envelope]) -> None:
-        """One transaction: events seen so far plus ``envelopes``, new messages, state."""
+    async def commit(self, session: Session) -> None:
+        """One transaction: the events stamped since the last one, new messages, state."""
         ...
 
 
@@ -383,7 +382,7 @@ class Session:
         """
         envelopes = [self.bus.stamp(e) for e in events]
         if self.store is not None:
-            await self.store.commit(self, envelopes)
+            await self.store.commit(self)
         if message is not None:
             for hook in self.commit_hooks:
                 await hook(message)

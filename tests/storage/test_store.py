@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 
 from rolecall.errors import UsageError
 from rolecall.runtime import Session
-from rolecall.session.document import restore_state
+from rolecall.session.document import StateDoc, restore_state, state_doc, state_json
+from rolecall.session.state import PendingReply, SessionState
 from rolecall.storage.schema import SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
 from tests.helpers import scripted_world
@@ -87,3 +89,17 @@ async def test_a_store_with_the_right_version_but_other_tables_is_refused(tmp_pa
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     with pytest.raises(UsageError, match="lacks drafts, events, events_packed"):
         await SqliteStore(path).open()
+
+
+def test_the_stored_state_text_is_the_state_document_of_every_field() -> None:
+    state = SessionState("s1", state="paused", pause_reason="error", stop_detail="d")
+    state.pointer.current, state.pointer.exec_counts = "s2", {"s1": 3, "s2": 2}
+    state.pointer.execution_order, state.pointer.started = 5, True
+    state.flags, state.limit_notified = {"zeta", "alpha"}, {"b", "a"}
+    state.turn_counts, state.memory_start = {"a": 2}, {"b": 4}
+    state.pending = [PendingReply(agent="a", message_id="m3", kind="interjection")]
+    state.extra = {"undecided": ["s1", 2, "2026-11-22T04:00:00+00:00", "m5"], "n": None}
+    text = state_json(state)
+    assert text == state_doc(state).model_dump_json()
+    assert set(json.loads(text)) == set(StateDoc.model_fields)  # no field left out
+    assert StateDoc.model_validate_json(text) == state_doc(state)

@@ -70,6 +70,7 @@ class EventBus:
         self._emitter = EventEmitter()
         self._pending: deque[Envelope] = deque()
         self._delivering = False
+        self._recorders: list[list[Envelope]] = []
 
     @property
     def last_seq(self) -> int:
@@ -103,6 +104,15 @@ class EventBus:
             self._emitter.add_listener(t, wrapped)
         return sub
 
+    def record_into(self, into: list[Envelope]) -> None:
+        """Append every envelope stamped from now on to ``into``, at stamp time, in order.
+
+        For the store, which writes events in its own transactions: unlike a subscriber
+        it also sees the envelopes stamped but not yet delivered (those it is about to
+        store), and it costs a list append per event rather than a delivery.
+        """
+        self._recorders.append(into)
+
     def _unsubscribe(self, sub: Subscription) -> None:
         for t in sub.topics:
             with suppress(KeyError):
@@ -123,6 +133,8 @@ class EventBus:
         envelope = Envelope(self._next_seq, self.session_id, self._clock(), event)
         self._next_seq += 1
         self.history.append(envelope)
+        for into in self._recorders:
+            into.append(envelope)
         return envelope
 
     def deliver(self, *envelopes: Envelope) -> None:

@@ -93,9 +93,12 @@ def memory_line(message: Message, agent_id: str) -> dict[str, Any]:
     }
 
 
+_to_json = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+
+
 def _encode(record: dict[str, Any]) -> bytes:
     """One JSON line. ``json`` escapes ``\\n`` inside strings, so the line is one line."""
-    return (json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+    return (_to_json(record) + "\n").encode()
 
 
 def _cause(exc: OSError) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_core import to_json
 
 from rolecall import __version__
 from rolecall.errors import StorageError, UsageError
@@ -121,6 +122,35 @@ def state_doc(state: SessionState) -> StateDoc:
         pending=list(state.pending),
         extra=state.extra,
     )
+
+
+def state_json(state: SessionState) -> str:
+    """``state_doc(state).model_dump_json()``, the same text, without building the model.
+
+    The store writes it at every turn; pydantic's serializer takes the plain values (and
+    the pending replies, models themselves) directly.
+    """
+    p = state.pointer
+    return to_json(
+        {
+            "state": state.state,
+            "stop_reason": state.stop_reason,
+            "stop_detail": state.stop_detail,
+            "pause_reason": state.pause_reason,
+            "pointer": {
+                "current": p.current,
+                "exec_counts": p.exec_counts,
+                "execution_order": p.execution_order,
+                "started": p.started,
+            },
+            "flags": sorted(state.flags),
+            "turn_counts": state.turn_counts,
+            "limit_notified": sorted(state.limit_notified),
+            "memory_start": state.memory_start,
+            "pending": state.pending,
+            "extra": state.extra,
+        }
+    ).decode()
 
 
 def world_dict(world: World) -> dict[str, Any]:

@@ -35,7 +35,7 @@ import structlog
 from rolecall.bus import Envelope
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
-from rolecall.session.document import SessionDocument, state_doc, world_dict
+from rolecall.session.document import SessionDocument, state_json, world_dict
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION
 
@@ -59,8 +59,7 @@ class _Tracked:
     records: int = 0
     drafts: int = 0
     state_json: str = ""
-    buffer: list[Envelope] = field(default_factory=list)
-    in_flight: set[int] = field(default_factory=set)  # stored, not yet delivered
+    buffer: list[Envelope] = field(default_factory=list)  # stamped since the last commit
     # why a commit failed: the session in memory is then ahead of what is stored (its
     # message added, its events never published), so nothing more of it is written and
     # a resume goes on from the last commit
@@ -169,13 +168,7 @@ class SqliteStore:
         tracked = _Tracked()
         self._tracked[sid] = tracked
 
-        def buffer(envelope: Envelope) -> None:
-            if envelope.seq in tracked.in_flight:
-                tracked.in_flight.discard(envelope.seq)
-            else:
-                tracked.buffer.append(envelope)
-
-        session.bus.subscribe(buffer, name="store")
+        session.bus.record_into(tracked.buffer)
         session.store = self
         session.turn_hooks.append(self.flush)
         exists = await self._exists(sid)
@@ -195,7 +188,7 @@ class SqliteStore:
                         session.model_override,
                         session.state.state,
                         session.state.stop_reason,
-                        state_doc(session.state).model_dump_json(),
+                        state_json(session.state),
                         session.bus.last_seq,
                         now,
                         now,
@@ -203,7 +196,7 @@ class SqliteStore:
                 )
             else:
                 tracked.messages, tracked.records, tracked.drafts = await self._counts(db, sid)
-        tracked.state_json = state_doc(session.state).model_dump_json() if not exists else ""
+        tracked.state_json = state_json(session.state) if not exists else ""
 
     async def has(self, session_id: str) -> bool:
         """Whether the session is stored here."""
@@ -226,11 +219,11 @@ class SqliteStore:
     def _transaction(self) -> _Transaction:
         return _Transaction(self)
 
-    async def commit(self, session: Session, envelopes: list[Envelope]) -> None:
-        """One transaction: buffered events, ``envelopes``, new rows, the session's state.
+    async def commit(self, session: Session) -> None:
+        """One transaction: the events stamped since the last one (delivered, or about to
+        be), new messages, execution records and drafts, the session's state.
 
-        The rows are prepared here and written by one function on the connection's
-        thread, so a turn costs one round trip to the database thread.
+        The rows are prepared here and written by one function (see :meth:`_run`).
         """
         sid = session.session_id
         tracked = self._tracked[sid]
@@ -240,14 +233,13 @@ class SqliteStore:
                 f"({tracked.failed}); what was committed before is kept"
             )
         state = session.state
-        events = tracked.buffer
-        tracked.buffer = []
-        events.extend(envelopes)
+        events = tracked.buffer[:]  # the bus appends to this very list
+        tracked.buffer.clear()
         messages = state.transcript.messages[tracked.messages :]
         records = state.execution_log[tracked.records :]
         drafts = state.drafts[tracked.drafts :]
-        state_json = state_doc(state).model_dump_json()
-        if not (events or messages or records or drafts) and state_json == tracked.state_json:
+        state_now = state_json(state)
+        if not (events or messages or records or drafts) and state_now == tracked.state_json:
             return
         batch = _Batch(
             events=_event_rows(sid, events),
@@ -260,7 +252,7 @@ class SqliteStore:
             session=(
                 state.state,
                 state.stop_reason,
-                state_json,
+                state_now,
                 session.bus.last_seq,
                 session.clock().isoformat(),
                 sid,
@@ -274,26 +266,30 @@ class SqliteStore:
         tracked.messages += len(messages)
         tracked.records += len(records)
         tracked.drafts += len(drafts)
-        tracked.state_json = state_json
-        tracked.in_flight.update(e.seq for e in envelopes)
+        tracked.state_json = state_now
+        await self._checkpoint_when_due(batch.size)
 
     async def _run(self, fn: Callable[[sqlite3.Connection, _Batch], None], batch: _Batch) -> None:
         """Run ``fn(writer, batch)`` (one transaction) under the lock, inline if it can be.
 
-        Once started, a transaction runs to its end and its bookkeeping is done, even if
-        the turn is cancelled meanwhile: otherwise its rows would be written twice.
+        Once called, the transaction is written and the caller records it, even if the
+        turn is cancelled meanwhile (otherwise its rows would be written twice): every
+        wait in here is shielded, and inline there is none.
         """
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                writer = self.writer
-                try:
-                    if not _try_inline(fn, writer, batch):
-                        await anyio.to_thread.run_sync(_run_waiting, fn, writer, batch)
-                except (sqlite3.Error, OSError) as exc:
-                    raise StorageError(
-                        f"cannot write to the session store {self.path}: {exc}"
-                    ) from exc
-                await self._checkpoint_when_due(batch.size)
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            with anyio.CancelScope(shield=True):
+                await self._lock.acquire()
+        try:
+            writer = self.writer
+            if not _try_inline(fn, writer, batch):
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_run_waiting, fn, writer, batch)
+        except (sqlite3.Error, OSError) as exc:
+            raise StorageError(f"cannot write to the session store {self.path}: {exc}") from exc
+        finally:
+            self._lock.release()
 
     async def _checkpoint_when_due(self, size: int) -> None:
         """A PASSIVE checkpoint on aiosqlite's thread when enough has been written."""
@@ -303,10 +299,12 @@ class SqliteStore:
             self._since_checkpoint = (commits, written)
             return
         self._since_checkpoint = (0, 0)
-        try:
-            await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:  # the data is in the WAL already: a later one will do
-            log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
+        # shielded: the turn's message is stored, and must be published once this returns
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as exc:  # the data is in the WAL already: a later one will do
+                log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
 
     async def flush(self, session: Session) -> None:
         """Store whatever happened since the last commit.
@@ -322,7 +320,7 @@ class SqliteStore:
             or len(state.execution_log) > tracked.records
             or len(state.drafts) > tracked.drafts
         ):
-            await self.commit(session, [])
+            await self.commit(session)
 
     # ------------------------------------------------------------- reading
     async def list_sessions(self) -> list[SessionRow]:
@@ -347,7 +345,7 @@ class SqliteStore:
             known = [r.id for r in await self.list_sessions()][-5:]
             hint = f" (recent: {', '.join(known)})" if known else " (no sessions stored yet)"
             raise UsageError(f"no session '{session_id}' in {self.path}{hint}")
-        world_json, source, override, state_json, last_seq, created, updated = row
+        world_json, source, override, state_text, last_seq, created, updated = row
         messages = [
             Message.model_validate_json(b)
             for (b,) in await self._all(
@@ -391,7 +389,7 @@ class SqliteStore:
                 "world": json.loads(world_json),
                 "world_source": source,
                 "model_override": override,
-                "state": json.loads(state_json),
+                "state": json.loads(state_text),
                 "last_seq": last_seq,
                 "messages": messages,
                 "execution_log": records,
@@ -588,31 +586,27 @@ def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
 
 def _event_rows(sid: str, events: list[Envelope]) -> list[tuple[Any, ...]]:
     """Rows of ``events_packed``: each run of consecutive events of one kind (streamed,
-    ``sse``, or not) becomes one row; a row of one event keeps its topic and type, a
-    packed row (a JSON array) says ``*`` where its events differ."""
+    ``sse``, or not) becomes one row. A row of one event keeps its topic and type; a
+    packed row (a JSON array) says ``sse`` or ``*`` and ``*``: its elements say."""
     rows: list[tuple[Any, ...]] = []
-    run: list[Envelope] = []
-
-    def close_run() -> None:
-        if len(run) == 1:
-            only = run[0]
-            rows.append((sid, only.seq, only.event.topic, only.event.type, only.to_json(), 1))
-        elif run:
-            first = run[0].event
-            record = "[" + ",".join(e.to_json() for e in run) + "]"
-            topic = first.topic if all(e.event.topic == first.topic for e in run) else "*"
-            kind = first.type if all(e.event.type == first.type for e in run) else "*"
-            rows.append((sid, run[0].seq, topic, kind, record, len(run)))
-        run.clear()
-
-    for envelope in events:
-        if run and (
-            run[-1].seq + 1 != envelope.seq
-            or (run[-1].event.topic == "sse") != (envelope.event.topic == "sse")
+    end = len(events)
+    i = 0
+    while i < end:
+        first = events[i]
+        sse = first.event.topic == "sse"
+        j = i + 1
+        while (
+            j < end
+            and events[j].seq == first.seq + j - i
+            and (events[j].event.topic == "sse") == sse
         ):
-            close_run()
-        run.append(envelope)
-    close_run()
+            j += 1
+        if j == i + 1:
+            rows.append((sid, first.seq, first.event.topic, first.event.type, first.to_json(), 1))
+        else:
+            record = "[" + ",".join([e.to_json() for e in events[i:j]]) + "]"
+            rows.append((sid, first.seq, "sse" if sse else "*", "*", record, j - i))
+        i = j
     return rows
 
 
