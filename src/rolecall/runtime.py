@@ -37,6 +37,7 @@ from rolecall.flows.targets import budget_block
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, Persona, TurnInfo, prompt_tokens
 from rolecall.prompt import build_prompt, system_text
+from rolecall.routing import find_mentions
 from rolecall.session.state import (
     Draft,
     Message,
@@ -324,8 +325,6 @@ class Session:
         generated: Generated | None = None,
     ) -> Message:
         transcript = self.state.transcript
-        from rolecall.routing import find_mentions
-
         known = set(self._role_ids) | {"human", "all"}
         return Message(
             id=transcript.next_id(),

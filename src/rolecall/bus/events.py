@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -277,7 +277,21 @@ def _json_string(value: str) -> str:
     return json.dumps(value)
 
 
+_second: list[Any] = [None, ""]  # the last UTC second formatted: [its fields, its text]
+
+
 def _iso(ts: datetime) -> str:
-    """ISO 8601 as pydantic writes datetimes (UTC as ``Z``), so one record has one style."""
-    text = ts.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
+    """ISO 8601 as pydantic writes datetimes (UTC as ``Z``), so one record has one style.
+
+    Events come many to a second: in UTC, the text up to the second is reused while the
+    second lasts, and only the microseconds are formatted.
+    """
+    if ts.tzinfo is not UTC:
+        text = ts.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    fields = (ts.second, ts.minute, ts.hour, ts.day, ts.month, ts.year)
+    if fields != _second[0]:
+        _second[0] = fields
+        _second[1] = ts.replace(microsecond=0, tzinfo=None).isoformat()
+    micro = ts.microsecond
+    return f"{_second[1]}.{micro:06d}Z" if micro else f"{_second[1]}Z"

@@ -47,8 +47,8 @@ log = structlog.get_logger(__name__)
 BUSY_TIMEOUT_S = 5.0  # how long a turn waits for another process's write lock
 # the writer never checkpoints (that fsyncs); the store checkpoints, on aiosqlite's thread,
 # after this many turn commits or this many bytes of rows, whichever comes first
-CHECKPOINT_EVERY_COMMITS = 1000
-CHECKPOINT_EVERY_BYTES = 16 * 1024 * 1024
+CHECKPOINT_EVERY_COMMITS = 500
+CHECKPOINT_EVERY_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
