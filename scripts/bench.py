@@ -306,7 +306,7 @@ def decision_world() -> World:
 class TurnRun:
     turns: int
     wall: float
-    cpu: float  # process CPU (every thread: event loop, database, memory-file workers)
+    cpu: float  # process CPU (every thread: event loop, aiosqlite's thread for checkpoints)
     main_cpu: float  # CPU of the event-loop thread alone
     durations: list[float]
     events: int
@@ -319,12 +319,12 @@ class TurnRun:
 
 
 class WriteProbe:
-    """Clocks the work done on the storage threads, for one run (patched in, then restored).
+    """Clocks the storage writes, for one run (patched in, then restored).
 
-    ``sqlite``: ``rolecall.storage.sqlite._write_batch`` (one transaction a turn, on
-    aiosqlite's connection thread); ``memory``: ``MemoryFiles._append`` (one line in one
-    agent's file, inline on the event loop; one call per agent per message). Each is
-    ``[wall s, thread CPU s, calls]``. Nothing in ``src/`` is changed: the attributes are
+    ``sqlite``: ``rolecall.storage.sqlite._write_batch`` (one transaction a turn, inline on
+    the event loop through the store's writer connection); ``memory``:
+    ``MemoryFiles._append`` (one line in one agent's file, inline on the event loop; one
+    call per agent per message). Each is ``[wall s, thread CPU s, calls]``. Nothing in ``src/`` is changed: the attributes are
     swapped for timing wrappers while the probe is active.
     """
 
@@ -558,11 +558,13 @@ def bench_turn_overhead(quick: bool) -> Bench:
         "(bus subscriber after the JSON sink); N turns give N-1 durations",
         "mean": "total wall seconds of session.run() / N (includes open and finish)",
         "cpu": "cpu_mean_*: time.process_time() of session.run() / N, every thread of the "
-        "process (event loop, aiosqlite's connection thread, anyio's worker threads); "
+        "process (event loop; aiosqlite's connection thread, which runs the checkpoints; "
+        "anyio's worker threads, which run a commit only when another process holds the "
+        "write lock); "
         "main_thread_cpu_*: time.thread_time() of the event-loop thread alone. Less "
         "sensitive to other processes than wall time (not immune: the CPUs' caches are "
         "shared). A wall median far above the CPU figures means waiting: for a CPU (other "
-        "processes), or for the storage threads to be scheduled",
+        "processes), or for a storage thread",
         "sink": "rolecall.cli.display.JsonSink on open(os.devnull, 'w'), flushing every event "
         "as the CLI does",
         "world": "3 scripted roles, 3 lines of 12-13 words each (one chunk a word), steps "
@@ -575,8 +577,9 @@ def bench_turn_overhead(quick: bool) -> Bench:
         "breakdown": f"at N={mid}, best of {few} runs each (no target): "
         f"n{mid}_*_no_store_no_sink (no store, no sink), *_store_only (SQLite store, no "
         f"memory files), *_memory_only (memory files, no store); then one store+memory run "
-        "with a WriteProbe timing the storage threads' work: *_sqlite_write_* is "
-        "rolecall.storage.sqlite._write_batch (wall and thread CPU inside the transaction), "
+        "with a WriteProbe timing the storage writes: *_sqlite_write_* is "
+        "rolecall.storage.sqlite._write_batch (wall and thread CPU inside the transaction, "
+        "inline on the event loop), "
         "*_memory_write_* is MemoryFiles._append (inline, one call per agent line), per turn; "
         "*_probed_* the same run's event-loop thread and process CPU",
         "check": "every_turn_stored: after each store+memory run, SELECT COUNT(*) of the "
