@@ -72,8 +72,25 @@ MIGRATIONS: list[str] = [
     # chunks, end) in one row and the others (the message, its step, ...) in another, so
     # a turn writes two event rows. Rows of version 1 stay as they are: a packed row
     # (count > 1) now names its topic and type in each element, which the view reads.
+    # The table becomes a rowid table (rows appended in order, an index on the key): a
+    # turn's packed rows of a few KB then fit in their page instead of overflowing, and
+    # a commit writes fewer pages.
     """
     DROP VIEW events;
+    CREATE TABLE events_packed_2 (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        topic TEXT NOT NULL,
+        type TEXT NOT NULL,
+        record TEXT NOT NULL,
+        count INTEGER NOT NULL DEFAULT 1
+    );
+    INSERT INTO events_packed_2 (session_id, seq, topic, type, record, count)
+        SELECT session_id, seq, topic, type, record, count FROM events_packed
+        ORDER BY session_id, seq;
+    DROP TABLE events_packed;
+    ALTER TABLE events_packed_2 RENAME TO events_packed;
+    CREATE UNIQUE INDEX events_packed_key ON events_packed (session_id, seq);
     CREATE VIEW events (session_id, seq, topic, type, record) AS
         SELECT session_id, seq, topic, type, record FROM events_packed WHERE count = 1
         UNION ALL
@@ -87,5 +104,13 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 # what a store at SCHEMA_VERSION must hold (checked when it is opened)
 EXPECTED_OBJECTS = frozenset(
-    {"sessions", "messages", "events_packed", "events", "execution_log", "drafts"}
+    {
+        "sessions",
+        "messages",
+        "events_packed",
+        "events_packed_key",
+        "events",
+        "execution_log",
+        "drafts",
+    }
 )
