@@ -324,8 +324,9 @@ class WriteProbe:
     ``sqlite``: ``rolecall.storage.sqlite._write_batch`` (one transaction a turn, inline on
     the event loop through the store's writer connection); ``memory``:
     ``MemoryFiles._append`` (one line in one agent's file, inline on the event loop; one
-    call per agent per message). Each is ``[wall s, thread CPU s, calls]``. Nothing in ``src/`` is changed: the attributes are
-    swapped for timing wrappers while the probe is active.
+    call per agent per message). Each is ``[wall s, thread CPU s, calls]``. Nothing in
+    ``src/`` is changed: the attributes are swapped for timing wrappers while the probe is
+    active.
     """
 
     def __init__(self) -> None:
