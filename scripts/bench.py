@@ -1438,7 +1438,7 @@ def bench_compare_autogen(quick: bool) -> Bench:
         "the same 3-agent round robin of scripted texts in AutoGen (AgentChat, replay model "
         "client) and in rolecall, per turn",
     )
-    turns, repeats = (200, 1) if quick else (1000, 3)
+    turns, repeats = (200, 1) if quick else (1000, 5)
     python, info = ensure_autogen()
     texts = scripted_texts(turns)
     order = [texts[rid][k] for k in range(turns) for rid in ROLES if k < len(texts[rid])]

@@ -202,3 +202,32 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_events(tmp_path: Path
         (3, "sse", "chunk"),
         (4, "sse", "chunk"),
     ]
+
+
+async def test_checkpoints_keep_the_wal_small_with_many_sessions_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = [
+        {"id": "s1", "speaker": "a"},
+        {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 1000}},
+    ]
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", 20)
+
+    async def wal_after(sessions: int, home: Path) -> int:
+        async with SqliteStore(home / "rolecall.db") as store:
+            running = [
+                Session(scripted_world(steps, settings={"max_turns": 400 // sessions}))
+                for _ in range(sessions)
+            ]
+            for session in running:
+                await store.attach(session)
+            async with anyio.create_task_group() as tg:
+                for session in running:
+                    tg.start_soon(session.run)
+            return (home / "rolecall.db-wal").stat().st_size
+
+    alone = await wal_after(1, tmp_path / "alone")
+    together = await wal_after(10, tmp_path / "together")
+    # the same 400 turns: ten sessions committing between each other's checkpoints must
+    # not keep the WAL from starting over
+    assert together < alone * 3

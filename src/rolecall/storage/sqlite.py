@@ -292,7 +292,12 @@ class SqliteStore:
             self._lock.release()
 
     async def _checkpoint_when_due(self, size: int) -> None:
-        """A PASSIVE checkpoint on aiosqlite's thread when enough has been written."""
+        """A checkpoint on aiosqlite's thread when enough has been written.
+
+        Under the store's lock: with no commit of another session in between, it copies
+        the whole WAL back, and the next commit starts the WAL over from its beginning
+        (a checkpoint racing with commits never catches up, and the WAL would only grow).
+        """
         commits, written = self._since_checkpoint
         commits, written = commits + 1, written + size
         if commits < CHECKPOINT_EVERY_COMMITS and written < CHECKPOINT_EVERY_BYTES:
@@ -301,10 +306,11 @@ class SqliteStore:
         self._since_checkpoint = (0, 0)
         # shielded: the turn's message is stored, and must be published once this returns
         with anyio.CancelScope(shield=True):
-            try:
-                await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error as exc:  # the data is in the WAL already: a later one will do
-                log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
+            async with self._lock:
+                try:
+                    await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # the rows are in the WAL: a later one will do
+                    log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
 
     async def flush(self, session: Session) -> None:
         """Store whatever happened since the last commit.
