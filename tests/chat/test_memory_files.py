@@ -339,3 +339,17 @@ async def test_a_storage_error_reaches_the_caller_of_say(tmp_path: Path) -> None
     memory.attach(session)
     with pytest.raises(StorageError):
         await session.say("hello")
+
+
+def test_how_many_files_stay_open_follows_the_descriptor_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import resource
+
+    from rolecall.memory import files
+
+    for soft, expected in ((1024, 512), (100, 64), (1_000_000, 4096)):
+        monkeypatch.setattr(resource, "getrlimit", lambda _which, s=soft: (s, s))
+        assert files._max_open() == expected
+    monkeypatch.setattr(resource, "getrlimit", lambda _w: (resource.RLIM_INFINITY,) * 2)
+    assert files._max_open() == 4096

@@ -12,7 +12,8 @@ exactly as :func:`rolecall.prompt.memory_entry` shows them in a prompt.
 
 Concurrency. Many sessions may share one :class:`MemoryFiles` and run at once in one
 process. One message's lines (one per agent) are appended inline on the event loop, to
-files kept open (up to 256, least recently used closed first): each append is one
+files kept open (up to half the file-descriptor limit, at most 4096; least recently
+used closed first): each append is one
 ``write`` of a whole line into the page cache, a few microseconds, far cheaper than a
 thread hand-off per message. The event loop runs one append at a time, so appends never
 interleave; each file also has a :class:`threading.Lock`, taken by appends and by the
@@ -77,7 +78,22 @@ log = structlog.get_logger(__name__)
 _SUFFIX = ".jsonl"
 _TORN_SUFFIX = ".jsonl.torn"
 _ARCHIVE_SUFFIX = ".jsonl.archived"
-_MAX_OPEN = 256  # memory files kept open at once (least recently used closed first)
+
+
+def _max_open() -> int:
+    """How many memory files to keep open at once (least recently used closed first):
+    half the process's file-descriptor limit, between 64 and 4096 (256 without one)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 256
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return min(4096, max(64, soft // 2))
+
+
+_MAX_OPEN = _max_open()
 _CHUNK = 64 * 1024
 
 
