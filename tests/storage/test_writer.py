@@ -7,6 +7,8 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,15 @@ pytestmark = pytest.mark.anyio
 THREE_STEPS = [{"id": f"s{i}", "speaker": "a" if i % 2 else "b"} for i in range(1, 4)]
 
 
+@asynccontextmanager
+async def attached(path: Path) -> AsyncIterator[tuple[SqliteStore, Session]]:
+    """A store at ``path`` with a three-step scripted session attached."""
+    async with SqliteStore(path) as store:
+        session = Session(scripted_world(THREE_STEPS))
+        await store.attach(session)
+        yield store, session
+
+
 def rows(path: Path, query: str, *params: Any) -> list[Any]:
     with sqlite3.connect(path) as db:
         return list(db.execute(query, params))
@@ -34,9 +45,7 @@ async def test_a_turn_waits_for_another_process_lock_without_freezing_the_loop(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "rolecall.db"
-    async with SqliteStore(path) as store:
-        session = Session(scripted_world(THREE_STEPS))
-        await store.attach(session)
+    async with attached(path) as (_store, session):
         other = sqlite3.connect(path, check_same_thread=False)
         other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
         released = threading.Event()
@@ -73,9 +82,7 @@ async def test_a_lock_held_past_the_timeout_fails_the_turn_clearly(
 ) -> None:
     monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_S", 0.2)
     path = tmp_path / "rolecall.db"
-    async with SqliteStore(path) as store:
-        session = Session(scripted_world(THREE_STEPS))
-        await store.attach(session)
+    async with attached(path) as (_store, session):
         other = sqlite3.connect(path)
         other.execute("BEGIN IMMEDIATE")
         try:
@@ -102,9 +109,7 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
         write_batch(conn, batch)
 
     monkeypatch.setattr(sqlite_store, "_write_batch", second_write_fails)
-    async with SqliteStore(path) as store:
-        session = Session(scripted_world(THREE_STEPS))
-        await store.attach(session)
+    async with attached(path) as (store, session):
         assert await session.step()
         with pytest.raises(StorageError, match="disk is full"):
             await session.step()
@@ -150,9 +155,7 @@ async def test_a_turn_writes_two_event_rows_and_the_view_lists_every_event(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "rolecall.db"
-    async with SqliteStore(path) as store:
-        session = Session(scripted_world(THREE_STEPS))
-        await store.attach(session)
+    async with attached(path) as (store, session):
         await session.step()
         await session.step()
         await store.flush(session)

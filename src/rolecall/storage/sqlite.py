@@ -558,7 +558,8 @@ def _run_waiting(
 
 
 def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
-    """One transaction (runs on the database thread)."""
+    """One transaction on the writer connection (inline, or on a worker thread that waits
+    for another process's lock)."""
     try:
         if batch.events:
             conn.executemany(
