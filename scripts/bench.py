@@ -76,7 +76,7 @@ from rolecall.session.document import (
     write_session_file,
 )
 from rolecall.session.state import FlowPointer, Message, Transcript
-from rolecall.storage import sqlite as sqlite_store
+from rolecall.storage import writer as store_writer
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
@@ -321,7 +321,7 @@ class TurnRun:
 class WriteProbe:
     """Clocks the storage writes, for one run (patched in, then restored).
 
-    ``sqlite``: ``rolecall.storage.sqlite._write_batch`` (one transaction a turn, inline on
+    ``sqlite``: ``rolecall.storage.writer.write_batch`` (one transaction a turn, inline on
     the event loop through the store's writer connection); ``memory``:
     ``MemoryFiles._append`` (one line in one agent's file, inline on the event loop; one
     call per agent per message). Each is ``[wall s, thread CPU s, calls]``. Nothing in
@@ -348,14 +348,14 @@ class WriteProbe:
         return wrapper
 
     def __enter__(self) -> WriteProbe:
-        self._saved = (sqlite_store._write_batch, MemoryFiles._append)
-        sqlite_store._write_batch = self._timed(self._saved[0], self.sqlite)
+        self._saved = (store_writer.write_batch, MemoryFiles._append)
+        store_writer.write_batch = self._timed(self._saved[0], self.sqlite)
         MemoryFiles._append = self._timed(self._saved[1], self.memory)  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._saved is not None
-        sqlite_store._write_batch, MemoryFiles._append = self._saved  # type: ignore[method-assign]
+        store_writer.write_batch, MemoryFiles._append = self._saved  # type: ignore[method-assign]
 
 
 async def _timed_run(session: Session) -> tuple[float, float, float]:
@@ -579,7 +579,7 @@ def bench_turn_overhead(quick: bool) -> Bench:
         f"n{mid}_*_no_store_no_sink (no store, no sink), *_store_only (SQLite store, no "
         f"memory files), *_memory_only (memory files, no store); then one store+memory run "
         "with a WriteProbe timing the storage writes: *_sqlite_write_* is "
-        "rolecall.storage.sqlite._write_batch (wall and thread CPU inside the transaction, "
+        "rolecall.storage.writer.write_batch (wall and thread CPU inside the transaction, "
         "inline on the event loop), "
         "*_memory_write_* is MemoryFiles._append (inline, one call per agent line), per turn; "
         "*_probed_* the same run's event-loop thread and process CPU",

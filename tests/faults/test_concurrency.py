@@ -25,7 +25,7 @@ from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta
 from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
 from rolecall.runtime import Session
-from rolecall.storage import sqlite as sqlite_store
+from rolecall.storage import writer as store_writer
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
@@ -182,7 +182,7 @@ def expected_entry(message: dict[str, Any], agent: str) -> tuple[Any, ...]:
 async def test_a_failed_memory_write_leaves_the_store_in_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_batch = sqlite_store._write_batch
+    write_batch = store_writer.write_batch
 
     def slow_write(conn: Any, batch: Any) -> None:
         time.sleep(1.0)  # on the database thread: still writing when memory fails
@@ -197,10 +197,10 @@ async def test_a_failed_memory_write_leaves_the_store_in_step(
         session = new_session(CHAT, "desync", fail_on=None)
         await store.attach(session)
         session.commit_hooks.append(failing_memory)
-        monkeypatch.setattr(sqlite_store, "_write_batch", slow_write)
+        monkeypatch.setattr(store_writer, "write_batch", slow_write)
         with pytest.raises(StorageError, match="memory file"):
             await session.say("hello everyone")
-        monkeypatch.setattr(sqlite_store, "_write_batch", write_batch)
+        monkeypatch.setattr(store_writer, "write_batch", write_batch)
         await store.flush(session)  # what live_session does on the way out
 
     s = stored(home, "desync")

@@ -18,6 +18,7 @@ import pytest
 from rolecall.errors import StorageError
 from rolecall.runtime import Session
 from rolecall.storage import sqlite as sqlite_store
+from rolecall.storage import writer as store_writer
 from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
 from tests.helpers import scripted_world
@@ -80,7 +81,7 @@ async def test_a_turn_waits_for_another_process_lock_without_freezing_the_loop(
 async def test_a_lock_held_past_the_timeout_fails_the_turn_clearly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(store_writer, "BUSY_TIMEOUT_S", 0.2)
     path = tmp_path / "rolecall.db"
     async with attached(path) as (_store, session):
         other = sqlite3.connect(path)
@@ -98,7 +99,7 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "rolecall.db"
-    write_batch = sqlite_store._write_batch
+    write_batch = store_writer.write_batch
     calls = 0
 
     def second_write_fails(conn: sqlite3.Connection, batch: Any) -> None:
@@ -108,7 +109,7 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
             raise sqlite3.OperationalError("database or disk is full")
         write_batch(conn, batch)
 
-    monkeypatch.setattr(sqlite_store, "_write_batch", second_write_fails)
+    monkeypatch.setattr(store_writer, "write_batch", second_write_fails)
     async with attached(path) as (store, session):
         assert await session.step()
         with pytest.raises(StorageError, match="disk is full"):

@@ -13,7 +13,7 @@ Two connections to one database file:
   two thread wake-ups per turn. Whatever could block is sent to a worker thread: a
   write lock held by another process (the inline attempt never waits, ``busy_timeout``
   0, and the same transaction is retried on a thread that waits up to
-  ``BUSY_TIMEOUT_S``), and checkpoints (fsync), which the writer never runs itself;
+  ``writer.BUSY_TIMEOUT_S``), and checkpoints (fsync), which the writer never runs itself;
 * the aiosqlite connection (its own thread) reads, migrates, runs the management
   writes (attach, import, delete) and the periodic checkpoints.
 """
@@ -24,7 +24,6 @@ import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,9 @@ from rolecall.bus import Envelope
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, state_json, world_dict
-from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.session.state import Draft, Message
+from rolecall.storage import writer
+from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-BUSY_TIMEOUT_S = 5.0  # how long a turn waits for another process's write lock
 # the writer never checkpoints (that fsyncs); the store checkpoints, on aiosqlite's thread,
 # after this many turn commits or this many bytes of rows, whichever comes first
 CHECKPOINT_EVERY_COMMITS = 500
@@ -97,7 +97,7 @@ class SqliteStore:
             await self._db.execute("PRAGMA synchronous=NORMAL")
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._migrate(self._db)
-            self._writer = _open_writer(self.path)
+            self._writer = writer.open_writer(self.path)
         except (OSError, sqlite3.Error) as exc:
             await self.close()
             raise StorageError(f"cannot open the session store {self.path}: {exc}") from exc
@@ -108,8 +108,8 @@ class SqliteStore:
 
     async def close(self) -> None:
         if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.close()
+            conn, self._writer = self._writer, None
+            conn.close()
         if self._db is not None:
             db, self._db = self._db, None
             with anyio.CancelScope(shield=True):
@@ -241,13 +241,13 @@ class SqliteStore:
         state_now = state_json(state)
         if not (events or messages or records or drafts) and state_now == tracked.state_json:
             return
-        batch = _Batch(
-            events=_event_rows(sid, events),
+        batch = Batch(
+            events=event_rows(sid, events),
             messages=[
                 (sid, tracked.messages + i, m.id, m.sender, m.model_dump_json())
                 for i, m in enumerate(messages)
             ],
-            records=[_record_row(sid, r) for r in records],
+            records=[record_row(sid, r) for r in records],
             drafts=[(sid, tracked.drafts + i, d.model_dump_json()) for i, d in enumerate(drafts)],
             session=(
                 state.state,
@@ -259,7 +259,7 @@ class SqliteStore:
             ),
         )
         try:
-            await self._run(_write_batch, batch)
+            await self._run(writer.write_batch, batch)
         except BaseException as exc:
             tracked.failed = str(exc) or type(exc).__name__
             raise
@@ -269,8 +269,8 @@ class SqliteStore:
         tracked.state_json = state_now
         await self._checkpoint_when_due(batch.size)
 
-    async def _run(self, fn: Callable[[sqlite3.Connection, _Batch], None], batch: _Batch) -> None:
-        """Run ``fn(writer, batch)`` (one transaction) under the lock, inline if it can be.
+    async def _run(self, fn: Callable[[sqlite3.Connection, Batch], None], batch: Batch) -> None:
+        """Run ``fn(conn, batch)`` (one transaction) under the lock, inline if it can be.
 
         Once called, the transaction is written and the caller records it, even if the
         turn is cancelled meanwhile (otherwise its rows would be written twice): every
@@ -282,10 +282,10 @@ class SqliteStore:
             with anyio.CancelScope(shield=True):
                 await self._lock.acquire()
         try:
-            writer = self.writer
-            if not _try_inline(fn, writer, batch):
+            conn = self.writer
+            if not writer.try_inline(fn, conn, batch):
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_run_waiting, fn, writer, batch)
+                    await anyio.to_thread.run_sync(writer.run_waiting, fn, conn, batch)
         except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"cannot write to the session store {self.path}: {exc}") from exc
         finally:
@@ -359,7 +359,7 @@ class SqliteStore:
             )
         ]
         records = [
-            _record_from_row(r)
+            record_from_row(r)
             for r in await self._all(
                 "SELECT * FROM execution_log WHERE session_id = ? ORDER BY execution_order", sid
             )
@@ -445,7 +445,7 @@ class SqliteStore:
             )
             await db.executemany(
                 "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [_record_row(sid, r) for r in doc.execution_log],
+                [record_row(sid, r) for r in doc.execution_log],
             )
             await db.executemany(
                 "INSERT INTO drafts VALUES (?, ?, ?)",
@@ -490,159 +490,3 @@ class _Transaction:
             raise StorageError(
                 f"cannot write to the session store {self.store.path}: {exc}"
             ) from exc
-
-
-@dataclass(frozen=True)
-class _Batch:
-    events: list[tuple[Any, ...]]
-    messages: list[tuple[Any, ...]]
-    records: list[tuple[Any, ...]]
-    drafts: list[tuple[Any, ...]]
-    session: tuple[Any, ...]
-
-    @property
-    def size(self) -> int:
-        """Bytes of the largest column of each row (what makes the WAL grow)."""
-        return (
-            sum(len(r[4]) for r in self.events)
-            + sum(len(r[4]) for r in self.messages)
-            + sum(len(r[2]) for r in self.drafts)
-            + len(self.session[2])
-        )
-
-
-def _open_writer(path: Path) -> sqlite3.Connection:
-    """The connection that commits turns: never waits for a lock, never checkpoints.
-
-    ``check_same_thread=False``: it runs on the event loop and, when a lock is held
-    elsewhere, on one worker thread at a time (under the store's lock, never both).
-    """
-    conn = sqlite3.connect(path, timeout=0, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-        conn.execute("PRAGMA foreign_keys=ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
-
-
-def _try_inline(
-    fn: Callable[[sqlite3.Connection, _Batch], None], conn: sqlite3.Connection, batch: _Batch
-) -> bool:
-    """``fn(conn, batch)`` now; False (rolled back) if another connection holds the lock."""
-    try:
-        fn(conn, batch)
-    except sqlite3.OperationalError as exc:
-        if _is_busy(exc):
-            return False
-        raise
-    return True
-
-
-def _run_waiting(
-    fn: Callable[[sqlite3.Connection, _Batch], None], conn: sqlite3.Connection, batch: _Batch
-) -> None:
-    """``fn(conn, batch)`` waiting up to ``BUSY_TIMEOUT_S`` for the lock (worker thread)."""
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    try:
-        fn(conn, batch)
-    finally:
-        conn.execute("PRAGMA busy_timeout = 0")
-
-
-def _write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
-    """One transaction on the writer connection (inline, or on a worker thread that waits
-    for another process's lock)."""
-    try:
-        if batch.events:
-            conn.executemany(
-                "INSERT INTO events_packed (session_id, seq, topic, type, record, count) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                batch.events,
-            )
-        if batch.messages:
-            conn.executemany(
-                "INSERT INTO messages (session_id, idx, id, sender, body) VALUES (?, ?, ?, ?, ?)",
-                batch.messages,
-            )
-        if batch.records:
-            conn.executemany(
-                "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch.records
-            )
-        if batch.drafts:
-            conn.executemany(
-                "INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)", batch.drafts
-            )
-        conn.execute(
-            "UPDATE sessions SET state = ?, stop_reason = ?, state_json = ?, last_seq = ?, "
-            "updated_at = ? WHERE id = ?",
-            batch.session,
-        )
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-
-
-def _event_rows(sid: str, events: list[Envelope]) -> list[tuple[Any, ...]]:
-    """Rows of ``events_packed``: each run of consecutive events of one kind (streamed,
-    ``sse``, or not) becomes one row. A row of one event keeps its topic and type; a
-    packed row (a JSON array) says ``sse`` or ``*`` and ``*``: its elements say."""
-    rows: list[tuple[Any, ...]] = []
-    end = len(events)
-    i = 0
-    while i < end:
-        first = events[i]
-        sse = first.event.topic == "sse"
-        j = i + 1
-        while (
-            j < end
-            and events[j].seq == first.seq + j - i
-            and (events[j].event.topic == "sse") == sse
-        ):
-            j += 1
-        if j == i + 1:
-            rows.append((sid, first.seq, first.event.topic, first.event.type, first.to_json(), 1))
-        else:
-            record = "[" + ",".join([e.to_json() for e in events[i:j]]) + "]"
-            rows.append((sid, first.seq, "sse" if sse else "*", "*", record, j - i))
-        i = j
-    return rows
-
-
-def _record_row(sid: str, r: ExecutionRecord) -> tuple[Any, ...]:
-    return (
-        sid,
-        r.execution_order,
-        r.step_id,
-        r.speaker,
-        r.message_id,
-        r.loop_iteration,
-        r.result,
-        r.started_at.isoformat(),
-        r.ended_at.isoformat(),
-        r.input_tokens,
-        r.output_tokens,
-    )
-
-
-def _record_from_row(row: tuple[Any, ...]) -> ExecutionRecord:
-    return ExecutionRecord(
-        execution_order=row[1],
-        step_id=row[2],
-        speaker=row[3],
-        message_id=row[4],
-        loop_iteration=row[5],
-        result=row[6],
-        started_at=datetime.fromisoformat(row[7]),
-        ended_at=datetime.fromisoformat(row[8]),
-        input_tokens=row[9],
-        output_tokens=row[10],
-    )

@@ -1,0 +1,98 @@
+"""The connection that commits turns, and the functions that run a turn's transaction.
+
+A turn's transaction appends a few pages to the WAL with no fsync (``synchronous=NORMAL``),
+so it runs inline on the event loop (:func:`try_inline`); the connection never waits
+for a lock (``busy_timeout`` 0) and never checkpoints, so nothing on the loop can block.
+When another process holds the write lock, the store runs the same transaction again on
+a worker thread with :func:`run_waiting`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from rolecall.storage.rows import Batch
+
+BUSY_TIMEOUT_S = 5.0  # how long a turn waits for another process's write lock
+
+
+def open_writer(path: Path) -> sqlite3.Connection:
+    """The connection that commits turns: never waits for a lock, never checkpoints.
+
+    ``check_same_thread=False``: it runs on the event loop and, when a lock is held
+    elsewhere, on one worker thread at a time (under the store's lock, never both).
+    """
+    conn = sqlite3.connect(path, timeout=0, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
+
+
+def try_inline(
+    fn: Callable[[sqlite3.Connection, Batch], None], conn: sqlite3.Connection, batch: Batch
+) -> bool:
+    """``fn(conn, batch)`` now; False (rolled back) if another connection holds the lock."""
+    try:
+        fn(conn, batch)
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            return False
+        raise
+    return True
+
+
+def run_waiting(
+    fn: Callable[[sqlite3.Connection, Batch], None], conn: sqlite3.Connection, batch: Batch
+) -> None:
+    """``fn(conn, batch)`` waiting up to ``BUSY_TIMEOUT_S`` for the lock (worker thread)."""
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    try:
+        fn(conn, batch)
+    finally:
+        conn.execute("PRAGMA busy_timeout = 0")
+
+
+def write_batch(conn: sqlite3.Connection, batch: Batch) -> None:
+    """One transaction on the writer connection (inline, or on a worker thread that waits
+    for another process's lock)."""
+    try:
+        if batch.events:
+            conn.executemany(
+                "INSERT INTO events_packed (session_id, seq, topic, type, record, count) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                batch.events,
+            )
+        if batch.messages:
+            conn.executemany(
+                "INSERT INTO messages (session_id, idx, id, sender, body) VALUES (?, ?, ?, ?, ?)",
+                batch.messages,
+            )
+        if batch.records:
+            conn.executemany(
+                "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch.records
+            )
+        if batch.drafts:
+            conn.executemany(
+                "INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)", batch.drafts
+            )
+        conn.execute(
+            "UPDATE sessions SET state = ?, stop_reason = ?, state_json = ?, last_seq = ?, "
+            "updated_at = ? WHERE id = ?",
+            batch.session,
+        )
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
