@@ -277,7 +277,9 @@ def _json_string(value: str) -> str:
     return json.dumps(value)
 
 
-_second: list[Any] = [None, ""]  # the last UTC second formatted: [its fields, its text]
+# the last UTC second formatted: (its fields, its text), replaced as one tuple so that a
+# reader in another thread never pairs one second's fields with another's text
+_second: tuple[tuple[int, ...], str] = ((), "")
 
 
 def _iso(ts: datetime) -> str:
@@ -286,12 +288,13 @@ def _iso(ts: datetime) -> str:
     Events come many to a second: in UTC, the text up to the second is reused while the
     second lasts, and only the microseconds are formatted.
     """
+    global _second
     if ts.tzinfo is not UTC:
         text = ts.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text
     fields = (ts.second, ts.minute, ts.hour, ts.day, ts.month, ts.year)
-    if fields != _second[0]:
-        _second[0] = fields
-        _second[1] = ts.replace(microsecond=0, tzinfo=None).isoformat()
+    cached = _second
+    if cached[0] != fields:
+        cached = _second = (fields, ts.replace(microsecond=0, tzinfo=None).isoformat())
     micro = ts.microsecond
-    return f"{_second[1]}.{micro:06d}Z" if micro else f"{_second[1]}Z"
+    return f"{cached[1]}.{micro:06d}Z" if micro else f"{cached[1]}Z"
