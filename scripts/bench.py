@@ -464,7 +464,7 @@ def bench_turn_overhead(quick: bool) -> Bench:
     if quick:
         plan, plan_no_store = [(50, 3), (100, 3), (200, 2)], [(50, 3), (100, 3), (200, 3)]
     else:
-        plan, plan_no_store = [(200, 5), (1000, 5), (10000, 2)], [(200, 5), (1000, 5), (10000, 3)]
+        plan, plan_no_store = [(200, 5), (1000, 5), (10000, 3)], [(200, 5), (1000, 5), (10000, 3)]
     _, mid, large = (n for n, _ in plan)
     by_median: Callable[[TurnRun], float] = operator.attrgetter("median")
     medians: dict[int, float] = {}
