@@ -46,10 +46,12 @@ def safe_id(value: str, what: str = "id") -> str:
     return value
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
 
-    A temporary file beside ``path``, fsynced, then renamed over it. Raises ``OSError``.
+    A temporary file beside ``path``, fsynced, then renamed over it; with
+    ``replace=False`` it is linked in place instead, which raises ``FileExistsError``
+    when ``path`` exists (creation that never clobbers). Raises ``OSError``.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -58,7 +60,11 @@ def write_atomically(path: Path, text: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+            return
+        os.link(tmp, path)  # atomic, and fails if path exists
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    Path(tmp).unlink(missing_ok=True)

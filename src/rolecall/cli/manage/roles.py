@@ -233,23 +233,11 @@ def _read_user_role(path: Path) -> dict[str, Any]:
 
 def _create_file(path: Path, text: str) -> None:
     """Create ``path`` with ``text`` whole, refusing to replace an existing file."""
-    import os
-    import tempfile
-    from pathlib import Path as _Path
-
     from rolecall.errors import StorageError, UsageError
+    from rolecall.paths import write_atomically
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.link(tmp, path)  # atomic, and fails if path exists
-        finally:
-            _Path(tmp).unlink(missing_ok=True)
+        write_atomically(path, text, replace=False)
     except FileExistsError:
         raise UsageError(f"role file {path} already exists") from None
     except OSError as exc:
