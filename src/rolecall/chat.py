@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rolecall import turns
 from rolecall.bus import Event, PassEvent, TurnLimitEvent, WarningEvent
 from rolecall.routing import (
     auto_mention,
@@ -153,9 +154,9 @@ async def _interjection(session: Session, item: PendingReply, target: Message) -
     )
     await session._commit(message)
     pointer.begin("interjection")
-    session._record("interjection", item.agent, message, iteration, "success", started)
+    turns.record(session, "interjection", item.agent, message, iteration, "success", started)
     if session.engine is not None:
         hit, evaluations = session.engine.global_stop(session.ctx)
-        session._publish_evaluations(evaluations)
+        turns.publish_evaluations(session, evaluations)
         if hit is not None:
             session._finish(hit.reason, hit.detail)

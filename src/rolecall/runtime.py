@@ -31,7 +31,7 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
-from rolecall.flows.conditions import ConditionContext, Evaluation
+from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
 from rolecall.llm.registry import ModelRegistry
@@ -529,21 +529,6 @@ class Session:
         return await turns.extra_turn(
             self, role_id, target, step_id=step_id, instruction=instruction
         )
-
-    def _publish_evaluations(self, evaluations: list[tuple[str, Evaluation]]) -> None:
-        turns.publish_evaluations(self, evaluations)
-
-    def _record(
-        self,
-        step_id: str,
-        speaker: str,
-        message: Message,
-        iteration: int,
-        result: str,
-        started: datetime,
-    ) -> None:
-        """Append one execution-log record and publish it."""
-        turns.record(self, step_id, speaker, message, iteration, result, started)
 
     async def _pending_turn(self) -> None:
         from rolecall.chat import answer_pending
