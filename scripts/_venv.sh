@@ -27,6 +27,8 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$
   fi
   echo "installing rolecall into .venv (first run takes a minute)" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev]" >&2
+  # the dev tools are the PEP 735 group "dev" of pyproject.toml (pip 25.1+ reads groups)
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -e "$ROOT" --group "$ROOT/pyproject.toml:dev" >&2
   echo "$want" >"$STAMP"
 fi

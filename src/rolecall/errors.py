@@ -35,13 +35,23 @@ class UsageError(RolecallError):
 class WorldError(UsageError):
     """A world definition has one or more problems; all of them are in ``problems``."""
 
-    def __init__(self, source: str, problems: list[str], warnings: list[str] | None = None):
+    def __init__(
+        self,
+        source: str,
+        problems: list[str],
+        warnings: list[str] | None = None,
+        *,
+        where: dict[str, str] | None = None,
+    ):
         self.source = source
         self.problems = problems
         self.warnings = warnings or []
+        self.where = where or {}  # a problem's "line L, column C" in the file, when known
         count = len(problems)
         noun = "problem" if count == 1 else "problems"
-        body = "\n".join(f"  {p}" for p in problems)
+        body = "\n".join(
+            f"  {self.where[p]}: {p}" if p in self.where else f"  {p}" for p in problems
+        )
         super().__init__(f"{source}: {count} {noun}\n{body}")
 
 

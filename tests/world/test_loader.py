@@ -179,3 +179,32 @@ def test_a_field_of_another_kind_is_named_as_such() -> None:
 def test_a_scripted_role_needs_a_script() -> None:
     found = problems_of("name: x\nmodel: scripted\nroles: [{id: a}, {id: b, script: [hi]}]\n")
     assert found == ["roles[0].script: role 'a' uses the scripted model but has no script: lines"]
+
+
+def test_problems_name_their_line_and_column() -> None:
+    text = "name: tiny\nroles:\n  - id: teacher\n    sytem_prompt: hi\nflow:\n  steps:\n    - {id: a, speaker: profesor}\n"
+    with pytest.raises(WorldError) as info:
+        parse_world(text, source="w.yaml")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "w.yaml: 2 problems"
+    assert (
+        "  line 4, column 5: roles[0].sytem_prompt: unknown field (did you mean system_prompt?)"
+        in lines
+    )
+    assert any(
+        line.startswith("  line 7, column 15: flow.steps[0].speaker: no role 'profesor'")
+        for line in lines
+    )
+
+
+def test_a_misspelled_field_suggests_each_candidate_once() -> None:
+    found = problems_of("name: x\nroles:\n  - id: a\n    tempelate: teacher\n")
+    assert found == ["roles[0].tempelate: unknown field (did you mean template or temperature?)"]
+
+
+def test_a_name_not_under_worlds_is_a_shipped_world(tmp_path: Path) -> None:
+    assert resolve_world_path("debate", cwd=tmp_path).parent.name == "debate"
+    local = tmp_path / "worlds" / "debate" / "world.yaml"
+    local.parent.mkdir(parents=True)
+    local.write_text("name: debate\nroles: [{id: a}]\n", encoding="utf-8")
+    assert resolve_world_path("debate", cwd=tmp_path) == local

@@ -304,13 +304,18 @@ def cmd_worlds(args: argparse.Namespace) -> int:
         steps = len(world.flow.steps) if world.flow else 0
         print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
         return EXIT_OK
-    folder = Path(args.dir)
-    for path in sorted(folder.glob("*/world.yaml")):
+    from rolecall.world import catalog
+
+    for entry in catalog.available(Path(args.dir)):
+        note = " (instead of the shipped one)" if entry.shadows else ""
         try:
-            world = load_world(path, library).world
-            print(f"{path.parent.name:16} {world.title or world.topic}")
+            world = load_world(entry.path, library).world
+            print(f"{entry.name:16} {entry.source:8} {world.title or world.topic}{note}")
         except WorldError as exc:
-            print(f"{path.parent.name:16} invalid: {len(exc.problems)} problems", file=sys.stderr)
+            print(
+                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} problems{note}",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 

@@ -124,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
-    wl = wsub.add_parser("list", help="list the worlds under ./worlds/")
+    wl = wsub.add_parser(
+        "list",
+        help="list the shipped worlds and those under ./worlds/ (marked local; a local one wins)",
+    )
     wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
     wv = wsub.add_parser(
         "validate",

@@ -75,6 +75,7 @@ class RoleLibrary:
 
 def suggest(name: str, choices: list[str] | tuple[str, ...], *, listing: bool = True) -> str:
     """`` (did you mean x?)`` and/or a listing of the choices, for error messages."""
+    choices = list(dict.fromkeys(choices))  # each candidate named once
     close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
     if close:
         return f" (did you mean {' or '.join(close)}?)"

@@ -19,10 +19,11 @@ from rolecall.errors import UnknownRoleError, UsageError, WorldError
 from rolecall.flows.model import Branch, Flow, Loop, Step
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.models import Role, Settings, World
+from rolecall.world.positions import positions
 
 _FIELDS: dict[str, tuple[str, ...]] = {
     "world": tuple(World.model_fields),
-    "role": (*Role.model_fields, "template"),
+    "role": tuple(Role.model_fields),
     "settings": tuple(Settings.model_fields),
     "flow": tuple(Flow.model_fields),
     "step": tuple(Step.model_fields),
@@ -47,7 +48,9 @@ class LoadedWorld:
 
 
 def resolve_world_path(spec: str, cwd: Path | None = None) -> Path:
-    """WORLD is a folder, a ``world.yaml`` path, or a name under ``./worlds/``."""
+    """WORLD is a folder, a ``world.yaml`` path, a name under ``./worlds/`` or a shipped name."""
+    from rolecall.world import catalog
+
     base = cwd or Path.cwd()
     candidate = Path(spec)
     if not candidate.is_absolute():
@@ -56,13 +59,14 @@ def resolve_world_path(spec: str, cwd: Path | None = None) -> Path:
         return candidate
     if candidate.is_dir() and (candidate / "world.yaml").is_file():
         return candidate / "world.yaml"
-    named = base / "worlds" / spec / "world.yaml"
-    if "/" not in spec and named.is_file():
+    named = catalog.find(spec, base / "worlds")
+    if named is not None:
         return named
-    known = sorted(p.parent.name for p in (base / "worlds").glob("*/world.yaml"))
+    known = [entry.name for entry in catalog.available(base / "worlds")]
     hint = suggest(spec, known) if known else ""
     raise UsageError(
-        f"no world '{spec}': not a world.yaml, a folder with one, or a name under ./worlds/{hint}"
+        f"no world '{spec}': not a world.yaml, a folder with one, a name under ./worlds/ "
+        f"or a shipped world{hint}"
     )
 
 
@@ -97,6 +101,11 @@ def parse_world(
         return build_world(raw, source=source, library=library or RoleLibrary(), path=path)
     except RecursionError:
         raise WorldError(source, ["(top level): the world file is nested too deeply"]) from None
+    except WorldError as exc:
+        if exc.where or exc.source != source:
+            raise
+        where = positions(text, exc.problems)
+        raise WorldError(source, exc.problems, exc.warnings, where=where) from None
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
