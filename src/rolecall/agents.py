@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from rolecall.bus import EventBus, StreamChunk, StreamEnd, StreamError, StreamStart
+from rolecall.bus import Bus, StreamChunk, StreamEnd, StreamError, StreamStart
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import GenerationRequest, TextDelta, Usage, estimate_tokens, prompt_tokens
 
@@ -37,7 +37,7 @@ class GenerationFailed(Exception):
 
 
 class Generator:
-    def __init__(self, bus: EventBus) -> None:
+    def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self._scope: anyio.CancelScope | None = None
 

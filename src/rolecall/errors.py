@@ -6,7 +6,6 @@
     ├── UsageError            the user asked for something invalid (exit code 2)
     │   ├── WorldError        a world file has problems (every one listed)
     │   ├── UnknownRoleError  a role id that no world or library has
-    │   ├── UnknownStepError  a step id that the flow does not have
     │   └── UnsafeIdError     an id that could escape its folder if used in a path
     ├── RuntimeFailure        something outside the user's input failed (exit code 1)
     │   ├── ProviderError     the model provider failed after retries
@@ -14,9 +13,6 @@
     │   │   ├── ProviderRefused   (4xx other than 408/429: auth, bad request, content policy)
     │   │   └── ProviderUnavailable (connection, 5xx, 429 after retries, broken stream)
     │   └── StorageError      the data directory could not be read or written
-    └── ControlSignal         not failures: flow control raised through the stack
-        ├── StopRequested
-        └── PassFloor
 """
 
 from __future__ import annotations
@@ -59,10 +55,6 @@ class UnknownRoleError(UsageError):
     """A role id that is neither in the world nor in the role library."""
 
 
-class UnknownStepError(UsageError):
-    """A step id that the flow does not define."""
-
-
 class UnsafeIdError(UsageError):
     """An id that is not safe to use as a file or folder name."""
 
@@ -98,15 +90,3 @@ class StorageError(RuntimeFailure):
     """The data directory could not be read or written."""
 
     session_id: str | None = None  # the session it happened in, when there was one
-
-
-class ControlSignal(RolecallError):
-    """Flow control carried by an exception; never shown to a user as a failure."""
-
-
-class StopRequested(ControlSignal):
-    """The user asked the session to stop."""
-
-
-class PassFloor(ControlSignal):
-    """An agent passed the floor back to the human."""

@@ -22,6 +22,7 @@ from rolecall import turns
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import (
     AgentEvent,
+    Bus,
     ErrorEvent,
     Event,
     EventBus,
@@ -110,14 +111,14 @@ class Session:
         state: SessionState | None = None,
         session_id: str | None = None,
         models: ModelRegistry | None = None,
-        bus: EventBus | None = None,
+        bus: Bus | None = None,
         model_override: str | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.world = world
         self.clock = clock
         self.state = state or SessionState(session_id or new_session_id(clock))
-        self.bus = bus or EventBus(self.state.session_id, clock=clock)
+        self.bus: Bus = bus or EventBus(self.state.session_id, clock=clock)
         self.models = models or ModelRegistry()
         self.model_override = model_override
         self.engine = FlowEngine(world.flow) if world.flow is not None else None

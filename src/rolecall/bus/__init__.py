@@ -1,4 +1,4 @@
-"""The event bus and its typed events."""
+"""The event bus: the :class:`Bus` seam, its in-process implementation, the typed events."""
 
 from rolecall.bus.bus import EventBus, Subscription, utc_now
 from rolecall.bus.events import (
@@ -25,16 +25,21 @@ from rolecall.bus.events import (
     TurnLimitEvent,
     WarningEvent,
 )
+from rolecall.bus.protocol import Bus, Closable, Filter, Handler
 
 __all__ = [
     "EVENT_ADAPTER",
     "TOPICS",
     "AgentEvent",
+    "Bus",
+    "Closable",
     "ConditionEvent",
     "Envelope",
     "ErrorEvent",
     "Event",
     "EventBus",
+    "Filter",
+    "Handler",
     "JudgeEvent",
     "LogEvent",
     "MessageEvent",

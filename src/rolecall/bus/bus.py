@@ -15,9 +15,8 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 import structlog
@@ -25,11 +24,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pyee import EventEmitter
 
 from rolecall.bus.events import TOPICS, Envelope, ErrorEvent, Event, Topic
+from rolecall.bus.protocol import Filter, Handler
 
 log = structlog.get_logger(__name__)
 
-Handler = Callable[[Envelope], None]
-Filter = Callable[[Envelope], bool]
 Clock = Callable[[], datetime]
 
 
@@ -37,19 +35,30 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Subscription:
-    """A live subscription; ``close()`` removes it from the bus."""
+    """A live subscription: it is the pyee listener itself (filter, handler, isolation).
+
+    ``close()`` removes it from the bus.
+    """
 
     bus: EventBus
     handler: Handler
     topics: tuple[Topic, ...]
     filter: Filter | None
     name: str
-    _wrapped: Callable[[Envelope], None] = field(init=False, repr=False)
+
+    def __call__(self, envelope: Envelope) -> None:
+        try:
+            if self.filter is None or self.filter(envelope):
+                self.handler(envelope)
+        except Exception as exc:  # isolation: one subscriber never breaks another
+            self.bus._failed(self, envelope, exc)
 
     def close(self) -> None:
-        self.bus._unsubscribe(self)
+        for t in self.topics:
+            with suppress(KeyError):
+                self.bus._emitter.remove_listener(t, self)
 
 
 class EventBus:
@@ -95,13 +104,8 @@ class EventBus:
         if unknown:
             raise ValueError(f"unknown topic {unknown[0]!r} (topics: {', '.join(TOPICS)})")
         sub = Subscription(self, handler, topics, filter, name or getattr(handler, "__name__", "?"))
-
-        def wrapped(envelope: Envelope) -> None:
-            self._call(sub, envelope)
-
-        sub._wrapped = wrapped
         for t in topics:
-            self._emitter.add_listener(t, wrapped)
+            self._emitter.add_listener(t, sub)
         return sub
 
     def record_into(self, into: list[Envelope]) -> None:
@@ -112,11 +116,6 @@ class EventBus:
         store), and it costs a list append per event rather than a delivery.
         """
         self._recorders.append(into)
-
-    def _unsubscribe(self, sub: Subscription) -> None:
-        for t in sub.topics:
-            with suppress(KeyError):
-                self._emitter.remove_listener(t, sub._wrapped)
 
     def publish(self, event: Event) -> Envelope:
         """Stamp ``event`` with the next seq and deliver it (after any delivery in progress)."""
@@ -152,24 +151,21 @@ class EventBus:
         finally:
             self._delivering = False
 
-    def _call(self, sub: Subscription, envelope: Envelope) -> None:
-        try:
-            if sub.filter is None or sub.filter(envelope):
-                sub.handler(envelope)
-        except Exception as exc:  # isolation: one subscriber never breaks another
-            event = envelope.event
-            if isinstance(event, ErrorEvent) and event.source.startswith("subscriber"):
-                # an error handler failing on an error report: log, never loop
-                log.error("subscriber_failed_on_error", subscriber=sub.name, error=repr(exc))
-                return
-            log.warning("subscriber_failed", subscriber=sub.name, seq=envelope.seq, error=repr(exc))
-            self.publish(
-                ErrorEvent(
-                    error=f"subscriber {sub.name} failed on event {envelope.seq} "
-                    f"({envelope.event.topic}/{envelope.event.type}): {exc!r}",
-                    source=f"subscriber:{sub.name}",
-                )
+    def _failed(self, sub: Subscription, envelope: Envelope, exc: Exception) -> None:
+        """Report a subscriber's failure as a ``system/error`` event (never a loop)."""
+        event = envelope.event
+        if isinstance(event, ErrorEvent) and event.source.startswith("subscriber"):
+            # an error handler failing on an error report: log, never loop
+            log.error("subscriber_failed_on_error", subscriber=sub.name, error=repr(exc))
+            return
+        log.warning("subscriber_failed", subscriber=sub.name, seq=envelope.seq, error=repr(exc))
+        self.publish(
+            ErrorEvent(
+                error=f"subscriber {sub.name} failed on event {envelope.seq} "
+                f"({event.topic}/{event.type}): {exc!r}",
+                source=f"subscriber:{sub.name}",
             )
+        )
 
     @contextmanager
     def open_stream(
@@ -198,8 +194,3 @@ class EventBus:
             sub.close()
             send.close()
             receive.close()
-
-
-def replay(envelopes: Iterable[Envelope]) -> list[dict[str, Any]]:
-    """The flat records of stored envelopes, in order (what ``--json`` printed)."""
-    return [e.to_record() for e in envelopes]

@@ -13,10 +13,10 @@ import sys
 from typing import TextIO
 
 from rolecall.bus import (
+    Bus,
     ConditionEvent,
     Envelope,
     ErrorEvent,
-    EventBus,
     MessageEvent,
     PassEvent,
     SessionEvent,
@@ -65,7 +65,7 @@ class JsonSink:
             self.closed = True
             silence_stdout()
 
-    def attach(self, bus: EventBus) -> None:
+    def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="json")
 
 
@@ -99,7 +99,7 @@ class TerminalDisplay:
         self._open_line = False
         self.closed = False
 
-    def attach(self, bus: EventBus) -> None:
+    def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
 
     def paint(self, who: str, text: str) -> str:
@@ -218,7 +218,7 @@ def silence_stdout() -> None:
 
 
 def attach_display(
-    bus: EventBus,
+    bus: Bus,
     *,
     json_mode: bool,
     role_order: list[str],

@@ -21,7 +21,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from rolecall.bus import Envelope, EventBus
+from rolecall.bus import Bus, Envelope, EventBus
 from rolecall.cli.display import attach_display, use_color
 from rolecall.errors import RolecallError, StorageError, UsageError
 from rolecall.llm.registry import ModelRegistry
@@ -129,7 +129,7 @@ async def live_session(
     *,
     world_source: str | None = None,
     doc: SessionDocument | None = None,
-    display: Callable[[EventBus], object] | None = None,
+    display: Callable[[Bus], object] | None = None,
 ) -> AsyncIterator[Session]:
     """A stored, displayed session; a restored one when ``doc`` is given.
 

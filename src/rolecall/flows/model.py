@@ -233,9 +233,6 @@ class Flow(_Model):
     def start_id(self) -> str:
         return self.start or self.steps[0].id
 
-    def step_index(self) -> dict[str, int]:
-        return {s.id: i for i, s in enumerate(self.steps)}
-
 
 def describe(cond: BaseModel) -> str:
     """A compact one-line form of a condition, for events and traces."""

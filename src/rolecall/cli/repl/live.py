@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rolecall.bus import EventBus
+    from rolecall.bus import Bus
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
     from rolecall.storage.sqlite import SqliteStore
@@ -29,7 +29,7 @@ async def open_live_session(
     """``wiring.live_session`` without its terminal display (the REPL brings its own)."""
     from rolecall.cli import wiring
 
-    def no_display(bus: EventBus) -> None:
+    def no_display(bus: Bus) -> None:
         return None  # the REPL subscribes its own display
 
     async with wiring.live_session(
