@@ -87,7 +87,10 @@ async def test_a_store_with_the_right_version_but_other_tables_is_refused(tmp_pa
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE sessions (id TEXT)")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    with pytest.raises(UsageError, match="lacks drafts, events, events_packed"):
+    with pytest.raises(
+        UsageError,
+        match="lacks batch_runs, batch_runs_session, batches, drafts, events, events_packed",
+    ):
         await SqliteStore(path).open()
 
 

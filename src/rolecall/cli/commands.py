@@ -25,6 +25,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def dispatch(args: argparse.Namespace) -> int:
     verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
     logs.configure(verbosity, getattr(args, "log_file", None))
+    from rolecall.cli.batch_cmd import cmd_batch
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
     from rolecall.cli.modes_cmd import run_consensus, run_debate
     from rolecall.cli.study_cmd import run_study
@@ -40,6 +41,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "chat": cmd_chat,
         "worlds": cmd_worlds,
         "resume": cmd_resume,
+        "batch": cmd_batch,
     }
     try:
         try:

@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--mode", choices=("auto", "step"), default="auto")
     add_common_flags(resume)
 
+    from rolecall.cli.batch_cmd import add_parser as add_batch
     from rolecall.cli.manage import register
     from rolecall.cli.modes_cmd import add_parsers
     from rolecall.cli.study_cmd import add_parser as add_study
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     register(sub)
     add_parsers(sub)
     add_study(sub)
+    add_batch(sub)
 
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)

@@ -121,6 +121,52 @@ async def save_to_file(
     return doc
 
 
+def new_or_restored(
+    world: World,
+    *,
+    models: ModelRegistry,
+    override: str | None,
+    doc: SessionDocument | None = None,
+) -> Session:
+    """A new session of ``world``, or the stored one of ``doc`` ready to go on."""
+    if doc is None:
+        return Session(world, models=models, model_override=override)
+    state = restore_state(doc)
+    if state.state == "running":  # the process died mid-run: it is paused now
+        state.state = "paused"
+        state.pause_reason = "interrupted"
+    elif state.state == "finished" and state.stop_reason == "manual":
+        # a manual stop ends a run, not the dialogue: resume reopens it
+        state.state = "paused"
+        state.pause_reason = "manual"
+        state.stop_reason = None
+        state.stop_detail = ""
+    session = Session(
+        world,
+        state=state,
+        models=models,
+        bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
+        model_override=override or doc.model_override,
+    )
+    session._opened = True
+    return session
+
+
+async def keep(
+    session: Session,
+    store: SqliteStore,
+    memory: MemoryFiles,
+    *,
+    world_source: str | None = None,
+    doc: SessionDocument | None = None,
+) -> None:
+    """Store the session from now on and keep its memory files (completed when restored)."""
+    await store.attach(session, world_source=world_source or (doc.world_source if doc else None))
+    if doc is not None:
+        memory.reconcile(session)  # memory files hold every stored message, once
+    memory.attach(session)
+
+
 @asynccontextmanager
 async def live_session(
     args: argparse.Namespace,
@@ -139,28 +185,9 @@ async def live_session(
     json_mode = bool(getattr(args, "json", False))
     models = ModelRegistry(**stream_pacing(json_mode))
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
+    session = new_or_restored(world, models=models, override=override, doc=doc)
     if doc is not None:
-        state = restore_state(doc)
-        if state.state == "running":  # the process died mid-run: it is paused now
-            state.state = "paused"
-            state.pause_reason = "interrupted"
-        elif state.state == "finished" and state.stop_reason == "manual":
-            # a manual stop ends a run, not the dialogue: resume reopens it
-            state.state = "paused"
-            state.pause_reason = "manual"
-            state.stop_reason = None
-            state.stop_detail = ""
-        session = Session(
-            world,
-            state=state,
-            models=models,
-            bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
-            model_override=override or doc.model_override,
-        )
-        session._opened = True
         await store.import_document(doc)
-    else:
-        session = Session(world, models=models, model_override=override)
     if display is not None:
         display(session.bus)
     else:
@@ -173,10 +200,7 @@ async def live_session(
             totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
         )
     memory = memory_files(args)
-    await store.attach(session, world_source=world_source or (doc.world_source if doc else None))
-    if doc is not None:
-        memory.reconcile(session)  # memory files hold every stored message, once
-    memory.attach(session)
+    await keep(session, store, memory, world_source=world_source, doc=doc)
     writer = None
     if getattr(args, "session_file", None):
         writer = SessionFileWriter(

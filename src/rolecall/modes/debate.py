@@ -236,7 +236,8 @@ def mode_state(session: Session, mode: str) -> dict[str, Any]:
 
 
 # ======================================================================= expand
-def _persona(text: str) -> str:
+def persona_prompt(text: str) -> str:
+    """A persona text as a system prompt: "You are <text>." (kept when it says "you")."""
     text = text.strip()
     if text.lower().startswith(("you ", "you're")):
         return text
@@ -257,7 +258,7 @@ def _debater(
             "id": side,
             "name": side.title(),
             "description": persona.strip(),
-            "system_prompt": _persona(persona),
+            "system_prompt": persona_prompt(persona),
             "constraints": list(DEFAULT_CONSTRAINTS),
         }
     else:

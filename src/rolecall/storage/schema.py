@@ -98,6 +98,24 @@ MIGRATIONS: list[str] = [
             json_extract(j.value, '$.type'), j.value
         FROM events_packed AS p, json_each(p.record) AS j WHERE p.count > 1;
     """,
+    # 3: batches (`rolecall batch`): the plan of each (world document, --vary axes,
+    # --runs), and one row per run naming its session and, once it ended, its result
+    # row. A deleted session leaves its run without a session (run again on --resume).
+    """
+    CREATE TABLE batches (
+        name TEXT PRIMARY KEY,
+        plan_json TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE batch_runs (
+        batch TEXT NOT NULL REFERENCES batches(name) ON DELETE CASCADE,
+        run INTEGER NOT NULL,
+        session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+        result_json TEXT,
+        PRIMARY KEY (batch, run)
+    ) WITHOUT ROWID;
+    CREATE INDEX batch_runs_session ON batch_runs (session_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -112,5 +130,8 @@ EXPECTED_OBJECTS = frozenset(
         "events",
         "execution_log",
         "drafts",
+        "batches",
+        "batch_runs",
+        "batch_runs_session",
     }
 )

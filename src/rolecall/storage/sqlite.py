@@ -203,17 +203,15 @@ class SqliteStore:
         return await self._exists(safe_id(session_id, "session id"))
 
     async def _exists(self, sid: str) -> bool:
-        async with self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)) as cur:
-            return await cur.fetchone() is not None
+        return bool(await self._all("SELECT 1 FROM sessions WHERE id = ?", sid))
 
     async def _counts(self, db: aiosqlite.Connection, sid: str) -> tuple[int, int, int]:
         out = []
         for table in ("messages", "execution_log", "drafts"):
-            async with db.execute(
+            rows = await db.execute_fetchall(
                 f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", (sid,)
-            ) as cur:
-                row = await cur.fetchone()
-            out.append(int(row[0]) if row else 0)
+            )
+            out.append(int(next(iter(rows))[0]) if rows else 0)
         return out[0], out[1], out[2]
 
     def _transaction(self) -> _Transaction:
@@ -335,18 +333,16 @@ class SqliteStore:
             "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
             "s.created_at, s.updated_at FROM sessions s ORDER BY s.created_at, s.id"
         )
-        async with self.db.execute(query) as cur:
-            rows = await cur.fetchall()
-        return [SessionRow(*row) for row in rows]
+        return [SessionRow(*row) for row in await self._all(query)]
 
     async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
         sid = safe_id(session_id, "session id")
-        async with self.db.execute(
+        found = await self._all(
             "SELECT world_json, world_source, model_override, state_json, last_seq, "
             "created_at, updated_at FROM sessions WHERE id = ?",
-            (sid,),
-        ) as cur:
-            row = await cur.fetchone()
+            sid,
+        )
+        row = found[0] if found else None
         if row is None:
             known = [r.id for r in await self.list_sessions()][-5:]
             hint = f" (recent: {', '.join(known)})" if known else " (no sessions stored yet)"
@@ -405,8 +401,13 @@ class SqliteStore:
         )
 
     async def _all(self, query: str, *params: Any) -> list[Any]:
-        async with self.db.execute(query, params) as cur:
-            return list(await cur.fetchall())
+        """Every row of ``query``, read in one call on aiosqlite's thread.
+
+        No statement stays open across an await: a read still stepping while the writer
+        commits would pin an old snapshot, and a management write on this connection
+        (begun meanwhile by another task) would then fail with "database is locked".
+        """
+        return list(await self.db.execute_fetchall(query, params))
 
     async def delete(self, session_id: str) -> bool:
         sid = safe_id(session_id, "session id")

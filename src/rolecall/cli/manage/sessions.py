@@ -51,8 +51,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ssub,
         "list",
         help="every stored session: id, world, state, stop reason, messages, last update",
-        examples=["rolecall sessions list", "rolecall sessions list --data-dir /tmp/rc"],
+        examples=[
+            "rolecall sessions list",
+            "rolecall sessions list --data-dir /tmp/rc",
+            "rolecall sessions list --batch sweep1",
+        ],
     )
+    p.add_argument("--batch", metavar="NAME", help="only the sessions of the batch NAME")
     _common(p)
     p = _add(
         ssub,
@@ -134,8 +139,22 @@ def _sessions_list(args: argparse.Namespace) -> int:
         _say(args, f"no sessions stored in {data} yet")
         return 0
 
+    batch: str | None = getattr(args, "batch", None)
+
     async def body(store: SqliteStore) -> list[tuple[str, ...]]:
+        from rolecall.storage.batches import BatchTables
+
         rows = await store.list_sessions()
+        if batch is not None:
+            tables = BatchTables(store)
+            if await tables.plan(batch) is None:
+                from rolecall.errors import UsageError
+
+                known = await tables.names()
+                listed = ", ".join(known[-10:]) if known else "none stored"
+                raise UsageError(f"no batch named {batch!r} (batches: {listed})")
+            members = {sid for sid, name in (await tables.batch_of()).items() if name == batch}
+            rows = [r for r in rows if r.id in members]
         async with store.db.execute("SELECT id, state_json FROM sessions") as cur:
             states = {sid: text for sid, text in await cur.fetchall()}
         out: list[tuple[str, ...]] = []

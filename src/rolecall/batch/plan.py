@@ -1,0 +1,265 @@
+"""The plan of a batch: ``--vary`` axes, their cross product times ``--runs``.
+
+Pure: parses ``KEY=V1,V2,...`` texts, applies one combination of values to a world's
+raw document (the YAML mapping, before templates and presets are expanded, so a varied
+topic or persona flows through a preset exactly as if written in the file), and builds
+every combination's world up front. Every problem (a bad key, a role that does not
+exist, a value the world rejects) is collected and reported at once as a usage error,
+before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rolecall.errors import UsageError, WorldError
+from rolecall.modes.debate import persona_prompt
+from rolecall.world.library import RoleLibrary, suggest
+from rolecall.world.loader import build_world
+from rolecall.world.models import Settings, World
+
+KEYS_HELP = "topic, model, max_turns, role.ID.model, role.ID.persona, settings.NAME"
+_ROLE_KEY = re.compile(r"^role\.([^.]+)\.(model|persona)$")
+_SETTINGS_KEY = re.compile(r"^settings\.([^.]+)$")
+
+
+class VaryError(UsageError):
+    """One or more ``--vary`` problems; all of them are in ``problems``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        count = f"{len(problems)} problem" + ("" if len(problems) == 1 else "s")
+        super().__init__(f"--vary: {count}\n{lines}")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One ``--vary`` option: a key and its values, in the order given."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a batch: its number (1, 2, ...) and the values it varies."""
+
+    run: int
+    combination: int  # index into the plan's worlds
+    values: dict[str, str] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    axes: tuple[Axis, ...]
+    runs_per_combination: int
+    worlds: tuple[World, ...]  # one per combination, in cross-product order
+    runs: tuple[RunSpec, ...]
+
+    @property
+    def total(self) -> int:
+        return len(self.runs)
+
+
+def _key_problem(key: str) -> str | None:
+    if key in ("topic", "model", "max_turns") or _ROLE_KEY.match(key):
+        return None
+    settings = _SETTINGS_KEY.match(key)
+    if settings:
+        name = settings.group(1)
+        if name in Settings.model_fields:
+            return None
+        return f"{key}: no setting '{name}'{suggest(name, list(Settings.model_fields))}"
+    return f"{key}: unknown key (keys: {KEYS_HELP})"
+
+
+def parse_vary(
+    texts: Sequence[str], *, read_text: Callable[[Path], str] | None = None
+) -> list[Axis]:
+    """Axes from ``--vary`` texts; ``KEY=@FILE`` reads the values one per line."""
+    axes, problems = read_vary(texts, read_text=read_text)
+    if problems:
+        raise VaryError(problems)
+    return axes
+
+
+def read_vary(
+    texts: Sequence[str], *, read_text: Callable[[Path], str] | None = None
+) -> tuple[list[Axis], list[str]]:
+    """The axes of the well-formed ``--vary`` texts, and the problems of the others."""
+    read = read_text or (lambda p: p.read_text("utf-8"))
+    problems: list[str] = []
+    axes: list[Axis] = []
+    seen: set[str] = set()
+    for text in texts:
+        key, eq, rest = text.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            problems.append(f"{text!r}: expected KEY=V1,V2,... (keys: {KEYS_HELP})")
+            continue
+        if (problem := _key_problem(key)) is not None:
+            problems.append(problem)
+            continue
+        if key in seen:
+            problems.append(f"{key}: given twice (put all its values in one --vary)")
+            continue
+        seen.add(key)
+        if rest.startswith("@"):
+            try:
+                raw = [line.strip() for line in read(Path(rest[1:])).splitlines()]
+            except OSError as exc:
+                problems.append(f"{key}: cannot read {rest[1:]} ({exc.strerror or exc})")
+                continue
+            values = [v for v in raw if v]
+        else:
+            values = [v.strip() for v in rest.split(",")]
+            if any(not v for v in values):
+                problems.append(f"{key}: empty value in {rest!r} (values are comma-separated)")
+                continue
+        if not values:
+            problems.append(f"{key}: no values")
+            continue
+        if len(set(values)) != len(values):
+            dup = next(v for v in values if values.count(v) > 1)
+            problems.append(f"{key}: value {dup!r} given twice")
+            continue
+        axes.append(Axis(key, tuple(values)))
+    return axes, problems
+
+
+def _scalar(value: str) -> Any:
+    """A settings value as YAML reads it (``3`` → 3, ``null`` → None); text stays text."""
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+
+
+def _role_entry(raw: dict[str, Any], role_id: str) -> dict[str, Any]:
+    roles = raw.setdefault("roles", [])
+    if not isinstance(roles, list):
+        raise UsageError("the world's roles are not a list")
+    for index, entry in enumerate(roles):
+        if isinstance(entry, dict) and (entry.get("id") or entry.get("template")) == role_id:
+            roles[index] = entry = dict(entry)
+            return entry
+    entry = {"id": role_id}  # a preset's role (debate's pro, ...): overridden by id
+    roles.append(entry)
+    return entry
+
+
+def apply_values(raw: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
+    """The raw world document with one combination of varied values written into it."""
+    out = copy.deepcopy(dict(raw))
+    for key, value in values.items():
+        if key == "topic":
+            out["topic"] = value
+        elif key == "model":
+            out["model"] = value
+        elif key == "max_turns":
+            settings = dict(out.get("settings") or {})
+            settings["max_turns"] = _scalar(value)
+            out["settings"] = settings
+        elif match := _SETTINGS_KEY.match(key):
+            settings = dict(out.get("settings") or {})
+            settings[match.group(1)] = _scalar(value)
+            out["settings"] = settings
+        elif match := _ROLE_KEY.match(key):
+            entry = _role_entry(out, match.group(1))
+            if match.group(2) == "model":
+                entry["model"] = value
+            else:
+                entry["description"] = value
+                entry["system_prompt"] = persona_prompt(value)
+        else:  # parse_vary admits no other key
+            raise UsageError(f"{key}: unknown key (keys: {KEYS_HELP})")
+    return out
+
+
+def combinations(axes: Sequence[Axis]) -> list[dict[str, str]]:
+    """The cross product, first axis slowest; one empty combination without axes."""
+    keys = [a.key for a in axes]
+    return [
+        dict(zip(keys, combo, strict=True))
+        for combo in itertools.product(*(a.values for a in axes))
+    ]
+
+
+def build_plan(
+    raw: Mapping[str, Any],
+    axes: Sequence[Axis],
+    runs: int,
+    *,
+    base: World,
+    source: str,
+    library: RoleLibrary,
+    path: Path | None = None,
+    problems: Sequence[str] = (),
+) -> BatchPlan:
+    """Every combination's world, validated; VaryError listing every problem found.
+
+    ``problems`` are those already found (by :func:`read_vary`): reported with the rest.
+    """
+    if runs < 1:
+        raise UsageError(f"--runs must be at least 1, got {runs}")
+    problems = list(problems)
+    for axis in axes:
+        role = _ROLE_KEY.match(axis.key)
+        if role and role.group(1) not in base.role_ids:
+            hint = suggest(role.group(1), base.role_ids)
+            problems.append(f"{axis.key}: no role '{role.group(1)}'{hint}")
+            continue
+        for value in axis.values:  # each value alone first: its problems named once
+            problems.extend(_check(raw, {axis.key: value}, source, library, path))
+    if problems:
+        raise VaryError(_dedupe(problems))
+    worlds: list[World] = []
+    combos = combinations(axes)
+    for values in combos:
+        try:
+            built = build_world(
+                apply_values(raw, values), source=source, library=library, path=path
+            )
+        except WorldError as exc:
+            problems.extend(f"{_where(values)}: {p}" for p in exc.problems)
+            continue
+        worlds.append(built.world)
+    if problems:
+        raise VaryError(_dedupe(problems))
+    specs = [
+        RunSpec(run=n * runs + r + 1, combination=n, values=values)
+        for n, values in enumerate(combos)
+        for r in range(runs)
+    ]
+    return BatchPlan(tuple(axes), runs, tuple(worlds), tuple(specs))
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _where(values: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def _check(
+    raw: Mapping[str, Any],
+    values: Mapping[str, str],
+    source: str,
+    library: RoleLibrary,
+    path: Path | None,
+) -> list[str]:
+    try:
+        build_world(apply_values(raw, values), source=source, library=library, path=path)
+    except WorldError as exc:
+        return [f"{_where(values)}: {p}" for p in exc.problems]
+    return []

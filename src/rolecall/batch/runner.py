@@ -1,0 +1,168 @@
+"""Running a batch in one process: K sessions in flight, every run recorded.
+
+One task group; a capacity limiter keeps ``concurrency`` sessions running at once.
+Each run is an ordinary stored session (one store and one set of memory files serve
+them all); its result row is stored in the batch tables when it ends. A run that fails
+(the model failed after its retries, the store refused a write) is recorded with its
+error and never stops the others. Ctrl-C (:meth:`BatchRunner.interrupt`) pauses the runs
+in flight, keeps whatever they said, and starts no new one: ``--resume`` goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import structlog
+
+from rolecall.batch.plan import BatchPlan, RunSpec
+from rolecall.batch.results import RunResult
+from rolecall.bus import Envelope, ErrorEvent
+from rolecall.errors import RolecallError
+from rolecall.llm.registry import ModelRegistry
+from rolecall.memory import MemoryFiles
+from rolecall.runtime import Session
+from rolecall.storage.batches import BatchTables
+from rolecall.storage.sqlite import SqliteStore
+
+log = structlog.get_logger(__name__)
+
+Listener = Callable[[RunResult], None]
+
+
+@dataclass
+class BatchContext:
+    """What every run of the batch shares."""
+
+    store: SqliteStore
+    memory: MemoryFiles
+    models: ModelRegistry
+    model_override: str | None = None
+    world_source: str | None = None
+    # called with every event of every run (the JSON stream of ``--json``)
+    on_event: Callable[[Envelope], None] | None = None
+    sessions: dict[str, Session] = field(default_factory=dict)  # the runs in flight
+
+
+@asynccontextmanager
+async def open_run(
+    ctx: BatchContext, spec: RunSpec, plan: BatchPlan, session_id: str | None
+) -> AsyncIterator[Session]:
+    """The run's stored session: a new one, or its stored session restored.
+
+    The seam to the library's composition root: everything a run needs of a session
+    (store, memory files, the event sink) is attached here and nowhere else.
+    """
+    from rolecall.cli.wiring import keep, new_or_restored
+
+    doc = await ctx.store.load(session_id) if session_id is not None else None
+    world = doc.world_model() if doc is not None else plan.worlds[spec.combination]
+    session = new_or_restored(world, models=ctx.models, override=ctx.model_override, doc=doc)
+    if ctx.on_event is not None:
+        session.bus.subscribe(ctx.on_event, name="batch-json")
+    await keep(session, ctx.store, ctx.memory, world_source=ctx.world_source, doc=doc)
+    try:
+        yield session
+    finally:
+        with anyio.CancelScope(shield=True):
+            await ctx.store.flush(session)
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        name: str,
+        plan: BatchPlan,
+        ctx: BatchContext,
+        tables: BatchTables,
+        *,
+        concurrency: int,
+        listener: Listener | None = None,
+    ) -> None:
+        self.name = name
+        self.plan = plan
+        self.ctx = ctx
+        self.tables = tables
+        self.limiter = anyio.CapacityLimiter(concurrency)
+        self.listener = listener
+        self.results: list[RunResult] = []
+        self.interrupted = False
+
+    async def run(self, todo: Sequence[RunSpec], sessions: dict[int, str]) -> list[RunResult]:
+        """Run ``todo`` (``sessions``: the stored session of a run to resume); the results."""
+        async with anyio.create_task_group() as tg:
+            for spec in todo:
+                tg.start_soon(self._one, spec, sessions.get(spec.run))
+        return self.results
+
+    def interrupt(self) -> None:
+        """Ctrl-C: pause the runs in flight (a generation is cut, kept as a draft)."""
+        self.interrupted = True
+        for session in list(self.ctx.sessions.values()):
+            if not session.cancel_generation():
+                session.pause("interrupted")
+
+    async def _one(self, spec: RunSpec, session_id: str | None) -> None:
+        async with self.limiter:
+            if self.interrupted:
+                return
+            started = time.monotonic()
+            errors: list[str] = []
+            session: Session | None = None
+            failure: str | None = None
+            try:
+                async with open_run(self.ctx, spec, self.plan, session_id) as session:
+                    self.ctx.sessions[session.session_id] = session
+                    if session_id is None:
+                        await self.tables.set_session(self.name, spec.run, session.session_id)
+                    session.bus.subscribe(
+                        lambda e: errors.append(str(getattr(e.event, "error", ""))),
+                        "system",
+                        filter=lambda e: isinstance(e.event, ErrorEvent),
+                        name="batch-errors",
+                    )
+                    try:
+                        await session.run()
+                    finally:
+                        self.ctx.sessions.pop(session.session_id, None)
+            except RolecallError as exc:
+                failure = str(exc)
+                log.info("batch_run_failed", batch=self.name, run=spec.run, error=failure)
+            result = self._result(spec, session, failure, errors, time.monotonic() - started)
+            if result is None:  # interrupted: left for --resume
+                return
+            await self.tables.set_result(result)
+            self.results.append(result)
+            if self.listener is not None:
+                self.listener(result)
+
+    def _result(
+        self,
+        spec: RunSpec,
+        session: Session | None,
+        failure: str | None,
+        errors: list[str],
+        seconds: float,
+    ) -> RunResult | None:
+        state = session.state if session is not None else None
+        if failure is None and state is not None and state.state != "finished":
+            if state.pause_reason in ("interrupted", "cancelled") and self.interrupted:
+                return None
+            failure = errors[-1] if errors else f"paused ({state.pause_reason or 'unknown'})"
+        transcript = state.transcript if state is not None else None
+        return RunResult(
+            batch=self.name,
+            run=spec.run,
+            session_id=session.session_id if session is not None else None,
+            values=spec.values,
+            stop_reason=state.stop_reason if state is not None and failure is None else None,
+            turns=transcript.agent_turns if transcript is not None else 0,
+            input_tokens=transcript.input_tokens if transcript is not None else 0,
+            output_tokens=transcript.output_tokens if transcript is not None else 0,
+            cost_usd=None,  # no price map yet: the cost of a run is unknown
+            seconds=round(seconds, 3),
+            error=failure,
+        )

@@ -1,0 +1,288 @@
+"""``rolecall batch WORLD``: run a world many times and gather the results (scale.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from rolecall.errors import UsageError
+
+if TYPE_CHECKING:
+    from rolecall.batch.plan import BatchPlan
+    from rolecall.batch.results import RunResult
+    from rolecall.batch.runner import BatchRunner
+    from rolecall.storage.batches import StoredRun
+
+EXAMPLES = [
+    "rolecall batch debate --vary topic=@topics.txt --runs 2 --out results.jsonl",
+    "rolecall batch panel --vary model=openai/gpt-4o-mini,openai/gpt-4o --vary "
+    "role.critic.persona='a harsh critic,a kind mentor' --concurrency 16",
+    "rolecall batch classroom --vary settings.memory_window=4,12 --name sweep1",
+    "rolecall batch --resume sweep1 --out results.jsonl",
+    "rolecall sessions list --batch sweep1",
+]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rolecall.batch.plan import KEYS_HELP
+    from rolecall.cli.main import add_common_flags
+
+    p = sub.add_parser(
+        "batch",
+        help="run a world many times (a --vary cross product) and gather the results",
+        description=(
+            "Run a world many times: every combination of the --vary values, --runs times "
+            "each, --concurrency sessions at once. Every run is a stored session."
+        ),
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "world", metavar="WORLD", nargs="?", help="a folder, a world.yaml path, or a name"
+    )
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help=f"repeatable; the batch is the cross product. KEY: {KEYS_HELP}; "
+        "KEY=@FILE reads the values one per line",
+    )
+    p.add_argument("--runs", type=int, default=1, metavar="N", help="runs of each combination")
+    p.add_argument(
+        "--concurrency", type=int, default=8, metavar="K", help="sessions in flight (default 8)"
+    )
+    p.add_argument("--name", metavar="NAME", help="the batch id (default generated)")
+    p.add_argument("--resume", metavar="NAME", help="finish the batch NAME: nothing is regenerated")
+    p.add_argument("--out", metavar="FILE", help="results as JSON Lines, one line per run")
+    add_common_flags(p, topic_help="replace the world's topic in every run")
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.resume:
+        given = [
+            flag
+            for flag, value in (
+                ("WORLD", args.world),
+                ("--vary", args.vary),
+                ("--name", args.name),
+                ("--topic", args.topic),
+                ("--max-turns", args.max_turns),
+                ("--model", args.model),
+            )
+            if value
+        ]
+        if given or args.runs != 1:
+            given += ["--runs"] if args.runs != 1 else []
+            raise UsageError(
+                f"--resume {args.resume} runs the batch as it was planned; leave out "
+                + ", ".join(given)
+            )
+    elif not args.world:
+        raise UsageError("batch needs a WORLD (or --resume NAME)")
+    if args.session_file:
+        raise UsageError("--session-file is for one session; export batch runs afterwards")
+
+
+def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
+    """A new batch's plan document: the world file as written plus the overrides."""
+    import yaml
+
+    from rolecall.cli.manage import role_library
+    from rolecall.world.loader import load_world
+
+    loaded = load_world(args.world, role_library(args))  # every problem, exit 2
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    assert loaded.path is not None
+    raw = yaml.safe_load(loaded.path.read_text("utf-8"))
+    if args.topic:
+        raw["topic"] = args.topic
+    if args.max_turns is not None:
+        if args.max_turns < 1:
+            raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
+        raw["settings"] = {**(raw.get("settings") or {}), "max_turns": args.max_turns}
+    model = args.model or os.environ.get("ROLECALL_MODEL") or None
+    return {
+        "world": raw,
+        "source": str(loaded.path),
+        "vary": list(args.vary),
+        "runs": args.runs,
+        "model_override": model,
+    }
+
+
+def _plan_of(doc: dict[str, Any], args: argparse.Namespace) -> BatchPlan:
+    from rolecall.batch.plan import build_plan, read_vary
+    from rolecall.cli.manage import role_library
+    from rolecall.world.loader import build_world
+
+    library = role_library(args)
+    path = Path(doc["source"])
+    base = build_world(doc["world"], source=doc["source"], library=library, path=path).world
+    axes, problems = read_vary(doc["vary"])
+    return build_plan(
+        doc["world"],
+        axes,
+        doc["runs"],
+        base=base,
+        source=doc["source"],
+        library=library,
+        path=path,
+        problems=problems,
+    )
+
+
+def _default_name(world: str) -> str:
+    from rolecall.runtime import new_session_id
+
+    return f"{world}-{new_session_id()}"
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    from rolecall.paths import safe_id
+
+    _check_args(args)
+    if args.resume:
+        name = safe_id(args.resume, "batch name")
+        doc: dict[str, Any] | None = None
+        plan = None
+    else:
+        doc = _raw_world(args)
+        plan = _plan_of(doc, args)  # --vary problems: exit 2 before anything runs
+        name = safe_id(args.name or _default_name(plan.worlds[0].name), "batch name")
+    return anyio.run(_main, args, name, doc, plan)
+
+
+async def _main(
+    args: argparse.Namespace, name: str, doc: dict[str, Any] | None, plan: BatchPlan | None
+) -> int:
+    from rolecall.cli.wiring import memory_files, open_store
+    from rolecall.storage.batches import BatchTables
+
+    async with open_store(args) as store:
+        tables = BatchTables(store)
+        if doc is None:
+            doc = await tables.plan(name)
+            if doc is None:
+                known = await tables.names()
+                listed = f" (batches: {', '.join(known[-10:])})" if known else " (none stored)"
+                raise UsageError(f"no batch named {name!r} in this data directory{listed}")
+            plan = _plan_of(doc, args)
+        else:
+            await tables.create(name, doc)
+        assert plan is not None
+        stored = await tables.runs(name)
+        return await _run(args, name, doc, plan, store, tables, stored, memory_files(args))
+
+
+async def _run(
+    args: argparse.Namespace,
+    name: str,
+    doc: dict[str, Any],
+    plan: BatchPlan,
+    store: Any,
+    tables: Any,
+    stored: dict[int, StoredRun],
+    memory: Any,
+) -> int:
+    from rolecall.batch.runner import BatchContext, BatchRunner
+    from rolecall.cli.display import JsonSink
+    from rolecall.cli.wiring import stream_pacing
+    from rolecall.llm.registry import ModelRegistry
+
+    earlier = [s.result for s in stored.values() if s.result is not None and s.result.ok]
+    done = {r.run for r in earlier}
+    todo = [spec for spec in plan.runs if spec.run not in done]
+    sessions = {run: s.session_id for run, s in stored.items() if s.session_id}
+    ctx = BatchContext(
+        store=store,
+        memory=memory,
+        models=ModelRegistry(**stream_pacing(True)),
+        model_override=doc.get("model_override"),
+        world_source=doc["source"],
+        on_event=JsonSink(sys.stdout) if args.json else None,
+    )
+    show_bar = not args.json and not args.quiet and sys.stdout.isatty()
+    if not args.json and not args.quiet:
+        verb = "resuming" if args.resume else "running"
+        print(
+            f"batch {name}: {verb} {len(todo)} of {plan.total} runs, {args.concurrency} at once",
+            file=sys.stderr,
+        )
+    started = time.monotonic()
+    progress = None
+    if show_bar:
+        from rolecall.batch.progress import TerminalProgress
+
+        progress = TerminalProgress(name, plan.total, earlier)
+    runner = BatchRunner(name, plan, ctx, tables, concurrency=args.concurrency, listener=progress)
+    if progress is not None:
+        with progress:
+            await _with_interrupts(runner, todo, sessions)
+    else:
+        await _with_interrupts(runner, todo, sessions)
+    return _finish(args, name, plan, [*earlier, *runner.results], runner, started)
+
+
+async def _with_interrupts(runner: BatchRunner, todo: list[Any], sessions: dict[int, str]) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    runner.interrupt()
+
+        tg.start_soon(watch)
+        await runner.run(todo, sessions)
+        tg.cancel_scope.cancel()
+
+
+def _finish(
+    args: argparse.Namespace,
+    name: str,
+    plan: BatchPlan,
+    results: list[RunResult],
+    runner: BatchRunner,
+    started: float,
+) -> int:
+    from rolecall.batch.results import Summary, write_results
+    from rolecall.cli.commands import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+
+    summary = Summary.of(name, plan.total, results, time.monotonic() - started)
+    if args.out:
+        write_results(Path(args.out), results)
+    if args.json:
+        import json
+
+        print(json.dumps(summary.record(), ensure_ascii=False), flush=True)
+    elif not args.quiet:
+        print(summary.table())
+    hint = f"`rolecall sessions list --batch {name}` lists its sessions"
+    if runner.interrupted:
+        print(
+            f"rolecall: interrupted; the runs in flight are saved as paused. "
+            f"`rolecall batch --resume {name}` finishes the batch.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if summary.failed:
+        print(
+            f"rolecall: {summary.failed} of {summary.runs} runs failed (runs "
+            f"{', '.join(map(str, summary.failed_runs[:20]))}); nothing was lost: "
+            f"`rolecall batch --resume {name}` retries them from their last stored turn; {hint}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    if not args.json and not args.quiet:
+        print(f"batch {name} done; {hint}", file=sys.stderr)
+    return EXIT_OK

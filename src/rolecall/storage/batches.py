@@ -1,0 +1,89 @@
+"""The batch tables of the SQLite store: a batch's plan, and each run's session and result.
+
+A batch is stored when it starts (its plan: the world document, the ``--vary`` axes,
+``--runs``), each run's session id as soon as the session exists, and each run's result
+row once it ended; ``rolecall batch --resume NAME`` reads them back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from rolecall.batch.results import RunResult
+from rolecall.errors import UsageError
+from rolecall.storage.sqlite import SqliteStore
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    run: int
+    session_id: str | None
+    result: RunResult | None
+
+
+class BatchTables:
+    """Reads and writes a store's batch tables (the store must be open)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def create(self, name: str, plan: dict[str, Any]) -> None:
+        """Record a new batch; a usage error when the name is taken."""
+        if await self.plan(name) is not None:
+            raise UsageError(
+                f"a batch named {name!r} already exists in {self.store.path}: "
+                f"`rolecall batch --resume {name}` finishes it, or choose another --name"
+            )
+        async with self.store._transaction() as db:
+            await db.execute(
+                "INSERT INTO batches (name, plan_json, created_at) VALUES (?, ?, ?)",
+                (name, json.dumps(plan, ensure_ascii=False), datetime.now(UTC).isoformat()),
+            )
+
+    async def plan(self, name: str) -> dict[str, Any] | None:
+        rows = await self.store._all("SELECT plan_json FROM batches WHERE name = ?", name)
+        return dict(json.loads(rows[0][0])) if rows else None
+
+    async def names(self) -> list[str]:
+        return [
+            row[0] for row in await self.store._all("SELECT name FROM batches ORDER BY created_at")
+        ]
+
+    async def set_session(self, name: str, run: int, session_id: str) -> None:
+        async with self.store._transaction() as db:
+            await db.execute(
+                "INSERT INTO batch_runs (batch, run, session_id) VALUES (?, ?, ?) "
+                "ON CONFLICT (batch, run) DO UPDATE SET session_id = excluded.session_id, "
+                "result_json = NULL",
+                (name, run, session_id),
+            )
+
+    async def set_result(self, result: RunResult) -> None:
+        async with self.store._transaction() as db:
+            await db.execute(
+                "INSERT INTO batch_runs (batch, run, session_id, result_json) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (batch, run) DO UPDATE SET session_id = excluded.session_id, "
+                "result_json = excluded.result_json",
+                (result.batch, result.run, result.session_id, result.model_dump_json()),
+            )
+
+    async def runs(self, name: str) -> dict[int, StoredRun]:
+        rows = await self.store._all(
+            "SELECT run, session_id, result_json FROM batch_runs WHERE batch = ?", name
+        )
+        return {
+            run: StoredRun(
+                run, sid, RunResult.model_validate_json(text) if text is not None else None
+            )
+            for run, sid, text in rows
+        }
+
+    async def batch_of(self) -> dict[str, str]:
+        """Session id → batch name, for every session run by a batch."""
+        rows = await self.store._all(
+            "SELECT session_id, batch FROM batch_runs WHERE session_id IS NOT NULL"
+        )
+        return {sid: name for sid, name in rows}
