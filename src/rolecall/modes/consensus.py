@@ -373,4 +373,15 @@ def install(session: Session) -> None:
     _refresh_final(session)
 
 
-register(ModeSpec("consensus", expand, install))
+register(
+    ModeSpec(
+        "consensus",
+        expand,
+        install,
+        options=ConsensusOptions,
+        conditions={
+            "consensus": "every participant agrees over the last full round",
+            "stalemate": "max_rounds done without consensus",
+        },
+    )
+)

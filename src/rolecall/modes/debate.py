@@ -549,4 +549,15 @@ def _status(checks: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-register(ModeSpec("debate", expand, install))
+register(
+    ModeSpec(
+        "debate",
+        expand,
+        install,
+        options=DebateOptions,
+        conditions={
+            "concession": "a debater concedes (keyword rules, or the judge's agreement)",
+            "stalemate": "the debate repeats itself, disengages, or reaches max_turns",
+        },
+    )
+)

@@ -424,4 +424,11 @@ def install(session: Session) -> None:
     session.director = director
 
 
-register(ModeSpec("study", expand, install))
+register(
+    ModeSpec(
+        "study",
+        expand,
+        install,
+        options=StudyOptions,
+    )
+)

@@ -47,31 +47,18 @@ def _models_in_use(session: Session) -> list[str]:
 
 def _flag_names(world: World) -> list[str]:
     """Flag names the world's conditions look at (for completion)."""
-    from rolecall.flows.model import FlagCond
+    from rolecall.flows.conditions import FlagCond, walk
 
     found: set[str] = set()
-
-    def walk(cond: object) -> None:
-        if isinstance(cond, FlagCond):
-            found.add(cond.flag)
-        for attr in ("any", "all"):
-            for inner in getattr(cond, attr, None) or ():
-                walk(inner)
-        inner_not = getattr(cond, "not_", None)
-        if inner_not is not None:
-            walk(inner_not)
-
     flow = world.flow
     if flow is not None:
-        for cond in flow.stop:
-            walk(cond)
+        roots = [*flow.stop]
         for step in flow.steps:
             if step.loop is not None and step.loop.until is not None:
-                walk(step.loop.until)
+                roots.append(step.loop.until)
             if isinstance(step.next, list):
-                for branch in step.next:
-                    if branch.when is not None:
-                        walk(branch.when)
+                roots.extend(b.when for b in step.next if b.when is not None)
+        found = {c.flag for root in roots for c in walk(root) if isinstance(c, FlagCond)}
     return sorted(found)
 
 
@@ -210,7 +197,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: Command) -> None:
-        from rolecall.flows.model import describe
+        from rolecall.flows.conditions import describe
 
         s = self.session
         engine = s.engine
