@@ -76,11 +76,12 @@ def spec(name: str) -> ModeSpec | None:
 
 
 def condition_words() -> list[str]:
-    """Every mode condition's word (``concession``, ...), in registration order."""
+    """Every mode condition's word (``concession``, ...): built-in modes first, in order."""
     _load_builtin()
+    names = [m for m in BUILTIN if m in _MODES] + [m for m in _MODES if m not in BUILTIN]
     words: dict[str, None] = {}
-    for mode in _MODES.values():
-        words.update(dict.fromkeys(mode.conditions))
+    for name in names:
+        words.update(dict.fromkeys(_MODES[name].conditions))
     return list(words)
 
 

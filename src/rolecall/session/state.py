@@ -134,6 +134,24 @@ class FlowPointer:
 
 
 @dataclass
+class Undecided:
+    """A flow step whose message is stored but whose decision is not (hooks still due)."""
+
+    step_id: str
+    iteration: int
+    started: datetime
+    message_id: str
+
+
+@dataclass
+class Concluding:
+    """The flow has stopped; its final step is still due."""
+
+    reason: str
+    detail: str
+
+
+@dataclass
 class SessionState:
     """All mutable state of one session (what a session file holds besides definitions)."""
 
@@ -148,6 +166,12 @@ class SessionState:
     pending: list[PendingReply] = field(default_factory=list)  # replies due, in order
     execution_log: list[ExecutionRecord] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
+    undecided: Undecided | None = None
+    concluding: Concluding | None = None
+    final_done: bool = False  # the flow's final step has run
+    judge_scores: dict[str, dict[str, float]] = field(
+        default_factory=dict
+    )  # judge -> name -> score
     extra: dict[str, Any] = field(default_factory=dict)  # modes' own state (JSON-able)
     pause_reason: str | None = None
     stop_reason: str | None = None
