@@ -24,6 +24,7 @@ class Generated:
     input_tokens: int
     output_tokens: int
     seconds: float
+    cost_usd: float | None = None  # None: unknown
 
 
 class GenerationFailed(Exception):
@@ -120,4 +121,7 @@ class Generator:
                 output_tokens=usage.output_tokens,
             )
         )
-        return Generated(text, usage.input_tokens, usage.output_tokens, seconds)
+        cost = usage.cost_usd
+        if request.price is not None:  # the world's price for this role wins
+            cost = request.price.cost(usage.input_tokens, usage.output_tokens)
+        return Generated(text, usage.input_tokens, usage.output_tokens, seconds, cost)

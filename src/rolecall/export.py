@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rolecall.money import money
 from rolecall.session.document import SessionDocument
 from rolecall.session.state import Draft, Message
 
@@ -74,10 +75,23 @@ class TokenRow:
     messages: int
     input_tokens: int
     output_tokens: int
+    cost_usd: float | None = None  # its agent messages' cost; None: unknown or none
 
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+def cost_of(messages: list[Message]) -> float | None:
+    """The summed cost of the agent messages; None when one of them has no known cost."""
+    total = 0.0
+    for m in messages:
+        if m.kind != "agent":
+            continue
+        if m.cost_usd is None:
+            return None
+        total += m.cost_usd
+    return total
 
 
 @dataclass(frozen=True)
@@ -153,26 +167,41 @@ def _sender_order(doc: SessionDocument, senders: list[str]) -> list[str]:
 def token_table(doc: SessionDocument, messages: list[Message]) -> list[TokenRow]:
     """One row per sender with messages among ``messages``: count, input and output tokens."""
     counts: dict[str, list[int]] = {}
+    by_sender: dict[str, list[Message]] = {}
     for m in messages:
         row = counts.setdefault(m.sender, [0, 0, 0])
         row[0] += 1
         row[1] += m.input_tokens
         row[2] += m.output_tokens
+        by_sender.setdefault(m.sender, []).append(m)
     names = _role_names(doc)
     return [
-        TokenRow(sender, names.get(sender, sender), *counts[sender])
+        TokenRow(
+            sender,
+            names.get(sender, sender),
+            counts[sender][0],
+            counts[sender][1],
+            counts[sender][2],
+            cost_of(by_sender[sender]),
+        )
         for sender in _sender_order(doc, list(counts))
         if sender in counts
     ]
 
 
+def _row_cost(row: TokenRow) -> str:
+    return money(row.cost_usd) if row.cost_usd is not None or row.sender != "human" else "-"
+
+
 def _totals(rows: list[TokenRow]) -> TokenRow:
+    costs = [r.cost_usd for r in rows if r.sender not in ("human", "system")]
     return TokenRow(
         "total",
         "total",
         sum(r.messages for r in rows),
         sum(r.input_tokens for r in rows),
         sum(r.output_tokens for r in rows),
+        None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
     )
 
 
@@ -274,7 +303,8 @@ def to_text(
         lines.append("")
         lines.append(
             f"tokens: ↑{total.input_tokens:,} ↓{total.output_tokens:,} in "
-            f"{total.messages} message{'' if total.messages == 1 else 's'}"
+            f"{total.messages} message{'' if total.messages == 1 else 's'} · "
+            f"cost {money(total.cost_usd)}"
         )
     return "\n".join(lines) + "\n"
 
@@ -383,18 +413,18 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
     out += ["## Tokens" + (" (messages shown)" if sel.filtered else ""), ""]
     if rows:
         out += [
-            "| role | messages | input | output | total |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            "| role | messages | input | output | total | cost (USD) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r in rows:
             out.append(
                 f"| {e(r.sender)} | {r.messages} | {r.input_tokens:,} | {r.output_tokens:,} "
-                f"| {r.total:,} |"
+                f"| {r.total:,} | {_row_cost(r)} |"
             )
         t = _totals(rows)
         out.append(
             f"| **total** | **{t.messages}** | **{t.input_tokens:,}** | "
-            f"**{t.output_tokens:,}** | **{t.total:,}** |"
+            f"**{t.output_tokens:,}** | **{t.total:,}** | **{money(t.cost_usd)}** |"
         )
     else:
         out.append("No messages.")
@@ -526,7 +556,8 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         out += [
             '<table class="tokens">',
             '<thead><tr><th>role</th><th class="n">messages</th><th class="n">input</th>'
-            '<th class="n">output</th><th class="n">total</th></tr></thead>',
+            '<th class="n">output</th><th class="n">total</th><th class="n">cost (USD)</th>'
+            "</tr></thead>",
             "<tbody>",
         ]
         for r in rows:
@@ -534,14 +565,16 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
                 f'<tr><td><span class="who" style="--c:{colors.get(r.sender, _GREY)}">'
                 f"{_h(r.sender)}</span></td>"
                 f'<td class="n">{r.messages}</td><td class="n">{r.input_tokens:,}</td>'
-                f'<td class="n">{r.output_tokens:,}</td><td class="n">{r.total:,}</td></tr>'
+                f'<td class="n">{r.output_tokens:,}</td><td class="n">{r.total:,}</td>'
+                f'<td class="n cost">{_h(_row_cost(r))}</td></tr>'
             )
         t = _totals(rows)
         out += [
             "</tbody>",
             f'<tfoot><tr class="total"><td>total</td><td class="n">{t.messages}</td>'
             f'<td class="n">{t.input_tokens:,}</td><td class="n">{t.output_tokens:,}</td>'
-            f'<td class="n">{t.total:,}</td></tr></tfoot>',
+            f'<td class="n">{t.total:,}</td><td class="n cost">{_h(money(t.cost_usd))}</td>'
+            "</tr></tfoot>",
             "</table>",
         ]
     else:

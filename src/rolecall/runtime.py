@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 import anyio
 import structlog
 
-from rolecall import chat, turns
+from rolecall import turns
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import (
     AgentEvent,
@@ -34,10 +35,9 @@ from rolecall.bus import (
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
+from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
-from rolecall.llm.types import GenerationRequest, Persona, TurnInfo, prompt_tokens
-from rolecall.modes import install as install_modes
-from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
+from rolecall.llm.types import GenerationRequest, Persona, Price, TurnInfo, prompt_tokens
 from rolecall.prompt import build_prompt, system_text
 from rolecall.routing import find_mentions
 from rolecall.session.state import (
@@ -53,6 +53,18 @@ log = structlog.get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
 TurnHook = Callable[["Session"], Awaitable[None]]
+MessageHook = Callable[["Session", Message], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    """What a director wants next: who speaks, to which message, as which step."""
+
+    speaker: str
+    target: Message | None
+    step_id: str
+    instruction: str | None = None
+    loop_iteration: int = 0
 
 
 class Store(Protocol):
@@ -60,6 +72,29 @@ class Store(Protocol):
 
     async def commit(self, session: Session) -> None:
         """One transaction: the events stamped since the last one, new messages, state."""
+        ...
+
+
+class Director(Protocol):
+    """Decides the speaking order instead of a flow (e.g. study mode's role queues).
+
+    A director keeps whatever must survive save/restore in ``session.state.extra``.
+    """
+
+    def plan(self, session: Session) -> PlannedTurn | tuple[str, str]:
+        """The next turn, or ``(stop reason, detail)`` when the dialogue is complete."""
+        ...
+
+    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> list[Event]:
+        """The planned turn's message is final: update state, return the events it causes.
+
+        Called just before the message is stored; the state and the returned events
+        are stored with it and published right after it.
+        """
+        ...
+
+    def human(self, session: Session, message: Message) -> bool:
+        """A human message arrived; True when the director consumed it (no routing)."""
         ...
 
 
@@ -95,9 +130,9 @@ class Session:
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)
-        self.final_instruction: Callable[[Host], str | None] | None = None
+        self.final_instruction: Callable[[Session], str | None] | None = None
         self.store: Store | None = None
-        self.ctx.judge_scores = self.state.judge_scores
+        self.ctx.judge_scores = self.state.extra.setdefault("judge_scores", {})
         self._lock = anyio.Lock()
         self._running = False
         self._pause_requested: str | None = None
@@ -107,7 +142,9 @@ class Session:
         self._system_texts: dict[str, str] = {}  # per role; the world is immutable
         self.log = log.bind(session=self.state.session_id, world=world.name)
         if _uses_modes(world):
-            install_modes(self)
+            from rolecall.modes import install
+
+            install(self)
 
     # ------------------------------------------------------------------ state
     @property
@@ -146,7 +183,7 @@ class Session:
         self.state.pause_reason = reason if new == "paused" else None
         self.bus.publish(SessionEvent(state=new, reason=reason))
 
-    def finish(self, reason: str, detail: str = "") -> None:
+    def _finish(self, reason: str, detail: str = "") -> None:
         if self.finished:
             return
         self.state.stop_reason = reason
@@ -180,7 +217,7 @@ class Session:
             self._stop_requested = True
         else:
             self.open()
-            self.finish(reason, detail)
+            self._finish(reason, detail)
 
     def forget(self, agent: str) -> None:
         """Clear an agent's memory: later prompts start after this point; its turn count is 0."""
@@ -245,7 +282,7 @@ class Session:
     def _check_requests(self) -> bool:
         if self._stop_requested:
             self._stop_requested = False
-            self.finish("manual", "stopped by the user")
+            self._finish("manual", "stopped by the user")
             return True
         if self._pause_requested:
             reason, self._pause_requested = self._pause_requested, None
@@ -254,37 +291,28 @@ class Session:
         return False
 
     async def _turn(self, *, pending_only: bool = False) -> bool:
-        """One turn: ask the drivers for the next node, then run plans until none follows."""
         async with self._lock:
             if self.finished:
                 return False
-            due, node = await self._next(pending_only=pending_only)
-            if not due:
+            if self.state.pending:
+                await self._pending_turn()
+            elif pending_only:
                 return False
-            while node is not None:
-                if isinstance(node, Stop):
-                    node = turns.conclude(self, node)
-                    continue
-                spoken = await self.speak(node)
-                node = await node.then(spoken) if node.then is not None else None
+            elif "undecided" in self.state.extra and self.engine is not None:
+                message_id = self.state.extra["undecided"][3]
+                await turns.after_hooks(self, self.engine, self.state.transcript.by_id[message_id])
+            elif "concluding" in self.state.extra:
+                reason, detail = self.state.extra["concluding"]
+                await turns.conclude(self, reason, detail)
+            elif self.director is not None:
+                await turns.director_turn(self, self.director)
+            elif self.engine is not None:
+                await turns.flow_turn(self, self.engine)
+            else:
+                return False
             for hook in self.turn_hooks:
                 await hook(self)
             return True
-
-    async def _next(self, *, pending_only: bool) -> tuple[bool, Next]:
-        """Whether a turn is due, and its first node: a due reply first, then the flow
-        (an interrupted decision, the final step, the next step) or the director."""
-        if self.state.pending:
-            return True, await chat.next_pending(self)
-        if pending_only:
-            return False, None
-        if self.engine is not None and (self.state.undecided or self.state.concluding):
-            return True, await turns.resume_flow(self, self.engine)
-        if self.director is not None:
-            return True, turns.director_plan(self, self.director)
-        if self.engine is not None:
-            return True, turns.flow_plan(self, self.engine)
-        return False, None
 
     # ------------------------------------------------------------- messages
     def _message(
@@ -313,6 +341,7 @@ class Session:
             turn=transcript.agent_turns + (1 if kind == "agent" else 0),
             input_tokens=generated.input_tokens if generated else 0,
             output_tokens=generated.output_tokens if generated else 0,
+            cost_usd=generated.cost_usd if generated else None,
             seconds=generated.seconds if generated else 0.0,
             ts=self.clock(),
         )
@@ -330,56 +359,25 @@ class Session:
             turn=message.turn,
             input_tokens=message.input_tokens,
             output_tokens=message.output_tokens,
+            cost_usd=message.cost_usd,
         )
 
-    async def speak(self, plan: TurnPlan) -> Spoken:
-        """The one turn primitive: call (or take the plan's text), build, store, publish.
+    async def _commit(
+        self, message: Message, *, decide: Callable[[], list[Event]] | None = None
+    ) -> None:
+        """Add, store, then publish: whatever a subscriber has seen is already committed.
 
-        ``plan.decide`` runs once the message is in the transcript (conditions see it)
-        and returns the events of that decision; they are stored in the same
-        transaction and published right after the message's event.
+        ``decide`` runs once the message is in the transcript (conditions see it) and
+        returns the events of that decision; they are stored in the same transaction
+        and published right after the message event.
         """
-        started = self.clock()
-        generated: Generated | None = None
-        text = plan.text
-        if text is None:
-            generated = await self._call(
-                self.world.role(plan.speaker),
-                plan.target,
-                step_id=plan.step_id,
-                loop_iteration=plan.loop_iteration,
-                instruction=plan.instruction,
-                finish_on_budget=plan.finish_on_budget,
-            )
-            if generated is None:
-                return Spoken(None, generated=False)
-            text = generated.text if plan.shape is None else plan.shape(generated.text)
-            if text is None:
-                return Spoken(None, generated=True)
-        kind: SenderKind = "agent"
-        if plan.speaker == "human":
-            kind = "human"
-        elif plan.speaker == "system":
-            kind = "system"
-        message = self._message(
-            plan.speaker,
-            kind,
-            text,
-            target=plan.target,
-            step_id=plan.step_id,
-            loop_iteration=plan.loop_iteration,
-            generated=generated,
-        )
-        if plan.begin and plan.step_id is not None:
-            self.state.pointer.begin(plan.step_id)
         self.state.transcript.add(message)
         events: list[Event] = [self._message_event(message)]
-        if plan.decide is not None:
-            events.extend(plan.decide(message, started))
-        await self.emit(events, message)
-        return Spoken(message, generated=generated is not None)
+        if decide is not None:
+            events.extend(decide())
+        await self._emit(events, message)
 
-    async def emit(self, events: list[Event], message: Message | None = None) -> None:
+    async def _emit(self, events: list[Event], message: Message | None = None) -> None:
         """Stamp; store (one transaction), then run the commit hooks (memory files); deliver.
 
         The store is the source of truth and goes first: a memory file that missed a
@@ -395,36 +393,35 @@ class Session:
 
     async def say(self, text: str) -> Message:
         """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
+        from rolecall.chat import route_human
+
         self.open()
         async with self._lock:
+            message = self._message("human", "human", text)
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()
             # who answers is decided before the message is stored, so the replies owed
             # are stored with it (a crash right after loses none of them)
-            director = self.director
-            if director is not None:
-                spoken = await self.speak(TurnPlan("human", text=text))
-                assert spoken.message is not None
-                if not director.human(self, spoken.message):
-                    await self.emit(chat.route_human(self, spoken.message))
+            if self.director is not None:
+                await self._commit(message)
+                if not self.director.human(self, message):
+                    await self._emit(route_human(self, message))
             else:
-                spoken = await self.speak(
-                    TurnPlan("human", text=text, decide=lambda m, _: chat.route_human(self, m))
-                )
-            assert spoken.message is not None
+                caused = route_human(self, message)
+                await self._commit(message, decide=lambda: caused)
         if not self._running:
             await self.settle()
-        return spoken.message
+        return message
 
     async def system_message(self, text: str, *, resets: bool = True) -> Message:
         """A system message every agent remembers; it resets turn counts (chat.md)."""
         async with self._lock:
+            message = self._message("system", "system", text)
             if resets:
                 self.state.turn_counts.clear()
                 self.state.limit_notified.clear()
-            spoken = await self.speak(TurnPlan("system", text=text))
-        assert spoken.message is not None
-        return spoken.message
+            await self._commit(message)
+        return message
 
     # ----------------------------------------------------------- generation
     async def _call(
@@ -452,14 +449,31 @@ class Session:
             memory_start=self.state.memory_start.get(role.id, 0),
             system=system,
         )
-        blocked = budget_block(world.settings, transcript, prompt_tokens(prompt))
+        settings = world.settings
+        model_name = self.model_name(role)
+        model = self.models.get(model_name)
+        price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
+        next_cost: float | None = 0.0
+        if settings.max_tokens is None and settings.max_cost is None:
+            next_input = prompt_tokens(prompt)
+        else:
+            guess = await pricing.estimate(
+                model,
+                model_name,
+                prompt,
+                price=price,
+                max_output=role.max_tokens,
+                want_tokens=settings.max_tokens is not None,
+                want_cost=settings.max_cost is not None,
+            )
+            next_input, next_cost = guess.input_tokens, guess.cost_usd
+        blocked = budget_block(settings, transcript, next_input, next_cost)
         if blocked is not None:
             if finish_on_budget:
-                self.finish(*blocked)
+                self._finish(*blocked)
             return None
-        settings = world.settings
         request = GenerationRequest(
-            model=self.model_name(role),
+            model=model_name,
             messages=prompt,
             persona=Persona(
                 role.id,
@@ -493,11 +507,12 @@ class Session:
             script=tuple(role.script or ()),
             world_title=world.title or world.name,
             participants=tuple(self._role_ids),
+            price=price,
         )
         message_id = transcript.next_id()
         try:
             return await self.generator.generate(
-                self.models.get(request.model),
+                model,
                 request,
                 message_id,
                 target=target.sender if target else None,
@@ -522,6 +537,25 @@ class Session:
                 self.log.info("generation_failed", model=request.model, error=str(failure.error))
             self._pause("error" if failure.reason == "error" else "cancelled")
             return None
+
+    # ------------------------------------------------------------------ flow
+    async def extra_turn(
+        self,
+        role_id: str,
+        target: Message | None,
+        *,
+        step_id: str,
+        instruction: str | None = None,
+    ) -> Message | None:
+        """A turn outside the flow's steps (a judge's verdict): see :func:`turns.extra_turn`."""
+        return await turns.extra_turn(
+            self, role_id, target, step_id=step_id, instruction=instruction
+        )
+
+    async def _pending_turn(self) -> None:
+        from rolecall.chat import answer_pending
+
+        await answer_pending(self)
 
 
 def _uses_modes(world: World) -> bool:

@@ -27,6 +27,7 @@ FIELDS = {
         "turn",
         "input_tokens",
         "output_tokens",
+        "cost_usd",
     },
     ("sse", "start"): {"message_id", "sender"},
     ("sse", "chunk"): {"message_id", "sender", "delta", "output_tokens"},

@@ -50,6 +50,7 @@ class Status:
     code: int
     message: str = "error from the test server"
     type: str = "server_error"
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers (Retry-After)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(behaviour, Status):
             err = {"message": behaviour.message, "type": behaviour.type, "code": behaviour.code}
-            self._send_json(behaviour.code, {"error": err})
+            self._send_json(behaviour.code, {"error": err}, behaviour.headers)
             return
         if isinstance(behaviour, Reply):
             self._start_stream()
@@ -204,9 +205,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- writing ----------------------------------------------------------------------
 
-    def _send_json(self, code: int, payload: dict[str, Any]) -> None:
+    def _send_json(
+        self, code: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -43,6 +43,9 @@ pytestmark = [
         "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
         ":pydantic.warnings.PydanticDeprecatedSince211"
     ),
+    # litellm's response types are built lazily on the first streamed reply; pydantic warns
+    # about their ReadOnly TypedDict items then (in whichever test streams first)
+    pytest.mark.filterwarnings("ignore:Item '.*' on TypedDict class .* `ReadOnly` qualifier"),
 ]
 
 
@@ -542,3 +545,94 @@ def test_backoff_doubles_up_to_the_cap() -> None:
 
     assert [model.backoff(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert model.name == MODEL
+
+
+def test_waits_without_retry_after_are_full_jitter_below_the_backoff() -> None:
+    model = LiteLLMModel(MODEL, retry_delay=0.5, max_retry_delay=3.0)
+    waits = [model.retry_wait(3, None) for _ in range(200)]
+
+    assert all(0.0 <= w <= 2.0 for w in waits)
+    assert len({round(w, 6) for w in waits}) > 100  # spread out, not one fixed delay
+    assert min(waits) < 0.5 < 1.5 < max(waits)
+
+
+def test_retry_after_is_honoured_up_to_its_cap() -> None:
+    model = LiteLLMModel(MODEL, retry_delay=0.5, max_retry_after=20.0)
+
+    assert model.retry_wait(1, 7.0) == 7.0
+    assert model.retry_wait(1, 600.0) == 20.0
+
+
+@pytest.mark.anyio
+async def test_429_with_retry_after_waits_what_the_provider_asked(srv: OpenAITestServer) -> None:
+    from structlog.testing import capture_logs
+
+    srv.queue(Status(429, "slow down", "requests", headers=(("Retry-After", "0.4"),)), Reply(TEXT))
+    started = time.monotonic()
+    with capture_logs() as logs:
+        items = await collect(make_request(srv, retries=2))
+
+    assert text_of(items) == TEXT
+    retries = [e for e in logs if e["event"] == "provider_retry"]
+    assert [(e["retry_after"], e["delay"]) for e in retries] == [(0.4, 0.4)]
+    assert time.monotonic() - started >= 0.4
+
+
+@pytest.mark.anyio
+async def test_usage_carries_the_cost_from_the_price_map(srv: OpenAITestServer) -> None:
+    srv.queue(Reply(TEXT, prompt_tokens=1000, completion_tokens=100))
+    priced = await collect(make_request(srv, model="openai/gpt-4o-mini"))
+    srv.queue(Reply(TEXT, prompt_tokens=1000, completion_tokens=100))
+    unknown = await collect(make_request(srv))
+
+    usage = priced[-1]
+    assert isinstance(usage, Usage)
+    assert usage.cost_usd == pytest.approx(0.00015 + 0.00006)
+    assert isinstance(unknown[-1], Usage) and unknown[-1].cost_usd is None  # not in the map
+
+
+def test_litellm_counts_tokens_by_the_models_tokenizer() -> None:
+    japanese = (ChatMessage("user", "こんにちは、元気ですか？今日はいい天気ですね。"),)
+    model = LiteLLMModel("openai/gpt-4o-mini")
+
+    counted = model.count_tokens(japanese)
+    assert counted > 2 * sum(len(m.content) for m in japanese) // 4  # the estimate says 6
+
+
+def test_a_users_litellm_callbacks_are_kept_and_called(server: OpenAITestServer) -> None:
+    # a fresh interpreter, as a user's program: callbacks set before rolecall loads litellm
+    server.reset()
+    code = f"""
+        import anyio, litellm
+        from litellm.integrations.custom_logger import CustomLogger
+        from rolecall.llm.litellm_model import LiteLLMModel
+        from rolecall.llm.types import ChatMessage, GenerationRequest, Persona, TurnInfo
+
+        calls = []
+
+        class Mine(CustomLogger):
+            async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+                calls.append(kwargs.get("model"))
+
+        litellm.callbacks = [Mine()]
+        request = GenerationRequest(
+            model={MODEL!r},
+            messages=(ChatMessage("user", "hello"),),
+            persona=Persona("a", "A"),
+            info=TurnInfo(turn=1, n=1, speaker="a", target=None, target_text=None, topic="t"),
+            api_base={server.base_url!r},
+            api_key_env={KEY_ENV!r},
+        )
+
+        async def main():
+            async for _ in LiteLLMModel({MODEL!r}).stream(request):
+                pass
+            with anyio.move_on_after(10):
+                while not calls:
+                    await anyio.sleep(0.02)
+            print(len(litellm.callbacks), calls)
+
+        anyio.run(main)
+    """
+    out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
+    assert out.splitlines()[-1] == "1 ['test-model']"

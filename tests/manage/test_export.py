@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -298,3 +299,25 @@ def test_quoted_markdown_is_always_inert(text: str) -> None:
 @given(st.text(max_size=40))
 def test_inline_escape_is_one_line(text: str) -> None:
     assert "\n" not in md_escape(text) and "\r" not in md_escape(text)
+
+
+def test_exports_show_each_roles_cost_and_unknown_stays_unknown() -> None:
+    doc = document()
+    priced = [
+        m.model_copy(update={"cost_usd": 0.0001 * int(m.id[1:])}) if m.kind == "agent" else m
+        for m in doc.messages
+    ]
+    rows = token_table(doc, priced)
+    assert [r.cost_usd for r in rows][:2] == [pytest.approx(0.0004), pytest.approx(0.0006)]
+    page = to_markdown(doc.model_copy(update={"messages": priced}))
+    assert "| teacher | 2 | 40 | 4 | 44 | $0.000400 |" in page
+    assert "**$0.001000** |" in page
+    html = to_html(doc.model_copy(update={"messages": priced}))
+    assert '<td class="n cost">$0.000600</td>' in html
+
+    # one message without a known cost: its role and the total say unknown, never a sum
+    priced[2] = priced[2].model_copy(update={"cost_usd": None})
+    page = to_markdown(doc.model_copy(update={"messages": priced}))
+    assert "| teacher | 2 | 40 | 4 | 44 | unknown |" in page
+    assert "**unknown** |" in page
+    assert "| student | 2 | 60 | 6 | 66 | $0.000600 |" in page

@@ -38,6 +38,7 @@ class MessageEvent(_Event):
     turn: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 class StreamStart(_Event):

@@ -28,6 +28,7 @@ from rolecall.bus import (
     TurnLimitEvent,
     WarningEvent,
 )
+from rolecall.money import money
 
 _PALETTE = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
 _RESET = "\033[0m"
@@ -96,6 +97,7 @@ class TerminalDisplay:
         self.quiet = quiet
         self.total_in = 0
         self.total_out = 0
+        self.cost: float | None = 0.0  # USD of the agent messages; None once one is unknown
         self._open_line = False
         self.closed = False
 
@@ -144,6 +146,8 @@ class TerminalDisplay:
 
     def _agent_message(self, event: MessageEvent) -> None:
         """An agent's message as published (pass tags removed, auto-mention added)."""
+        if self.cost is not None:
+            self.cost = None if event.cost_usd is None else self.cost + event.cost_usd
         if self.live:
             if event.content != "".join(self._streamed):
                 self._line(self.dim(f"(published as: {event.content})"))
@@ -204,7 +208,8 @@ class TerminalDisplay:
         elif isinstance(event, StopEvent):
             detail = f" ({event.detail})" if event.detail else ""
             self._line(f"stopped: {event.reason}{detail}")
-            self._line(f"session total {tokens(self.total_in, self.total_out)}")
+            cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
+            self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
 
 
 def silence_stdout() -> None:
@@ -225,6 +230,7 @@ def attach_display(
     quiet: bool,
     verbose: int,
     totals: tuple[int, int] = (0, 0),
+    cost: float | None = 0.0,
 ) -> None:
     """Attach the JSON sink or the terminal display; ``totals`` are tokens already spent."""
     if json_mode:
@@ -234,4 +240,5 @@ def attach_display(
             sys.stdout, sys.stderr, role_order=role_order, quiet=quiet, show_conditions=verbose > 0
         )
         display.total_in, display.total_out = totals
+        display.cost = cost
         display.attach(bus)

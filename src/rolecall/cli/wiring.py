@@ -198,6 +198,7 @@ async def live_session(
             quiet=bool(getattr(args, "quiet", False)),
             verbose=int(getattr(args, "verbose", 0) or 0),
             totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
+            cost=session.state.transcript.cost_usd,
         )
     memory = memory_files(args)
     await keep(session, store, memory, world_source=world_source, doc=doc)

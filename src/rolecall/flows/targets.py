@@ -34,9 +34,12 @@ def resolve_target(reply_to: ReplyTo, transcript: Transcript) -> tuple[Message |
 
 
 def budget_block(
-    settings: Settings, transcript: Transcript, next_input: int
+    settings: Settings, transcript: Transcript, next_input: int, next_cost: float | None = 0.0
 ) -> tuple[str, str] | None:
-    """Why the next call may not start (reason, detail), or None when it fits the budgets."""
+    """Why the next call may not start (reason, detail), or None when it fits the budgets.
+
+    ``next_cost`` is the next call's estimated cost in USD (``None``: unknown).
+    """
     if transcript.agent_turns >= settings.max_turns:
         return (
             "max_turns",
@@ -49,6 +52,21 @@ def budget_block(
                 "max_tokens",
                 f"{used} tokens used + about {next_input} for the next prompt exceeds max_tokens "
                 f"{settings.max_tokens}",
+            )
+    if settings.max_cost is not None:
+        spent = transcript.cost_usd
+        if spent is None or next_cost is None:
+            what = "the session so far" if spent is None else "the next call"
+            return (
+                "max_cost",
+                f"the cost of {what} is unknown (the model is not in litellm's price map); "
+                "give the role a price: to run under max_cost",
+            )
+        if spent + next_cost > settings.max_cost:
+            return (
+                "max_cost",
+                f"${spent:.6f} spent + about ${next_cost:.6f} for the next call exceeds "
+                f"max_cost ${settings.max_cost:g}",
             )
     if settings.max_seconds is not None and transcript.seconds >= settings.max_seconds:
         return (

@@ -6,20 +6,28 @@ first use, cached), because importing litellm takes seconds. Before that first i
 litellm never fetches its model cost map from the internet.
 
 Retries are ours (the provider SDK's own retries are switched off): transient failures
-are retried with exponential backoff, but only while no text has been yielded for the
-request, so a caller never sees text twice. Every failure is raised as a
+are retried after the provider's ``Retry-After`` (capped) or else exponential backoff
+with full jitter, but only while no text has been yielded for the request, so a caller
+never sees text twice. Every failure is raised as a
 :class:`~rolecall.errors.ProviderError` whose message names the model and the cause
 in plain words and never contains the API key. Cancellation propagates untouched.
+
+A user's litellm callbacks (``litellm.callbacks``, ``litellm.success_callback``, ...)
+are left as they are. Cost and token counts come from litellm's bundled price map and
+tokenizers, offline: :func:`map_cost`, :func:`price_rates`, :meth:`LiteLLMModel.count_tokens`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import json
 import os
+import random
 import re
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final, Literal
 
@@ -29,6 +37,7 @@ import structlog
 
 from rolecall.errors import ProviderError, ProviderRefused, ProviderTimeout, ProviderUnavailable
 from rolecall.llm.types import (
+    ChatMessage,
     GenerationRequest,
     StreamItem,
     TextDelta,
@@ -37,28 +46,18 @@ from rolecall.llm.types import (
     prompt_tokens,
 )
 
-__all__ = ["LiteLLMModel", "aclose_clients", "is_loaded", "preload"]
+__all__ = ["LiteLLMModel", "aclose_clients", "is_loaded", "map_cost", "preload", "price_rates"]
 
 log = structlog.get_logger(__name__)
 
 COST_MAP_ENV: Final = "LITELLM_LOCAL_MODEL_COST_MAP"
 DEFAULT_RETRY_DELAY: Final = 0.5
 DEFAULT_MAX_RETRY_DELAY: Final = 8.0
+# a provider's Retry-After is honoured up to this many seconds
+DEFAULT_MAX_RETRY_AFTER: Final = 30.0
 
 _load_lock = threading.Lock()
 _litellm: Any = None
-
-# litellm's callback lists; emptied on first load so nothing is sent anywhere.
-_CALLBACK_LISTS: Final = (
-    "callbacks",
-    "input_callback",
-    "success_callback",
-    "failure_callback",
-    "service_callback",
-    "_async_input_callback",
-    "_async_success_callback",
-    "_async_failure_callback",
-)
 
 
 # -- loading litellm ------------------------------------------------------------------------
@@ -80,9 +79,7 @@ def _load() -> Any:
         lit.suppress_debug_info = True
         if hasattr(lit, "telemetry"):
             lit.telemetry = False
-        for attr in _CALLBACK_LISTS:
-            if isinstance(getattr(lit, attr, None), list):
-                setattr(lit, attr, [])
+        # the user's callbacks (langfuse, otel, their own) are theirs: left untouched
         _warm_up(lit)
         _litellm = lit
         return lit
@@ -133,6 +130,39 @@ async def aclose_clients() -> None:
             cache.flush_cache()
 
 
+# -- prices and tokens (litellm's bundled map; no network) ---------------------------------
+
+
+def price_rates(model: str) -> tuple[float, float] | None:
+    """USD per input and per output token of ``model`` in litellm's map; None if unknown."""
+    try:
+        cost_in, cost_out = _load().cost_per_token(
+            model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000
+        )
+    except Exception:
+        return None
+    if not isinstance(cost_in, int | float) or not isinstance(cost_out, int | float):
+        return None
+    return float(cost_in) / 1e6, float(cost_out) / 1e6
+
+
+def map_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """What ``input_tokens`` in and ``output_tokens`` out cost on ``model``; None if unknown."""
+    rates = price_rates(model)
+    if rates is None:
+        return None
+    return input_tokens * rates[0] + output_tokens * rates[1]
+
+
+def max_output_tokens(model: str) -> int | None:
+    """The most tokens ``model`` may write in one reply, per litellm's map; None if unknown."""
+    try:
+        value = _load().get_model_info(model).get("max_output_tokens")
+    except Exception:
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 # -- the model ------------------------------------------------------------------------------
 
 
@@ -150,19 +180,45 @@ class LiteLLMModel:
         *,
         retry_delay: float = DEFAULT_RETRY_DELAY,
         max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
+        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
     ) -> None:
-        if retry_delay < 0 or max_retry_delay < 0:
+        if retry_delay < 0 or max_retry_delay < 0 or max_retry_after < 0:
             raise ValueError("retry delays must not be negative")
         self.name = name
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
+        self.max_retry_after = max_retry_after
 
     def __repr__(self) -> str:
         return f"LiteLLMModel({self.name!r})"
 
     def backoff(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
+        """The longest wait before retry number ``retry`` (1-based): doubling, capped."""
         return float(min(self.retry_delay * (2 ** (retry - 1)), self.max_retry_delay))
+
+    def retry_wait(self, retry: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry ``retry``: the provider's ``Retry-After`` (at most
+        ``max_retry_after``), else full jitter, uniform between 0 and :meth:`backoff`."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        return random.uniform(0.0, self.backoff(retry))
+
+    def price_rates(self, model: str) -> tuple[float, float] | None:
+        """USD per input and output token of ``model`` in litellm's map (None: unknown)."""
+        return price_rates(model)
+
+    def max_output_tokens(self, model: str) -> int | None:
+        return max_output_tokens(model)
+
+    def count_tokens(self, messages: tuple[ChatMessage, ...], model: str | None = None) -> int:
+        """Input tokens of a prompt by the model's own tokenizer (litellm.token_counter)."""
+        try:
+            counted = _load().token_counter(
+                model=model or self.name, messages=[m.as_provider_dict() for m in messages]
+            )
+        except Exception:
+            return prompt_tokens(messages)
+        return counted if isinstance(counted, int) else prompt_tokens(messages)
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         model = request.model or self.name
@@ -238,7 +294,8 @@ class LiteLLMModel:
                         input_tokens=prompt_tokens(request.messages),
                         output_tokens=estimate_tokens("".join(parts)),
                     )
-                yield usage
+                cost = map_cost(model, usage.input_tokens, usage.output_tokens)
+                yield Usage(usage.input_tokens, usage.output_tokens, cost_usd=cost)
                 return
 
             kind, what = _classify(failure, lit)
@@ -257,13 +314,15 @@ class LiteLLMModel:
                     model=model,
                 ) from cause
             if attempt < attempts:
-                delay = self.backoff(attempt)
+                retry_after = _retry_after(failure)
+                delay = self.retry_wait(attempt, retry_after)
                 log.warning(
                     "provider_retry",
                     model=model,
                     attempt=attempt,
                     attempts=attempts,
-                    delay=delay,
+                    delay=round(delay, 3),
+                    retry_after=retry_after,
                     cause=f"{what}: {detail}",
                 )
                 await anyio.sleep(delay)
@@ -427,6 +486,32 @@ def _is(exc: BaseException, names: set[str], lit: Any, name: str) -> bool:
     """Whether ``exc`` is litellm's (or the OpenAI SDK's) exception class ``name``."""
     cls = getattr(lit, name, None)
     return name in names or (isinstance(cls, type) and isinstance(exc, cls))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked to wait (``retry-after-ms`` or ``Retry-After``), if any."""
+    for linked in _chain(exc):
+        headers: Any = getattr(linked, "litellm_response_headers", None)
+        if headers is None:
+            response = getattr(linked, "response", None)
+            headers = getattr(response, "headers", None)
+        if headers is None or not hasattr(headers, "get"):
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            millis = headers.get("retry-after-ms")
+            if millis is not None:
+                return float(millis) / 1000
+        value = headers.get("retry-after")
+        if value is None:
+            continue
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+        with contextlib.suppress(TypeError, ValueError):
+            when = email.utils.parsedate_to_datetime(str(value))
+            return max(0.0, when.timestamp() - time.time())
+    return None
 
 
 def _status(exc: BaseException) -> int | None:

@@ -1023,4 +1023,5 @@ class OfflineModel:
         yield Usage(
             input_tokens=prompt_tokens(request.messages),
             output_tokens=estimate_tokens(text),
+            cost_usd=0.0,  # runs locally: free
         )

@@ -61,4 +61,4 @@ class ScriptedModel:
             if self.delay > 0 and i:
                 await anyio.sleep(self.delay)
             yield TextDelta(piece)
-        yield Usage(prompt_tokens(request.messages), estimate_tokens(text))
+        yield Usage(prompt_tokens(request.messages), estimate_tokens(text), cost_usd=0.0)

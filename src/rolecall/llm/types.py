@@ -51,6 +51,17 @@ class TurnInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens, in and out (a role's ``price:`` in world.yaml)."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """Everything one generation needs."""
 
@@ -67,6 +78,7 @@ class GenerationRequest:
     script: tuple[str, ...] = ()
     world_title: str = ""
     participants: tuple[str, ...] = field(default_factory=tuple)
+    price: Price | None = None  # the role's own price; wins over what the model reports
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +90,14 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts of one whole generation; always the last item of a stream."""
+    """Token counts of one whole generation; always the last item of a stream.
+
+    ``cost_usd`` is what the generation cost, when the model knows (``None``: unknown).
+    """
 
     input_tokens: int
     output_tokens: int
+    cost_usd: float | None = None
 
 
 StreamItem = TextDelta | Usage

@@ -36,12 +36,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from rolecall.bus import JudgeEvent, WarningEvent
 from rolecall.errors import WorldError
 from rolecall.flows.model import Ident
-from rolecall.modes.registry import register_installer
-from rolecall.plans import Host
-from rolecall.turns import extra_turn
+from rolecall.modes import register_installer
 from rolecall.world.library import suggest
 
 if TYPE_CHECKING:
+    from rolecall.runtime import Session
     from rolecall.session.state import Message
 
 DEFAULT_SCORES: tuple[str, ...] = ("score",)
@@ -226,7 +225,7 @@ def score_format(names: list[str], scale: tuple[float, float]) -> str:
 
 
 async def ask_judge(
-    session: Host,
+    session: Session,
     judge: str,
     about: Message,
     *,
@@ -242,7 +241,7 @@ async def ask_judge(
     """
     prompt = instruction
     for attempt in (1, 2):
-        reply = await extra_turn(session, judge, about, step_id=step_id, instruction=prompt)
+        reply = await session.extra_turn(judge, about, step_id=step_id, instruction=prompt)
         if reply is None:
             return None
         try:
@@ -278,21 +277,21 @@ async def ask_judge(
     return None
 
 
-def hooked_message(session: Host, message: Message) -> Message:
+def hooked_message(session: Session, message: Message) -> Message:
     """The flow step's message a hook is about.
 
     When a hook's turn failed, resume reruns the hooks with the session's latest message,
     which may be a judge's reply; the step still undecided names the right message.
     """
-    undecided = session.state.undecided
-    if undecided is not None:
-        return session.state.transcript.by_id.get(undecided.message_id, message)
+    undecided = session.state.extra.get("undecided")
+    if isinstance(undecided, list) and len(undecided) == 4:
+        return session.state.transcript.by_id.get(str(undecided[3]), message)
     return message
 
 
-def store_scores(session: Host, judge: str, scores: Mapping[str, float]) -> None:
+def store_scores(session: Session, judge: str, scores: Mapping[str, float]) -> None:
     """Keep the latest scores where ``{judge: NAME, at_least: N}`` conditions read them."""
-    table = session.state.judge_scores
+    table = session.state.extra.setdefault("judge_scores", {})
     table.setdefault(judge, {}).update(scores)
     if session.ctx.judge_scores is not table:
         session.ctx.judge_scores = table
@@ -307,7 +306,7 @@ class _Plan:
     by_step: dict[str, list[str]]  # step id -> judge role ids
 
 
-def _plan(session: Host) -> _Plan | None:
+def _plan(session: Session) -> _Plan | None:
     world = session.world
     block, _ = parse_block(world.judge)
     if world.judge is not None:
@@ -343,7 +342,7 @@ def _settings_for(plan: _Plan, judge: str) -> tuple[list[str], tuple[float, floa
 
 
 def _instruction(
-    session: Host, about: Message, names: list[str], scale: tuple[float, float], scope: str
+    session: Session, about: Message, names: list[str], scale: tuple[float, float], scope: str
 ) -> tuple[str, str]:
     world = session.world
     who = about.sender
@@ -365,13 +364,13 @@ def _instruction(
     return text, retry
 
 
-def install(session: Host) -> None:
+def install(session: Session) -> None:
     """Attach the world's judges (top-level block and step ``judge:``) to the session."""
     plan = _plan(session)
     if plan is None:
         return
 
-    async def after_message(session: Host, message: Message) -> None:
+    async def after_message(session: Session, message: Message) -> None:
         message = hooked_message(session, message)
         step_id = message.step_id
         if step_id is None or step_id not in plan.by_step:
@@ -390,8 +389,8 @@ def install(session: Host) -> None:
                 instruction = f"{extra} {instruction}"
             judge_step = f"judge:{step_id}"
             if not names:
-                reply = await extra_turn(
-                    session, judge, message, step_id=judge_step, instruction=instruction
+                reply = await session.extra_turn(
+                    judge, message, step_id=judge_step, instruction=instruction
                 )
                 if session.state.state == "paused":
                     return  # failed or cancelled: resume runs this judge again

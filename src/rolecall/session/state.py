@@ -34,6 +34,7 @@ class Message(BaseModel):
     turn: int = 0  # agent messages so far, this one included
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None  # an agent message's cost; None when unknown
     ts: datetime
     seconds: float = 0.0  # generation time
 
@@ -85,6 +86,8 @@ class Transcript:
     output_tokens: int = 0
     seconds: float = 0.0
     turns_by_role: dict[str, int] = field(default_factory=dict)
+    known_cost: float = 0.0  # the summed cost of the agent messages whose cost is known
+    unpriced: int = 0  # agent messages whose cost is unknown
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -104,10 +107,20 @@ class Transcript:
         self.input_tokens += message.input_tokens
         self.output_tokens += message.output_tokens
         self.seconds += message.seconds
+        if message.kind == "agent":
+            if message.cost_usd is None:
+                self.unpriced += 1
+            else:
+                self.known_cost += message.cost_usd
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the session's generations cost; None when any of them has no known cost."""
+        return None if self.unpriced else self.known_cost
 
     def latest(self, sender: str | None = None) -> Message | None:
         if sender is None:
@@ -134,24 +147,6 @@ class FlowPointer:
 
 
 @dataclass
-class Undecided:
-    """A flow step whose message is stored but whose decision is not (hooks still due)."""
-
-    step_id: str
-    iteration: int
-    started: datetime
-    message_id: str
-
-
-@dataclass
-class Concluding:
-    """The flow has stopped; its final step is still due."""
-
-    reason: str
-    detail: str
-
-
-@dataclass
 class SessionState:
     """All mutable state of one session (what a session file holds besides definitions)."""
 
@@ -166,12 +161,6 @@ class SessionState:
     pending: list[PendingReply] = field(default_factory=list)  # replies due, in order
     execution_log: list[ExecutionRecord] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
-    undecided: Undecided | None = None
-    concluding: Concluding | None = None
-    final_done: bool = False  # the flow's final step has run
-    judge_scores: dict[str, dict[str, float]] = field(
-        default_factory=dict
-    )  # judge -> name -> score
     extra: dict[str, Any] = field(default_factory=dict)  # modes' own state (JSON-able)
     pause_reason: str | None = None
     stop_reason: str | None = None

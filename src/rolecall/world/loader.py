@@ -16,7 +16,6 @@ import yaml
 from pydantic import ValidationError
 
 from rolecall.errors import UnknownRoleError, UsageError, WorldError
-from rolecall.flows import conditions
 from rolecall.flows.model import Branch, Flow, Loop, Step
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.models import Role, Settings, World
@@ -31,7 +30,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "loop": tuple(Loop.model_fields),
     "branch": tuple(Branch.model_fields),
 }
-_COND_FIELDS: tuple[str, ...] = conditions.fields()
+_COND_FIELDS: tuple[str, ...] = (
+    *("contains", "regex", "role", "name", "max_turns", "max_tokens", "max_seconds"),
+    *("flag", "any", "all", "not", "judge", "at_least", "mode"),
+)
 
 
 @dataclass
@@ -354,10 +356,16 @@ def _steps_hint(value: str, step_ids: list[str], extra: str) -> str:
 
 
 def _cond_refs(where: str, cond: Any, role_ref: Any) -> None:
-    for at, kind, raw in conditions.raw_walk(where, cond):
-        for key in kind.role_fields:
-            if key in raw:
-                role_ref(f"{at}.{key}", raw[key])
+    if not isinstance(cond, dict):
+        return
+    if "role" in cond and ("contains" in cond or "regex" in cond or "judge" in cond):
+        role_ref(f"{where}.role", cond["role"])
+    for key in ("any", "all"):
+        if isinstance(cond.get(key), list):
+            for j, inner in enumerate(cond[key]):
+                _cond_refs(f"{where}.{key}[{j}]", inner, role_ref)
+    if isinstance(cond.get("not"), dict):
+        _cond_refs(f"{where}.not", cond["not"], role_ref)
 
 
 def _unreachable(data: dict[str, Any]) -> list[str]:

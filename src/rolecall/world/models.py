@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from rolecall.flows.model import ID_PATTERN, Flow, Ident
-from rolecall.modes.registry import known_modes
 
-
-def _known_mode(name: str) -> str:
-    modes = known_modes()
-    if name not in modes:
-        raise PydanticCustomError(
-            "unknown_mode",
-            "no mode '{name}' (modes: {modes})",
-            {"name": name, "modes": ", ".join(modes)},
-        )
-    return name
-
-
-Mode = Annotated[str, AfterValidator(_known_mode)]
-"""A mode's name, checked against the registry (:mod:`rolecall.modes.registry`)."""
+Mode = Literal["debate", "consensus", "study"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Price(_Model):
+    """USD per million tokens; overrides litellm's price map for one role."""
+
+    input_per_mtok: Annotated[float, Field(ge=0)]
+    output_per_mtok: Annotated[float, Field(ge=0)]
 
 
 class Settings(_Model):
@@ -36,6 +28,7 @@ class Settings(_Model):
     max_turns: Annotated[StrictInt, Field(ge=1)] = 100
     max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     max_seconds: Annotated[float, Field(gt=0)] | None = None
+    max_cost: Annotated[float, Field(gt=0)] | None = None  # USD, checked before each call
     constraints: list[str] = Field(default_factory=list)
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
@@ -56,6 +49,7 @@ class Role(_Model):
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     script: list[str] | None = None
+    price: Price | None = None
     template: str | None = None  # where it came from (kept for display)
 
     @property

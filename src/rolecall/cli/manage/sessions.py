@@ -132,6 +132,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def _sessions_list(args: argparse.Namespace) -> int:
     import json
 
+    from rolecall.money import money
     from rolecall.paths import db_path
 
     data = _data(args)
@@ -157,6 +158,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
             rows = [r for r in rows if r.id in members]
         async with store.db.execute("SELECT id, state_json FROM sessions") as cur:
             states = {sid: text for sid, text in await cur.fetchall()}
+        costs = await session_costs(store)
         out: list[tuple[str, ...]] = []
         for r in rows:
             state = r.state
@@ -173,6 +175,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
                     state,
                     r.stop_reason or "-",
                     str(r.messages),
+                    money(costs.get(r.id, 0.0)) if r.messages else "-",
                     r.updated_at[:19].replace("T", " "),
                     _clip(r.title, 40),
                 )
@@ -183,9 +186,22 @@ def _sessions_list(args: argparse.Namespace) -> int:
     if not rows:
         _say(args, f"no sessions stored in {data} yet")
         return 0
-    header = ("ID", "WORLD", "STATE", "STOP", "MSGS", "UPDATED", "TITLE")
-    print(_table(header, rows, right={4}))
+    header = ("ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "TITLE")
+    print(_table(header, rows, right={4, 5}))
     return 0
+
+
+async def session_costs(store: SqliteStore) -> dict[str, float | None]:
+    """Each stored session's cost in USD: the sum over its agent messages, None when one
+    of them has no known cost (sessions without agent messages are left out)."""
+    query = (
+        "SELECT session_id, SUM(json_extract(body, '$.cost_usd')), "
+        "SUM(json_extract(body, '$.cost_usd') IS NULL) FROM messages "
+        "WHERE json_extract(body, '$.kind') = 'agent' GROUP BY session_id"
+    )
+    async with store.db.execute(query) as cur:
+        rows = await cur.fetchall()
+    return {sid: None if unknown else float(total or 0.0) for sid, total, unknown in rows}
 
 
 def _sessions_read(args: argparse.Namespace) -> int:

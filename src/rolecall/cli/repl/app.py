@@ -28,6 +28,7 @@ from rolecall.cli.repl.runner import (
     _models_in_use,
     _shorten,
 )
+from rolecall.money import money
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -668,6 +669,8 @@ class Repl:
             parts += [sep, ("", f"{session.world.mode} · turn {st.pointer.execution_order}")]
         t = st.transcript
         parts += [sep, ("", tokens(t.input_tokens, t.output_tokens + display.live_out_tokens()))]
+        if t.cost_usd:  # known and not free
+            parts.append(("", f" · {money(t.cost_usd)}"))
         if self._armed:
             hint = "Ctrl-C again to quit"
         elif self.step_mode and engine is not None and not session.finished:

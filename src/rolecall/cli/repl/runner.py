@@ -47,18 +47,31 @@ def _models_in_use(session: Session) -> list[str]:
 
 def _flag_names(world: World) -> list[str]:
     """Flag names the world's conditions look at (for completion)."""
-    from rolecall.flows.conditions import FlagCond, walk
+    from rolecall.flows.model import FlagCond
 
     found: set[str] = set()
+
+    def walk(cond: object) -> None:
+        if isinstance(cond, FlagCond):
+            found.add(cond.flag)
+        for attr in ("any", "all"):
+            for inner in getattr(cond, attr, None) or ():
+                walk(inner)
+        inner_not = getattr(cond, "not_", None)
+        if inner_not is not None:
+            walk(inner_not)
+
     flow = world.flow
     if flow is not None:
-        roots = [*flow.stop]
+        for cond in flow.stop:
+            walk(cond)
         for step in flow.steps:
             if step.loop is not None and step.loop.until is not None:
-                roots.append(step.loop.until)
+                walk(step.loop.until)
             if isinstance(step.next, list):
-                roots.extend(b.when for b in step.next if b.when is not None)
-        found = {c.flag for root in roots for c in walk(root) if isinstance(c, FlagCond)}
+                for branch in step.next:
+                    if branch.when is not None:
+                        walk(branch.when)
     return sorted(found)
 
 
@@ -197,7 +210,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: Command) -> None:
-        from rolecall.flows.conditions import describe
+        from rolecall.flows.model import describe
 
         s = self.session
         engine = s.engine
