@@ -170,3 +170,38 @@ def test_local_world_wins_over_the_shipped_one(installed: Installed, tmp_path: P
         r["content"] for r in map(json.loads, ran.stdout.splitlines()) if r["type"] == "message"
     ]
     assert texts == ["mine 1"]
+
+
+def _docs_block(text: str, lang: str) -> str:
+    """The first fenced code block of language ``lang`` in a Markdown text."""
+    start = text.index(f"```{lang}\n") + len(lang) + 4
+    return text[start : text.index("```", start)]
+
+
+def test_a_model_plugin_from_the_docs_installs_and_runs(installed: Installed) -> None:
+    docs = (ROOT / "docs" / "plugins.md").read_text("utf-8")
+    plugin = installed.work / "rolecall-echo"
+    plugin.mkdir()
+    (plugin / "pyproject.toml").write_text(_docs_block(docs, "toml"), encoding="utf-8")
+    (plugin / "rolecall_echo.py").write_text(_docs_block(docs, "python"), encoding="utf-8")
+    installed.pip_install(plugin)
+    rolecall = str(installed.venv / "bin" / "rolecall")
+
+    listed = installed.run(rolecall, "models")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()}
+    assert "plugin rolecall-echo 0.1.0" in rows["echo[/...]"]
+    assert "rolecall_echo:EchoModel" in rows["echo[/...]"]
+
+    world = installed.work / "echo.yaml"
+    world.write_text(
+        "name: echo\nmodel: echo/loud\nroles: [{id: alice}, {id: bob}]\n"
+        "flow: {steps: [{id: one, speaker: alice}, {id: two, speaker: bob}]}\n",
+        encoding="utf-8",
+    )
+    ran = installed.run(rolecall, "run", str(world), "--json")
+    assert ran.returncode == 0, ran.stderr
+    texts = [
+        r["content"] for r in map(json.loads, ran.stdout.splitlines()) if r["type"] == "message"
+    ]
+    assert texts == ["ALICE (LOUD) SPEAKS ON TURN 1.", "BOB (LOUD) SPEAKS ON TURN 2."]

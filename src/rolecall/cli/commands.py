@@ -26,6 +26,7 @@ def dispatch(args: argparse.Namespace) -> int:
     verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
     logs.configure(verbosity, getattr(args, "log_file", None))
     from rolecall.cli.batch_cmd import cmd_batch
+    from rolecall.cli.ecosystem_cmd import cmd_models
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
     from rolecall.cli.modes_cmd import run_consensus, run_debate
     from rolecall.cli.study_cmd import run_study
@@ -42,6 +43,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "worlds": cmd_worlds,
         "resume": cmd_resume,
         "batch": cmd_batch,
+        "models": cmd_models,
     }
     try:
         try:
@@ -305,6 +307,10 @@ def cmd_worlds(args: argparse.Namespace) -> int:
     library = role_library(args)
     if args.worlds_command == "new":
         return _new_world(args)
+    if args.worlds_command == "schema":
+        from rolecall.cli.ecosystem_cmd import cmd_schema
+
+        return cmd_schema(args)
     if args.worlds_command == "validate":
         loaded = load_world(args.world, library)
         world = loaded.world

@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub)
     add_study(sub)
     add_batch(sub)
+    from rolecall.cli.ecosystem_cmd import add_parser as add_models
+
+    add_models(sub)
 
     worlds = sub.add_parser("worlds", help="list and validate world folders")
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
@@ -156,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="preset", required=True, metavar="MODE", help="debate or consensus"
     )
     wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
+    wsub.add_parser(
+        "schema",
+        help="print the JSON Schema of world.yaml (for editors: see docs/worlds.md)",
+        epilog="example:\n  rolecall worlds schema > world.schema.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     return parser
 
 

@@ -1,7 +1,9 @@
 """Choosing the model implementation for a model string.
 
-``offline`` and ``scripted`` are built in; anything else goes to the litellm adapter,
-whose module is imported only here and only when such a model is first needed.
+``offline`` and ``scripted`` are built in; a model string whose prefix (the part before
+the first ``/``) names an installed plugin (entry-point group ``rolecall.models``, see
+:mod:`rolecall.llm.plugins`) is made by that plugin; anything else goes to the litellm
+adapter, whose module is imported only here and only when such a model is first needed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ BUILTIN = ("offline", "scripted")
 
 
 def needs_litellm(model: str) -> bool:
-    return model not in BUILTIN
+    from rolecall.llm.plugins import plugin_for
+
+    return model not in BUILTIN and plugin_for(model) is None
 
 
 class ModelRegistry:
@@ -49,6 +53,11 @@ class ModelRegistry:
             return OfflineModel(delay=self.offline_delay)
         if name == "scripted":
             return ScriptedModel(delay=self.scripted_delay)
+        from rolecall.llm.plugins import create, plugin_for
+
+        plugin = plugin_for(name)
+        if plugin is not None:
+            return create(plugin, name)
         from rolecall.llm.litellm_model import LiteLLMModel
 
         if self.retry_delay is not None:

@@ -1,0 +1,43 @@
+"""``rolecall models`` (the model implementations) and ``rolecall worlds schema``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub.add_parser(
+        "models",
+        help="list the model implementations: built-in, plugins, litellm",
+        description=(
+            "The model implementations a world's model: string can name: the built-in "
+            "offline and scripted models, installed plugins (entry-point group "
+            "rolecall.models; the model string is PREFIX or PREFIX/...), and litellm for "
+            "every other string."
+        ),
+    )
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from rolecall.llm.plugins import plugins
+
+    rows = [
+        ("offline", "built-in", "deterministic replies, no network, no key"),
+        ("scripted", "built-in", "a role's script: lines in order"),
+    ]
+    for plugin in sorted(plugins().values(), key=lambda p: p.prefix):
+        rows.append((f"{plugin.prefix}[/...]", f"plugin {plugin.package}", plugin.target))
+    rows.append(("PROVIDER/MODEL", "litellm", "every other model string (docs.litellm.ai)"))
+    width = max(len(r[0]) for r in rows)
+    kind = max(len(r[1]) for r in rows)
+    for name, source, what in rows:
+        print(f"{name:{width}}  {source:{kind}}  {what}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from rolecall.world.schema import world_schema
+
+    print(json.dumps(world_schema(), indent=2, ensure_ascii=False))
+    return 0

@@ -1,0 +1,57 @@
+"""The JSON Schema of world.yaml, from the same pydantic models that validate it.
+
+Editors use it (yaml-language-server) to complete and check world files. The preset
+blocks (``debate:``, ``consensus:``, ``study:``, ``judge:``) carry their own options'
+schemas; what only rolecall can check (references between roles and steps, templates
+from the role library) is left to ``rolecall worlds validate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from rolecall.modes.consensus import ConsensusOptions
+from rolecall.modes.debate import DebateOptions
+from rolecall.modes.judge import JudgeBlock
+from rolecall.modes.study import StudyOptions
+from rolecall.world.models import World
+
+PRESET_BLOCKS: dict[str, type[BaseModel]] = {
+    "debate": DebateOptions,
+    "consensus": ConsensusOptions,
+    "study": StudyOptions,
+    "judge": JudgeBlock,
+}
+
+
+def world_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) a world.yaml follows."""
+    schema = World.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "rolecall world"
+    defs = schema.setdefault("$defs", {})
+    for field, options in PRESET_BLOCKS.items():  # typed, not the model's dict[str, Any]
+        block = options.model_json_schema(mode="validation", ref_template="#/$defs/{model}")
+        defs.update(block.pop("$defs", {}))
+        defs[options.__name__] = block
+        described = schema["properties"][field].get("description")
+        schema["properties"][field] = {
+            "anyOf": [{"$ref": f"#/$defs/{options.__name__}"}, {"type": "null"}],
+            "default": None,
+            **({"description": described} if described else {}),
+        }
+    # a preset (mode:) writes the roles and flow itself, so roles may be left out
+    schema["required"] = [r for r in schema.get("required", []) if r != "roles"]
+    role = defs.get("Role")
+    if role is not None:
+        # a role from the library: `- template: teacher` (the id defaults to the template)
+        role["required"] = [r for r in role.get("required", []) if r != "id"]
+        role["anyOf"] = [{"required": ["id"]}, {"required": ["template"]}]
+        props = role.get("properties", {})
+        if "template" in props:
+            props["template"]["description"] = (
+                "a role from the role library (rolecall roles list) to start from"
+            )
+    return schema
