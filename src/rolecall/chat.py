@@ -49,6 +49,25 @@ def route_human(session: Session, message: Message) -> list[Event]:
     return events
 
 
+def human_stop(session: Session) -> list[Event]:
+    """After a human message in a flow: the global stop conditions, evaluated now.
+
+    Conditions see the session as it stands after each message (flows.md), the human's
+    included, so ``{contains: enough, role: human}`` ends a flow when the human says it.
+    When one holds, the interjection just queued is dropped and the session concludes
+    (its final step, if any, then the stop) on its next turn. Returns the events.
+    """
+    engine = session.engine
+    if engine is None or session.finished:
+        return []
+    hit, evaluations = engine.global_stop(session.ctx)
+    events: list[Event] = [*turns.condition_events(evaluations)]
+    if hit is not None:
+        session.state.pending.clear()
+        session.state.extra["concluding"] = [hit.reason, hit.detail]
+    return events
+
+
 async def answer_pending(session: Session) -> None:
     """Run the first due reply (called under the session's turn lock)."""
     state = session.state
