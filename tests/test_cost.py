@@ -165,27 +165,15 @@ async def test_budget_checks_count_litellm_prompts_with_the_models_tokenizer() -
 
 def test_the_cli_shows_costs_and_honours_max_cost(tmp_path: Path) -> None:
     import json
-    import os
-    import subprocess
-    import sys
+    from functools import partial
 
     import yaml
 
     from rolecall.money import money
+    from tests.cli.test_run_cli import rolecall as run_cli
 
     (tmp_path / "world.yaml").write_text(yaml.safe_dump(priced_world()), encoding="utf-8")
-    env = {**os.environ, "ROLECALL_HOME": str(tmp_path / "home")}
-
-    def rolecall(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "rolecall", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    rolecall = partial(run_cli, cwd=tmp_path, env={"ROLECALL_HOME": str(tmp_path / "home")})
 
     ran = rolecall("run", "world.yaml", "--json")
     assert ran.returncode == 0, ran.stderr

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import structlog
+
 from rolecall import turns
 from rolecall.bus import Event, PassEvent, TurnLimitEvent, WarningEvent
+from rolecall.debuglog import debug_enabled
 from rolecall.routing import (
     auto_mention,
     extract_pass,
@@ -25,6 +28,9 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
 
 
+_log = structlog.get_logger("rolecall.routing")
+
+
 def route_human(session: Session, message: Message) -> list[Event]:
     """Queue who answers a human message: chat rules, or one interjection in a flow.
 
@@ -32,6 +38,15 @@ def route_human(session: Session, message: Message) -> list[Event]:
     right after the message.
     """
     decision = route("human", message.content, session.world.role_ids)
+    if debug_enabled():
+        _log.debug(
+            "routing",
+            session=session.state.session_id,
+            message_id=message.id,
+            answerers=list(decision.answerers),
+            reason=decision.reason,
+            interjection=session.flow_active,
+        )
     events: list[Event] = []
     if decision.unknown is not None:
         events.append(WarningEvent(message=unknown_mention_notice(decision)))
@@ -46,25 +61,6 @@ def route_human(session: Session, message: Message) -> list[Event]:
     session.state.pending.extend(
         PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
     )
-    return events
-
-
-def human_stop(session: Session) -> list[Event]:
-    """After a human message in a flow: the global stop conditions, evaluated now.
-
-    Conditions see the session as it stands after each message (flows.md), the human's
-    included, so ``{contains: enough, role: human}`` ends a flow when the human says it.
-    When one holds, the interjection just queued is dropped and the session concludes
-    (its final step, if any, then the stop) on its next turn. Returns the events.
-    """
-    engine = session.engine
-    if engine is None or session.finished:
-        return []
-    hit, evaluations = engine.global_stop(session.ctx)
-    events: list[Event] = [*turns.condition_events(evaluations)]
-    if hit is not None:
-        session.state.pending.clear()
-        session.state.extra["concluding"] = [hit.reason, hit.detail]
     return events
 
 

@@ -393,7 +393,7 @@ class Session:
 
     async def say(self, text: str) -> Message:
         """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
-        from rolecall.chat import human_stop, route_human
+        from rolecall.chat import route_human
 
         self.open()
         async with self._lock:
@@ -408,11 +408,9 @@ class Session:
                     await self._emit(route_human(self, message))
             else:
                 caused = route_human(self, message)
-                await self._commit(message, decide=lambda: [*caused, *human_stop(self)])
+                await self._commit(message, decide=lambda: caused)
         if not self._running:
             await self.settle()
-            if "concluding" in self.state.extra and not self.finished:
-                await self.step()  # a stop the human's message made hold
         return message
 
     async def system_message(self, text: str, *, resets: bool = True) -> Message:

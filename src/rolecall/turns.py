@@ -30,7 +30,7 @@ async def flow_turn(session: Session, engine: FlowEngine) -> None:
     if pointer.current is None:
         return
     step = engine.step(pointer.current)
-    target, warning = resolve_target(step.reply_to, state.transcript, step.speaker)
+    target, warning = resolve_target(step.reply_to, state.transcript)
     if warning:
         session.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
     started = session.clock()
@@ -93,7 +93,10 @@ def decide(
     """Evaluate what comes after ``step_id``; update the pointer; the events to publish."""
     pointer = session.state.pointer
     outcome = engine.after_step(step_id, pointer, session.ctx)
-    events: list[Event] = [*condition_events(outcome.evaluations)]
+    events: list[Event] = [
+        ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
+        for where, ev in outcome.evaluations
+    ]
     step = engine.step(step_id)
     events.append(
         make_record(session, step_id, step.speaker, message, iteration, outcome.result, started)
@@ -161,7 +164,7 @@ async def conclude(session: Session, reason: str, detail: str) -> None:
         session._finish(reason, detail)
         return
     session.state.extra["concluding"] = [reason, detail]
-    target, warning = resolve_target(final.reply_to, session.state.transcript, final.speaker)
+    target, warning = resolve_target(final.reply_to, session.state.transcript)
     if warning:
         session.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
     started = session.clock()
@@ -232,17 +235,13 @@ async def extra_turn(
     return message
 
 
-def condition_events(evaluations: list[tuple[str, Evaluation]]) -> list[ConditionEvent]:
-    """One ``system/condition`` event per evaluation made (flows.md, Conditions)."""
-    return [
-        ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
-        for where, ev in evaluations
-    ]
-
-
 def publish_evaluations(session: Session, evaluations: list[tuple[str, Evaluation]]) -> None:
-    for event in condition_events(evaluations):
-        session.bus.publish(event)
+    for where, ev in evaluations:
+        session.bus.publish(
+            ConditionEvent(
+                condition=ev.condition, result=ev.result, detail=ev.detail, context=where
+            )
+        )
 
 
 def make_record(

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
     from rolecall.storage.sqlite import SqliteStore
-    from rolecall.world.library import RoleLibrary
     from rolecall.world.models import World
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -320,8 +319,6 @@ def cmd_worlds(args: argparse.Namespace) -> int:
         steps = len(world.flow.steps) if world.flow else 0
         print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
         return EXIT_OK
-    if args.worlds_command == "show":
-        return _show_world(args, library)
     from rolecall.world import catalog
 
     for entry in catalog.available(Path(args.dir)):
@@ -334,31 +331,6 @@ def cmd_worlds(args: argparse.Namespace) -> int:
                 f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} problems{note}",
                 file=sys.stderr,
             )
-    return EXIT_OK
-
-
-def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
-    """``worlds show``: the roles, then the flow (speaker → reply target per step)."""
-    from rolecall.flows.view import flow_lines
-    from rolecall.world.loader import load_world
-
-    loaded = load_world(args.world, library)
-    world = loaded.world
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"{world.title or world.name}  ({loaded.path})")
-    if world.topic:
-        print(f"topic: {world.topic}")
-    width = max(len(r.id) for r in world.roles)
-    print("roles:")
-    for role in world.roles:
-        print(f"  {role.id:<{width}}  {role.display_name} · {world.model_for(role)}")
-    if world.flow is not None:
-        print("\n".join(flow_lines(world.flow, current=world.flow.start_id)))
-    elif world.mode is not None:
-        print(f"{world.mode} mode: its turns are planned by the mode (docs/modes.md)")
-    else:
-        print("no flow: a chat (rolecall chat WORLD; @role to address one)")
     return EXIT_OK
 
 

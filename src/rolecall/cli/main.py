@@ -15,7 +15,6 @@ EPILOG = """examples:
   rolecall run classroom --mode step          one turn per Enter, q to stop
   rolecall chat panel < questions.txt         piped chat, one message per line
   rolecall worlds validate worlds/classroom   list every problem of a world file
-  rolecall worlds show classroom              its roles, and each step's speaker and target
 """
 
 
@@ -141,7 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the shipped worlds and those under ./worlds/ (marked local; a local one wins)",
     )
     wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
-    add_common_flags(wl, run_flags=False, data_dir_help="the data directory (its role library)")
     wv = wsub.add_parser(
         "validate",
         help="check a world file and list every problem",
@@ -149,19 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wv.add_argument("world", metavar="WORLD")
-    add_common_flags(
-        wv, run_flags=False, data_dir_help="the data directory (its role library for template:)"
-    )
-    ws = wsub.add_parser(
-        "show",
-        help="a world's roles and its flow: each step's speaker and reply target, loops, branches",
-        epilog="example:\n  rolecall worlds show classroom",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ws.add_argument("world", metavar="WORLD")
-    add_common_flags(
-        ws, run_flags=False, data_dir_help="the data directory (its role library for template:)"
-    )
     wn = wsub.add_parser(
         "new",
         help="write a ready-to-edit world folder from a preset",
@@ -174,14 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="preset", required=True, metavar="MODE", help="debate or consensus"
     )
     wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
-    add_common_flags(wn, run_flags=False, data_dir_help="the data directory (unused by new)")
-    wsc = wsub.add_parser(
+    wsub.add_parser(
         "schema",
         help="print the JSON Schema of world.yaml (for editors: see docs/worlds.md)",
         epilog="example:\n  rolecall worlds schema > world.schema.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_common_flags(wsc, run_flags=False, data_dir_help="the data directory (unused by schema)")
     return parser
 
 

@@ -200,6 +200,11 @@ async def live_session(
             totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
             cost=session.state.transcript.cost_usd,
         )
+    from rolecall import debuglog, tracing
+
+    if debuglog.debug_enabled():
+        debuglog.log_events(session)
+    tracer = tracing.trace_session(session) if tracing.configured() else None
     memory = memory_files(args)
     await keep(session, store, memory, world_source=world_source, doc=doc)
     writer = None
@@ -220,6 +225,8 @@ async def live_session(
         exc.session_id = session.session_id  # the message can say what to resume
         raise
     finally:
+        if tracer is not None:
+            tracer.close()
         with anyio.CancelScope(shield=True):
             try:
                 await store.flush(session)

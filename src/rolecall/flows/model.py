@@ -246,7 +246,7 @@ def describe(cond: BaseModel) -> str:
             inner = ", ".join(describe(_cond_model(v)) for v in value)
             parts.append(f"{key}: [{inner}]")
         elif isinstance(value, dict):
-            parts.append(f"{key}: {describe(_cond_model(value))}")
+            parts.append(f"{key}: {{{describe(_cond_model(value))}}}")
         else:
             parts.append(f"{key}: {value}")
     return "{" + ", ".join(parts) + "}"

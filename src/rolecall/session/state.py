@@ -88,8 +88,6 @@ class Transcript:
     turns_by_role: dict[str, int] = field(default_factory=dict)
     known_cost: float = 0.0  # the summed cost of the agent messages whose cost is known
     unpriced: int = 0  # agent messages whose cost is unknown
-    # the latest message whose sender differs from the latest message's sender
-    before_run: Message | None = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -98,8 +96,6 @@ class Transcript:
         return f"m{len(self.messages) + 1}"
 
     def add(self, message: Message) -> None:
-        if self.messages and self.messages[-1].sender != message.sender:
-            self.before_run = self.messages[-1]
         self.messages.append(message)
         self.by_id[message.id] = message
         self.latest_by_sender[message.sender] = message
@@ -125,13 +121,6 @@ class Transcript:
     def cost_usd(self) -> float | None:
         """What the session's generations cost; None when any of them has no known cost."""
         return None if self.unpriced else self.known_cost
-
-    def latest_not_by(self, sender: str) -> Message | None:
-        """The latest message by anyone but ``sender``, in constant time."""
-        if not self.messages:
-            return None
-        last = self.messages[-1]
-        return last if last.sender != sender else self.before_run
 
     def latest(self, sender: str | None = None) -> Message | None:
         if sender is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ import anyio
 import structlog
 
 from rolecall.bus import Envelope
+from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, state_json, world_dict
@@ -256,11 +258,15 @@ class SqliteStore:
                 sid,
             ),
         )
+        started = time.perf_counter() if debug_enabled() else 0.0
         try:
             await self._run(writer.write_batch, batch)
         except BaseException as exc:
             tracked.failed = str(exc) or type(exc).__name__
             raise
+        if started:
+            took = round((time.perf_counter() - started) * 1000, 3)
+            log.debug("store_commit", session=sid, ms=took, events=len(events))
         tracked.messages += len(messages)
         tracked.records += len(records)
         tracked.drafts += len(drafts)

@@ -358,10 +358,7 @@ def _steps_hint(value: str, step_ids: list[str], extra: str) -> str:
 def _cond_refs(where: str, cond: Any, role_ref: Any) -> None:
     if not isinstance(cond, dict):
         return
-    if "role" in cond and ("contains" in cond or "regex" in cond):
-        if cond["role"] != "human":  # what the human said (flows.md, Conditions)
-            role_ref(f"{where}.role", cond["role"])
-    elif "role" in cond and "judge" in cond:
+    if "role" in cond and ("contains" in cond or "regex" in cond or "judge" in cond):
         role_ref(f"{where}.role", cond["role"])
     for key in ("any", "all"):
         if isinstance(cond.get(key), list):

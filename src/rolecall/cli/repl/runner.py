@@ -210,7 +210,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: Command) -> None:
-        from rolecall.flows.view import flow_lines
+        from rolecall.flows.model import describe
 
         s = self.session
         engine = s.engine
@@ -223,16 +223,36 @@ class CommandRunner:
                 self.echo("this world has no flow: it is a chat (type a message, @agent for one)")
             return
         pointer = s.state.pointer
+        flow = engine.flow
+        p = self.palette
+        head = f"flow (start {engine.start}"
+        if flow.stop:
+            head += "; stop when " + " or ".join(describe(c) for c in flow.stop)
+        lines = [head + ")"]
+        width = max(len(st.id) for st in flow.steps)
+        swidth = max(len(st.speaker) for st in flow.steps)
         current = (
             None if s.finished else (pointer.current or (None if pointer.started else engine.start))
         )
-        lines = flow_lines(
-            engine.flow,
-            pointer=pointer,
-            transcript=s.state.transcript,
-            current=current,
-            paint=self.palette.role,
-        )
+        for st in flow.steps:
+            n = pointer.exec_counts.get(st.id, 0)
+            mark = "▶" if st.id == current else ("✓" if n else " ")
+            speaker = p.role(st.speaker, f"{st.speaker:<{swidth}}")
+            line = f"  {mark} {st.id:<{width}}  {speaker}  ran {n}×"
+            if st.loop is not None:
+                line += f"  loop → {st.loop.to} ({n}/{st.loop.max})"
+                if st.loop.until is not None:
+                    line += f" until {describe(st.loop.until)}"
+            if isinstance(st.next, str):
+                line += f"  then {st.next}"
+            elif isinstance(st.next, list):
+                line += "  then " + ", ".join(
+                    (f"{b.goto} if {describe(b.when)}" if b.when is not None else b.goto)
+                    for b in st.next
+                )
+            lines.append(line)
+        if flow.final is not None:
+            lines.append(f"    {flow.final.id:<{width}}  {flow.final.speaker}  (final step)")
         if s.finished:
             lines.append(f"finished: {s.state.stop_reason}")
         else:

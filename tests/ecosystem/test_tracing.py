@@ -1,0 +1,93 @@
+"""OpenTelemetry spans of a session, read back from the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from rolecall.runtime import Session
+from rolecall.tracing import trace_session
+from tests.helpers import scripted_world
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.mark.anyio
+async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanExporter) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    world = scripted_world(
+        [
+            {"id": "ask", "speaker": "student"},
+            {"id": "answer", "speaker": "teacher", "loop": {"to": "ask", "max": 2}},
+        ]
+    )
+    session = Session(world)
+    trace_session(session, tracer_provider=provider)
+    await session.run()
+
+    spans = exporter.get_finished_spans()
+    (root,) = [s for s in spans if s.name == "session t"]
+    turns = [s for s in spans if s.name.startswith("turn ")]
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert len(turns) == len(chats) == 4
+    assert root.attributes["rolecall.world"] == "t"
+    assert root.attributes["rolecall.session_id"] == session.state.session_id
+    assert root.attributes["rolecall.stop_reason"] == "flow_end"
+    assert root.parent is None
+
+    assert [t.attributes["rolecall.step"] for t in turns] == ["ask", "answer", "ask", "answer"]
+    assert [t.attributes["rolecall.loop_iteration"] for t in turns] == [0, 0, 1, 1]
+    assert turns[1].attributes["rolecall.reply_target"] == "student"
+    assert all(t.parent is not None and t.parent.span_id == root.context.span_id for t in turns)
+
+    by_turn = {t.context.span_id: t for t in turns}
+    messages = session.state.transcript.messages
+    for chat, message in zip(chats, messages, strict=True):
+        assert chat.kind == SpanKind.CLIENT
+        assert chat.parent is not None and chat.parent.span_id in by_turn
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.system"] == "rolecall"
+        assert chat.attributes["gen_ai.request.model"] == "scripted"
+        assert chat.attributes["gen_ai.usage.input_tokens"] == message.input_tokens
+        assert chat.attributes["gen_ai.usage.output_tokens"] == message.output_tokens
+        assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+        assert chat.status.status_code != StatusCode.ERROR
+
+
+@pytest.mark.anyio
+async def test_a_failed_generation_is_an_error_span(exporter: InMemorySpanExporter) -> None:
+    from collections.abc import AsyncIterator
+
+    from rolecall.errors import ProviderUnavailable
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta
+
+    class Broken:
+        name = "broken"
+
+        async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+            yield TextDelta("half")
+            raise ProviderUnavailable("broken: the stream broke", model="broken")
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    world = scripted_world([{"id": "ask", "speaker": "student"}])
+    models = ModelRegistry()
+    models.register("scripted", Broken())
+    session = Session(world, models=models)
+    trace_session(session, tracer_provider=provider)
+    await session.run()
+
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    chat = spans["chat scripted"]
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    assert spans["turn student"].status.status_code == StatusCode.ERROR
+    assert spans["session t"].attributes["rolecall.pause_reason"] == "error"
