@@ -222,3 +222,31 @@ def test_ctrl_c_cancels_a_generation_and_resume_continues(terminal: Callable[[],
         messages = [json.loads(b)["sender"] for (b,) in db.execute("SELECT body FROM messages")]
     assert len(drafts) == 1 and json.loads(drafts[0][0])["reason"] == "cancelled"
     assert messages == ["human", "historian"]
+
+
+def test_the_toolbar_shows_the_sessions_cost(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    world = tmp_path / "priced.yaml"
+    world.write_text(
+        "name: priced\nmodel: scripted\nroles:\n"
+        "  - id: seller\n    script: ['a fair price for {topic}']\n"
+        "    price: {input_per_mtok: 1000, output_per_mtok: 1000}\n",
+        encoding="utf-8",
+    )
+    t = terminal()
+    t.start(str(world))
+    t.ready()
+    assert "$" not in toolbar(t.screen())  # nothing spent yet
+    t.type("@seller how much?")
+    t.key("Enter")
+    screen = t.wait_for(lambda s: "seller → human" in s and " · $0.0" in toolbar(s))
+    ((sid, _, _),) = stored(t.home)
+    with sqlite3.connect(t.home / "rolecall.db") as db:
+        (cost,) = db.execute(
+            "SELECT SUM(json_extract(body, '$.cost_usd')) FROM messages WHERE session_id = ?",
+            (sid,),
+        ).fetchone()
+    from rolecall.money import money
+
+    assert f" · {money(cost)} │" in toolbar(screen)
