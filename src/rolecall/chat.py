@@ -1,20 +1,21 @@
-"""Chat turns (chat.md) and flow interjections (flows.md) for a :class:`Session`.
+"""The chat driver: chat turns (chat.md) and flow interjections (flows.md).
 
 The decisions come from the pure :mod:`rolecall.routing` functions; this module
 applies them to the session: it queues the replies that are due, enforces the
 per-agent turn limit, strips self-mentions, adds auto-mentions, and ends an exchange
-on a pass.
+on a pass. Each due reply becomes a :class:`~rolecall.plans.TurnPlan` the runtime runs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import datetime
 
 import structlog
 
 from rolecall import turns
 from rolecall.bus import Event, PassEvent, TurnLimitEvent, WarningEvent
 from rolecall.debuglog import debug_enabled
+from rolecall.plans import Host, Next, Spoken, TurnPlan
 from rolecall.routing import (
     auto_mention,
     extract_pass,
@@ -22,16 +23,12 @@ from rolecall.routing import (
     strip_self_mentions,
     unknown_mention_notice,
 )
-from rolecall.session.state import Message, PendingReply
-
-if TYPE_CHECKING:
-    from rolecall.runtime import Session
-
+from rolecall.session.state import Concluding, Message, PendingReply
 
 _log = structlog.get_logger("rolecall.routing")
 
 
-def route_human(session: Session, message: Message) -> list[Event]:
+def route_human(session: Host, message: Message) -> list[Event]:
     """Queue who answers a human message: chat rules, or one interjection in a flow.
 
     Returns the events of the decision (an unknown-mention notice), to be published
@@ -64,59 +61,84 @@ def route_human(session: Session, message: Message) -> list[Event]:
     return events
 
 
-async def answer_pending(session: Session) -> None:
-    """Run the first due reply (called under the session's turn lock)."""
+def human_stop(session: Host) -> list[Event]:
+    """After a human message in a flow: the global stop conditions, evaluated now.
+
+    Conditions see the session as it stands after each message (flows.md), the human's
+    included, so ``{contains: enough, role: human}`` ends a flow when the human says it.
+    When one holds, the interjection just queued is dropped and the session concludes
+    (its final step, if any, then the stop) on its next turn. Returns the events.
+    """
+    engine = session.engine
+    if engine is None or session.finished:
+        return []
+    hit, evaluations = engine.global_stop(session.ctx)
+    events = turns.condition_events(evaluations)
+    if hit is not None:
+        session.state.pending.clear()
+        session.state.concluding = Concluding(hit.reason, hit.detail)
+    return events
+
+
+async def next_pending(session: Host) -> Next:
+    """The first due reply as a plan (called under the session's turn lock)."""
     state = session.state
     item = state.pending.pop(0)
     target = state.transcript.by_id[item.message_id]
     role = session.world.role(item.agent)
     if item.kind == "interjection":
-        await _interjection(session, item, target)
-        return
+        return _interjection(session, item, target)
     limit = session.world.settings.turn_limit
     count = state.turn_counts.get(role.id, 0)
     if count >= limit:
         _end_exchange(session, target)  # the floor returns to the human
-        if role.id not in state.limit_notified:
-            state.limit_notified.add(role.id)
-            text = (
-                f"@human turn limit reached: {role.id} made {count} LLM calls without human input"
-            )
-            await _notice(session, text)
+        if role.id in state.limit_notified:
+            return None
+        state.limit_notified.add(role.id)
+        text = f"@human turn limit reached: {role.id} made {count} LLM calls without human input"
+
+        async def notified(_: Spoken) -> Next:
             session.bus.publish(TurnLimitEvent(agent=role.id, count=count, limit=limit))
-        return
+            return None
+
+        # a system message agents remember; it ends an episode, so it resets nothing
+        return TurnPlan("system", text=text, then=notified)
     state.turn_counts[role.id] = count + 1  # counted just before the call
-    generated = await session._call(role, target, step_id=None, loop_iteration=None)
-    if generated is None:
-        state.turn_counts[role.id] = count
-        if not session.finished:
-            state.pending.insert(0, item)  # resume answers it
-        return
-    text, passed = extract_pass(generated.text)
-    text = strip_self_mentions(text, role.id)
-    if passed:
-        _end_exchange(session, target)  # a pass is terminal for the exchange
-        message_id = None
-        if text.strip():
-            message = session._message(
-                role.id, "agent", text.strip(), target=target, generated=generated
-            )
-            await session._commit(message)
-            message_id = message.id
-        session.bus.publish(PassEvent(agent=role.id, message_id=message_id))
-        return
-    text = auto_mention(text, target.sender, role.id, session.world.role_ids)
-    message = session._message(role.id, "agent", text, target=target, generated=generated)
-    await session._commit(message)
-    decision = route(role.id, text, session.world.role_ids)
-    if decision.unknown is not None:
-        session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
-    state.pending.extend(
-        PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
-    )
+    passed = False
+
+    def shape(generated: str) -> str | None:
+        nonlocal passed
+        text, passed = extract_pass(generated)
+        text = strip_self_mentions(text, role.id)
+        if passed:
+            _end_exchange(session, target)  # a pass is terminal for the exchange
+            return text.strip() or None
+        return auto_mention(text, target.sender, role.id, session.world.role_ids)
+
+    async def then(spoken: Spoken) -> Next:
+        if not spoken.generated:
+            state.turn_counts[role.id] = count
+            if not session.finished:
+                state.pending.insert(0, item)  # resume answers it
+            return None
+        message = spoken.message
+        if passed:
+            message_id = message.id if message is not None else None
+            session.bus.publish(PassEvent(agent=role.id, message_id=message_id))
+            return None
+        assert message is not None
+        decision = route(role.id, message.content, session.world.role_ids)
+        if decision.unknown is not None:
+            session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
+        state.pending.extend(
+            PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
+        )
+        return None
+
+    return TurnPlan(role.id, target, shape=shape, then=then)
 
 
-def _exchange_root(session: Session, message: Message) -> str:
+def _exchange_root(session: Host, message: Message) -> str:
     """The id of the message that started ``message``'s exchange (its first reply_to)."""
     by_id = session.state.transcript.by_id
     while message.reply_to is not None and message.reply_to in by_id:
@@ -124,7 +146,7 @@ def _exchange_root(session: Session, message: Message) -> str:
     return message.id
 
 
-def _end_exchange(session: Session, answering: Message) -> None:
+def _end_exchange(session: Host, answering: Message) -> None:
     """Drop every reply still queued in the exchange of ``answering`` (a limit or a pass).
 
     Replies queued for another exchange (a human message sent while this one was still
@@ -140,38 +162,37 @@ def _end_exchange(session: Session, answering: Message) -> None:
     ]
 
 
-async def _notice(session: Session, text: str) -> None:
-    """A system message agents remember; it ends an episode, so it resets nothing."""
-    message = session._message("system", "system", text)
-    await session._commit(message)
-
-
-async def _interjection(session: Session, item: PendingReply, target: Message) -> None:
+def _interjection(session: Host, item: PendingReply, target: Message) -> Next:
     state = session.state
-    pointer = state.pointer
-    iteration = pointer.exec_counts.get("interjection", 0)
-    started = session.clock()
-    generated = await session._call(
-        session.world.role(item.agent), target, step_id="interjection", loop_iteration=iteration
-    )
-    if generated is None:
-        if not session.finished:
-            state.pending.insert(0, item)
-        return
-    message = session._message(
+    iteration = state.pointer.exec_counts.get("interjection", 0)
+
+    def decide(message: Message, started: datetime) -> list[Event]:
+        return [
+            turns.make_record(
+                session, "interjection", item.agent, message, iteration, "success", started
+            )
+        ]
+
+    async def then(spoken: Spoken) -> Next:
+        if spoken.message is None:
+            if not session.finished:
+                state.pending.insert(0, item)
+            return None
+        if session.engine is not None:
+            hit, evaluations = session.engine.global_stop(session.ctx)
+            for event in turns.condition_events(evaluations):
+                session.bus.publish(event)
+            if hit is not None:
+                session.finish(hit.reason, hit.detail)
+        return None
+
+    return TurnPlan(
         item.agent,
-        "agent",
-        strip_self_mentions(generated.text, item.agent),
-        target=target,
+        target,
         step_id="interjection",
         loop_iteration=iteration,
-        generated=generated,
+        begin=True,
+        shape=lambda text: strip_self_mentions(text, item.agent),
+        decide=decide,
+        then=then,
     )
-    await session._commit(message)
-    pointer.begin("interjection")
-    turns.record(session, "interjection", item.agent, message, iteration, "success", started)
-    if session.engine is not None:
-        hit, evaluations = session.engine.global_stop(session.ctx)
-        turns.publish_evaluations(session, evaluations)
-        if hit is not None:
-            session._finish(hit.reason, hit.detail)

@@ -13,11 +13,12 @@ is logged unless the ``rolecall`` logger is enabled for DEBUG (the CLI's ``-vv``
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
 from rolecall.bus import (
+    Bus,
     ConditionEvent,
     Envelope,
     MessageEvent,
@@ -29,11 +30,16 @@ from rolecall.bus import (
     StreamStart,
     TurnLimitEvent,
 )
-
-if TYPE_CHECKING:
-    from rolecall.runtime import Session
+from rolecall.session.state import SessionState
 
 log = structlog.get_logger("rolecall.flow")
+
+
+class Observed(Protocol):
+    """What the event log needs of a session: its bus and its state."""
+
+    bus: Bus
+    state: SessionState
 
 
 def debug_enabled() -> bool:
@@ -95,7 +101,7 @@ class EventLog:
             debug("session_stop", reason=event.reason, detail=event.detail)
 
 
-def log_events(session: Session) -> EventLog:
+def log_events(session: Observed) -> EventLog:
     """Log ``session``'s events at DEBUG level from now on."""
     events = EventLog(session.state.session_id)
     session.bus.subscribe(events, name="debug-log")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 import anyio
 import structlog
 
-from rolecall import turns
+from rolecall import chat, turns
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import (
     AgentEvent,
@@ -38,6 +37,8 @@ from rolecall.flows.targets import budget_block
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, Persona, Price, TurnInfo, prompt_tokens
+from rolecall.modes import install as install_modes
+from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.prompt import build_prompt, system_text
 from rolecall.routing import find_mentions
 from rolecall.session.state import (
@@ -53,18 +54,6 @@ log = structlog.get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
 TurnHook = Callable[["Session"], Awaitable[None]]
-MessageHook = Callable[["Session", Message], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class PlannedTurn:
-    """What a director wants next: who speaks, to which message, as which step."""
-
-    speaker: str
-    target: Message | None
-    step_id: str
-    instruction: str | None = None
-    loop_iteration: int = 0
 
 
 class Store(Protocol):
@@ -72,29 +61,6 @@ class Store(Protocol):
 
     async def commit(self, session: Session) -> None:
         """One transaction: the events stamped since the last one, new messages, state."""
-        ...
-
-
-class Director(Protocol):
-    """Decides the speaking order instead of a flow (e.g. study mode's role queues).
-
-    A director keeps whatever must survive save/restore in ``session.state.extra``.
-    """
-
-    def plan(self, session: Session) -> PlannedTurn | tuple[str, str]:
-        """The next turn, or ``(stop reason, detail)`` when the dialogue is complete."""
-        ...
-
-    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> list[Event]:
-        """The planned turn's message is final: update state, return the events it causes.
-
-        Called just before the message is stored; the state and the returned events
-        are stored with it and published right after it.
-        """
-        ...
-
-    def human(self, session: Session, message: Message) -> bool:
-        """A human message arrived; True when the director consumed it (no routing)."""
         ...
 
 
@@ -130,9 +96,9 @@ class Session:
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)
-        self.final_instruction: Callable[[Session], str | None] | None = None
+        self.final_instruction: Callable[[Host], str | None] | None = None
         self.store: Store | None = None
-        self.ctx.judge_scores = self.state.extra.setdefault("judge_scores", {})
+        self.ctx.judge_scores = self.state.judge_scores
         self._lock = anyio.Lock()
         self._running = False
         self._pause_requested: str | None = None
@@ -142,9 +108,7 @@ class Session:
         self._system_texts: dict[str, str] = {}  # per role; the world is immutable
         self.log = log.bind(session=self.state.session_id, world=world.name)
         if _uses_modes(world):
-            from rolecall.modes import install
-
-            install(self)
+            install_modes(self)
 
     # ------------------------------------------------------------------ state
     @property
@@ -183,7 +147,7 @@ class Session:
         self.state.pause_reason = reason if new == "paused" else None
         self.bus.publish(SessionEvent(state=new, reason=reason))
 
-    def _finish(self, reason: str, detail: str = "") -> None:
+    def finish(self, reason: str, detail: str = "") -> None:
         if self.finished:
             return
         self.state.stop_reason = reason
@@ -217,7 +181,7 @@ class Session:
             self._stop_requested = True
         else:
             self.open()
-            self._finish(reason, detail)
+            self.finish(reason, detail)
 
     def forget(self, agent: str) -> None:
         """Clear an agent's memory: later prompts start after this point; its turn count is 0."""
@@ -282,7 +246,7 @@ class Session:
     def _check_requests(self) -> bool:
         if self._stop_requested:
             self._stop_requested = False
-            self._finish("manual", "stopped by the user")
+            self.finish("manual", "stopped by the user")
             return True
         if self._pause_requested:
             reason, self._pause_requested = self._pause_requested, None
@@ -291,28 +255,37 @@ class Session:
         return False
 
     async def _turn(self, *, pending_only: bool = False) -> bool:
+        """One turn: ask the drivers for the next node, then run plans until none follows."""
         async with self._lock:
             if self.finished:
                 return False
-            if self.state.pending:
-                await self._pending_turn()
-            elif pending_only:
+            due, node = await self._next(pending_only=pending_only)
+            if not due:
                 return False
-            elif "undecided" in self.state.extra and self.engine is not None:
-                message_id = self.state.extra["undecided"][3]
-                await turns.after_hooks(self, self.engine, self.state.transcript.by_id[message_id])
-            elif "concluding" in self.state.extra:
-                reason, detail = self.state.extra["concluding"]
-                await turns.conclude(self, reason, detail)
-            elif self.director is not None:
-                await turns.director_turn(self, self.director)
-            elif self.engine is not None:
-                await turns.flow_turn(self, self.engine)
-            else:
-                return False
+            while node is not None:
+                if isinstance(node, Stop):
+                    node = turns.conclude(self, node)
+                    continue
+                spoken = await self.speak(node)
+                node = await node.then(spoken) if node.then is not None else None
             for hook in self.turn_hooks:
                 await hook(self)
             return True
+
+    async def _next(self, *, pending_only: bool) -> tuple[bool, Next]:
+        """Whether a turn is due, and its first node: a due reply first, then the flow
+        (an interrupted decision, the final step, the next step) or the director."""
+        if self.state.pending:
+            return True, await chat.next_pending(self)
+        if pending_only:
+            return False, None
+        if self.engine is not None and (self.state.undecided or self.state.concluding):
+            return True, await turns.resume_flow(self, self.engine)
+        if self.director is not None:
+            return True, turns.director_plan(self, self.director)
+        if self.engine is not None:
+            return True, turns.flow_plan(self, self.engine)
+        return False, None
 
     # ------------------------------------------------------------- messages
     def _message(
@@ -362,22 +335,54 @@ class Session:
             cost_usd=message.cost_usd,
         )
 
-    async def _commit(
-        self, message: Message, *, decide: Callable[[], list[Event]] | None = None
-    ) -> None:
-        """Add, store, then publish: whatever a subscriber has seen is already committed.
+    async def speak(self, plan: TurnPlan) -> Spoken:
+        """The one turn primitive: call (or take the plan's text), build, store, publish.
 
-        ``decide`` runs once the message is in the transcript (conditions see it) and
-        returns the events of that decision; they are stored in the same transaction
-        and published right after the message event.
+        ``plan.decide`` runs once the message is in the transcript (conditions see it)
+        and returns the events of that decision; they are stored in the same
+        transaction and published right after the message's event.
         """
+        started = self.clock()
+        generated: Generated | None = None
+        text = plan.text
+        if text is None:
+            generated = await self._call(
+                self.world.role(plan.speaker),
+                plan.target,
+                step_id=plan.step_id,
+                loop_iteration=plan.loop_iteration,
+                instruction=plan.instruction,
+                finish_on_budget=plan.finish_on_budget,
+            )
+            if generated is None:
+                return Spoken(None, generated=False)
+            text = generated.text if plan.shape is None else plan.shape(generated.text)
+            if text is None:
+                return Spoken(None, generated=True)
+        kind: SenderKind = "agent"
+        if plan.speaker == "human":
+            kind = "human"
+        elif plan.speaker == "system":
+            kind = "system"
+        message = self._message(
+            plan.speaker,
+            kind,
+            text,
+            target=plan.target,
+            step_id=plan.step_id,
+            loop_iteration=plan.loop_iteration,
+            generated=generated,
+        )
+        if plan.begin and plan.step_id is not None:
+            self.state.pointer.begin(plan.step_id)
         self.state.transcript.add(message)
         events: list[Event] = [self._message_event(message)]
-        if decide is not None:
-            events.extend(decide())
-        await self._emit(events, message)
+        if plan.decide is not None:
+            events.extend(plan.decide(message, started))
+        await self.emit(events, message)
+        return Spoken(message, generated=generated is not None)
 
-    async def _emit(self, events: list[Event], message: Message | None = None) -> None:
+    async def emit(self, events: list[Event], message: Message | None = None) -> None:
         """Stamp; store (one transaction), then run the commit hooks (memory files); deliver.
 
         The store is the source of truth and goes first: a memory file that missed a
@@ -393,35 +398,42 @@ class Session:
 
     async def say(self, text: str) -> Message:
         """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
-        from rolecall.chat import route_human
-
         self.open()
         async with self._lock:
-            message = self._message("human", "human", text)
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()
             # who answers is decided before the message is stored, so the replies owed
             # are stored with it (a crash right after loses none of them)
-            if self.director is not None:
-                await self._commit(message)
-                if not self.director.human(self, message):
-                    await self._emit(route_human(self, message))
+            director = self.director
+            if director is not None:
+                spoken = await self.speak(TurnPlan("human", text=text))
+                assert spoken.message is not None
+                if not director.human(self, spoken.message):
+                    await self.emit(chat.route_human(self, spoken.message))
             else:
-                caused = route_human(self, message)
-                await self._commit(message, decide=lambda: caused)
+                spoken = await self.speak(
+                    TurnPlan(
+                        "human",
+                        text=text,
+                        decide=lambda m, _: [*chat.route_human(self, m), *chat.human_stop(self)],
+                    )
+                )
+            assert spoken.message is not None
         if not self._running:
             await self.settle()
-        return message
+            if self.state.concluding is not None and not self.finished:
+                await self.step()  # a stop the human's message made hold
+        return spoken.message
 
     async def system_message(self, text: str, *, resets: bool = True) -> Message:
         """A system message every agent remembers; it resets turn counts (chat.md)."""
         async with self._lock:
-            message = self._message("system", "system", text)
             if resets:
                 self.state.turn_counts.clear()
                 self.state.limit_notified.clear()
-            await self._commit(message)
-        return message
+            spoken = await self.speak(TurnPlan("system", text=text))
+        assert spoken.message is not None
+        return spoken.message
 
     # ----------------------------------------------------------- generation
     async def _call(
@@ -470,7 +482,7 @@ class Session:
         blocked = budget_block(settings, transcript, next_input, next_cost)
         if blocked is not None:
             if finish_on_budget:
-                self._finish(*blocked)
+                self.finish(*blocked)
             return None
         request = GenerationRequest(
             model=model_name,
@@ -537,25 +549,6 @@ class Session:
                 self.log.info("generation_failed", model=request.model, error=str(failure.error))
             self._pause("error" if failure.reason == "error" else "cancelled")
             return None
-
-    # ------------------------------------------------------------------ flow
-    async def extra_turn(
-        self,
-        role_id: str,
-        target: Message | None,
-        *,
-        step_id: str,
-        instruction: str | None = None,
-    ) -> Message | None:
-        """A turn outside the flow's steps (a judge's verdict): see :func:`turns.extra_turn`."""
-        return await turns.extra_turn(
-            self, role_id, target, step_id=step_id, instruction=instruction
-        )
-
-    async def _pending_turn(self) -> None:
-        from rolecall.chat import answer_pending
-
-        await answer_pending(self)
 
 
 def _uses_modes(world: World) -> bool:

@@ -1,89 +1,93 @@
-"""Turns driven by a flow or a director, the closing final step, and extra turns.
+"""The flow driver: flow steps and their decision, director turns, the final step, extra turns.
 
-Each function takes the :class:`Session` whose turn lock is held by the caller. A
-flow turn stores its message and the decision that follows it (conditions, the
-execution-log record, the pointer) in one transaction; with message hooks (a judge)
-the decision is stored right after them, and an interrupted decision is redone on
-resume without regenerating the message.
+Each function takes the :class:`~rolecall.plans.Host` whose turn lock is held by the
+caller and returns the next node (:class:`~rolecall.plans.TurnPlan`,
+:class:`~rolecall.plans.Stop` or None); the runtime runs plans with its one primitive,
+``speak``. A flow turn stores its message and the decision that follows it
+(conditions, the execution-log record, the pointer) in one transaction; with message
+hooks (a judge) the decision is stored right after them, and an interrupted decision is
+redone on resume without regenerating the message.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from rolecall.bus import ConditionEvent, Event, StepEvent, WarningEvent
 from rolecall.flows.conditions import Evaluation
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import resolve_target
-from rolecall.session.state import ExecutionRecord, Message
-
-if TYPE_CHECKING:
-    from rolecall.runtime import Director, Session
+from rolecall.plans import Director, Host, Next, Spoken, Stop, TurnPlan
+from rolecall.session.state import Concluding, ExecutionRecord, Message, Undecided
 
 
-async def flow_turn(session: Session, engine: FlowEngine) -> None:
-    state = session.state
+# ------------------------------------------------------------------------ flow
+def flow_plan(host: Host, engine: FlowEngine) -> Next:
+    """The flow's current step as a plan (None when the flow has nowhere to go)."""
+    state = host.state
     pointer = state.pointer
     if not pointer.started and pointer.current is None:
         pointer.current = engine.start
     if pointer.current is None:
-        return
+        return None
     step = engine.step(pointer.current)
-    target, warning = resolve_target(step.reply_to, state.transcript)
+    target, warning = resolve_target(step.reply_to, state.transcript, step.speaker)
     if warning:
-        session.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
-    started = session.clock()
+        host.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
     iteration = pointer.exec_counts.get(step.id, 0)
-    generated = await session._call(
-        session.world.role(step.speaker),
+
+    def decide_now(message: Message, started: datetime) -> list[Event]:
+        if host.message_hooks:  # the decision waits for the hooks (a judge)
+            state.undecided = Undecided(step.id, iteration, started, message.id)
+            return []
+        return decide(host, engine, step.id, message, iteration, started)
+
+    async def then(spoken: Spoken) -> Next:
+        if spoken.message is not None and host.message_hooks:
+            return await after_hooks(host, engine, spoken.message)
+        return _concluding(host)
+
+    return TurnPlan(
+        step.speaker,
         target,
         step_id=step.id,
         loop_iteration=iteration,
         instruction=step.instruction,
+        begin=True,
+        decide=decide_now,
+        then=then,
     )
-    if generated is None:
-        return
-    message = session._message(
-        step.speaker,
-        "agent",
-        generated.text,
-        target=target,
-        step_id=step.id,
-        loop_iteration=iteration,
-        generated=generated,
-    )
-    pointer.begin(step.id)
-    if session.message_hooks:
-        session.state.extra["undecided"] = [step.id, iteration, started.isoformat(), message.id]
-        await session._commit(message)
-        await after_hooks(session, engine, message)
-    else:
-        await session._commit(
-            message, decide=lambda: decide(session, engine, step.id, message, iteration, started)
-        )
-    if "concluding" in session.state.extra:
-        reason, detail = session.state.extra["concluding"]
-        await conclude(session, reason, detail)
 
 
-async def after_hooks(session: Session, engine: FlowEngine, message: Message) -> None:
+async def resume_flow(host: Host, engine: FlowEngine) -> Next:
+    """Redo an interrupted decision (hooks first), or go on to the final step."""
+    undecided = host.state.undecided
+    if undecided is not None:
+        return await after_hooks(host, engine, host.state.transcript.by_id[undecided.message_id])
+    return _concluding(host)
+
+
+async def after_hooks(host: Host, engine: FlowEngine, message: Message) -> Next:
     """Run message hooks (a judge), then decide; also resumes an undecided step."""
-    step_id, iteration, started, _ = session.state.extra["undecided"]
-    for hook in session.message_hooks:
-        await hook(session, message)
-    if session.state.state == "paused":
-        return  # a hook's generation failed; resume runs the hooks again
-    await session._emit(
-        decide(session, engine, step_id, message, iteration, datetime.fromisoformat(started))
+    undecided = host.state.undecided
+    assert undecided is not None
+    for hook in host.message_hooks:
+        await hook(host, message)
+    if host.state.state == "paused":
+        return None  # a hook's generation failed; resume runs the hooks again
+    await host.emit(
+        decide(host, engine, undecided.step_id, message, undecided.iteration, undecided.started)
     )
-    if "concluding" in session.state.extra:
-        reason, detail = session.state.extra["concluding"]
-        await conclude(session, reason, detail)
+    return _concluding(host)
+
+
+def _concluding(host: Host) -> Next:
+    concluding = host.state.concluding
+    return None if concluding is None else Stop(concluding.reason, concluding.detail)
 
 
 def decide(
-    session: Session,
+    host: Host,
     engine: FlowEngine,
     step_id: str,
     message: Message,
@@ -91,122 +95,97 @@ def decide(
     started: datetime,
 ) -> list[Event]:
     """Evaluate what comes after ``step_id``; update the pointer; the events to publish."""
-    pointer = session.state.pointer
-    outcome = engine.after_step(step_id, pointer, session.ctx)
-    events: list[Event] = [
-        ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
-        for where, ev in outcome.evaluations
-    ]
+    state = host.state
+    outcome = engine.after_step(step_id, state.pointer, host.ctx)
+    events: list[Event] = condition_events(outcome.evaluations)
     step = engine.step(step_id)
     events.append(
-        make_record(session, step_id, step.speaker, message, iteration, outcome.result, started)
+        make_record(host, step_id, step.speaker, message, iteration, outcome.result, started)
     )
-    pointer.current = outcome.next_step
-    session.state.extra.pop("undecided", None)
+    state.pointer.current = outcome.next_step
+    state.undecided = None
     if outcome.next_step is None:
-        session.state.extra["concluding"] = [
-            outcome.stop_reason or "flow_end",
-            outcome.stop_detail,
-        ]
+        state.concluding = Concluding(outcome.stop_reason or "flow_end", outcome.stop_detail)
     return events
 
 
-async def director_turn(session: Session, director: Director) -> None:
-    planned = director.plan(session)
-    if isinstance(planned, tuple):
-        await conclude(session, *planned)
-        return
-    started = session.clock()
-    generated = await session._call(
-        session.world.role(planned.speaker),
+# -------------------------------------------------------------------- director
+def director_plan(host: Host, director: Director) -> Next:
+    """The director's next turn as a plan (its message hooks run after it)."""
+    planned = director.plan(host)
+    if isinstance(planned, Stop):
+        return planned
+
+    def decide_now(message: Message, started: datetime) -> list[Event]:
+        caused = director.completed(host, planned, message)
+        step_id = planned.step_id or ""
+        iteration = planned.loop_iteration or 0
+        record = make_record(host, step_id, planned.speaker, message, iteration, "success", started)
+        return [record, *caused]
+
+    async def then(spoken: Spoken) -> Next:
+        if spoken.message is not None:
+            for hook in host.message_hooks:
+                await hook(host, spoken.message)
+        return None
+
+    return TurnPlan(
+        planned.speaker,
         planned.target,
         step_id=planned.step_id,
         loop_iteration=planned.loop_iteration,
         instruction=planned.instruction,
+        begin=True,
+        decide=decide_now,
+        then=then,
     )
-    if generated is None:
-        return
-    message = session._message(
-        planned.speaker,
-        "agent",
-        generated.text,
-        target=planned.target,
-        step_id=planned.step_id,
-        loop_iteration=planned.loop_iteration,
-        generated=generated,
-    )
-    session.state.pointer.begin(planned.step_id)
-    caused = director.completed(session, planned, message)
-    await session._commit(
-        message,
-        decide=lambda: [
-            make_record(
-                session,
-                planned.step_id,
-                planned.speaker,
-                message,
-                planned.loop_iteration,
-                "success",
-                started,
-            ),
-            *caused,
-        ],
-    )
-    for hook in session.message_hooks:
-        await hook(session, message)
 
 
-async def conclude(session: Session, reason: str, detail: str) -> None:
+# ----------------------------------------------------------------------- final
+def conclude(host: Host, stop: Stop) -> Next:
     """Finish, after the flow's final step (a synthesis) when it has one."""
-    final = session.engine.flow.final if session.engine is not None else None
-    if final is None or reason == "manual" or session.state.extra.get("final_done"):
-        session.state.extra.pop("concluding", None)
-        session._finish(reason, detail)
-        return
-    session.state.extra["concluding"] = [reason, detail]
-    target, warning = resolve_target(final.reply_to, session.state.transcript)
+    state = host.state
+    final = host.engine.flow.final if host.engine is not None else None
+    if final is None or stop.reason == "manual" or state.final_done:
+        state.concluding = None
+        host.finish(stop.reason, stop.detail)
+        return None
+    state.concluding = Concluding(stop.reason, stop.detail)
+    target, warning = resolve_target(final.reply_to, state.transcript, final.speaker)
     if warning:
-        session.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
-    started = session.clock()
-    generated = await session._call(
-        session.world.role(final.speaker),
+        host.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
+    instruction = (
+        host.final_instruction(host) if host.final_instruction is not None else final.instruction
+    )
+
+    def decide_now(message: Message, started: datetime) -> list[Event]:
+        state.final_done = True
+        return [make_record(host, final.id, final.speaker, message, 0, "success", started)]
+
+    async def then(spoken: Spoken) -> Next:
+        if spoken.message is None and state.state == "paused":
+            return None  # failed or cancelled: resume tries the final step again
+        state.final_done = True
+        state.concluding = None
+        host.finish(stop.reason, stop.detail)
+        return None
+
+    return TurnPlan(
+        final.speaker,
         target,
         step_id=final.id,
         loop_iteration=0,
-        instruction=(
-            session.final_instruction(session)
-            if session.final_instruction is not None
-            else final.instruction
-        ),
+        instruction=instruction,
         finish_on_budget=False,
+        begin=True,
+        decide=decide_now,
+        then=then,
     )
-    if generated is None and session.state.state == "paused":
-        return  # failed or cancelled: resume tries the final step again
-    if generated is not None:
-        message = session._message(
-            final.speaker,
-            "agent",
-            generated.text,
-            target=target,
-            step_id=final.id,
-            loop_iteration=0,
-            generated=generated,
-        )
-        session.state.pointer.begin(final.id)
-        session.state.extra["final_done"] = True
-        await session._commit(
-            message,
-            decide=lambda: [
-                make_record(session, final.id, final.speaker, message, 0, "success", started)
-            ],
-        )
-    session.state.extra["final_done"] = True
-    session.state.extra.pop("concluding", None)
-    session._finish(reason, detail)
 
 
+# ----------------------------------------------------------------------- extra
 async def extra_turn(
-    session: Session,
+    host: Host,
     role_id: str,
     target: Message | None,
     *,
@@ -218,34 +197,23 @@ async def extra_turn(
     Counted in every budget; it leaves no execution-log record. None when the
     budgets forbid it or the generation failed.
     """
-    generated = await session._call(
-        session.world.role(role_id),
-        target,
-        step_id=step_id,
-        loop_iteration=None,
-        instruction=instruction,
-        finish_on_budget=False,
+    plan = TurnPlan(
+        role_id, target, step_id=step_id, instruction=instruction, finish_on_budget=False
     )
-    if generated is None:
-        return None
-    message = session._message(
-        role_id, "agent", generated.text, target=target, step_id=step_id, generated=generated
-    )
-    await session._commit(message)
-    return message
+    return (await host.speak(plan)).message
 
 
-def publish_evaluations(session: Session, evaluations: list[tuple[str, Evaluation]]) -> None:
-    for where, ev in evaluations:
-        session.bus.publish(
-            ConditionEvent(
-                condition=ev.condition, result=ev.result, detail=ev.detail, context=where
-            )
-        )
+# --------------------------------------------------------------------- records
+def condition_events(evaluations: list[tuple[str, Evaluation]]) -> list[Event]:
+    """One ``system/condition`` event per evaluation made (flows.md, Conditions)."""
+    return [
+        ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
+        for where, ev in evaluations
+    ]
 
 
 def make_record(
-    session: Session,
+    host: Host,
     step_id: str,
     speaker: str,
     message: Message,
@@ -254,30 +222,18 @@ def make_record(
     started: datetime,
 ) -> StepEvent:
     """Append one execution-log record; its ``system/step`` event (not yet published)."""
+    state = host.state
     record = ExecutionRecord(
-        execution_order=session.state.pointer.execution_order,
+        execution_order=state.pointer.execution_order,
         step_id=step_id,
         speaker=speaker,
         message_id=message.id,
         loop_iteration=iteration,
         result=result,
         started_at=started,
-        ended_at=session.clock(),
+        ended_at=host.clock(),
         input_tokens=message.input_tokens,
         output_tokens=message.output_tokens,
     )
-    session.state.execution_log.append(record)
+    state.execution_log.append(record)
     return StepEvent(**record.model_dump())
-
-
-def record(
-    session: Session,
-    step_id: str,
-    speaker: str,
-    message: Message,
-    iteration: int,
-    result: str,
-    started: datetime,
-) -> None:
-    """Append one execution-log record and publish it."""
-    session.bus.publish(make_record(session, step_id, speaker, message, iteration, result, started))

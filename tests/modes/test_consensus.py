@@ -182,7 +182,7 @@ async def test_a_judge_may_declare_consensus_after_a_round() -> None:
     (judge,) = rec.of("system", "judge")
     assert judge.valid and judge.about == "m3"
     assert judge.scores == {"consensus": 1.0, "agreement": 0.9, "open_objections": 0.0}
-    assert session.state.extra["judge_scores"]["judge"]["agreement"] == 0.9
+    assert session.state.judge_scores["judge"]["agreement"] == 0.9
 
 
 async def test_a_judge_saying_no_keeps_the_rounds_going() -> None:

@@ -307,7 +307,7 @@ async def test_a_judge_decides_termination_with_json_verdicts() -> None:
     assert [j.message_id for j in judges] == ["m2", "m4", "m6", "m8"]
     assert judges[-1].scores == {"agreement": 0.85, "new_arguments": 1.0, "concessions": 0.0}
     assert judges[-1].verdict["stance"] == "undecided"
-    assert session.state.extra["judge_scores"]["judge"]["agreement"] == 0.85
+    assert session.state.judge_scores["judge"]["agreement"] == 0.85
     senders = [m.sender for m in messages(rec)]
     assert senders == ["pro", "judge", "con", "judge", "pro", "judge", "con", "judge", "moderator"]
     assert all(m.step_id == "judge" for m in messages(rec) if m.sender == "judge")
@@ -358,7 +358,7 @@ async def test_a_malformed_verdict_is_retried_once_then_ignored_with_a_warning()
     ]
     retry = [m for m in messages(rec) if m.sender == "judge"][1]
     assert retry.reply_to == "m1"
-    assert session.state.extra["debate"]["verdicts"][1] is None
+    assert session.state.extra["debate"].verdicts[1] is None
     assert stop_reason_of(rec) == "max_turns"
     assert messages(rec)[-1].sender == "moderator"
 
@@ -431,10 +431,10 @@ async def test_a_failed_judge_turn_pauses_and_resume_judges_the_same_turn_once(
     rec = Recorder(session)
     await session.run()
     assert session.state.state == "paused" and session.state.pause_reason == "error"
-    assert session.state.extra["debate"]["turns"] == []
+    assert session.state.extra["debate"].turns == []
     await session.run()
     assert rec.stop().reason == "max_turns"
     debaters = [m.id for m in session.state.transcript.messages if m.sender in ("pro", "con")]
-    assert session.state.extra["debate"]["turns"] == debaters
+    assert session.state.extra["debate"].turns == debaters
     assert [e.data["turn"] for e in rec.of("system", "mode")] == [1, 2]
     assert [m.sender for m in session.state.transcript.messages] == senders

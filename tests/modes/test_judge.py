@@ -11,7 +11,8 @@ import pytest
 from rolecall.errors import ProviderUnavailable, WorldError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.modes.judge import Invalid, check_world, find_json_object, score_parser
+from rolecall.modes.judge_block import check_world
+from rolecall.modes.judgments import Invalid, find_json_object, score_parser
 from rolecall.runtime import Session
 from rolecall.world.loader import load_world
 from tests.conftest import ROOT
@@ -113,7 +114,7 @@ async def test_a_judge_scores_after_chosen_steps_and_conditions_read_the_scores(
     ]
     assert judges[1].verdict == {"scores": {"score": 8}, "comment": "good"}
     assert rec.stop().reason == "good_enough"  # fresh scores, before the flow moved on
-    assert session.state.extra["judge_scores"] == {"judge": {"score": 8.0}}
+    assert session.state.judge_scores == {"judge": {"score": 8.0}}
 
 
 async def test_judge_on_a_step_uses_the_default_score() -> None:
@@ -147,7 +148,7 @@ async def test_a_malformed_score_is_retried_once_then_ignored() -> None:
     ]
     retry = rec.of("messages", "message")[2]
     assert retry.sender == "judge" and retry.reply_to == "m1"
-    assert session.state.extra["judge_scores"] == {}
+    assert session.state.judge_scores == {}
 
 
 class Replies:
@@ -182,7 +183,7 @@ async def test_the_judge_is_asked_for_json_and_reminded_of_the_format_on_retry()
     assert first.endswith('{"scores": {"score": <number 0-10>}, "comment": "<one sentence>"}')
     assert retry.startswith("Reply again with ONLY the JSON object, exactly in this format:")
     assert retry.endswith("(Your previous reply m2: no JSON object found.)")
-    assert session.state.extra["judge_scores"]["judge"] == {"score": 4.0}
+    assert session.state.judge_scores["judge"] == {"score": 4.0}
 
 
 async def test_scores_empty_means_comments_only() -> None:
@@ -231,7 +232,7 @@ async def test_the_courtroom_world_runs_offline_to_a_ruling() -> None:
     last = rec.of("messages", "message")[-1]
     assert last.sender == "judge" and last.step_id == "ruling"
     assert last.content.startswith("Ruling:")
-    assert session.state.extra["judge_scores"]["judge"]["plaintiff_case"] == 8.0
+    assert session.state.judge_scores["judge"]["plaintiff_case"] == 8.0
 
 
 class FlakyJudge:

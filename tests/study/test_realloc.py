@@ -10,9 +10,6 @@ import pytest
 from rolecall.study.intent import classify
 from rolecall.study.queue import ROLES, build_plan
 from rolecall.study.realloc import (
-    NextTurn,
-    Scheduler,
-    StudyState,
     choose_speaker,
     completes_oscillation,
     count_oscillations,
@@ -20,6 +17,7 @@ from rolecall.study.realloc import (
     realloc_order,
     realloc_scores,
 )
+from rolecall.study.scheduler import NextTurn, Scheduler, StudyState
 from rolecall.world.library import builtin_roles
 
 E, C, S, X, M = (

@@ -32,7 +32,7 @@ EXAMPLES = [
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.batch.plan import KEYS_HELP
-    from rolecall.cli.main import add_common_flags
+    from rolecall.cli.flags import add_common_flags
 
     p = sub.add_parser(
         "batch",
@@ -256,7 +256,7 @@ def _finish(
     started: float,
 ) -> int:
     from rolecall.batch.results import Summary, write_results
-    from rolecall.cli.commands import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+    from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 
     summary = Summary.of(name, plan.total, results, time.monotonic() - started)
     if args.out:

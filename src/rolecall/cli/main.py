@@ -9,58 +9,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from rolecall.cli.flags import add_common_flags
+
 EPILOG = """examples:
   rolecall run classroom                      run worlds/classroom on its models
   rolecall run worlds/classroom --json        the event stream as JSON lines
   rolecall run classroom --mode step          one turn per Enter, q to stop
   rolecall chat panel < questions.txt         piped chat, one message per line
   rolecall worlds validate worlds/classroom   list every problem of a world file
+  rolecall worlds show classroom              its roles, and each step's speaker and target
 """
-
-
-def add_common_flags(
-    p: argparse.ArgumentParser,
-    *,
-    run_flags: bool = True,
-    max_turns: bool = True,
-    topic_help: str = "replace the world's topic",
-    data_dir_help: str = "where sessions are stored (env ROLECALL_HOME)",
-    quiet_help: str = "less output (no token lines)",
-) -> None:
-    """Add the common flags of cli.md to ``p``, in their usual order.
-
-    ``--model --json --data-dir --session-file --max-turns --topic -q -v --log-file``;
-    ``max_turns=False`` leaves out ``--max-turns`` (a command defining its own), and
-    ``run_flags=False`` keeps only ``--data-dir -q -v --log-file`` (commands that run no
-    session). The ``*_help`` texts let a command word a flag for itself.
-    """
-    if run_flags:
-        p.add_argument(
-            "--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)"
-        )
-        p.add_argument(
-            "--json", action="store_true", help="write every event as JSON lines on stdout"
-        )
-    p.add_argument("--data-dir", help=data_dir_help)
-    if run_flags:
-        p.add_argument("--session-file", help="also write the session file here on every turn")
-        if max_turns:
-            p.add_argument(
-                "--max-turns", type=int, help="hard cap on agent messages in this session"
-            )
-        p.add_argument(
-            "--max-cost",
-            type=float,
-            metavar="USD",
-            help="hard budget in USD, checked before each model call (settings.max_cost)",
-        )
-        p.add_argument("--topic", help=topic_help)
-    p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
-    p.add_argument("--log-file", help="write structured JSON logs to this file")
-
-
-_common = add_common_flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the shipped worlds and those under ./worlds/ (marked local; a local one wins)",
     )
     wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
+    add_common_flags(wl, run_flags=False, data_dir_help="the data directory (its role library)")
     wv = wsub.add_parser(
         "validate",
         help="check a world file and list every problem",
@@ -147,6 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wv.add_argument("world", metavar="WORLD")
+    add_common_flags(
+        wv, run_flags=False, data_dir_help="the data directory (its role library for template:)"
+    )
+    ws = wsub.add_parser(
+        "show",
+        help="a world's roles and its flow: each step's speaker and reply target, loops, branches",
+        epilog="example:\n  rolecall worlds show classroom",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ws.add_argument("world", metavar="WORLD")
+    add_common_flags(
+        ws, run_flags=False, data_dir_help="the data directory (its role library for template:)"
+    )
     wn = wsub.add_parser(
         "new",
         help="write a ready-to-edit world folder from a preset",
@@ -159,12 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="preset", required=True, metavar="MODE", help="debate or consensus"
     )
     wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
-    wsub.add_parser(
+    add_common_flags(wn, run_flags=False, data_dir_help="the data directory (unused by new)")
+    wsc = wsub.add_parser(
         "schema",
         help="print the JSON Schema of world.yaml (for editors: see docs/worlds.md)",
         epilog="example:\n  rolecall worlds schema > world.schema.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_common_flags(wsc, run_flags=False, data_dir_help="the data directory (unused by schema)")
     return parser
 
 

@@ -12,7 +12,7 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
-from rolecall.cli.main import add_common_flags
+from rolecall.cli.flags import add_common_flags
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace, world: World) -> int:
     """Run ``world`` exactly like ``rolecall run`` does (store, display, drive, exit code)."""
     import anyio
 
-    from rolecall.cli.commands import drive, outcome
+    from rolecall.cli.running import drive, outcome
     from rolecall.cli.wiring import live_session, open_store
 
     holder: list[Session] = []
@@ -175,7 +175,7 @@ def run_debate(args: argparse.Namespace) -> int:
 
 def run_consensus(args: argparse.Namespace) -> int:
     """``rolecall consensus TOPIC ...``: ``--max-turns`` is the usual hard cap."""
-    from rolecall.cli.commands import apply_overrides
+    from rolecall.cli.running import apply_overrides
 
     world = load_preset(consensus_world(args), "consensus")
     overrides = argparse.Namespace(max_turns=getattr(args, "max_turns", None), topic=None)

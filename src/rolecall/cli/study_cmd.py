@@ -26,7 +26,7 @@ EPILOG = """examples:
 
 def add_parser(sub: Any) -> None:
     """Add the ``study`` subcommand to the ``rolecall`` subparsers ``sub``."""
-    from rolecall.cli.main import add_common_flags
+    from rolecall.cli.flags import add_common_flags
 
     p: argparse.ArgumentParser = sub.add_parser(
         "study",
@@ -129,7 +129,7 @@ def new_study_files(name: str) -> dict[str, str]:
 
 def load_study_world(args: argparse.Namespace) -> World:
     """The study world for ``args.document``, with ``--max-turns``/``--topic`` applied."""
-    from rolecall.cli.commands import apply_overrides
+    from rolecall.cli.running import apply_overrides
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world
 
@@ -145,7 +145,7 @@ def run_study(args: argparse.Namespace) -> int:
     """``rolecall study DOC``: run like ``rolecall run`` (stored, displayed, resumable)."""
     import anyio
 
-    from rolecall.cli.commands import drive, outcome
+    from rolecall.cli.running import drive, outcome
     from rolecall.cli.wiring import live_session, open_store
 
     world = load_study_world(args)

@@ -7,12 +7,19 @@ from rolecall.session.state import Message, Transcript
 from rolecall.world.models import Settings
 
 
-def resolve_target(reply_to: ReplyTo, transcript: Transcript) -> tuple[Message | None, str | None]:
-    """The message a step answers, and a warning when the target does not exist (yet)."""
+def resolve_target(
+    reply_to: ReplyTo, transcript: Transcript, speaker: str
+) -> tuple[Message | None, str | None]:
+    """The message ``speaker``'s step answers, and a warning when the target does not exist.
+
+    ``previous`` is the latest message by anyone but the speaker: a role never answers
+    itself, so after an interjection by the step's own speaker (or a self-loop) it is
+    the message before that one (flows.md, Reply targets).
+    """
     if reply_to == "none":
         return None, None
     if reply_to == "previous":
-        return transcript.latest(), None
+        return transcript.latest_not_by(speaker), None
     if isinstance(reply_to, ReplyToRole):
         msg = transcript.latest(reply_to.role)
         return msg, None if msg else f"reply target: {reply_to.role} has not spoken yet; no target"

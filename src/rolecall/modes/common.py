@@ -1,16 +1,20 @@
-"""Pieces shared by the debate and consensus presets."""
+"""Pieces shared by the debate and consensus presets: options, roles, state, judgments."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rolecall.modes.judge import Invalid, find_json_object
-
-__all__ = ["validate_judgment"]
+from rolecall.errors import UnknownRoleError
+from rolecall.modes.judge_block import option_problems as _option_problems
+from rolecall.modes.judgments import Invalid, find_json_object
+from rolecall.plans import Host
+from rolecall.world.library import RoleLibrary
 
 M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S", bound=BaseModel)
 
 
 def validate_judgment(text: str, model: type[M]) -> M:
@@ -28,3 +32,159 @@ def validate_judgment(text: str, model: type[M]) -> M:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(object)"
         raise Invalid(f"{where}: {first['msg']}") from None
+
+
+def parse_options(
+    raw: Any, block: str, model: type[BaseModel], problems: list[str]
+) -> dict[str, Any]:
+    """A mode's options block validated; problems as ``block.field: ...`` lines.
+
+    Returns the validated fields (defaults where the block is invalid), as plain data.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        problems.append(f"{block}: expected a mapping of {block} options, got {raw!r}")
+        return model().model_dump()
+    try:
+        return model.model_validate(raw).model_dump()
+    except ValidationError as exc:
+        problems.extend(_option_problems(block, exc, list(model.model_fields)))
+        valid = {k: v for k, v in raw.items() if k in model.model_fields}
+        for err in exc.errors():
+            if err["loc"]:
+                valid.pop(str(err["loc"][0]), None)
+        try:
+            return model.model_validate(valid).model_dump()
+        except ValidationError:
+            return model().model_dump()
+
+
+def merge_roles(
+    raw_roles: Any, preset: list[dict[str, Any]], problems: list[str]
+) -> list[dict[str, Any]]:
+    """The preset's roles with the user's ``roles:`` entries applied by id.
+
+    An entry whose id (or template, when it has no id) is a preset role overrides that
+    role's fields; with a ``template:`` of its own it starts from that template instead.
+    Other entries are added after the preset's roles.
+    """
+    if raw_roles is None:
+        return [dict(r) for r in preset]
+    if not isinstance(raw_roles, list):
+        problems.append("roles: expected a list of role overrides, e.g. [{id: pro, model: ...}]")
+        return [dict(r) for r in preset]
+    by_id = {r["id"]: dict(r) for r in preset}
+    extra: list[Any] = []
+    for entry in raw_roles:
+        rid = None
+        if isinstance(entry, dict):
+            rid = entry.get("id", entry.get("template"))
+        if isinstance(rid, str) and rid in by_id:
+            if "template" in entry:
+                by_id[rid] = {"id": rid, **entry}
+            else:
+                by_id[rid] = {**by_id[rid], **entry}
+        else:
+            extra.append(entry)
+    return [*by_id.values(), *extra]
+
+
+def user_role_ids(raw_roles: Any) -> list[str]:
+    out: list[str] = []
+    if isinstance(raw_roles, list):
+        for entry in raw_roles:
+            if isinstance(entry, dict):
+                rid = entry.get("id", entry.get("template"))
+                if isinstance(rid, str):
+                    out.append(rid)
+    return out
+
+
+def preset_settings(raw: Any, *, max_turns: int) -> Any:
+    """The world's settings with the hard cap and memory window sized for the preset."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return raw  # the loader reports it
+    settings = dict(raw)
+    settings.setdefault("max_turns", max_turns)
+    settings.setdefault("memory_window", max(12, max_turns))
+    return settings
+
+
+def no_flow(data: Mapping[str, Any], mode: str, problems: list[str]) -> None:
+    if data.get("flow") is not None:
+        problems.append(
+            f"flow: a {mode} world builds its own flow; remove flow: "
+            f"(tune the {mode} with its {mode}: block)"
+        )
+
+
+def judge_role(
+    judge: str | None,
+    block: str,
+    taken: tuple[str, ...],
+    raw_roles: Any,
+    library: RoleLibrary,
+    problems: list[str],
+) -> list[dict[str, Any]]:
+    """The judge's role entry to add, if the world does not define it itself."""
+    if judge is None:
+        return []
+    if judge in taken:
+        problems.append(f"{block}.judge: '{judge}' already speaks in the {block}; use another role")
+        return []
+    if judge in user_role_ids(raw_roles):
+        return []
+    try:
+        library.get(judge)
+    except UnknownRoleError:
+        problems.append(
+            f"{block}.judge: no role '{judge}' (define it under roles:, or use a role library "
+            "template such as judge)"
+        )
+        return []
+    return [{"template": judge, "id": judge}]
+
+
+def set_final_instruction(session: Host, text: str) -> None:
+    """Word the flow's closing (final) step, e.g. with the message ids to cite."""
+    session.final_instruction = lambda _: text
+
+
+def cite_list(session: Host, ids: list[str], label: Mapping[str, str]) -> str:
+    by_id = session.state.transcript.by_id
+    parts = []
+    for mid in ids:
+        msg = by_id.get(mid)
+        if msg is not None:
+            parts.append(f"[{mid}] {label.get(msg.sender, msg.sender)}")
+    return "; ".join(parts)
+
+
+def mode_state(session: Host, key: str, model: type[S]) -> S:
+    """The mode's typed state, kept in ``session.state.extra[key]`` (stored as its JSON).
+
+    A restored session holds the stored object there; it is validated on first use.
+    """
+    extra = session.state.extra
+    value = extra.get(key)
+    if not isinstance(value, model):
+        value = model.model_validate(value or {})
+        extra[key] = value
+    return value
+
+
+class Decided(BaseModel):
+    """Why a preset's dialogue stops (the stop reason and its readable detail)."""
+
+    reason: str
+    detail: str
+
+
+class PresetState(BaseModel):
+    """What the debate and consensus presets keep between turns (see their subclasses)."""
+
+    decision: Decided | None = None
+    status: str = "no turn yet"  # what the stop checks report while they do not hold

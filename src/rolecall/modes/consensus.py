@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from rolecall.bus import ModeEvent
 from rolecall.errors import UnknownRoleError
 from rolecall.flows.model import Ident
-from rolecall.modes import ModeSpec, register
-from rolecall.modes.common import validate_judgment
-from rolecall.modes.debate import (
+from rolecall.modes.common import (
+    Decided,
+    PresetState,
     cite_list,
     judge_role,
     merge_roles,
@@ -40,17 +40,15 @@ from rolecall.modes.debate import (
     preset_settings,
     set_final_instruction,
     user_role_ids,
+    validate_judgment,
 )
-from rolecall.modes.judge import (
-    Parsed,
-    ask_judge,
-    hooked_message,
-    store_scores,
-)
+from rolecall.modes.judge import ask_judge, hooked_message, store_scores
+from rolecall.modes.judgments import Parsed
+from rolecall.modes.registry import ModeSpec, register
 from rolecall.modes.termination import CONSENSUS, MAX_TURNS, consensus_decision
+from rolecall.plans import Host
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
     from rolecall.session.state import Message
     from rolecall.world.library import RoleLibrary
 
@@ -63,6 +61,13 @@ SYNTHESIZER: Final = "synthesizer"
 JUDGE_STEP: Final = "judge"
 FINAL_STEP: Final = "synthesis"
 MIN_PARTICIPANTS: Final = 3
+
+
+class ConsensusState(PresetState):
+    """``extra["consensus"]``: the participant turns so far and the judge's verdicts."""
+
+    turns: list[tuple[str, str]] = Field(default_factory=list)  # (speaker, message id)
+    verdicts: list[dict[str, Any] | None] = Field(default_factory=list)  # one per judged round
 
 
 class ConsensusOptions(BaseModel):
@@ -214,12 +219,12 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
     return data
 
 
-def synthesis_instruction(decision: Any, cites: str) -> str:
-    if isinstance(decision, dict) and decision.get("reason") == CONSENSUS:
+def synthesis_instruction(decision: Decided | None, cites: str) -> str:
+    if decision is not None and decision.reason == CONSENSUS:
         ended = "The group reached consensus. "
-    elif isinstance(decision, dict):
+    elif decision is not None:
         ended = (
-            f"The group did not reach consensus ({decision['detail']}): give the closest "
+            f"The group did not reach consensus ({decision.detail}): give the closest "
             "common ground and the objections still open. "
         )
     else:
@@ -261,15 +266,15 @@ def parse_judgment(text: str) -> Parsed:
 
 
 # ====================================================================== install
-def _refresh_final(session: Session) -> None:
-    state = mode_state(session, "consensus")
+def _refresh_final(session: Host) -> None:
+    state = mode_state(session, "consensus", ConsensusState)
     world = session.world
     label = {r.id: r.display_name for r in world.roles}
-    cites = cite_list(session, [mid for _, mid in state["turns"]], label)
-    set_final_instruction(session, synthesis_instruction(state["decision"], cites))
+    cites = cite_list(session, [mid for _, mid in state.turns], label)
+    set_final_instruction(session, synthesis_instruction(state.decision, cites))
 
 
-def install(session: Session) -> None:
+def install(session: Host) -> None:
     world = session.world
     if world.flow is None:
         return
@@ -278,16 +283,16 @@ def install(session: Session) -> None:
     opts = ConsensusOptions.model_validate({**raw, "participants": people})
     steps = {f"open_{p}" for p in people} | set(people)
     k = len(people)
-    mode_state(session, "consensus")
+    mode_state(session, "consensus", ConsensusState)
 
-    async def after_message(session: Session, message: Message) -> None:
+    async def after_message(session: Host, message: Message) -> None:
         message = hooked_message(session, message)
         if message.step_id not in steps or message.sender not in people:
             return
-        state = mode_state(session, "consensus")
-        if any(mid == message.id for _, mid in state["turns"]):
+        state = mode_state(session, "consensus", ConsensusState)
+        if any(mid == message.id for _, mid in state.turns):
             return  # already decided: the hooks run again on resume after a failure
-        n = len(state["turns"]) + 1
+        n = len(state.turns) + 1
         round_done = n % k == 0
         rounds = n // k
         data: dict[str, Any] = {"turn": n, "round": rounds + (0 if round_done else 1)}
@@ -312,7 +317,7 @@ def install(session: Session) -> None:
                 )
                 if session.state.state == "paused":
                     return  # the judge's turn failed or was cancelled: resume judges again
-                state["verdicts"].append(parsed.verdict if parsed is not None else None)
+                state.verdicts.append(parsed.verdict if parsed is not None else None)
                 if parsed is not None:
                     store_scores(session, opts.judge, parsed.scores)
                     holds = bool(parsed.verdict["consensus"])
@@ -326,10 +331,10 @@ def install(session: Session) -> None:
                     detail = f"no valid verdict after round {rounds}"
             else:
                 detail = f"round {rounds + 1} in progress; the judge rules after each round"
-        state["turns"].append([message.sender, message.id])
+        state.turns.append((message.sender, message.id))
         if opts.judge is None:
             by_id = session.state.transcript.by_id
-            window = [(s, by_id[m].content) for s, m in state["turns"][-k:] if m in by_id]
+            window = [(s, by_id[m].content) for s, m in state.turns[-k:] if m in by_id]
             holds, detail, stances = consensus_decision(window, people)
             data["stances"] = [
                 {"speaker": s.speaker, "agrees": s.agrees, "agreement": s.agreement,
@@ -337,18 +342,17 @@ def install(session: Session) -> None:
                 for s in stances
             ]  # fmt: skip
         if holds:
-            state["decision"] = {"reason": CONSENSUS, "detail": detail}
+            state.decision = Decided(reason=CONSENSUS, detail=detail)
         elif round_done and rounds >= opts.max_rounds:
-            state["decision"] = {
-                "reason": MAX_TURNS,
-                "detail": f"{rounds} of {opts.max_rounds} rounds without consensus",
-            }
-        decision = state["decision"]
-        state["status"] = detail
+            state.decision = Decided(
+                reason=MAX_TURNS, detail=f"{rounds} of {opts.max_rounds} rounds without consensus"
+            )
+        decision = state.decision
+        state.status = detail
         data.update(
             stop=decision is not None,
-            reason=decision["reason"] if decision else None,
-            detail=decision["detail"] if decision else detail,
+            reason=decision.reason if decision else None,
+            detail=decision.detail if decision else detail,
             message_id=message.id,
         )
         session.bus.publish(ModeEvent(mode="consensus", name="check", data=data))
@@ -356,11 +360,11 @@ def install(session: Session) -> None:
 
     def check(reason: str, word: str) -> Any:
         def run() -> tuple[bool, str, str]:
-            state = mode_state(session, "consensus")
-            decision = state["decision"]
-            if decision is not None and decision["reason"] == reason:
-                return True, reason, str(decision["detail"])
-            return False, word, str(state["status"])
+            state = mode_state(session, "consensus", ConsensusState)
+            decision = state.decision
+            if decision is not None and decision.reason == reason:
+                return True, reason, decision.detail
+            return False, word, str(state.status)
 
         return run
 
@@ -373,4 +377,15 @@ def install(session: Session) -> None:
     _refresh_final(session)
 
 
-register(ModeSpec("consensus", expand, install))
+register(
+    ModeSpec(
+        "consensus",
+        expand,
+        install,
+        options=ConsensusOptions,
+        conditions={
+            "consensus": "every participant agrees over the last full round",
+            "stalemate": "max_rounds done without consensus",
+        },
+    )
+)

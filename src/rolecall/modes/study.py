@@ -38,14 +38,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError, WorldError
-from rolecall.modes import ModeSpec, register
-from rolecall.runtime import PlannedTurn, Session
+from rolecall.modes.registry import ModeSpec, register
+from rolecall.plans import Host, Stop, TurnPlan
 from rolecall.session.state import Message
 from rolecall.study.document import DocumentError, check_relative, read_document
 from rolecall.study.document import resolve_in_folder as _resolve
 from rolecall.study.intent import classify
 from rolecall.study.queue import ROLES, StudyPlan, build_plan
-from rolecall.study.realloc import DELAY_DEFAULT, LOCK_DEFAULT, Scheduler, StudyState
+from rolecall.study.realloc import DELAY_DEFAULT, LOCK_DEFAULT
+from rolecall.study.scheduler import Scheduler, StudyState
 from rolecall.study.segment import Unit, segment, title
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.models import World
@@ -304,7 +305,7 @@ class StudyDirector:
         self.lock = options.lock
 
     # ------------------------------------------------------------ state
-    def _scheduler(self, session: Session) -> Scheduler:
+    def _scheduler(self, session: Host) -> Scheduler:
         extra = session.state.extra
         data = extra.get("study")
         state = None
@@ -322,7 +323,7 @@ class StudyDirector:
             self._publish(session, "plan", self._plan_data())
         return sched
 
-    def _save(self, session: Session, sched: Scheduler) -> None:
+    def _save(self, session: Host, sched: Scheduler) -> None:
         session.state.extra["study"] = {
             "version": STATE_VERSION,
             "fingerprint": self.study.fingerprint,
@@ -332,7 +333,7 @@ class StudyDirector:
             "state": sched.state.to_dict(),
         }
 
-    def _changed(self, session: Session) -> bool:
+    def _changed(self, session: Host) -> bool:
         data = session.state.extra.get("study")
         return isinstance(data, dict) and data.get("fingerprint") != self.study.fingerprint
 
@@ -351,13 +352,13 @@ class StudyDirector:
         }
 
     @staticmethod
-    def _publish(session: Session, name: str, data: dict[str, Any]) -> None:
+    def _publish(session: Host, name: str, data: dict[str, Any]) -> None:
         session.bus.publish(ModeEvent(mode="study", name=name, data=data))
 
     # --------------------------------------------------------- protocol
-    def plan(self, session: Session) -> PlannedTurn | tuple[str, str]:
+    def plan(self, session: Host) -> TurnPlan | Stop:
         if self._changed(session):
-            return (
+            return Stop(
                 CHANGED_REASON,
                 "the study document differs from the one this session started with",
             )
@@ -365,7 +366,7 @@ class StudyDirector:
         nxt = sched.next_turn()
         if nxt is None:
             units = len(self.study.units)
-            return (
+            return Stop(
                 STOP_REASON,
                 f"every (unit, role) slot has spoken: {units} units x {len(ROLES)} roles = "
                 f"{self.study.slots} turns",
@@ -374,14 +375,15 @@ class StudyDirector:
         transcript = session.state.transcript
         request = transcript.by_id.get(nxt.answer) if nxt.answer else None
         target = request or transcript.latest()
-        return PlannedTurn(
-            speaker=nxt.speaker,
-            target=target,
+        return TurnPlan(
+            nxt.speaker,
+            target,
+            loop_iteration=0,
             step_id=f"{unit.id}:{nxt.speaker}",
             instruction=instruction(unit, len(self.study.units), nxt.speaker, request),
         )
 
-    def completed(self, session: Session, turn: PlannedTurn, message: Message) -> list[Event]:
+    def completed(self, session: Host, turn: TurnPlan, message: Message) -> list[Event]:
         """The turn's decisions, stored and published with its message."""
         sched = self._scheduler(session)
         nxt = sched.next_turn()
@@ -394,7 +396,7 @@ class StudyDirector:
         self._save(session, sched)
         return [ModeEvent(mode="study", name=name, data=data) for name, data in events]
 
-    def human(self, session: Session, message: Message) -> bool:
+    def human(self, session: Host, message: Message) -> bool:
         sched = self._scheduler(session)
         events = sched.interrupt(classify(message.content), message.id)
         self._save(session, sched)
@@ -418,10 +420,17 @@ def instruction(unit: Unit, units: int, role_id: str, request: Message | None) -
     return "\n".join(lines)
 
 
-def install(session: Session) -> None:
+def install(session: Host) -> None:
     """Give the session its study director (fresh or restored)."""
     director = StudyDirector(session.world)
     session.director = director
 
 
-register(ModeSpec("study", expand, install))
+register(
+    ModeSpec(
+        "study",
+        expand,
+        install,
+        options=StudyOptions,
+    )
+)

@@ -23,6 +23,7 @@ from rolecall.errors import StorageError, UsageError
 from rolecall.flows.model import ID_PATTERN
 from rolecall.paths import write_atomically
 from rolecall.session.state import (
+    Concluding,
     Draft,
     ExecutionRecord,
     FlowPointer,
@@ -31,6 +32,7 @@ from rolecall.session.state import (
     SessionState,
     State,
     Transcript,
+    Undecided,
 )
 from rolecall.world.models import World
 
@@ -120,8 +122,47 @@ def state_doc(state: SessionState) -> StateDoc:
         limit_notified=sorted(state.limit_notified),
         memory_start=dict(state.memory_start),
         pending=list(state.pending),
-        extra=state.extra,
+        extra=extra_doc(state),
     )
+
+
+def extra_doc(state: SessionState) -> dict[str, Any]:
+    """The document's ``extra`` object: the typed control state in its stored layout.
+
+    The layout is the one every stored session has (``undecided`` as ``[step,
+    iteration, started, message]``, ``concluding`` as ``[reason, detail]``,
+    ``final_done``, ``judge_scores``, each mode's own object), so older and newer
+    documents read the same.
+    """
+    out: dict[str, Any] = {"judge_scores": state.judge_scores}
+    for key, value in state.extra.items():  # a mode's typed state is stored as its JSON
+        out[key] = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    if state.undecided is not None:
+        u = state.undecided
+        out["undecided"] = [u.step_id, u.iteration, u.started.isoformat(), u.message_id]
+    if state.concluding is not None:
+        out["concluding"] = [state.concluding.reason, state.concluding.detail]
+    if state.final_done:
+        out["final_done"] = True
+    return out
+
+
+def _control(state: SessionState, extra: dict[str, Any]) -> None:
+    """Move the stored control state out of ``extra`` into its typed fields."""
+    scores = extra.pop("judge_scores", None)
+    if isinstance(scores, dict):
+        state.judge_scores = {str(k): dict(v) for k, v in scores.items() if isinstance(v, dict)}
+    undecided = extra.pop("undecided", None)
+    if isinstance(undecided, list) and len(undecided) == 4:
+        step_id, iteration, started, message_id = undecided
+        state.undecided = Undecided(
+            str(step_id), int(iteration), datetime.fromisoformat(str(started)), str(message_id)
+        )
+    concluding = extra.pop("concluding", None)
+    if isinstance(concluding, list) and len(concluding) == 2:
+        state.concluding = Concluding(str(concluding[0]), str(concluding[1]))
+    state.final_done = bool(extra.pop("final_done", False))
+    state.extra = extra
 
 
 def state_json(state: SessionState) -> str:
@@ -148,7 +189,7 @@ def state_json(state: SessionState) -> str:
             "limit_notified": sorted(state.limit_notified),
             "memory_start": state.memory_start,
             "pending": state.pending,
-            "extra": state.extra,
+            "extra": extra_doc(state),
         }
     ).decode()
 
@@ -189,7 +230,7 @@ def restore_state(doc: SessionDocument) -> SessionState:
     transcript = Transcript()
     for message in doc.messages:
         transcript.add(message)
-    return SessionState(
+    state = SessionState(
         session_id=doc.session_id,
         state=s.state,
         transcript=transcript,
@@ -206,11 +247,12 @@ def restore_state(doc: SessionDocument) -> SessionState:
         pending=list(s.pending),
         execution_log=list(doc.execution_log),
         drafts=list(doc.drafts),
-        extra=dict(s.extra),
         pause_reason=s.pause_reason,
         stop_reason=s.stop_reason,
         stop_detail=s.stop_detail,
     )
+    _control(state, dict(s.extra))
+    return state
 
 
 # ------------------------------------------------------------------ files

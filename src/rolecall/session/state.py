@@ -88,6 +88,8 @@ class Transcript:
     turns_by_role: dict[str, int] = field(default_factory=dict)
     known_cost: float = 0.0  # the summed cost of the agent messages whose cost is known
     unpriced: int = 0  # agent messages whose cost is unknown
+    # the latest message whose sender differs from the latest message's sender
+    before_run: Message | None = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -96,6 +98,8 @@ class Transcript:
         return f"m{len(self.messages) + 1}"
 
     def add(self, message: Message) -> None:
+        if self.messages and self.messages[-1].sender != message.sender:
+            self.before_run = self.messages[-1]
         self.messages.append(message)
         self.by_id[message.id] = message
         self.latest_by_sender[message.sender] = message
@@ -122,6 +126,13 @@ class Transcript:
         """What the session's generations cost; None when any of them has no known cost."""
         return None if self.unpriced else self.known_cost
 
+    def latest_not_by(self, sender: str) -> Message | None:
+        """The latest message by anyone but ``sender``, in constant time."""
+        if not self.messages:
+            return None
+        last = self.messages[-1]
+        return last if last.sender != sender else self.before_run
+
     def latest(self, sender: str | None = None) -> Message | None:
         if sender is None:
             return self.messages[-1] if self.messages else None
@@ -147,6 +158,24 @@ class FlowPointer:
 
 
 @dataclass
+class Undecided:
+    """A flow step whose message is stored but whose decision is not (hooks still due)."""
+
+    step_id: str
+    iteration: int
+    started: datetime
+    message_id: str
+
+
+@dataclass
+class Concluding:
+    """The flow has stopped; its final step is still due."""
+
+    reason: str
+    detail: str
+
+
+@dataclass
 class SessionState:
     """All mutable state of one session (what a session file holds besides definitions)."""
 
@@ -161,6 +190,12 @@ class SessionState:
     pending: list[PendingReply] = field(default_factory=list)  # replies due, in order
     execution_log: list[ExecutionRecord] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
+    undecided: Undecided | None = None
+    concluding: Concluding | None = None
+    final_done: bool = False  # the flow's final step has run
+    judge_scores: dict[str, dict[str, float]] = field(
+        default_factory=dict
+    )  # judge -> name -> score
     extra: dict[str, Any] = field(default_factory=dict)  # modes' own state (JSON-able)
     pause_reason: str | None = None
     stop_reason: str | None = None

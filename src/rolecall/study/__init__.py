@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from rolecall.study.intent import Classification, classify
 from rolecall.study.queue import ROLES, StudyPlan, build_plan
-from rolecall.study.realloc import NextTurn, Scheduler, StudyState, count_oscillations
+from rolecall.study.realloc import count_oscillations
+from rolecall.study.scheduler import NextTurn, Scheduler, StudyState
 from rolecall.study.segment import Unit, segment, segment_document
 
 __all__ = [

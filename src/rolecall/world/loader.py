@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from rolecall.errors import UnknownRoleError, UsageError, WorldError
+from rolecall.flows import conditions
 from rolecall.flows.model import Branch, Flow, Loop, Step
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.models import Role, Settings, World
@@ -30,10 +31,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "loop": tuple(Loop.model_fields),
     "branch": tuple(Branch.model_fields),
 }
-_COND_FIELDS: tuple[str, ...] = (
-    *("contains", "regex", "role", "name", "max_turns", "max_tokens", "max_seconds"),
-    *("flag", "any", "all", "not", "judge", "at_least", "mode"),
-)
+_COND_FIELDS: tuple[str, ...] = conditions.fields()
 
 
 @dataclass
@@ -136,7 +134,7 @@ def build_world(
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
     if data.get("judge") is not None:
-        from rolecall.modes.judge import check_world
+        from rolecall.modes.judge_block import check_world
 
         problems.extend(check_world(data))
     try:
@@ -356,16 +354,10 @@ def _steps_hint(value: str, step_ids: list[str], extra: str) -> str:
 
 
 def _cond_refs(where: str, cond: Any, role_ref: Any) -> None:
-    if not isinstance(cond, dict):
-        return
-    if "role" in cond and ("contains" in cond or "regex" in cond or "judge" in cond):
-        role_ref(f"{where}.role", cond["role"])
-    for key in ("any", "all"):
-        if isinstance(cond.get(key), list):
-            for j, inner in enumerate(cond[key]):
-                _cond_refs(f"{where}.{key}[{j}]", inner, role_ref)
-    if isinstance(cond.get("not"), dict):
-        _cond_refs(f"{where}.not", cond["not"], role_ref)
+    for at, kind, raw in conditions.raw_walk(where, cond):
+        for key in kind.role_fields:
+            if key in raw and not (kind.human_role and raw[key] == "human"):
+                role_ref(f"{at}.{key}", raw[key])
 
 
 def _unreachable(data: dict[str, Any]) -> list[str]:

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
+from pydantic_core import PydanticCustomError
 
 from rolecall.flows.model import ID_PATTERN, Flow, Ident
+from rolecall.modes.registry import known_modes
 
-Mode = Literal["debate", "consensus", "study"]
+
+def _known_mode(name: str) -> str:
+    modes = known_modes()
+    if name not in modes:
+        raise PydanticCustomError(
+            "unknown_mode",
+            "no mode '{name}' (modes: {modes})",
+            {"name": name, "modes": ", ".join(modes)},
+        )
+    return name
+
+
+Mode = Annotated[str, AfterValidator(_known_mode)]
+"""A mode's name, checked against the registry (:mod:`rolecall.modes.registry`)."""
 
 
 class _Model(BaseModel):

@@ -12,18 +12,20 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rolecall.modes.consensus import ConsensusOptions
-from rolecall.modes.debate import DebateOptions
-from rolecall.modes.judge import JudgeBlock
-from rolecall.modes.study import StudyOptions
+from rolecall.modes.judge_block import JudgeBlock
+from rolecall.modes.registry import known_modes, spec
 from rolecall.world.models import World
 
-PRESET_BLOCKS: dict[str, type[BaseModel]] = {
-    "debate": DebateOptions,
-    "consensus": ConsensusOptions,
-    "study": StudyOptions,
-    "judge": JudgeBlock,
-}
+
+def preset_blocks() -> dict[str, type[BaseModel]]:
+    """Each registered mode's options block (its ``ModeSpec.options``), and ``judge:``."""
+    blocks: dict[str, type[BaseModel]] = {}
+    for name in known_modes():
+        found = spec(name)
+        if found is not None and found.options is not None:
+            blocks[name] = found.options
+    blocks["judge"] = JudgeBlock
+    return blocks
 
 
 def world_schema() -> dict[str, Any]:
@@ -32,11 +34,11 @@ def world_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "rolecall world"
     defs = schema.setdefault("$defs", {})
-    for field, options in PRESET_BLOCKS.items():  # typed, not the model's dict[str, Any]
+    for field, options in preset_blocks().items():  # typed, not the model's dict[str, Any]
         block = options.model_json_schema(mode="validation", ref_template="#/$defs/{model}")
         defs.update(block.pop("$defs", {}))
         defs[options.__name__] = block
-        described = schema["properties"][field].get("description")
+        described = schema["properties"].get(field, {}).get("description")
         schema["properties"][field] = {
             "anyOf": [{"$ref": f"#/$defs/{options.__name__}"}, {"type": "null"}],
             "default": None,

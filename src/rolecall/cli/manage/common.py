@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, TypeVar
 
-from rolecall.cli.main import add_common_flags
+from rolecall.cli.flags import add_common_flags
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

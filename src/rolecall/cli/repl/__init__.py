@@ -17,7 +17,7 @@ Three layers, the first two headless and testable without a terminal:
 Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.palette` and
 :mod:`.display` (output), :mod:`.runner` (carrying commands out), :mod:`.completion`,
 :mod:`.live` (session wiring), :mod:`.app` (:class:`Repl`) and :mod:`.entry` (the
-``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``entry._main``).
+``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``__main__.main``).
 """
 
 from rolecall.cli.repl.app import Repl

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,7 +46,7 @@ def _run(main: Callable[[], Awaitable[None]]) -> None:
 
 def cmd_repl(args: argparse.Namespace) -> int:
     """``rolecall chat WORLD`` on a terminal: open the store and the session, run the REPL."""
-    from rolecall.cli.commands import _load, outcome
+    from rolecall.cli.running import _load, outcome
 
     world, source = _load(args)
     holder: list[Session] = []
@@ -72,7 +71,7 @@ async def resume_repl(
     args: argparse.Namespace, store: SqliteStore, doc: SessionDocument
 ) -> Session:
     """The REPL over a stored session (``cmd_resume`` on a terminal); the last session."""
-    from rolecall.cli.commands import apply_overrides
+    from rolecall.cli.running import apply_overrides
 
     world = apply_overrides(doc.world_model(), args)
     async with open_live_session(args, world, store, doc=doc) as session:
@@ -81,7 +80,7 @@ async def resume_repl(
 
 def cmd_resume_repl(args: argparse.Namespace) -> int:
     """``rolecall resume SESSION`` on a terminal: the REPL over a stored session or file."""
-    from rolecall.cli.commands import outcome
+    from rolecall.cli.running import outcome
     from rolecall.cli.wiring import open_store
     from rolecall.session.document import read_session_file
 
@@ -98,30 +97,3 @@ def cmd_resume_repl(args: argparse.Namespace) -> int:
 
     _run(main)
     return outcome(holder[0])
-
-
-def _main(argv: list[str] | None = None) -> int:
-    """``python -m rolecall.cli.repl WORLD [options]`` (or ``resume SESSION [options]``):
-    the REPL without ``cmd_chat``/``cmd_resume``."""
-    from rolecall.cli import logs
-    from rolecall.cli.main import build_parser
-    from rolecall.errors import RolecallError, RuntimeFailure, UsageError, WorldError
-
-    words = list(sys.argv[1:] if argv is None else argv)
-    resume = bool(words) and words[0] == "resume"
-    args = build_parser().parse_args(words if resume else ["chat", *words])
-    verbosity = -1 if args.quiet else args.verbose
-    logs.configure(verbosity, args.log_file)
-    try:
-        return cmd_resume_repl(args) if resume else cmd_repl(args)
-    except WorldError as exc:
-        print(str(exc), file=sys.stderr)
-        for warning in exc.warnings:
-            print(f"  warning: {warning}", file=sys.stderr)
-        return 2
-    except UsageError as exc:
-        print(f"rolecall: {exc}", file=sys.stderr)
-        return 2
-    except (RuntimeFailure, RolecallError) as exc:
-        print(f"rolecall: {exc}", file=sys.stderr)
-        return 1

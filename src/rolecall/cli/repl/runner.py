@@ -47,31 +47,18 @@ def _models_in_use(session: Session) -> list[str]:
 
 def _flag_names(world: World) -> list[str]:
     """Flag names the world's conditions look at (for completion)."""
-    from rolecall.flows.model import FlagCond
+    from rolecall.flows.conditions import FlagCond, walk
 
     found: set[str] = set()
-
-    def walk(cond: object) -> None:
-        if isinstance(cond, FlagCond):
-            found.add(cond.flag)
-        for attr in ("any", "all"):
-            for inner in getattr(cond, attr, None) or ():
-                walk(inner)
-        inner_not = getattr(cond, "not_", None)
-        if inner_not is not None:
-            walk(inner_not)
-
     flow = world.flow
     if flow is not None:
-        for cond in flow.stop:
-            walk(cond)
+        roots = [*flow.stop]
         for step in flow.steps:
             if step.loop is not None and step.loop.until is not None:
-                walk(step.loop.until)
+                roots.append(step.loop.until)
             if isinstance(step.next, list):
-                for branch in step.next:
-                    if branch.when is not None:
-                        walk(branch.when)
+                roots.extend(b.when for b in step.next if b.when is not None)
+        found = {c.flag for root in roots for c in walk(root) if isinstance(c, FlagCond)}
     return sorted(found)
 
 
@@ -210,7 +197,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: Command) -> None:
-        from rolecall.flows.model import describe
+        from rolecall.flows.view import flow_lines
 
         s = self.session
         engine = s.engine
@@ -223,36 +210,16 @@ class CommandRunner:
                 self.echo("this world has no flow: it is a chat (type a message, @agent for one)")
             return
         pointer = s.state.pointer
-        flow = engine.flow
-        p = self.palette
-        head = f"flow (start {engine.start}"
-        if flow.stop:
-            head += "; stop when " + " or ".join(describe(c) for c in flow.stop)
-        lines = [head + ")"]
-        width = max(len(st.id) for st in flow.steps)
-        swidth = max(len(st.speaker) for st in flow.steps)
         current = (
             None if s.finished else (pointer.current or (None if pointer.started else engine.start))
         )
-        for st in flow.steps:
-            n = pointer.exec_counts.get(st.id, 0)
-            mark = "▶" if st.id == current else ("✓" if n else " ")
-            speaker = p.role(st.speaker, f"{st.speaker:<{swidth}}")
-            line = f"  {mark} {st.id:<{width}}  {speaker}  ran {n}×"
-            if st.loop is not None:
-                line += f"  loop → {st.loop.to} ({n}/{st.loop.max})"
-                if st.loop.until is not None:
-                    line += f" until {describe(st.loop.until)}"
-            if isinstance(st.next, str):
-                line += f"  then {st.next}"
-            elif isinstance(st.next, list):
-                line += "  then " + ", ".join(
-                    (f"{b.goto} if {describe(b.when)}" if b.when is not None else b.goto)
-                    for b in st.next
-                )
-            lines.append(line)
-        if flow.final is not None:
-            lines.append(f"    {flow.final.id:<{width}}  {flow.final.speaker}  (final step)")
+        lines = flow_lines(
+            engine.flow,
+            pointer=pointer,
+            transcript=s.state.transcript,
+            current=current,
+            paint=self.palette.role,
+        )
         if s.finished:
             lines.append(f"finished: {s.state.stop_reason}")
         else:

@@ -1,0 +1,47 @@
+"""The flags every command shares (cli.md), in one module every command imports."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_common_flags(
+    p: argparse.ArgumentParser,
+    *,
+    run_flags: bool = True,
+    max_turns: bool = True,
+    topic_help: str = "replace the world's topic",
+    data_dir_help: str = "where sessions are stored (env ROLECALL_HOME)",
+    quiet_help: str = "less output (no token lines)",
+) -> None:
+    """Add the common flags of cli.md to ``p``, in their usual order.
+
+    ``--model --json --data-dir --session-file --max-turns --topic -q -v --log-file``;
+    ``max_turns=False`` leaves out ``--max-turns`` (a command defining its own), and
+    ``run_flags=False`` keeps only ``--data-dir -q -v --log-file`` (commands that run no
+    session). The ``*_help`` texts let a command word a flag for itself.
+    """
+    if run_flags:
+        p.add_argument(
+            "--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)"
+        )
+        p.add_argument(
+            "--json", action="store_true", help="write every event as JSON lines on stdout"
+        )
+    p.add_argument("--data-dir", help=data_dir_help)
+    if run_flags:
+        p.add_argument("--session-file", help="also write the session file here on every turn")
+        if max_turns:
+            p.add_argument(
+                "--max-turns", type=int, help="hard cap on agent messages in this session"
+            )
+        p.add_argument(
+            "--max-cost",
+            type=float,
+            metavar="USD",
+            help="hard budget in USD, checked before each model call (settings.max_cost)",
+        )
+        p.add_argument("--topic", help=topic_help)
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")

@@ -1,0 +1,105 @@
+"""What every command that runs a session shares: loading, driving, exit codes.
+
+Kept apart from :mod:`rolecall.cli.commands` (the dispatcher) so that the commands it
+dispatches to (debate, consensus, study, batch, the REPL) import these without
+importing the dispatcher back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from rolecall.errors import UsageError
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+    from rolecall.world.models import World
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _load(args: argparse.Namespace) -> tuple[World, str | None]:
+    """The world of WORLD with the command-line overrides applied (nothing written yet)."""
+    from rolecall.cli.manage import role_library
+    from rolecall.world.loader import load_world
+
+    loaded = load_world(args.world, role_library(args))
+    world = loaded.world
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return apply_overrides(world, args), str(loaded.path) if loaded.path else None
+
+
+def apply_overrides(world: World, args: argparse.Namespace) -> World:
+    update: dict[str, object] = {}
+    settings: dict[str, object] = {}
+    if getattr(args, "max_turns", None) is not None:
+        if args.max_turns < 1:
+            raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
+        settings["max_turns"] = args.max_turns
+    if getattr(args, "max_cost", None) is not None:
+        if not args.max_cost > 0:
+            raise UsageError(f"--max-cost must be more than 0 (USD), got {args.max_cost:g}")
+        settings["max_cost"] = args.max_cost
+    if settings:
+        update["settings"] = world.settings.model_copy(update=settings)
+    if getattr(args, "topic", None):
+        update["topic"] = args.topic
+    return world.model_copy(update=update) if update else world
+
+
+def outcome(session: Session) -> int:
+    """The exit code for how the session ended (cli.md, Exit codes)."""
+    state = session.state
+    if state.state != "paused":
+        return EXIT_OK
+    if state.pause_reason == "error":
+        print(
+            f"rolecall: the model failed; nothing was lost. Session {session.session_id} "
+            f"is paused: `rolecall resume {session.session_id}` continues it.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    if state.pause_reason in ("cancelled", "interrupted"):
+        print(
+            f"rolecall: interrupted; session {session.session_id} is saved as paused "
+            f"(`rolecall resume {session.session_id}`).",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+async def drive(session: Session, mode: str) -> None:
+    """Run a flow in auto or step mode, or answer what is due in a chat."""
+    from rolecall.cli.wiring import with_interrupts
+
+    async def body() -> None:
+        if session.engine is None and session.director is None:
+            await session.settle()
+        elif mode == "step":
+            await _step_loop(session)
+        else:
+            await session.run()
+
+    await with_interrupts(session, body)
+
+
+async def _step_loop(session: Session) -> None:
+    from rolecall.cli.lines import LineReader
+
+    session.open()
+    reader = LineReader(sys.stdin.fileno())
+    while not session.finished:
+        print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
+        line = await reader.readline()
+        if not line:
+            session.pause("end_of_input")
+            return
+        if line.strip().lower() in ("q", "quit", "/stop"):
+            session.stop()
+            return
+        if not await session.step() or session.state.state == "paused":
+            return

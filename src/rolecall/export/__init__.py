@@ -1,0 +1,48 @@
+"""Rendering a stored session for people: plain text, Markdown and one HTML page.
+
+Pure functions of a :class:`~rolecall.session.document.SessionDocument`; nothing here
+reads or writes files. Every rendering shows who answers whom (``teacher → student``),
+the step and loop iteration of each message, how the session stands (the stop reason, or
+paused/running), a per-role token table and, separately, the drafts (generations that did
+not complete). Two filters narrow the messages shown: ``role`` keeps that sender's
+messages, ``search`` keeps messages containing the text (case-insensitive); both together
+keep messages matching both. The token table counts the messages shown.
+
+Loop badges follow the terminal display: ``loop N`` is the message's ``loop_iteration``
+(how many times its step ran before in the session); the first run of a step has none.
+
+Safety of user content (message text, names, titles, topics):
+
+* HTML: every piece goes through :func:`html.escape`; message bodies are shown with
+  ``white-space: pre-wrap``. The page is self-contained (inline CSS, no scripts, no
+  external assets).
+* Markdown: message bodies are quoted (every line starts with ``> ``) and neutralised,
+  so a message can never create document structure or markup: the characters
+  ``\\ ` * _ [ ] < > | ~ &`` are backslash-escaped everywhere, and a line starting with
+  ``#``, ``-``, ``+``, ``=`` or ``1.``/``1)`` has that marker escaped too (no headings,
+  rules, setext underlines, lists, fences, tables, links or HTML). Leading spaces become
+  no-break spaces, so indentation shows but never makes a code block, and each line but
+  the last of a paragraph ends with a backslash (a CommonMark hard line break), so the
+  message keeps its lines. A renderer shows the message text literally. Names, titles
+  and topics get the same escaping, on one line.
+"""
+
+from rolecall.export.common import Selection, TokenRow, select, status, title, token_table
+from rolecall.export.html import to_html
+from rolecall.export.markdown import md_escape, md_quote, to_markdown
+from rolecall.export.text import to_text, to_trace
+
+__all__ = [
+    "Selection",
+    "TokenRow",
+    "md_escape",
+    "md_quote",
+    "select",
+    "status",
+    "title",
+    "to_html",
+    "to_markdown",
+    "to_text",
+    "to_trace",
+    "token_table",
+]

@@ -1,0 +1,216 @@
+"""What every rendering shares: the message selection, the token table, the facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from rolecall.money import money
+from rolecall.session.document import SessionDocument
+from rolecall.session.state import Draft, Message
+
+# A palette readable on white; role colours are picked by the role's position.
+_PALETTE = (
+    "#1f6feb",
+    "#b35900",
+    "#1a7f37",
+    "#8250df",
+    "#cf222e",
+    "#0a7480",
+    "#9a6700",
+    "#bf3989",
+)
+_GREY = "#6e7781"
+
+
+# ------------------------------------------------------------------ selection
+@dataclass(frozen=True)
+class TokenRow:
+    sender: str
+    name: str
+    messages: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = None  # its agent messages' cost; None: unknown or none
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def cost_of(messages: list[Message]) -> float | None:
+    """The summed cost of the agent messages; None when one of them has no known cost."""
+    total = 0.0
+    for m in messages:
+        if m.kind != "agent":
+            continue
+        if m.cost_usd is None:
+            return None
+        total += m.cost_usd
+    return total
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The messages and drafts a rendering shows, and how they were chosen."""
+
+    messages: list[Message]
+    drafts: list[Draft]
+    total_messages: int
+    role: str | None
+    search: str | None
+
+    @property
+    def filtered(self) -> bool:
+        return self.role is not None or self.search is not None
+
+    def describe(self) -> str:
+        """``3 of 8 messages (role a; search "x")``, or ``8 messages``."""
+        shown = len(self.messages)
+        noun = "message" if self.total_messages == 1 else "messages"
+        if not self.filtered:
+            return f"{shown} {noun}"
+        parts = []
+        if self.role is not None:
+            parts.append(f"role {self.role}")
+        if self.search is not None:
+            parts.append(f'search "{self.search}"')
+        return f"{shown} of {self.total_messages} {noun} ({'; '.join(parts)})"
+
+
+def _matches(sender: str, content: str, role: str | None, needle: str | None) -> bool:
+    if role is not None and sender != role:
+        return False
+    return needle is None or needle in content.casefold()
+
+
+def select(
+    doc: SessionDocument, *, role: str | None = None, search: str | None = None
+) -> Selection:
+    """The messages (and drafts) of ``doc`` kept by the filters, in session order."""
+    needle = search.casefold() if search is not None else None
+    return Selection(
+        messages=[m for m in doc.messages if _matches(m.sender, m.content, role, needle)],
+        drafts=[d for d in doc.drafts if _matches(d.sender, d.content, role, needle)],
+        total_messages=len(doc.messages),
+        role=role,
+        search=search,
+    )
+
+
+def _roles(doc: SessionDocument) -> list[dict[str, Any]]:
+    roles = doc.world.get("roles")
+    return [r for r in roles if isinstance(r, dict)] if isinstance(roles, list) else []
+
+
+def _role_names(doc: SessionDocument) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for role in _roles(doc):
+        rid = str(role.get("id", ""))
+        out[rid] = str(role.get("name") or rid.replace("_", " ").title())
+    return out
+
+
+def _sender_order(doc: SessionDocument, senders: list[str]) -> list[str]:
+    """World roles in their order, then anyone else (human, system) as first seen."""
+    order = [str(r.get("id", "")) for r in _roles(doc)]
+    for sender in senders:
+        if sender not in order:
+            order.append(sender)
+    return order
+
+
+def token_table(doc: SessionDocument, messages: list[Message]) -> list[TokenRow]:
+    """One row per sender with messages among ``messages``: count, input and output tokens."""
+    counts: dict[str, list[int]] = {}
+    by_sender: dict[str, list[Message]] = {}
+    for m in messages:
+        row = counts.setdefault(m.sender, [0, 0, 0])
+        row[0] += 1
+        row[1] += m.input_tokens
+        row[2] += m.output_tokens
+        by_sender.setdefault(m.sender, []).append(m)
+    names = _role_names(doc)
+    return [
+        TokenRow(
+            sender,
+            names.get(sender, sender),
+            counts[sender][0],
+            counts[sender][1],
+            counts[sender][2],
+            cost_of(by_sender[sender]),
+        )
+        for sender in _sender_order(doc, list(counts))
+        if sender in counts
+    ]
+
+
+def _row_cost(row: TokenRow) -> str:
+    return money(row.cost_usd) if row.cost_usd is not None or row.sender != "human" else "-"
+
+
+def _totals(rows: list[TokenRow]) -> TokenRow:
+    costs = [r.cost_usd for r in rows if r.sender not in ("human", "system")]
+    return TokenRow(
+        "total",
+        "total",
+        sum(r.messages for r in rows),
+        sum(r.input_tokens for r in rows),
+        sum(r.output_tokens for r in rows),
+        None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+    )
+
+
+# ------------------------------------------------------------------ facts
+def title(doc: SessionDocument) -> str:
+    world = doc.world
+    return str(world.get("title") or world.get("name") or doc.session_id)
+
+
+def status(doc: SessionDocument) -> str:
+    """How the session stands: ``finished: flow_end (after the last step 'four')``, ..."""
+    s = doc.state
+    if s.state == "finished":
+        text = f"finished: {s.stop_reason or 'unknown reason'}"
+        return f"{text} ({s.stop_detail})" if s.stop_detail else text
+    if s.state == "paused":
+        return f"paused ({s.pause_reason})" if s.pause_reason else "paused"
+    if s.state == "running":
+        return "running (not finished; if its process ended, resume continues it)"
+    return "created (nothing has run yet)"
+
+
+def _target(doc: SessionDocument, message: Message) -> str | None:
+    if message.target:
+        return message.target
+    if message.reply_to:
+        for m in doc.messages:
+            if m.id == message.reply_to:
+                return m.sender
+    return None
+
+
+def _who(doc: SessionDocument, message: Message) -> str:
+    target = _target(doc, message)
+    return f"{message.sender} → {target}" if target else message.sender
+
+
+def _where(step: str | None, iteration: int | None) -> str:
+    if not step:
+        return ""
+    where = "interjection" if step == "interjection" else f"step {step}"
+    if iteration:
+        where += f" · loop {iteration}"
+    return where
+
+
+def _when(value: datetime) -> str:
+    zone = value.strftime("%Z") if value.tzinfo else ""
+    return value.strftime("%Y-%m-%d %H:%M:%S") + (f" {zone}" if zone else "")
+
+
+def _tokens(m: Message) -> str:
+    if not (m.input_tokens or m.output_tokens):
+        return ""
+    return f"↑{m.input_tokens:,} ↓{m.output_tokens:,}"

@@ -1,0 +1,127 @@
+"""Markdown, with user content quoted and neutralised (see the package docstring)."""
+
+from __future__ import annotations
+
+import re
+
+from rolecall.export.common import (
+    _role_names,
+    _row_cost,
+    _tokens,
+    _totals,
+    _when,
+    _where,
+    _who,
+    select,
+    status,
+    title,
+    token_table,
+)
+from rolecall.money import money
+from rolecall.session.document import SessionDocument
+
+# ------------------------------------------------------------------ markdown
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>|~&])")
+_MD_ORDERED = re.compile(r"^(\d{1,9})([.)])")
+_NBSP = "\u00a0"
+
+
+def md_escape(text: str) -> str:
+    """One line of user text, safe anywhere in Markdown (newlines become spaces)."""
+    return _md_line(" ".join(text.splitlines()))
+
+
+def _md_line(line: str) -> str:
+    body = line.lstrip(" \t")
+    lead = line[: len(line) - len(body)]
+    body = _MD_INLINE.sub(r"\\\1", body)
+    ordered = _MD_ORDERED.match(body)
+    if ordered:
+        body = f"{ordered.group(1)}\\{ordered.group(2)}{body[ordered.end() :]}"
+    elif body[:1] in ("#", "-", "+", "="):
+        body = "\\" + body
+    return _NBSP * len(lead.expandtabs(4)) + body
+
+
+def md_quote(text: str) -> str:
+    """A message body as a neutralised blockquote (see the module docstring)."""
+    lines = [_md_line(line).rstrip() for line in text.splitlines()]
+    if not any(lines):
+        return "> *(empty)*"
+    out = []
+    for i, line in enumerate(lines):
+        if not line:
+            out.append(">")
+            continue
+        # a hard line break (CommonMark: backslash at the end) keeps the message's lines
+        follows = i + 1 < len(lines) and bool(lines[i + 1])
+        out.append(f"> {line}\\" if follows else f"> {line}")
+    return "\n".join(out)
+
+
+def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
+    """The session as a Markdown document (see the module docstring for the escaping)."""
+    sel = select(doc, role=role, search=search)
+    world = doc.world
+    e = md_escape
+    out = [f"# {e(title(doc))}", ""]
+    facts = [f"- **World:** {e(str(world.get('name', '?')))}"]
+    if world.get("topic"):
+        facts.append(f"- **Topic:** {e(str(world['topic']))}")
+    facts += [
+        f"- **Session:** {e(doc.session_id)}",
+        f"- **Created:** {_when(doc.created_at)} · **Updated:** {_when(doc.updated_at)}",
+        f"- **Status:** {e(status(doc))}",
+        f"- **Messages:** {e(sel.describe())}",
+    ]
+    out += [*facts, ""]
+    names = _role_names(doc)
+    if names:
+        out += ["## Cast", ""]
+        out += [f"- **{e(rid)}**: {e(name)}" for rid, name in names.items()]
+        out.append("")
+
+    rows = token_table(doc, sel.messages)
+    out += ["## Tokens" + (" (messages shown)" if sel.filtered else ""), ""]
+    if rows:
+        out += [
+            "| role | messages | input | output | total | cost (USD) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in rows:
+            out.append(
+                f"| {e(r.sender)} | {r.messages} | {r.input_tokens:,} | {r.output_tokens:,} "
+                f"| {r.total:,} | {_row_cost(r)} |"
+            )
+        t = _totals(rows)
+        out.append(
+            f"| **total** | **{t.messages}** | **{t.input_tokens:,}** | "
+            f"**{t.output_tokens:,}** | **{t.total:,}** | **{money(t.cost_usd)}** |"
+        )
+    else:
+        out.append("No messages.")
+    out += ["", "## Transcript", ""]
+    if not sel.messages:
+        out += ["No messages match." if sel.filtered else "No messages yet.", ""]
+    for m in sel.messages:
+        out.append(f"### {e(m.id)} · {e(_who(doc, m))}")
+        out.append("")
+        badges = []
+        where = _where(m.step_id, m.loop_iteration)
+        if where:
+            badges.append(f"*{e(where)}*")
+        if m.reply_to:
+            badges.append(f"replying to {e(m.reply_to)}")
+        if _tokens(m):
+            badges.append(_tokens(m))
+        badges.append(_when(m.ts))
+        out += [" · ".join(badges), "", md_quote(m.content), ""]
+    if sel.drafts:
+        out += ["## Drafts (incomplete)", ""]
+        out += ["Generations that did not complete; they are not part of the history.", ""]
+        for d in sel.drafts:
+            where = _where(d.step_id, None)
+            extra = f" · *{e(where)}*" if where else ""
+            out.append(f"### {e(d.message_id)} · {e(d.sender)} (incomplete)")
+            out += ["", f"{e(d.reason)}{extra} · {_when(d.ts)}", "", md_quote(d.content), ""]
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,106 @@
+"""Plain text and the execution-log trace."""
+
+from __future__ import annotations
+
+from rolecall.export.common import (
+    _tokens,
+    _totals,
+    _when,
+    _where,
+    _who,
+    select,
+    status,
+    title,
+    token_table,
+)
+from rolecall.money import money
+from rolecall.session.document import SessionDocument
+
+
+# ------------------------------------------------------------------ text
+def to_text(
+    doc: SessionDocument,
+    *,
+    role: str | None = None,
+    search: str | None = None,
+    times: bool = False,
+) -> str:
+    """The transcript as plain text (``rolecall sessions show``)."""
+    sel = select(doc, role=role, search=search)
+    world = doc.world
+    head = f"{title(doc)} — world {world.get('name', '?')} · session {doc.session_id}"
+    lines = [head]
+    if world.get("topic"):
+        lines.append(f"topic: {world['topic']}")
+    lines.append(f"status: {status(doc)}")
+    lines.append(f"{_when(doc.created_at)} → {_when(doc.updated_at)} · {sel.describe()}")
+    for m in sel.messages:
+        lines.append("")
+        parts = [f"[{m.id}] {_who(doc, m)}"]
+        where = _where(m.step_id, m.loop_iteration)
+        if where:
+            parts.append(f"[{where}]")
+        if _tokens(m):
+            parts.append(_tokens(m))
+        if times:
+            parts.append(_when(m.ts))
+        lines.append("  ".join(parts))
+        lines.extend(f"  {line}" for line in (m.content.splitlines() or [""]))
+    if sel.drafts:
+        lines.append("")
+        lines.append(f"drafts (incomplete, not part of the history): {len(sel.drafts)}")
+        for d in sel.drafts:
+            where = _where(d.step_id, None)
+            lines.append(
+                f"  [{d.message_id}] {d.sender} ({d.reason}{', ' + where if where else ''})"
+            )
+            lines.extend(f"    {line}" for line in (d.content.splitlines() or [""]))
+    rows = token_table(doc, sel.messages)
+    if rows:
+        total = _totals(rows)
+        lines.append("")
+        lines.append(
+            f"tokens: ↑{total.input_tokens:,} ↓{total.output_tokens:,} in "
+            f"{total.messages} message{'' if total.messages == 1 else 's'} · "
+            f"cost {money(total.cost_usd)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def to_trace(doc: SessionDocument) -> str:
+    """The execution log as a table (``rolecall sessions trace``)."""
+    head = f"{title(doc)} — session {doc.session_id} · {status(doc)}"
+    if not doc.execution_log:
+        return f"{head}\nno steps executed (a chat session, or the flow has not started)\n"
+    header = ("#", "step", "speaker", "message", "loop", "result", "in", "out", "started", "took")
+    rows: list[tuple[str, ...]] = []
+    for r in doc.execution_log:
+        took = (r.ended_at - r.started_at).total_seconds()
+        rows.append(
+            (
+                str(r.execution_order),
+                r.step_id,
+                r.speaker,
+                r.message_id or "-",
+                str(r.loop_iteration),
+                r.result,
+                f"{r.input_tokens:,}",
+                f"{r.output_tokens:,}",
+                _when(r.started_at),
+                f"{took:.2f}s",
+            )
+        )
+    right = {0, 4, 6, 7, 9}
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        out = [
+            c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)
+        ]
+        return "  ".join(out).rstrip()
+
+    total_in = sum(r.input_tokens for r in doc.execution_log)
+    total_out = sum(r.output_tokens for r in doc.execution_log)
+    lines = [head, "", fmt(header), *(fmt(row) for row in rows), ""]
+    lines.append(f"{len(rows)} steps · tokens ↑{total_in:,} ↓{total_out:,}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Flows: the typed flow, its conditions, reply targets and the pure engine."""

@@ -1,0 +1,122 @@
+"""The ``judge:`` block of a world (modes.md, Judge roles): its model and its checks.
+
+Pure: the loader checks a raw world mapping with :func:`check_world`; the judge
+installer (:mod:`rolecall.modes.judge`) reads the validated block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+
+from rolecall.flows.model import Ident
+from rolecall.world.library import suggest
+
+DEFAULT_SCORES: tuple[str, ...] = ("score",)
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JudgeBlock(_Options):
+    """The top-level ``judge:`` block of a world."""
+
+    role: Ident = "judge"
+    after: Literal["all"] | list[Ident] = "all"
+    scores: list[Ident] = Field(default_factory=lambda: list(DEFAULT_SCORES))
+    scale: tuple[StrictInt | StrictFloat, StrictInt | StrictFloat] = (0, 10)
+    about: Literal["message", "exchange"] = "message"
+    instruction: str | None = None
+
+
+# ------------------------------------------------------------ option problems
+def option_problems(prefix: str, exc: ValidationError, fields: list[str]) -> list[str]:
+    """Pydantic errors of an options block as ``path: what (hint)`` lines."""
+    out: list[str] = []
+    for err in exc.errors():
+        loc = [str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"]]
+        where = prefix
+        for part in loc:
+            if part.startswith("[") or ":" in part or "[" in part or "(" in part:
+                where += part if part.startswith("[") else ""
+            else:
+                where += f".{part}"
+        kind = err["type"]
+        value = err.get("input")
+        if kind == "extra_forbidden":
+            key = str(err["loc"][-1])
+            hint = suggest(key, fields, listing=False)
+            out.append(f"{where}: unknown field{hint or ' (fields: ' + ', '.join(fields) + ')'}")
+        elif kind == "missing":
+            out.append(f"{where}: required field missing")
+        elif kind == "string_pattern_mismatch":
+            out.append(
+                f"{where}: bad id {value!r} (use lowercase letters, digits, _ and -, "
+                "starting with a letter)"
+            )
+        else:
+            msg = err["msg"]
+            shown = f" (got {value!r})" if not isinstance(value, dict | list) else ""
+            out.append(f"{where}: {msg[0].lower() + msg[1:]}{shown}")
+    return list(dict.fromkeys(out))
+
+
+def parse_block(raw: Any) -> tuple[JudgeBlock | None, list[str]]:
+    """The judge block as a model, or the problems with it (paths under ``judge``)."""
+    if raw is None:
+        return None, []
+    if not isinstance(raw, dict):
+        return None, [f"judge: expected a mapping like {{role: judge, after: all}}, got {raw!r}"]
+    try:
+        block = JudgeBlock.model_validate(raw)
+    except ValidationError as exc:
+        return None, option_problems("judge", exc, list(JudgeBlock.model_fields))
+    problems = []
+    lo, hi = block.scale
+    if lo >= hi:
+        problems.append(f"judge.scale: the low end must be below the high end, got [{lo}, {hi}]")
+    if len(set(block.scores)) != len(block.scores):
+        problems.append("judge.scores: duplicate score names")
+    return (None if problems else block), problems
+
+
+def check_world(data: Mapping[str, Any]) -> list[str]:
+    """Problems of a raw world mapping's ``judge:`` block, with paths and hints.
+
+    Checks the block's fields, that its role exists and that ``after`` names steps.
+    """
+    raw = data.get("judge")
+    if raw is None:
+        return []
+    block, problems = parse_block(raw)
+    if block is None:
+        return problems
+    roles = data.get("roles")
+    role_ids: list[str] = []
+    for role in roles if isinstance(roles, list) else []:
+        rid = role.get("id", role.get("template")) if isinstance(role, dict) else None
+        if isinstance(rid, str):
+            role_ids.append(rid)
+    if block.role not in role_ids:
+        listing = ", ".join(role_ids) or "none defined"
+        problems.append(
+            f"judge.role: no role '{block.role}'{suggest(block.role, role_ids, listing=False)} "
+            f"(roles: {listing}; add one, e.g. {{template: judge}})"
+        )
+    flow = data.get("flow")
+    steps = flow.get("steps") if isinstance(flow, dict) else None
+    if isinstance(block.after, list):
+        if not isinstance(steps, list):
+            problems.append("judge.after: the world has no flow, so no steps to judge after")
+        else:
+            step_ids = [s["id"] for s in steps if isinstance(s, dict) and "id" in s]
+            for i, sid in enumerate(block.after):
+                if sid not in step_ids:
+                    problems.append(
+                        f"judge.after[{i}]: no step '{sid}'"
+                        f"{suggest(sid, step_ids, listing=False)} (steps: {', '.join(step_ids)})"
+                    )
+    return problems

@@ -1,0 +1,125 @@
+"""Turns as data: what a driver wants next, and the session surface drivers use.
+
+Every kind of turn (a flow step, a director's turn, the final synthesis, a judge's
+extra turn, a chat reply, an interjection, a notice, a human or system message) is a
+:class:`TurnPlan` run by one primitive, :meth:`Host.speak`: call the model (unless the
+plan carries its text), build the message, store it with the events of its decision,
+publish. Drivers (the flow in :mod:`rolecall.turns`, chat in :mod:`rolecall.chat`, a
+mode's :class:`Director`) never run a turn themselves: they return the next node,
+``TurnPlan | Stop | None``, in the style of pydantic-graph's nodes, and a plan's
+``then`` returns the node after it.
+
+:class:`Host` is the port: drivers and modes import it, never the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from rolecall.bus import Bus, Event
+from rolecall.session.state import Message, SessionState
+
+if TYPE_CHECKING:
+    from rolecall.flows.conditions import ConditionContext
+    from rolecall.flows.engine import FlowEngine
+    from rolecall.world.models import World
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """What running a plan gave: the stored message (if any) and whether a model answered."""
+
+    message: Message | None
+    generated: bool  # False: the budgets forbade the call, or it failed or was cancelled
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The dialogue is complete: finish (after the flow's final step, when it has one)."""
+
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """One turn: who speaks, to which message, as which step, and what follows it.
+
+    ``text`` set: no model call (human and system messages, notices). ``shape`` turns
+    the generated text into the stored text (None: nothing is stored). ``begin`` counts
+    the step in the flow pointer. ``decide`` runs once the message is in the transcript
+    and returns the events stored with it in one transaction and published right after
+    it. ``then`` runs after the commit and returns the next node.
+    """
+
+    speaker: str
+    target: Message | None = None
+    step_id: str | None = None
+    loop_iteration: int | None = None
+    instruction: str | None = None
+    text: str | None = None
+    finish_on_budget: bool = True
+    begin: bool = False
+    shape: Callable[[str], str | None] | None = None
+    decide: Callable[[Message, datetime], list[Event]] | None = None
+    then: Callable[[Spoken], Awaitable[TurnPlan | Stop | None]] | None = None
+
+
+Next = TurnPlan | Stop | None
+MessageHook = Callable[["Host", Message], Awaitable[None]]
+
+
+class Director(Protocol):
+    """Decides the speaking order instead of a flow (e.g. study mode's role queues)."""
+
+    def plan(self, host: Host) -> TurnPlan | Stop:
+        """The next turn, or a :class:`Stop` when the dialogue is complete."""
+        ...
+
+    def completed(self, host: Host, turn: TurnPlan, message: Message) -> list[Event]:
+        """The planned turn's message is final: update state, return the events it causes.
+
+        Called just before the message is stored; the state and the returned events
+        are stored with it and published right after it.
+        """
+        ...
+
+    def human(self, host: Host, message: Message) -> bool:
+        """A human message arrived; True when the director consumed it (no routing)."""
+        ...
+
+
+class Host(Protocol):
+    """The session as drivers and modes see it (implemented by ``runtime.Session``)."""
+
+    world: World
+    state: SessionState
+    bus: Bus
+    engine: FlowEngine | None
+    ctx: ConditionContext
+    director: Director | None
+    message_hooks: list[MessageHook]
+    final_instruction: Callable[[Host], str | None] | None
+
+    def clock(self) -> datetime: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def flow_active(self) -> bool: ...
+
+    async def speak(self, plan: TurnPlan) -> Spoken:
+        """Run one turn: the model call (or the plan's text), the message, the commit."""
+        ...
+
+    async def emit(self, events: list[Event]) -> None:
+        """Store ``events`` (one transaction), then publish them."""
+        ...
+
+    def finish(self, reason: str, detail: str = "") -> None:
+        """Finish the session now (no final step)."""
+        ...

@@ -1,0 +1,1 @@
+"""A session as plain data (state.py) and as a stored document (document.py)."""

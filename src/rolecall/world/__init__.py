@@ -1,0 +1,1 @@
+"""Worlds: the typed world file, its loader and the role library."""

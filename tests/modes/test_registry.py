@@ -1,0 +1,110 @@
+"""The registries: a mode is one ModeSpec; a condition kind is one row of KINDS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from rolecall.errors import WorldError
+from rolecall.flows import conditions
+from rolecall.modes import registry
+from rolecall.modes.registry import ModeSpec, register
+from rolecall.runtime import Session
+from tests.helpers import Recorder, world_from
+
+pytestmark = pytest.mark.anyio
+
+
+class QuorumOptions(BaseModel):
+    size: int = 3
+
+
+def _expand(raw: dict[str, Any], library: Any, problems: list[str]) -> dict[str, Any]:
+    data = dict(raw)
+    opts = QuorumOptions.model_validate(data.pop("quorum_options", None) or {})
+    data["roles"] = [{"id": "a", "script": ["a {n}"]}, {"id": "b", "script": ["b {n}"]}]
+    data["flow"] = {
+        "steps": [
+            {"id": "one", "speaker": "a"},
+            {"id": "two", "speaker": "b", "loop": {"to": "one", "max": 50}},
+        ],
+        "stop": ["quorum"],
+    }
+    data["topic"] = f"a quorum of {opts.size}"
+    return data
+
+
+def _install(session: Session) -> None:
+    def quorum() -> tuple[bool, str, str]:
+        n = session.state.transcript.agent_turns
+        return n >= 3, "quorum", f"{n} of 3 voices"
+
+    session.ctx.mode_checks = {**session.ctx.mode_checks, "quorum": quorum}
+
+
+@pytest.fixture
+def quorum_mode() -> Iterator[None]:
+    register(
+        ModeSpec(
+            "quorum",
+            _expand,
+            _install,
+            options=QuorumOptions,
+            conditions={"quorum": "three voices were heard"},
+        )
+    )
+    yield
+    registry._MODES.pop("quorum")
+
+
+async def test_a_registered_mode_and_its_condition_run_end_to_end(quorum_mode: None) -> None:
+    world = world_from("name: q\nmode: quorum\nmodel: scripted\n")
+    assert world.mode == "quorum"
+    session = Session(world)
+    rec = Recorder(session)
+    await session.run()
+    stop = rec.stop()
+    assert (stop.reason, stop.detail) == ("quorum", "3 of 3 voices")
+    assert [m.content for m in session.state.transcript.messages] == ["a 1", "b 1", "a 2"]
+
+
+def test_an_unregistered_mode_and_its_words_are_refused() -> None:
+    with pytest.raises(WorldError) as caught:
+        world_from("name: q\nmode: quorum\nroles: [{id: a}]\n")
+    assert "mode: no mode 'quorum' (modes: consensus, debate, study)" in caught.value.problems
+    with pytest.raises(WorldError) as caught:
+        world_from(
+            "name: q\nroles: [{id: a}]\n"
+            "flow: {steps: [{id: s, speaker: a}], stop: [{mode: quorum}]}\n"
+        )
+    assert caught.value.problems == [
+        "flow.stop[0].mode: no mode condition 'quorum' "
+        "(mode conditions: concession, stalemate, consensus) (got 'quorum')"
+    ]
+
+
+def test_a_bare_mode_word_reads_as_itself_wherever_it_is_nested() -> None:
+    world = world_from(
+        "name: q\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a}], "
+        "stop: [concession, {not: stalemate}, {any: [consensus, {max_turns: 3}]}]}\n"
+    )
+    assert world.flow is not None
+    assert [conditions.describe(c) for c in world.flow.stop] == [
+        "concession",
+        "{not: stalemate}",
+        "{any: [consensus, {max_turns: 3}]}",
+    ]
+
+
+def test_every_condition_kind_is_in_the_loader_hints_and_the_error_text() -> None:
+    with pytest.raises(WorldError) as caught:
+        world_from("name: q\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a}], stop: [7]}\n")
+    (problem,) = caught.value.problems
+    for kind in conditions.KINDS:
+        if kind.words is None:
+            assert kind.key in problem
+        assert set(kind.fields) <= set(conditions.fields())
+    assert "concession, stalemate, consensus" in problem

@@ -1,0 +1,105 @@
+"""No import cycle anywhere in src/rolecall, counting every import statement.
+
+Module level, inside functions, under ``TYPE_CHECKING``: each ``import`` and
+``from ... import`` names an edge from the importing module to the module it names
+(``from package import submodule`` names the submodule). Importing a submodule also runs
+its package's ``__init__``; like import-linter, the graph does not count that implicit
+edge, only what a statement names.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import rolecall
+
+SRC = Path(rolecall.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.append(full if full in modules else base)
+            for target in targets:
+                found = resolve(target)
+                if found is not None and found != module:
+                    graph[module].add(found)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_sees_every_kind_of_import_statement() -> None:
+    graph = import_graph()
+    assert "rolecall.turns" in graph["rolecall.runtime"]  # module level, `from pkg import mod`
+    assert "rolecall.storage.sqlite" in graph["rolecall.cli.manage.common"]  # in a function
+    assert "rolecall.runtime" in graph["rolecall.storage.sqlite"]  # under TYPE_CHECKING
+    demo = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(demo) == [["a", "b", "c"]]
+
+
+def test_there_is_no_import_cycle_in_src() -> None:
+    assert cycles(import_graph()) == []
