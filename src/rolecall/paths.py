@@ -46,6 +46,20 @@ def safe_id(value: str, what: str = "id") -> str:
     return value
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it (Linux: /proc), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
 
@@ -56,6 +70,8 @@ def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; the result follows the umask like any new file
+        os.chmod(tmp, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()

@@ -22,7 +22,9 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from rolecall.cli.suggest import Parser
+
+    parser = Parser(
         prog="rolecall",
         description="Multi-role LLM dialogues: worlds of roles that talk one at a time.",
         epilog=EPILOG,
@@ -55,15 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
         "chat",
         help="talk to a world (REPL on a terminal, piped mode otherwise)",
         description=(
-            "Talk to a world. With stdin not a terminal, each input line is one message "
-            "or /command."
+            "Talk to a world. On a terminal this opens the REPL (docs/repl.md): type a "
+            "message, @role to address one role, /help for the commands. With stdin not a "
+            "terminal, each input line is one message or /command."
         ),
         epilog="examples:\n  rolecall chat panel\n"
+        "  rolecall chat classroom --mode step        one turn per Enter\n"
         "  printf 'hello @alice\\n' | rolecall chat panel --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    chat.add_argument("world", metavar="WORLD")
-    chat.add_argument("--mode", choices=("auto", "step"), default="auto")
+    chat.add_argument(
+        "world", metavar="WORLD", help="a folder, a world.yaml path, or a name under ./worlds/"
+    )
+    chat.add_argument(
+        "--mode",
+        choices=("auto", "step"),
+        default="auto",
+        help="auto: a flow runs by itself between your messages; step: one turn per Enter",
+    )
     add_common_flags(chat)
 
     resume = sub.add_parser(
@@ -91,11 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_models(sub)
 
-    worlds = sub.add_parser("worlds", help="list and validate world folders")
+    worlds = sub.add_parser(
+        "worlds",
+        help="list, validate and create world folders",
+        description="List, validate and create world folders.",
+        epilog="examples:\n  rolecall worlds list\n"
+        "  rolecall worlds validate worlds/classroom\n"
+        "  rolecall worlds new my-study --from study",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
     wl = wsub.add_parser(
         "list",
         help="list the shipped worlds and those under ./worlds/ (marked local; a local one wins)",
+        epilog="examples:\n  rolecall worlds list\n  rolecall worlds list --dir ~/my-worlds",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
     add_common_flags(wl, run_flags=False, data_dir_help="the data directory (its role library)")
@@ -123,12 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         "new",
         help="write a ready-to-edit world folder from a preset",
         epilog="examples:\n  rolecall worlds new my-debate --from debate\n"
-        "  rolecall worlds new panel2 --from consensus",
+        "  rolecall worlds new panel2 --from consensus\n"
+        "  rolecall worlds new my-study --from study   (world.yaml and a starter notes.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wn.add_argument("name", metavar="NAME", help="the new world's name (folder under --dir)")
     wn.add_argument(
-        "--from", dest="preset", required=True, metavar="MODE", help="debate or consensus"
+        "--from", dest="preset", required=True, metavar="MODE", help="debate, consensus or study"
     )
     wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
     add_common_flags(wn, run_flags=False, data_dir_help="the data directory (unused by new)")
@@ -143,8 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from rolecall.cli.suggest import parse
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.version:
         from rolecall import __version__
 

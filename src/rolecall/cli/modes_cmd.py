@@ -169,15 +169,20 @@ def _run(args: argparse.Namespace, world: World) -> int:
 
 def run_debate(args: argparse.Namespace) -> int:
     """``rolecall debate TOPIC ...``: its ``--max-turns`` counts debater turns."""
-    world = load_preset(debate_world(args), "debate")
+    from rolecall.cli.suggest import flags_named
+
+    with flags_named({"debate.max_turns": "--max-turns", "debate.profile": "--profile"}):
+        world = load_preset(debate_world(args), "debate")
     return _run(args, world)
 
 
 def run_consensus(args: argparse.Namespace) -> int:
     """``rolecall consensus TOPIC ...``: ``--max-turns`` is the usual hard cap."""
     from rolecall.cli.running import apply_overrides
+    from rolecall.cli.suggest import flags_named
 
-    world = load_preset(consensus_world(args), "consensus")
+    with flags_named({"consensus.max_rounds": "--max-rounds", "consensus.profile": "--profile"}):
+        world = load_preset(consensus_world(args), "consensus")
     overrides = argparse.Namespace(max_turns=getattr(args, "max_turns", None), topic=None)
     return _run(args, apply_overrides(world, overrides))
 
@@ -242,7 +247,13 @@ def new_world_yaml(mode: str, name: str) -> str:
     """A ready-to-edit world.yaml for ``rolecall worlds new NAME --from MODE``."""
     template = PRESET_YAML.get(mode)
     if template is None:
-        raise UsageError(f"no preset '{mode}' to start from (presets: {', '.join(PRESET_YAML)})")
+        from rolecall.cli.suggest import did_you_mean
+
+        presets = [*PRESET_YAML, "study"]
+        raise UsageError(
+            f"no preset '{mode}' to start from{did_you_mean(mode, presets)} "
+            f"(presets: {', '.join(presets)})"
+        )
     if not _ID.match(name):
         raise UsageError(
             f"bad world name {name!r} (use lowercase letters, digits, _ and -, starting with "

@@ -135,7 +135,10 @@ def load_study_world(args: argparse.Namespace) -> World:
 
     path = Path(args.document)
     raw = study_world(path, delay=args.delay, lock=args.lock)
-    loaded = build_world(raw, source=str(path), library=RoleLibrary())
+    from rolecall.cli.suggest import flags_named
+
+    with flags_named({"study.delay": "--delay", "study.lock": "--lock"}):
+        loaded = build_world(raw, source=str(path), library=RoleLibrary())
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return apply_overrides(loaded.world, args)
