@@ -54,9 +54,9 @@ class Terminal:
     def start(self, *argv: str, env: dict[str, str] | None = None) -> None:
         variables = {"ROLECALL_HOME": str(self.home), "LANG": "C.UTF-8", **(env or {})}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
-        # the real commands: `rolecall chat WORLD ...`, `rolecall resume ID` and
-        # `rolecall batch ...` on a terminal
-        words = list(argv) if argv and argv[0] in ("resume", "batch") else ["chat", *argv]
+        # the real commands: `rolecall chat WORLD ...`, `rolecall resume ID`,
+        # `rolecall run ...` and `rolecall batch ...` on a terminal
+        words = list(argv) if argv and argv[0] in ("resume", "batch", "run") else ["chat", *argv]
         command = " ".join(
             shlex.quote(a) for a in (sys.executable, "-m", "rolecall.cli.main", *words)
         )

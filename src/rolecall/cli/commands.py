@@ -122,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             await drive(session, args.mode)
 
     anyio.run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -150,7 +150,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             )
 
     anyio.run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)
 
 
 async def _newest(store: SqliteStore, doc: SessionDocument, source: Path) -> SessionDocument:
@@ -192,7 +192,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 doc = await store.load(args.session)
             world = apply_overrides(doc.world_model(), args)
             chat_only = world.flow is None and world.mode is None
-            if chat_only and sys.stdin.isatty() and sys.stdout.isatty() and not args.json:
+            from rolecall.cli.repl.live import left_from_repl
+
+            left_in = left_from_repl(doc.state.extra)  # the REPL's mode, if left from it
+            args.mode = args.mode or left_in or "auto"
+            terminal = sys.stdin.isatty() and sys.stdout.isatty() and not args.json
+            if (chat_only or left_in is not None) and terminal:
                 from rolecall.cli.repl import resume_repl
 
                 holder.append(await resume_repl(args, store, doc))
@@ -219,7 +224,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 await drive(session, args.mode)
 
     anyio.run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)
 
 
 def cmd_worlds(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 import anyio
 
@@ -35,3 +36,35 @@ class LineReader:
             return (line + b"\n").decode("utf-8", errors="replace")
         line, self._buffer = self._buffer, b""
         return line.decode("utf-8", errors="replace")
+
+
+class KeyReader:
+    """Single keys from a terminal in cbreak mode (no echo, no line editing).
+
+    Used as a context manager: the terminal's settings are restored on exit whatever
+    happens. Signals (Ctrl-C) still work. :meth:`read` returns one key: a character,
+    or a whole escape sequence (``"\\x1b[A"`` for ↑), ``""`` at end of input.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> KeyReader:
+        import termios
+        import tty
+
+        self._saved = termios.tcgetattr(self.fd)
+        tty.setcbreak(self.fd, termios.TCSANOW)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import termios
+
+        if self._saved is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
+
+    async def read(self) -> str:
+        await anyio.wait_readable(self.fd)
+        chunk = os.read(self.fd, 64)
+        return chunk.decode("utf-8", errors="replace")

@@ -24,7 +24,7 @@ EPILOG = """examples:
 def build_parser() -> argparse.ArgumentParser:
     from rolecall.cli.suggest import Parser
 
-    parser = Parser(
+    parser: argparse.ArgumentParser = Parser(
         prog="rolecall",
         description="Multi-role LLM dialogues: worlds of roles that talk one at a time.",
         epilog=EPILOG,
@@ -86,7 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     resume.add_argument("session", metavar="SESSION", help="a session id or a session file path")
-    resume.add_argument("--mode", choices=("auto", "step"), default="auto")
+    resume.add_argument(
+        "--mode",
+        choices=("auto", "step"),
+        default=None,
+        help="auto or step (default: the mode the session was left in from the REPL, else auto)",
+    )
     add_common_flags(resume)
 
     from rolecall.cli.batch_cmd import add_parser as add_batch

@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace, world: World) -> int:
             await drive(session, getattr(args, "mode", "auto") or "auto")
 
     anyio.run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)
 
 
 def run_debate(args: argparse.Namespace) -> int:

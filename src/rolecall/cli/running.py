@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
+    from rolecall.cli.lines import KeyReader
     from rolecall.runtime import Session
     from rolecall.world.models import World
 
@@ -50,25 +51,38 @@ def apply_overrides(world: World, args: argparse.Namespace) -> World:
     return world.model_copy(update=update) if update else world
 
 
-def outcome(session: Session) -> int:
-    """The exit code for how the session ended (cli.md, Exit codes)."""
+def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
+    """The exit code for how the session ended (cli.md, Exit codes).
+
+    The last thing printed says how to go on, pasteable as printed (:mod:`.hints`): a
+    paused session the command that continues it, a finished one (outside ``--json``)
+    its id and the command that exports it. A session left from the REPL (reason
+    ``quit``) has had its hint printed by the REPL.
+    """
+    from rolecall.cli.hints import export_command, resume_command
+
     state = session.state
+    sid = session.session_id
+    resume = resume_command(sid, args)
     if state.state != "paused":
+        if state.state == "finished" and args is not None and not getattr(args, "json", False):
+            print(f"session {sid} · export it: {export_command(sid, args)}", flush=True)
         return EXIT_OK
     if state.pause_reason == "error":
         print(
-            f"rolecall: the model failed; nothing was lost. Session {session.session_id} "
-            f"is paused: `rolecall resume {session.session_id}` continues it.",
+            f"rolecall: the model failed; nothing was lost. Session {sid} "
+            f"is paused: `{resume}` continues it.",
             file=sys.stderr,
         )
         return EXIT_FAILURE
     if state.pause_reason in ("cancelled", "interrupted"):
         print(
-            f"rolecall: interrupted; session {session.session_id} is saved as paused "
-            f"(`rolecall resume {session.session_id}`).",
+            f"rolecall: interrupted; session {sid} is saved as paused (`{resume}`).",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    if state.pause_reason != "quit" and args is not None:
+        print(f"continue it with: {resume}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -87,13 +101,25 @@ async def drive(session: Session, mode: str) -> None:
     await with_interrupts(session, body)
 
 
+STEP_KEYS = "[Enter] next turn · q stop · Ctrl-D pause"
+STEP_TYPED = (
+    "typed text is not sent in `run --mode step`: Enter runs the next turn, q stops, "
+    "Ctrl-D pauses (to talk to the roles: rolecall chat WORLD --mode step)"
+)
+
+
 async def _step_loop(session: Session) -> None:
-    from rolecall.cli.lines import LineReader
+    from rolecall.cli.lines import KeyReader, LineReader
 
     session.open()
-    reader = LineReader(sys.stdin.fileno())
+    fd = sys.stdin.fileno()
+    if sys.stdin.isatty():
+        with KeyReader(fd) as keys:
+            await _step_keys(session, keys)
+        return
+    reader = LineReader(fd)
     while not session.finished:
-        print("[Enter] next turn · q stop", file=sys.stderr, flush=True)
+        print(STEP_KEYS, file=sys.stderr, flush=True)
         line = await reader.readline()
         if not line:
             session.pause("end_of_input")
@@ -101,5 +127,28 @@ async def _step_loop(session: Session) -> None:
         if line.strip().lower() in ("q", "quit", "/stop"):
             session.stop()
             return
+        if line.strip():
+            print(STEP_TYPED, file=sys.stderr, flush=True)
+            continue
         if not await session.step() or session.state.state == "paused":
             return
+
+
+async def _step_keys(session: Session, keys: KeyReader) -> None:
+    """Step mode on a terminal: single keys, nothing echoed (arrows print no ``^[[A``)."""
+    print(STEP_KEYS, file=sys.stderr, flush=True)
+    while not session.finished:
+        key = await keys.read()
+        if key in ("", "\x04"):
+            session.pause("end_of_input")
+            return
+        if key.lower() == "q":
+            session.stop()
+            return
+        if key in ("\r", "\n"):
+            if not await session.step() or session.state.state == "paused":
+                return
+            if not session.finished:
+                print(STEP_KEYS, file=sys.stderr, flush=True)
+        elif not key.startswith("\x1b"):  # arrows and other escape keys: ignored
+            print(STEP_TYPED, file=sys.stderr, flush=True)

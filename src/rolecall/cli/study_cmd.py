@@ -163,4 +163,4 @@ def run_study(args: argparse.Namespace) -> int:
             await drive(session, args.mode)
 
     anyio.run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)

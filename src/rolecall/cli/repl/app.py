@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from rolecall.cli.hints import resume_command
 from rolecall.cli.repl.commands import Command, CommandError, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay
@@ -386,7 +387,7 @@ class Repl:
         if self.jobs:
             with anyio.move_on_after(15):
                 await self._idle.wait()
-        mark_quit(session)
+        mark_quit(session, "step" if self.step_mode else "auto")
         display = self.display
         assert display is not None
         if switching:
@@ -395,7 +396,7 @@ class Repl:
             display.gap()
             display.note(
                 f"session {session.session_id} kept (paused) · "
-                f"continue it with: rolecall resume {session.session_id}"
+                f"continue it with: {resume_command(session.session_id, self.args)}"
             )
 
     # -- background ----------------------------------------------------------------------

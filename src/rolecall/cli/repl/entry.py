@@ -64,15 +64,18 @@ def cmd_repl(args: argparse.Namespace) -> int:
                 holder.append(await repl.run(session))
 
     _run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)
 
 
 async def resume_repl(
     args: argparse.Namespace, store: SqliteStore, doc: SessionDocument
 ) -> Session:
     """The REPL over a stored session (``cmd_resume`` on a terminal); the last session."""
+    from rolecall.cli.repl.live import left_from_repl
     from rolecall.cli.running import apply_overrides
 
+    if getattr(args, "mode", None) is None:  # the mode it was left in
+        args.mode = left_from_repl(doc.state.extra) or "auto"
     world = apply_overrides(doc.world_model(), args)
     async with open_live_session(args, world, store, doc=doc) as session:
         return await Repl(args, store).run(session)
@@ -96,4 +99,4 @@ def cmd_resume_repl(args: argparse.Namespace) -> int:
             holder.append(await resume_repl(args, store, doc))
 
     _run(main)
-    return outcome(holder[0])
+    return outcome(holder[0], args)

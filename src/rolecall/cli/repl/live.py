@@ -68,13 +68,28 @@ def _quiet_args(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
-def mark_quit(session: Session) -> None:
-    """Keep the session for ``rolecall resume``: paused, reason ``quit`` (idle sessions only)."""
+REPL_KEY = "repl"  # state.extra[REPL_KEY]: {"mode": "auto"|"step"} of a session left from the REPL
+
+
+def left_from_repl(extra: dict[str, Any]) -> str | None:
+    """The mode (``auto``/``step``) a session was left in from the REPL, else ``None``."""
+    found = extra.get(REPL_KEY)
+    mode = found.get("mode") if isinstance(found, dict) else None
+    return mode if mode in ("auto", "step") else None
+
+
+def mark_quit(session: Session, mode: str = "auto") -> None:
+    """Keep the session for ``rolecall resume``: paused, reason ``quit`` (idle sessions only).
+
+    The REPL's mode is kept with it, so ``rolecall resume`` on a terminal reopens the
+    REPL in that mode (stored in the state's ``extra``, committed with the pause).
+    """
     from rolecall.bus import SessionEvent
 
     if session.finished:
         return
     state = session.state
+    state.extra[REPL_KEY] = {"mode": mode}
     if state.state != "paused":
         session.pause("quit")
     elif state.pause_reason != "quit":

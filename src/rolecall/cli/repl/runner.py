@@ -130,7 +130,7 @@ class CommandRunner:
         path = Path(name).expanduser()
         if not path.is_absolute() and self.cwd is not None:
             path = self.cwd / path
-        return path
+        return path.absolute()  # printed in full: the path works pasted anywhere
 
     async def execute(self, command: Command) -> Outcome | LoadRequest:
         handler: Callable[[Command], Awaitable[Outcome | LoadRequest | None]] = getattr(

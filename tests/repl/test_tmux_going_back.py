@@ -1,0 +1,68 @@
+"""Going back to a session from a terminal: the hints printed are pasted as printed."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.repl.test_tmux import TMUX, Terminal, stored, terminal, toolbar
+
+__all__ = ["terminal"]  # the fixture
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not on PATH")
+
+
+def test_resume_reopens_the_repl_in_step_mode_with_the_data_dir_of_the_hint(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    data = tmp_path / "elsewhere"  # not ROLECALL_HOME: the hint must name it
+    t = terminal()
+    t.start("classroom", "--mode", "step", "--data-dir", str(data))
+    t.ready()
+    t.key("Enter")  # one turn
+    t.wait_for(lambda s: "teacher  step intro" in s and "  ↑" in s)
+    t.key("C-d")
+    screen = t.wait_for("EXIT=0")
+    hint = re.search(r"continue it with: (rolecall resume .*)", screen)
+    assert hint is not None, screen
+    words = shlex.split(hint.group(1))
+    assert words[1:] == ["resume", words[2], "--data-dir", str(data)]
+    ((sid, state, reason),) = stored(data)
+    assert (words[2], state, reason) == (sid, "paused", "quit")
+    assert not (t.home / "rolecall.db").exists()
+
+    again = terminal()
+    again.start(*words[1:])  # `rolecall resume ID --data-dir D`, as printed
+    screen = again.ready()  # the REPL, not the plain `run` display
+    assert f"session {sid}: " in screen
+    again.wait_for(lambda s: "step " in toolbar(s))  # step mode: the next step is shown
+    again.key("Enter")  # an empty line runs one turn, and only one
+    again.wait_for(lambda s: "step ask\n" in s and "  ↑" in s)
+    again.key("C-d")
+    again.wait_for("EXIT=0")
+    with sqlite3.connect(data / "rolecall.db") as db:
+        (count,) = db.execute("SELECT COUNT(*) FROM messages").fetchone()
+    assert count == 2  # the flow did not run on by itself (auto mode would finish it)
+
+
+def test_run_step_mode_on_a_terminal_says_what_keys_do(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    t = terminal()
+    t.start("run", "tutoring", "--mode", "step")
+    t.wait_for("[Enter] next turn")
+    t.key("Up")  # an arrow prints nothing
+    t.type("x")  # typed text runs nothing, and says what the keys do
+    screen = t.wait_for("typed text is not sent")
+    assert "^[[A" not in screen and "tutor [step intro]" not in screen
+    t.key("Enter")
+    t.wait_for("tutor [step intro]")
+    t.key("C-d")
+    screen = t.wait_for("EXIT=0")
+    assert "continue it with: rolecall resume " in screen
+    ((_, state, reason),) = stored(t.home)
+    assert (state, reason) == ("paused", "end_of_input")
