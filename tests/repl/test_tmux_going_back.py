@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 import shlex
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
