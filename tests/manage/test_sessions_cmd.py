@@ -47,7 +47,7 @@ def test_list(home: tuple[Path, str, str], capsys: pytest.CaptureFixture[str]) -
     code, out, err = call(capsys, "sessions", "list")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "TITLE"]
+    assert lines[0].split() == ["ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "ABOUT"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows[finished][1:5] == ["relay", "finished", "flow_end", "8"]
     assert rows[stopped][1:5] == ["relay", "finished", "manual", "3"]

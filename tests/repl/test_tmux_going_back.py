@@ -66,3 +66,32 @@ def test_run_step_mode_on_a_terminal_says_what_keys_do(
     assert "continue it with: rolecall resume " in screen
     ((_, state, reason),) = stored(t.home)
     assert (state, reason) == ("paused", "end_of_input")
+
+
+def test_load_completes_stored_ids_and_json_files_and_an_empty_session_is_not_kept(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    t = terminal()
+    t.start("worlds/panel")
+    t.ready()
+    t.type("@planner which trees shade streets best?")
+    t.key("Enter")
+    t.wait_for(lambda s: "planner → human" in s and "  ↑" in s)
+    t.key("C-d")
+    t.wait_for("EXIT=0")
+    ((kept, _, _),) = stored(t.home)
+
+    again = terminal()
+    again.start("worlds/panel")
+    again.ready()
+    again.type("/load ")
+    screen = again.wait_for("which trees shade streets")  # the menu: id and what about
+    assert kept in screen
+    assert "pyproject.toml" not in screen and "README.md" not in screen  # .json only
+    again.key("Escape")
+    again.key("C-u")
+    again.key("C-d")  # nothing was said in this one
+    screen = again.wait_for("EXIT=0")
+    assert "nothing was said: the session is not kept" in screen
+    assert "rolecall resume" not in screen
+    assert [sid for sid, _, _ in stored(t.home)] == [kept]

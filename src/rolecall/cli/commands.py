@@ -189,7 +189,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             if target.suffix == ".json" or await anyio.Path(target).is_file():
                 doc = await _newest(store, read_session_file(target), target)
             else:
-                doc = await store.load(args.session)
+                doc = await store.load(await store.resolve_id(args.session))
             world = apply_overrides(doc.world_model(), args)
             chat_only = world.flow is None and world.mode is None
             from rolecall.cli.repl.live import left_from_repl

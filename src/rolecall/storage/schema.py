@@ -116,6 +116,23 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX batch_runs_session ON batch_runs (session_id);
     """,
+    # 4: full-text search over the messages (``rolecall sessions list --search``): an
+    # FTS5 table of each message's sender and content, filled by a trigger as messages
+    # are inserted (existing ones copied here) and emptied with its session.
+    """
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, sender UNINDEXED, session_id UNINDEXED, tokenize = 'unicode61'
+    );
+    INSERT INTO messages_fts (content, sender, session_id)
+        SELECT json_extract(body, '$.content'), sender, session_id FROM messages;
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (content, sender, session_id)
+        VALUES (json_extract(new.body, '$.content'), new.sender, new.session_id);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON sessions BEGIN
+        DELETE FROM messages_fts WHERE session_id = old.id;
+    END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,7 +38,8 @@ from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, state_json, world_dict
 from rolecall.session.state import Draft, Message
-from rolecall.storage import writer
+from rolecall.storage import catalog, writer
+from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION
 
@@ -66,18 +67,6 @@ class _Tracked:
     # message added, its events never published), so nothing more of it is written and
     # a resume goes on from the last commit
     failed: str | None = None
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    id: str
-    world_name: str
-    title: str
-    state: str
-    stop_reason: str | None
-    messages: int
-    created_at: str
-    updated_at: str
 
 
 class SqliteStore:
@@ -333,13 +322,34 @@ class SqliteStore:
             await self.commit(session)
 
     # ------------------------------------------------------------- reading
-    async def list_sessions(self) -> list[SessionRow]:
-        query = (
-            "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, "
-            "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
-            "s.created_at, s.updated_at FROM sessions s ORDER BY s.created_at, s.id"
-        )
-        return [SessionRow(*row) for row in await self._all(query)]
+    async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
+        """The stored sessions, oldest first, with a preview (see :class:`SessionFilter`).
+
+        Without a filter every session is listed, empty ones included.
+        """
+        query, params = catalog.list_query(where or SessionFilter(with_empty=True))
+        return [SessionRow(*row) for row in await self._all(query, *params)]
+
+    async def resolve_id(self, text: str) -> str:
+        """The full session id ``text`` stands for: itself, ``last`` or a unique prefix.
+
+        ``text`` is returned unchanged when no stored id matches (``load`` then says so);
+        a prefix shared by several ids is a UsageError listing them.
+        """
+        if text != "last" and await self._exists(text):
+            return text
+        query, params = catalog.prefix_query(text)
+        found = [sid for (sid,) in await self._all(query, *params)]
+        if len(found) == 1:
+            return str(found[0])
+        if text == "last" and not found:
+            raise UsageError(f"no session stored in {self.path} yet: nothing is 'last'")
+        if len(found) > 1:
+            shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+            raise UsageError(
+                f"session id '{text}' is ambiguous: {len(found)} sessions start with it ({shown})"
+            )
+        return text
 
     async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
         sid = safe_id(session_id, "session id")

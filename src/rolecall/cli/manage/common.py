@@ -57,10 +57,19 @@ def _data(args: argparse.Namespace) -> Path:
     return data_dir(getattr(args, "data_dir", None))
 
 
-def _session_id(value: str) -> str:
-    from rolecall.paths import safe_id
+def _session_id(value: str, args: argparse.Namespace | None = None) -> str:
+    """The session id ``value`` stands for: checked safe, then (with ``args``) resolved in
+    the data directory's store: ``last`` or a unique prefix names the whole id."""
+    from rolecall.paths import db_path, safe_id
 
-    return safe_id(value, "session id")
+    sid = safe_id(value, "session id")
+    if args is None or not db_path(_data(args)).is_file():
+        return sid
+
+    async def body(store: SqliteStore) -> str:
+        return await store.resolve_id(sid)
+
+    return _with_store(args, body, missing=f"no session '{sid}'")
 
 
 def _with_store(

@@ -105,7 +105,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from rolecall.paths import safe_id
     from rolecall.world.library import suggest
 
-    sid = _session_id(args.session)
+    sid = _session_id(args.session, args)
     agent = safe_id(args.agent, "agent id")
     memory = MemoryFiles.in_data_dir(_data(args))
     clearing = args.memory_command == "clear"

@@ -50,14 +50,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = _add(
         ssub,
         "list",
-        help="every stored session: id, world, state, stop reason, messages, last update",
+        help="the stored sessions: id, world, state, stop reason, messages, cost, last "
+        "update and what each is about (its first message, else its topic)",
         examples=[
             "rolecall sessions list",
-            "rolecall sessions list --data-dir /tmp/rc",
+            "rolecall sessions list --world panel --status paused --limit 5",
+            'rolecall sessions list --search "heat island"',
+            "rolecall sessions list --json --data-dir /tmp/rc",
             "rolecall sessions list --batch sweep1",
         ],
     )
     p.add_argument("--batch", metavar="NAME", help="only the sessions of the batch NAME")
+    p.add_argument("--world", metavar="W", help="only the sessions of world W (its name)")
+    p.add_argument(
+        "--status",
+        choices=("created", "running", "paused", "finished"),
+        help="only the sessions in this state",
+    )
+    p.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="only the sessions with a message holding every word of TEXT (full-text)",
+    )
+    p.add_argument("--limit", metavar="N", type=_positive, help="only the N most recently updated")
+    p.add_argument("--all", action="store_true", help="also the sessions with no message")
+    p.add_argument("--json", action="store_true", help="one JSON object per session")
     _common(p)
     p = _add(
         ssub,
@@ -119,6 +136,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _common(p)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
 # =================================================================== sessions
 def cmd_sessions(args: argparse.Namespace) -> int:
     action: str = args.sessions_command
@@ -130,22 +157,28 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _sessions_list(args: argparse.Namespace) -> int:
-    import json
-
     from rolecall.money import money
     from rolecall.paths import db_path
+    from rolecall.storage.catalog import SessionFilter, SessionRow
 
     data = _data(args)
     if not db_path(data).is_file():
-        _say(args, f"no sessions stored in {data} yet")
+        _empty(args, data)
         return 0
 
     batch: str | None = getattr(args, "batch", None)
+    where = SessionFilter(
+        world=args.world,
+        status=args.status,
+        search=args.search,
+        limit=args.limit,
+        with_empty=args.all,
+    )
 
-    async def body(store: SqliteStore) -> list[tuple[str, ...]]:
+    async def body(store: SqliteStore) -> tuple[list[SessionRow], dict[str, float | None]]:
         from rolecall.storage.batches import BatchTables
 
-        rows = await store.list_sessions()
+        rows = await store.list_sessions(where)
         if batch is not None:
             tables = BatchTables(store)
             if await tables.plan(batch) is None:
@@ -156,39 +189,40 @@ def _sessions_list(args: argparse.Namespace) -> int:
                 raise UsageError(f"no batch named {batch!r} (batches: {listed})")
             members = {sid for sid, name in (await tables.batch_of()).items() if name == batch}
             rows = [r for r in rows if r.id in members]
-        async with store.db.execute("SELECT id, state_json FROM sessions") as cur:
-            states = {sid: text for sid, text in await cur.fetchall()}
-        costs = await session_costs(store)
-        out: list[tuple[str, ...]] = []
-        for r in rows:
-            state = r.state
-            if r.state == "paused":
-                try:
-                    reason = json.loads(states.get(r.id, "{}")).get("pause_reason")
-                except ValueError:
-                    reason = None
-                state = f"paused ({reason})" if reason else state
-            out.append(
-                (
-                    r.id,
-                    r.world_name,
-                    state,
-                    r.stop_reason or "-",
-                    str(r.messages),
-                    money(costs.get(r.id, 0.0)) if r.messages else "-",
-                    r.updated_at[:19].replace("T", " "),
-                    _clip(r.title, 40),
-                )
-            )
-        return out
+        return rows, await session_costs(store)
 
-    rows = _with_store(args, body, missing="no sessions")
-    if not rows:
-        _say(args, f"no sessions stored in {data} yet")
+    rows, costs = _with_store(args, body, missing="no sessions")
+    if args.json:
+        import json
+
+        for r in rows:
+            record = {**vars(r), "cost_usd": costs.get(r.id) if r.messages else None}
+            print(json.dumps(record, ensure_ascii=False))
         return 0
-    header = ("ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "TITLE")
-    print(_table(header, rows, right={4, 5}))
+    if not rows:
+        _empty(args, data)
+        return 0
+    table: list[tuple[str, ...]] = [
+        (
+            r.id,
+            r.world_name,
+            f"paused ({r.pause_reason})" if r.state == "paused" and r.pause_reason else r.state,
+            r.stop_reason or "-",
+            str(r.messages),
+            money(costs.get(r.id, 0.0)) if r.messages else "-",
+            r.updated_at[:19].replace("T", " "),
+            _clip(r.preview or r.title, 50),
+        )
+        for r in rows
+    ]
+    header = ("ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "ABOUT")
+    print(_table(header, table, right={4, 5}))
     return 0
+
+
+def _empty(args: argparse.Namespace, data: object) -> None:
+    filtered = any(getattr(args, k, None) for k in ("world", "status", "search", "limit", "batch"))
+    _say(args, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet")
 
 
 async def session_costs(store: SqliteStore) -> dict[str, float | None]:
@@ -208,7 +242,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
     """``show``, ``trace`` and ``export``: load the document, render it."""
     from rolecall.errors import UsageError
 
-    sid = _session_id(args.session)
+    sid = _session_id(args.session, args)
     action: str = args.sessions_command
     fmt: str | None = getattr(args, "format", None)
     role: str | None = getattr(args, "role", None)
@@ -270,7 +304,7 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     from rolecall.errors import StorageError, UsageError
     from rolecall.memory import MemoryFiles
 
-    sid = _session_id(args.session)
+    sid = _session_id(args.session, args)
     data = _data(args)
     folder = MemoryFiles.in_data_dir(data).root / sid
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -134,6 +135,7 @@ class Repl:
         self._world: World | None = None
         self._first: _FirstPrompt | None = None
         self._boot_banner = False
+        self._stored_cache: tuple[float, list[tuple[str, str]]] | None = None
         self.session: Session | None = None
         self.display: ReplDisplay | None = None
         self.runner: CommandRunner | None = None
@@ -387,9 +389,17 @@ class Repl:
         if self.jobs:
             with anyio.move_on_after(15):
                 await self._idle.wait()
-        mark_quit(session, "step" if self.step_mode else "auto")
         display = self.display
         assert display is not None
+        state = session.state
+        if not state.transcript.messages and not state.drafts and self.store is not None:
+            # nothing was said: the session is not kept (it would only clutter the list)
+            await self.store.flush(session)
+            await self.store.delete(session.session_id)
+            if not switching:
+                display.note("nothing was said: the session is not kept")
+            return
+        mark_quit(session, "step" if self.step_mode else "auto")
         if switching:
             display.note(f"left session {session.session_id} (kept, {session.state.state})")
         elif not session.finished:
@@ -589,7 +599,7 @@ class Repl:
         return PromptSession(
             message=self._message,
             multiline=True,
-            completer=ReplCompleter(world, lambda: self.session).for_prompt(),
+            completer=ReplCompleter(world, lambda: self.session, self._stored).for_prompt(),
             complete_while_typing=True,
             auto_suggest=AutoSuggestFromHistory(),
             history=history,
@@ -603,6 +613,16 @@ class Repl:
             input=self._input,
             output=self._output,
         )
+
+    def _stored(self) -> list[tuple[str, str]]:
+        """The stored sessions (newest first) for ``/load`` completion, read at most 1/s."""
+        now = time.monotonic()
+        if self._stored_cache is None or now - self._stored_cache[0] > 1.0:
+            from rolecall.paths import db_path
+            from rolecall.storage.catalog import recent_ids
+
+            self._stored_cache = (now, recent_ids(db_path(self.data_dir)))
+        return self._stored_cache[1]
 
     def _message(self) -> StyleAndTextTuples:
         from prompt_toolkit.application import get_app_or_none

@@ -38,10 +38,14 @@ class ReplCompleter:
     """
 
     def __init__(
-        self, world: Callable[[], World], session: Callable[[], Session | None] | None = None
+        self,
+        world: Callable[[], World],
+        session: Callable[[], Session | None] | None = None,
+        stored: Callable[[], list[tuple[str, str]]] | None = None,
     ) -> None:
         self.world = world
         self.session = session or (lambda: None)
+        self.stored = stored or list  # (id, what it is about) of the stored sessions
 
     def for_prompt(self) -> Completer:
         from prompt_toolkit.completion import Completer, Completion
@@ -103,11 +107,16 @@ class ReplCompleter:
             if word.lower().startswith(prefix.lower()):
                 yield Candidate(word, len(prefix), "", meta)
 
-    def _paths(self, word: str) -> Iterator[Candidate]:
+    def _paths(self, word: str, *, json_only: bool = False) -> Iterator[Candidate]:
+        import os
+
         from prompt_toolkit.completion import CompleteEvent, PathCompleter
         from prompt_toolkit.document import Document
 
-        completer = PathCompleter(expanduser=True)
+        def wanted(name: str) -> bool:  # folders lead to files; session files end .json
+            return not json_only or name.endswith(".json") or os.path.isdir(name)
+
+        completer = PathCompleter(expanduser=True, file_filter=wanted)
         for c in completer.get_completions(Document(word, len(word)), CompleteEvent()):
             yield Candidate(c.text, -c.start_position, c.display_text, c.display_meta_text)
 
@@ -143,5 +152,13 @@ class ReplCompleter:
             yield from self._words(word, ["default", *self._models()])
         elif name == "export" and not positional:
             yield from self._words(word, spec.choices)
-        elif name in ("save", "load", "export"):
+        elif name == "load" and not positional:
+            current = self.session()
+            for sid, about in self.stored():
+                if sid.startswith(word) and (current is None or sid != current.session_id):
+                    yield Candidate(sid, len(word), "", _shorten(about, 50))
+            yield from self._paths(word, json_only=True)
+        elif name in ("save", "load"):
+            yield from self._paths(word, json_only=True)
+        elif name == "export":
             yield from self._paths(word)

@@ -95,7 +95,7 @@ def cmd_resume_repl(args: argparse.Namespace) -> int:
             if target.suffix == ".json" or await anyio.Path(target).is_file():
                 doc = await anyio.to_thread.run_sync(read_session_file, target)
             else:
-                doc = await store.load(args.session)
+                doc = await store.load(await store.resolve_id(args.session))
             holder.append(await resume_repl(args, store, doc))
 
     _run(main)

@@ -414,7 +414,7 @@ class CommandRunner:
             source = str(path)
         elif self.store is not None:
             await self.store.flush(self.session)
-            doc = await self.store.load(name)
+            doc = await self.store.load(await self.store.resolve_id(name))
             source = f"the store ({name})"
         else:
             raise CommandError(f"no session file {path}")
