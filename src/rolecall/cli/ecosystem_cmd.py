@@ -16,6 +16,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "rolecall.models; the model string is PREFIX or PREFIX/...), and litellm for "
             "every other string."
         ),
+        epilog="example:\n  rolecall models",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
