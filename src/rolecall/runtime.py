@@ -175,6 +175,11 @@ class Session:
         else:
             self._pause(reason)
 
+    def cancel_pause(self) -> bool:
+        """Withdraw a pause asked for during the current turn; True if one was pending."""
+        requested, self._pause_requested = self._pause_requested, None
+        return requested is not None
+
     def stop(self, reason: str = "manual", detail: str = "stopped by the user") -> None:
         """Finish the session: after the current turn, or at once when idle."""
         if self._lock.locked() or self._running:

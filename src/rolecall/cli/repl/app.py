@@ -20,7 +20,7 @@ from rolecall.cli.repl.commands import Command, CommandError, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
-from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
+from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header
 from rolecall.cli.repl.runner import (
     CommandRunner,
     Job,
@@ -30,6 +30,7 @@ from rolecall.cli.repl.runner import (
     _models_in_use,
     _shorten,
 )
+from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
 from rolecall.money import money
 
 if TYPE_CHECKING:
@@ -126,6 +127,8 @@ class Repl:
         self._history_file = history_file or self.data_dir / "repl_history"
         self.jobs = 0
         self._armed = False
+        self._armed_at = 0.0
+        self._eof_at = -QUIT_WINDOW
         self._quit = False
         self._preloading = False
         self._wake = anyio.Event()
@@ -428,6 +431,8 @@ class Repl:
                 self.jobs -= 1
                 if self.jobs == 0:
                     self._idle.set()
+                    if self.runner is not None:
+                        self.runner.pausing = False
                 self._changed()
 
         self._tg.start_soon(run, name=f"repl-{name}")
@@ -524,6 +529,8 @@ class Repl:
             return "cancelled"
         if self.jobs:
             session.pause("interrupted")
+            if self.runner is not None:
+                self.runner.pausing = True
             display.note("pausing after the current turn")
             self._armed = False
             return "pausing"
@@ -531,12 +538,32 @@ class Repl:
             buffer.reset()
             self._armed = False
             return "cleared"
-        if self._armed:
+        now = time.monotonic()
+        if self._armed and now - self._armed_at <= QUIT_WINDOW:
             self.request_quit()
             return "quit"
-        self._armed = True
-        display.note("(press Ctrl-C again to quit; the session is kept · Ctrl-D quits too)")
+        self._armed, self._armed_at = True, now
+        display.note(
+            f"(press Ctrl-C again within {QUIT_WINDOW:g} s to quit; the session is kept · "
+            "Ctrl-D quits too)"
+        )
         return "armed"
+
+    def end_of_input(self, buffer: Buffer | None) -> str:
+        """Ctrl-D at an empty prompt: quit; while a reply is generated, ask first."""
+        display = self.display
+        session = self.session
+        busy = session is not None and (self.jobs > 0 or session.generator.busy)
+        now = time.monotonic()
+        if busy and display is not None and now - self._eof_at > QUIT_WINDOW:
+            self._eof_at = now
+            display.note(
+                f"a reply is being generated: Ctrl-D again within {QUIT_WINDOW:g} s quits "
+                "(the reply is kept as a draft, the session paused) · Ctrl-C cancels the reply"
+            )
+            return "asked"
+        self.request_quit()
+        return "quit"
 
     def request_quit(self) -> None:
         self._quit = True
@@ -569,6 +596,25 @@ class Repl:
         @kb.add("escape", "enter")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
+
+        @kb.add("escape")
+        def _escape(event: KeyPressEvent) -> None:  # closes the completion menu
+            event.current_buffer.cancel_completion()
+
+        @kb.add("escape", "/")
+        def _escape_slash(event: KeyPressEvent) -> None:
+            # Esc, then a /command typed within the key timeout: not Alt-/ (which would
+            # eat the slash and send the command's name as a message)
+            event.current_buffer.cancel_completion()
+            event.current_buffer.insert_text("/")
+
+        @kb.add("c-d")
+        def _ctrl_d(event: KeyPressEvent) -> None:
+            buf = event.current_buffer
+            if buf.text:
+                buf.delete()  # as usual: delete the character under the cursor
+            else:
+                self.end_of_input(buf)
 
         return kb
 
@@ -645,6 +691,8 @@ class Repl:
         if app is not None and app.is_done:
             return []  # not left behind in the scrollback
         world = session.world if session is not None else self._world
+        if session is not None and session.finished:
+            return [("class:placeholder", "the session has finished · /load another · /quit")]
         if self.step_mode and world is not None and (world.flow or world.mode):
             return [("class:placeholder", "Enter runs the next turn · a message · /help")]
         return [("class:placeholder", "message the agents · @ for one · / for commands")]
@@ -655,8 +703,16 @@ class Repl:
         if session is None or display is None:
             name = self._world.name if self._world is not None else "rolecall"
             return [("class:bottom-toolbar.key", f" {name}"), ("", " │ starting…")]
+        fitted: StyleAndTextTuples = [
+            *fit_toolbar(self._toolbar_parts(session, display), self._width())
+        ]
+        return fitted
+
+    def _toolbar_parts(self, session: Session, display: ReplDisplay) -> ToolbarParts:
         st = session.state
-        if display.active and session.generator.busy:
+        if self.runner is not None and self.runner.pausing and (self.jobs or session.busy):
+            status = "pausing…"
+        elif display.active and session.generator.busy:
             status = "generating"
         elif self.jobs:
             status = "running"
@@ -668,35 +724,33 @@ class Repl:
             status += f" ({st.pause_reason})"
         if session.finished:
             status = f"finished ({st.stop_reason})"
-        sep = ("class:bottom-toolbar.hint", " │ ")
-        parts: StyleAndTextTuples = [
-            ("class:bottom-toolbar.key", f" {session.world.name}"),
-            sep,
-            ("", session.session_id),
-            sep,
-            ("class:bottom-toolbar.state", status),
-        ]
+        parts = ToolbarParts(world=session.world.name, session=session.session_id, status=status)
         engine = session.engine
         if engine is not None:
             pointer = st.pointer
             step = pointer.current or ("—" if pointer.started else engine.start)
-            if session.finished:
-                step = "—"
-            counters = " ".join(f"{sid}×{n}" for sid, n in pointer.exec_counts.items() if n)
-            parts += [sep, ("", f"step {step}")]
-            if counters:
-                parts.append(("class:bottom-toolbar.hint", "  " + _shorten(counters, 48)))
+            parts.step = f"step {'—' if session.finished else step}"
+            parts.counters = " ".join(
+                f"{sid}×{n}"
+                for sid, n in pointer.exec_counts.items()
+                if n and sid != "interjection"  # an interjection is not a step
+            )
         elif session.director is not None:
-            parts += [sep, ("", f"{session.world.mode} · turn {st.pointer.execution_order}")]
+            parts.step = f"{session.world.mode} · turn {st.pointer.execution_order}"
+        if session.model_override:
+            parts.model = f"model {session.model_override}"
         t = st.transcript
-        parts += [sep, ("", tokens(t.input_tokens, t.output_tokens + display.live_out_tokens()))]
+        live = display.live_out_tokens()
+        if t.input_tokens or t.output_tokens or live:
+            # no ↑0 while the first reply streams: its prompt tokens come at its end
+            up = f"↑{t.input_tokens:,} " if t.input_tokens else ""
+            parts.tokens = f"{up}↓{t.output_tokens + live:,}"
         if t.cost_usd:  # known and not free
-            parts.append(("", f" · {money(t.cost_usd)}"))
-        if self._armed:
-            hint = "Ctrl-C again to quit"
+            parts.tokens += f" · {money(t.cost_usd)}"
+        if self._armed and time.monotonic() - self._armed_at <= QUIT_WINDOW:
+            parts.hint = "Ctrl-C again to quit"
         elif self.step_mode and engine is not None and not session.finished:
-            hint = "Enter: next turn · /help"
+            parts.hint = "Enter: next turn · /help"
         else:
-            hint = "/help"
-        parts += [sep, ("class:bottom-toolbar.hint", hint + " ")]
+            parts.hint = "/help"
         return parts

@@ -77,4 +77,14 @@ def _wrap(text: str, width: int) -> Iterator[str]:
 
 
 def _terminal_width() -> int:
+    """The terminal's columns: asked of the terminal itself (stdin, then the real
+    stdout: ``sys.stdout`` may be the prompt's proxy), else ``$COLUMNS``, else 100."""
+    import os
+    import sys
+
+    for stream in (sys.__stdin__, sys.__stdout__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
     return shutil.get_terminal_size((100, 40)).columns

@@ -82,6 +82,17 @@ def _resolve_agent(session: Session, name: str) -> str:
     raise CommandError(f"no agent {name!r} in this world ({hint})")
 
 
+_CHAT_ONLY = (
+    "this world has no flow {what}: it is a chat, and replies to your messages run by "
+    "themselves{due} (type a message; /pause holds the replies)"
+)
+
+
+def _due(session: Session) -> str:
+    n = len(session.state.pending)
+    return f" ({n} due now)" if n else ""
+
+
 class CommandRunner:
     """Carries out parsed commands on one session; no terminal needed.
 
@@ -114,6 +125,7 @@ class CommandRunner:
         self.cwd = cwd
         self.data_dir = data_dir
         self.on_model = on_model
+        self.pausing = False  # a pause is asked for and the current turn still runs
 
     @property
     def driven(self) -> bool:
@@ -224,9 +236,11 @@ class CommandRunner:
             lines.append(f"finished: {s.state.stop_reason}")
         else:
             where = f"next: {current}" if current else "next: (deciding)"
-            lines.append(
-                f"{where} · {pointer.execution_order} steps executed · state {s.state.state}"
-            )
+            asides = pointer.exec_counts.get("interjection", 0)  # answers, not steps
+            done = f"{pointer.execution_order - asides} steps executed"
+            if asides:
+                done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
+            lines.append(f"{where} · {done} · state {s.state.state}")
         self.echo("\n".join(lines))
 
     async def _cmd_history(self, cmd: Command) -> None:
@@ -294,6 +308,9 @@ class CommandRunner:
         if s.finished:
             self.echo(f"the session has finished ({s.state.stop_reason}); /load another one")
             return
+        if not self.driven and (self.busy() or s.state.pending):
+            self.echo(_CHAT_ONLY.format(what="to run", due=_due(s)))
+            return
         if self.busy():
             self.echo("already running; /pause or /stop it, or type to interject")
             return
@@ -306,6 +323,9 @@ class CommandRunner:
         s = self.session
         if s.finished:
             self.echo(f"the session has finished ({s.state.stop_reason}); nothing to step")
+            return
+        if not self.driven and self.busy():
+            self.echo(_CHAT_ONLY.format(what="to step", due=_due(s)))
             return
         if self.busy():
             self.echo("a turn is running; /pause first, then /next steps one turn at a time")
@@ -326,7 +346,8 @@ class CommandRunner:
             self.echo("the session has finished; nothing to pause")
         elif self.busy() or s.generator.busy:
             s.pause("manual")
-            self.echo("pausing after the current turn")
+            self.pausing = True
+            self.echo("pausing after the current turn (/resume keeps it going)")
         elif s.state.state == "paused":
             self.echo(f"already paused ({s.state.pause_reason})")
         else:
@@ -338,7 +359,11 @@ class CommandRunner:
             self.echo(f"the session has finished ({s.state.stop_reason}); nothing to resume")
             return
         if self.busy():
-            self.echo("already running")
+            if self.pausing and s.cancel_pause():
+                self.pausing = False
+                self.echo("not pausing: it goes on after the current turn")
+            else:
+                self.echo("already running")
             return
         if not self.driven and not s.state.pending:
             self.echo("nothing to resume: no reply is due; type a message")
