@@ -122,3 +122,32 @@ def test_a_finished_flow_does_not_offer_the_next_turn(terminal: Callable[[], Ter
     screen = t.wait_for("the session has finished · /load another · /quit")
     assert "Enter runs the next turn" not in screen.splitlines()[-3]
     assert "Enter: next turn" not in toolbar(screen)
+
+
+def test_the_reply_queue_in_the_toolbar_skip_and_a_new_message_after_pause(
+    terminal: Callable[[], Terminal],
+) -> None:
+    t = terminal()
+    t.start("worlds/panel", env={"ROLECALL_STREAM_DELAY": "0.05"})
+    t.ready()
+    t.type("@all how should a city start?")
+    t.key("Enter")
+    t.wait_for(lambda s: "3 due · next: " in toolbar(s))  # one answering, three queued
+    t.type("/skip")
+    t.key("Enter")
+    screen = t.wait_for("dropped 3 replies still due")
+    t.wait_for(lambda s: "│ ready │" in toolbar(s), timeout=30)
+    assert t.screen().count("→ human") == 1  # only the reply that was streaming
+
+    t.type("@all and who pays for it?")
+    t.key("Enter")
+    t.wait_for(lambda s: "3 due · next: " in toolbar(s))
+    t.type("/pause")
+    t.key("Enter")
+    t.wait_for(lambda s: "paused (manual)" in toolbar(s) and "3 due" in toolbar(s), timeout=30)
+    t.type("@historian what happened in Chicago in 1995?")
+    t.key("Enter")
+    screen = t.wait_for("dropped 3 replies still due to your earlier message")
+    screen = t.wait_for(lambda s: "│ ready │" in toolbar(s), timeout=30)
+    assert screen.count("→ human") == 3  # 1, then 1 before the pause, then the historian
+    assert screen.rstrip().splitlines()[-1].count("due") == 0

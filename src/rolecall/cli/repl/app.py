@@ -29,6 +29,7 @@ from rolecall.cli.repl.runner import (
     _count,
     _models_in_use,
     _shorten,
+    drop_queue,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
 from rolecall.money import money
@@ -380,6 +381,14 @@ class Repl:
                 "the message was not sent (/load another session, or start a new chat)"
             )
             return Outcome.CONTINUE
+        st = session.state
+        if st.state == "paused" and st.pause_reason == "manual" and st.pending:
+            # paused with /pause: the new message supersedes the old question
+            dropped = drop_queue(session)
+            display.note(
+                f"dropped {len(dropped)} repl{'y' if len(dropped) == 1 else 'ies'} still due "
+                f"to your earlier message ({', '.join(dropped)}): your new message is answered"
+            )
         self._spawn("message", lambda: session.say(message))
         return Outcome.CONTINUE
 
@@ -739,6 +748,10 @@ class Repl:
             parts.step = f"{session.world.mode} · turn {st.pointer.execution_order}"
         if session.model_override:
             parts.model = f"model {session.model_override}"
+        if st.pending and engine is None:
+            queue = [item.agent for item in st.pending]
+            shown = ", ".join(queue[:3]) + (", …" if len(queue) > 3 else "")
+            parts.status += f" · {len(queue)} due · next: {shown}"
         t = st.transcript
         live = display.live_out_tokens()
         if t.input_tokens or t.output_tokens or live:

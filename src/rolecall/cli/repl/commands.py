@@ -31,6 +31,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("next", "/next", "run one turn (step mode; Enter on an empty line in --mode step)"),
     CommandSpec("pause", "/pause", "pause after the current turn"),
     CommandSpec("resume", "/resume", "continue a paused session in the background"),
+    CommandSpec("skip", "/skip", "drop the replies still due (the one streaming finishes)"),
     CommandSpec("stop", "/stop", "finish the session (reason manual)"),
     CommandSpec("flag", "/flag NAME", "set flag NAME (for {flag: NAME} conditions)", 1, 1),
     CommandSpec(

@@ -93,6 +93,23 @@ def _due(session: Session) -> str:
     return f" ({n} due now)" if n else ""
 
 
+def drop_queue(session: Session) -> list[str]:
+    """Drop the replies still due (not the one being generated); who would have answered.
+
+    A log event goes with it, so the store keeps the shorter queue at once.
+    """
+    from rolecall.bus import LogEvent
+
+    pending = session.state.pending
+    dropped = [item.agent for item in pending]
+    if dropped:
+        pending.clear()
+        session.bus.publish(
+            LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
+        )
+    return dropped
+
+
 class CommandRunner:
     """Carries out parsed commands on one session; no terminal needed.
 
@@ -352,6 +369,14 @@ class CommandRunner:
             self.echo(f"already paused ({s.state.pause_reason})")
         else:
             s.pause("manual")
+
+    async def _cmd_skip(self, cmd: Command) -> None:
+        dropped = drop_queue(self.session)
+        if not dropped:
+            self.echo("no replies are due")
+            return
+        who = ", ".join(dropped)
+        self.echo(f"dropped {_count(len(dropped), 'reply', 'replies')} still due ({who})")
 
     async def _cmd_resume(self, cmd: Command) -> None:
         s = self.session
