@@ -151,3 +151,22 @@ def test_the_reply_queue_in_the_toolbar_skip_and_a_new_message_after_pause(
     screen = t.wait_for(lambda s: "│ ready │" in toolbar(s), timeout=30)
     assert screen.count("→ human") == 3  # 1, then 1 before the pause, then the historian
     assert screen.rstrip().splitlines()[-1].count("due") == 0
+
+
+def test_cjk_text_is_wrapped_by_its_width_on_screen(terminal: Callable[[], Terminal]) -> None:
+    from wcwidth import wcswidth
+
+    t = terminal()
+    t.start("worlds/panel")
+    t.ready()
+    cjk = "光合作用是植物利用光能把二氧化碳和水转化为葡萄糖和氧气的过程。" * 6
+    t.type("@historian " + cjk)
+    t.key("Enter")
+    t.wait_for(lambda s: "historian → human" in s and "│ ready │" in toolbar(s), timeout=30)
+    t.type("/history --role human")
+    t.key("Enter")
+    screen = t.wait_for(lambda s: s.count("光合作用") >= 2 and "│ ready │" in toolbar(s))
+    history = screen[screen.rindex("/history --role human") :]
+    lines = [line for line in history.splitlines() if "光" in line or "。" in line]
+    assert len(lines) >= 3  # wrapped over several lines ...
+    assert max(wcswidth(line) for line in lines) <= 120  # ... none wider than the terminal

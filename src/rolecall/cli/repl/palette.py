@@ -65,12 +65,21 @@ def header(
 
 
 def _wrap(text: str, width: int) -> Iterator[str]:
-    """Split one line into pieces of at most ``width`` characters, at spaces when possible."""
+    """Split one line into pieces of at most ``width`` terminal columns, at spaces when
+    possible (columns measured with wcwidth: a CJK character or an emoji takes two)."""
+    from rolecall.cli.repl.toolbar import width_of
+
     width = max(width, 10)
-    while len(text) > width:
-        cut = text.rfind(" ", 0, width + 1)
+    while width_of(text) > width:
+        used, fit = 0, 0  # fit: how many characters take at most `width` columns
+        for ch in text:
+            used += max(width_of(ch), 0)
+            if used > width:
+                break
+            fit += 1
+        cut = text.rfind(" ", 0, fit + 1)
         if cut <= 0:
-            cut = width
+            cut = max(fit, 1)
         yield text[:cut].rstrip(" ")
         text = text[cut:].lstrip(" ")
     yield text
