@@ -95,3 +95,13 @@ def test_load_completes_stored_ids_and_json_files_and_an_empty_session_is_not_ke
     assert "nothing was said: the session is not kept" in screen
     assert "rolecall resume" not in screen
     assert [sid for sid, _, _ in stored(t.home)] == [kept]
+
+
+def test_run_on_a_terminal_wraps_words_at_its_width(terminal: Callable[[], Terminal]) -> None:
+    t = terminal()
+    t.start("run", "classroom")
+    screen = t.wait_for("EXIT=0", timeout=40)
+    # capture-pane -J joins what the terminal wrapped: a line wider than the terminal
+    # was split by the terminal, mid-word, instead of by rolecall between words
+    text = screen[: screen.index("stopped:")]
+    assert max(len(line) for line in text.splitlines()) < 120

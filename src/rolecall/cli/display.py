@@ -28,6 +28,7 @@ from rolecall.bus import (
     TurnLimitEvent,
     WarningEvent,
 )
+from rolecall.cli.wrap import StreamWrap
 from rolecall.money import money
 
 _PALETTE = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
@@ -100,6 +101,7 @@ class TerminalDisplay:
         self.cost: float | None = 0.0  # USD of the agent messages; None once one is unknown
         self._open_line = False
         self.closed = False
+        self._wrap: StreamWrap | None = None  # live on a terminal: word-wrapped
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
@@ -130,13 +132,18 @@ class TerminalDisplay:
         """Live: the header, then the text as it arrives, then the token line."""
         if isinstance(event, StreamStart):
             self._streamed = []
+            self._wrap = StreamWrap(_columns(self.out)) if self.live else None
             self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
         elif isinstance(event, StreamChunk):
             self._streamed.append(event.delta)
-            self.out.write(event.delta)
+            text = event.delta if self._wrap is None else self._wrap.feed(event.delta)
+            self.out.write(text)
             self.out.flush()
             self._open_line = True
         else:
+            if self._wrap is not None:
+                self.out.write(self._wrap.end())
+                self._wrap = None
             self.total_in += event.input_tokens
             self.total_out += event.output_tokens
             self._line()
@@ -210,6 +217,14 @@ class TerminalDisplay:
             self._line(f"stopped: {event.reason}{detail}")
             cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
             self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
+
+
+def _columns(out: TextIO) -> int:
+    """The columns of the terminal ``out`` writes to (100 when it cannot be asked)."""
+    try:
+        return os.get_terminal_size(out.fileno()).columns - 1
+    except (AttributeError, OSError, ValueError):
+        return 100
 
 
 def silence_stdout() -> None:
