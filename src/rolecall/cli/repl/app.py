@@ -553,7 +553,7 @@ class Repl:
             return "quit"
         self._armed, self._armed_at = True, now
         display.note(
-            f"(press Ctrl-C again within {QUIT_WINDOW:g} s to quit; the session is kept · "
+            f"(press Ctrl-C again to quit, within {QUIT_WINDOW:g} s; the session is kept · "
             "Ctrl-D quits too)"
         )
         return "armed"
