@@ -165,8 +165,9 @@ def test_cjk_text_is_wrapped_by_its_width_on_screen(terminal: Callable[[], Termi
     t.wait_for(lambda s: "historian → human" in s and "│ ready │" in toolbar(s), timeout=30)
     t.type("/history --role human")
     t.key("Enter")
-    screen = t.wait_for(lambda s: s.count("光合作用") >= 2 and "│ ready │" in toolbar(s))
-    history = screen[screen.rindex("/history --role human") :]
+    marker = "› /history --role human"
+    screen = t.wait_for(lambda s: marker in s and "光合作用" in s[s.rindex(marker) :])
+    history = screen[screen.rindex(marker) :]
     lines = [line for line in history.splitlines() if "光" in line or "。" in line]
     assert len(lines) >= 3  # wrapped over several lines ...
     assert max(wcswidth(line) for line in lines) <= 120  # ... none wider than the terminal

@@ -562,7 +562,7 @@ class Repl:
         """Ctrl-D at an empty prompt: quit; while a reply is generated, ask first."""
         display = self.display
         session = self.session
-        busy = session is not None and (self.jobs > 0 or session.generator.busy)
+        busy = session is not None and session.generator.busy  # a reply streams
         now = time.monotonic()
         if busy and display is not None and now - self._eof_at > QUIT_WINDOW:
             self._eof_at = now
