@@ -172,7 +172,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
         status=args.status,
         search=args.search,
         limit=args.limit,
-        with_empty=args.all,
+        with_empty=args.all or batch is not None,  # a batch lists all of its runs
     )
 
     async def body(store: SqliteStore) -> tuple[list[SessionRow], dict[str, float | None]]:
