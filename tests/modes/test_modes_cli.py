@@ -96,7 +96,7 @@ def test_run_debate_reports_an_unknown_profile(data_dir: Path) -> None:
     with pytest.raises(WorldError) as info:
         run_debate(args)
     assert info.value.problems == [
-        "debate.profile: unknown profile 'comedy' "
+        "--profile: unknown profile 'comedy' "  # named by the flag (issue 16)
         "(profiles: classic, technical, business, scientific, ethical, political)"
     ]
 
