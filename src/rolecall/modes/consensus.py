@@ -23,33 +23,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from rolecall.bus import ModeEvent
 from rolecall.errors import UnknownRoleError
 from rolecall.flows.model import Ident
 from rolecall.modes.common import (
-    Decided,
-    PresetState,
-    cite_list,
     judge_role,
     merge_roles,
-    mode_state,
     no_flow,
     parse_options,
     preset_settings,
-    set_final_instruction,
     user_role_ids,
-    validate_judgment,
 )
-from rolecall.modes.judge import ask_judge, hooked_message, store_scores
-from rolecall.modes.judgments import Parsed
+from rolecall.modes.consensus_turns import ConsensusHook, attach, synthesis_instruction
 from rolecall.modes.registry import ModeSpec, register
-from rolecall.modes.termination import CONSENSUS, MAX_TURNS, consensus_decision
 from rolecall.plans import Host
 
 if TYPE_CHECKING:
-    from rolecall.session.state import Message
     from rolecall.world.library import RoleLibrary
 
 PROFILES: Final[dict[str, tuple[str, ...]]] = {
@@ -61,13 +51,6 @@ SYNTHESIZER: Final = "synthesizer"
 JUDGE_STEP: Final = "judge"
 FINAL_STEP: Final = "synthesis"
 MIN_PARTICIPANTS: Final = 3
-
-
-class ConsensusState(PresetState):
-    """``extra["consensus"]``: the participant turns so far and the judge's verdicts."""
-
-    turns: list[tuple[str, str]] = Field(default_factory=list)  # (speaker, message id)
-    verdicts: list[dict[str, Any] | None] = Field(default_factory=list)  # one per judged round
 
 
 class ConsensusOptions(BaseModel):
@@ -219,162 +202,13 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
     return data
 
 
-def synthesis_instruction(decision: Decided | None, cites: str) -> str:
-    if decision is not None and decision.reason == CONSENSUS:
-        ended = "The group reached consensus. "
-    elif decision is not None:
-        ended = (
-            f"The group did not reach consensus ({decision.detail}): give the closest "
-            "common ground and the objections still open. "
-        )
-    else:
-        ended = ""
-    listing = f" The discussion's messages: {cites}." if cites else ""
-    return (
-        f"Summarise the discussion as the group's final result. {ended}State the common ground "
-        "the participants reached, how differences were resolved or what stays open, and the "
-        "final recommendation, crediting who contributed each key idea. Add no new positions. "
-        f"Cite the messages you draw on by id in brackets, like [m3].{listing}"
-    )
-
-
-# ======================================================================== judge
-class ConsensusJudgment(BaseModel):
-    """The JSON a consensus judge returns after each full round (other keys are ignored)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    consensus: StrictBool
-    agreement: Annotated[float, Field(ge=0, le=1)]
-    open_objections: list[str] = Field(default_factory=list)
-
-
-JUDGE_FORMAT: Final = (
-    '{"consensus": true | false, "agreement": <0 to 1: how far the participants agree>, '
-    '"open_objections": ["each objection still open, in a few words"]}'
-)
-
-
-def parse_judgment(text: str) -> Parsed:
-    judgment = validate_judgment(text, ConsensusJudgment)
-    scores = {
-        "consensus": 1.0 if judgment.consensus else 0.0,
-        "agreement": float(judgment.agreement),
-        "open_objections": float(len(judgment.open_objections)),
-    }
-    return Parsed(scores, judgment.model_dump())
-
-
-# ====================================================================== install
-def _refresh_final(session: Host) -> None:
-    state = mode_state(session, "consensus", ConsensusState)
-    world = session.world
-    label = {r.id: r.display_name for r in world.roles}
-    cites = cite_list(session, [mid for _, mid in state.turns], label)
-    set_final_instruction(session, synthesis_instruction(state.decision, cites))
-
-
-def install(session: Host) -> None:
-    world = session.world
-    if world.flow is None:
+def install(host: Host) -> None:
+    if host.world.flow is None:
         return
-    raw = dict(world.consensus or {})
+    raw = dict(host.world.consensus or {})
     people = participants_of(raw)
     opts = ConsensusOptions.model_validate({**raw, "participants": people})
-    steps = {f"open_{p}" for p in people} | set(people)
-    k = len(people)
-    mode_state(session, "consensus", ConsensusState)
-
-    async def after_message(session: Host, message: Message) -> None:
-        message = hooked_message(session, message)
-        if message.step_id not in steps or message.sender not in people:
-            return
-        state = mode_state(session, "consensus", ConsensusState)
-        if any(mid == message.id for _, mid in state.turns):
-            return  # already decided: the hooks run again on resume after a failure
-        n = len(state.turns) + 1
-        round_done = n % k == 0
-        rounds = n // k
-        data: dict[str, Any] = {"turn": n, "round": rounds + (0 if round_done else 1)}
-        holds = False
-        if opts.judge is not None:
-            if round_done:
-                parsed = await ask_judge(
-                    session,
-                    opts.judge,
-                    message,
-                    step_id=JUDGE_STEP,
-                    instruction=(
-                        f"As the judge, assess round {rounds} of the discussion, which ends with "
-                        f"{message.id}: have all participants reached consensus? Reply with only "
-                        f"a JSON object in this format and nothing else: {JUDGE_FORMAT}"
-                    ),
-                    retry_instruction=(
-                        "Reply again with ONLY the JSON object, exactly in this format: "
-                        f"{JUDGE_FORMAT}"
-                    ),
-                    parse=parse_judgment,
-                )
-                if session.state.state == "paused":
-                    return  # the judge's turn failed or was cancelled: resume judges again
-                state.verdicts.append(parsed.verdict if parsed is not None else None)
-                if parsed is not None:
-                    store_scores(session, opts.judge, parsed.scores)
-                    holds = bool(parsed.verdict["consensus"])
-                    detail = (
-                        f"the judge says consensus after round {rounds}"
-                        if holds
-                        else f"the judge sees no consensus after round {rounds}"
-                    )
-                    data["verdict"] = parsed.verdict
-                else:
-                    detail = f"no valid verdict after round {rounds}"
-            else:
-                detail = f"round {rounds + 1} in progress; the judge rules after each round"
-        state.turns.append((message.sender, message.id))
-        if opts.judge is None:
-            by_id = session.state.transcript.by_id
-            window = [(s, by_id[m].content) for s, m in state.turns[-k:] if m in by_id]
-            holds, detail, stances = consensus_decision(window, people)
-            data["stances"] = [
-                {"speaker": s.speaker, "agrees": s.agrees, "agreement": s.agreement,
-                 "objection": s.objection}
-                for s in stances
-            ]  # fmt: skip
-        if holds:
-            state.decision = Decided(reason=CONSENSUS, detail=detail)
-        elif round_done and rounds >= opts.max_rounds:
-            state.decision = Decided(
-                reason=MAX_TURNS, detail=f"{rounds} of {opts.max_rounds} rounds without consensus"
-            )
-        decision = state.decision
-        state.status = detail
-        data.update(
-            stop=decision is not None,
-            reason=decision.reason if decision else None,
-            detail=decision.detail if decision else detail,
-            message_id=message.id,
-        )
-        session.bus.publish(ModeEvent(mode="consensus", name="check", data=data))
-        _refresh_final(session)
-
-    def check(reason: str, word: str) -> Any:
-        def run() -> tuple[bool, str, str]:
-            state = mode_state(session, "consensus", ConsensusState)
-            decision = state.decision
-            if decision is not None and decision.reason == reason:
-                return True, reason, decision.detail
-            return False, word, str(state.status)
-
-        return run
-
-    session.ctx.mode_checks = {
-        **session.ctx.mode_checks,
-        "consensus": check(CONSENSUS, "consensus"),
-        "stalemate": check(MAX_TURNS, "stalemate"),
-    }
-    session.message_hooks.append(after_message)
-    _refresh_final(session)
+    attach(host, ConsensusHook(host, people, judge=opts.judge, max_rounds=opts.max_rounds))
 
 
 register(
