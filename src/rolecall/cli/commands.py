@@ -36,6 +36,7 @@ def dispatch(args: argparse.Namespace) -> int:
     from rolecall.cli.ecosystem_cmd import cmd_models
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
     from rolecall.cli.modes_cmd import run_consensus, run_debate
+    from rolecall.cli.nats_cmd import cmd_watch
     from rolecall.cli.study_cmd import run_study
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -51,6 +52,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "resume": cmd_resume,
         "batch": cmd_batch,
         "models": cmd_models,
+        "watch": cmd_watch,
     }
     try:
         try:
@@ -104,7 +106,7 @@ def _rolecall_error(group: BaseExceptionGroup[BaseException]) -> RolecallError |
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rolecall.cli.wiring import live_session, open_store
+    from rolecall.cli.wiring import live_session, open_store, session_transport
 
     world, source = _load(args)
     if world.flow is None and world.mode is None:
@@ -115,8 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with (
+            session_transport(args) as transport,
             open_store(args) as store,
-            live_session(args, world, store, world_source=source) as session,
+            live_session(args, world, store, world_source=source, transport=transport) as session,
         ):
             holder.append(session)
             await drive(session, args.mode)
@@ -137,11 +140,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         from rolecall.cli.piped import run_piped
-        from rolecall.cli.wiring import with_interrupts
+        from rolecall.cli.wiring import session_transport, with_interrupts
 
         async with (
+            session_transport(args) as transport,
             open_store(args) as store,
-            live_session(args, world, store, world_source=source) as session,
+            live_session(args, world, store, world_source=source, transport=transport) as session,
         ):
             holder.append(session)
             memory = memory_files(args)

@@ -45,3 +45,13 @@ def add_common_flags(
     p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
     p.add_argument("--log-file", help="write structured JSON logs to this file")
+
+
+def add_nats_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """``--nats URL``: the NATS JetStream transport (docs/nats.md)."""
+    p.add_argument(
+        "--nats",
+        metavar="URL",
+        required=required,
+        help="a NATS server with JetStream, e.g. nats://127.0.0.1:4222 (env ROLECALL_NATS_URL)",
+    )

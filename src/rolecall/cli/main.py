@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rolecall.cli.flags import add_common_flags
+from rolecall.cli.flags import add_common_flags, add_nats_flag
 
 EPILOG = """examples:
   rolecall run classroom                      run worlds/classroom on its models
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: run to the stop; step: one turn per Enter",
     )
     add_common_flags(run)
+    add_nats_flag(run)
 
     chat = sub.add_parser(
         "chat",
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: a flow runs by itself between your messages; step: one turn per Enter",
     )
     add_common_flags(chat)
+    add_nats_flag(chat)
 
     resume = sub.add_parser(
         "resume",
@@ -97,12 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     from rolecall.cli.batch_cmd import add_parser as add_batch
     from rolecall.cli.manage import register
     from rolecall.cli.modes_cmd import add_parsers
+    from rolecall.cli.nats_cmd import add_watch_parser
     from rolecall.cli.study_cmd import add_parser as add_study
 
     register(sub)
     add_parsers(sub)
     add_study(sub)
     add_batch(sub)
+    add_watch_parser(sub)
     from rolecall.cli.ecosystem_cmd import add_parser as add_models
 
     add_models(sub)

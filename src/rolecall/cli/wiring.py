@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -27,7 +27,7 @@ from rolecall.errors import RolecallError, StorageError, UsageError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir, db_path
-from rolecall.runtime import Session
+from rolecall.runtime import Session, new_session_id
 from rolecall.session.document import (
     SessionDocument,
     restore_state,
@@ -36,6 +36,9 @@ from rolecall.session.document import (
 )
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
+
+if TYPE_CHECKING:
+    from rolecall.nats.transport import Transport
 
 log = structlog.get_logger(__name__)
 
@@ -127,10 +130,22 @@ def new_or_restored(
     models: ModelRegistry,
     override: str | None,
     doc: SessionDocument | None = None,
+    bus: Callable[[str, int], Bus] | None = None,
 ) -> Session:
-    """A new session of ``world``, or the stored one of ``doc`` ready to go on."""
+    """A new session of ``world``, or the stored one of ``doc`` ready to go on.
+
+    ``bus(session_id, first_seq)`` makes the session's bus (the NATS transport's); by
+    default the in-process one.
+    """
     if doc is None:
-        return Session(world, models=models, model_override=override)
+        sid = new_session_id()
+        return Session(
+            world,
+            session_id=sid,
+            models=models,
+            model_override=override,
+            bus=bus(sid, 1) if bus is not None else None,
+        )
     state = restore_state(doc)
     if state.state == "running":  # the process died mid-run: it is paused now
         state.state = "paused"
@@ -145,11 +160,30 @@ def new_or_restored(
         world,
         state=state,
         models=models,
-        bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
+        bus=(bus or _in_process)(doc.session_id, doc.last_seq + 1),
         model_override=override or doc.model_override,
     )
     session._opened = True
     return session
+
+
+def _in_process(session_id: str, first_seq: int) -> Bus:
+    return EventBus(session_id, first_seq=first_seq)
+
+
+@asynccontextmanager
+async def session_transport(args: argparse.Namespace) -> AsyncIterator[Transport | None]:
+    """The NATS transport of ``--nats URL`` (or ``ROLECALL_NATS_URL``); None for in-process."""
+    from rolecall.nats.link import nats_url
+
+    url = nats_url(getattr(args, "nats", None))
+    if url is None:
+        yield None
+        return
+    from rolecall.nats.transport import open_transport
+
+    async with open_transport(url) as transport:
+        yield transport
 
 
 async def keep(
@@ -176,16 +210,29 @@ async def live_session(
     world_source: str | None = None,
     doc: SessionDocument | None = None,
     display: Callable[[Bus], object] | None = None,
+    transport: Transport | None = None,
 ) -> AsyncIterator[Session]:
     """A stored, displayed session; a restored one when ``doc`` is given.
 
     ``display`` attaches the caller's own display to the bus (the REPL's); by default
-    the plain terminal display or the JSON stream is attached.
+    the plain terminal display or the JSON stream is attached. With a ``transport``
+    (``--nats``) every event also goes to the cluster's stream.
     """
     json_mode = bool(getattr(args, "json", False))
     models = ModelRegistry(**stream_pacing(json_mode))
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
-    session = new_or_restored(world, models=models, override=override, doc=doc)
+    session = new_or_restored(
+        world,
+        models=models,
+        override=override,
+        doc=doc,
+        bus=transport.bus if transport is not None else None,
+    )
+    if transport is not None:
+        from rolecall.nats.bus import NatsBus, attach
+
+        assert isinstance(session.bus, NatsBus)
+        attach(session, session.bus, world_source=world_source)
     if doc is not None:
         await store.import_document(doc)
     if display is not None:

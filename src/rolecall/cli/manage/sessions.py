@@ -126,6 +126,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--out", metavar="FILE", help="write here (atomically) instead of stdout")
     _filters(p)
     _common(p)
+    from rolecall.cli.nats_cmd import add_import_parser
+
+    add_import_parser(ssub)
     p = _add(
         ssub,
         "delete",
@@ -153,6 +156,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return _sessions_list(args)
     if action == "delete":
         return _sessions_delete(args)
+    if action == "import":
+        from rolecall.cli.nats_cmd import cmd_import
+
+        return cmd_import(args)
     return _sessions_read(args)
 
 

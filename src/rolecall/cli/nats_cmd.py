@@ -1,0 +1,187 @@
+"""``rolecall watch`` and ``rolecall sessions import``: the NATS stream from anywhere."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING
+
+import anyio
+
+from rolecall.errors import UsageError
+
+if TYPE_CHECKING:
+    from rolecall.bus import EventBus
+    from rolecall.nats.link import Link
+    from rolecall.nats.replay import Reorder, StreamEvent
+
+
+def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rolecall.cli.flags import add_nats_flag
+
+    p = sub.add_parser(
+        "watch",
+        help="follow live events of sessions run on a NATS cluster",
+        description=(
+            "Follow the events of sessions run with --nats, from any machine. SESSION ends "
+            "after that session's stop (or pause), --all never (Ctrl-C ends it)."
+        ),
+        epilog="examples:\n"
+        "  rolecall watch 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222 --from-start\n"
+        "  rolecall watch --all --nats nats://127.0.0.1:4222 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("session", metavar="SESSION", nargs="?", help="a session id")
+    p.add_argument("--all", action="store_true", help="every session, until Ctrl-C")
+    p.add_argument("--from-start", action="store_true", help="replay the stored events first")
+    p.add_argument("--json", action="store_true", help="the events as JSON lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no token lines")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")
+    add_nats_flag(p)
+
+
+async def follow(
+    link: Link, subject: str, *, from_start: bool
+) -> AsyncGenerator[StreamEvent, None]:
+    """Events on ``subject`` as they are stored (after the stored ones with ``from_start``)."""
+    from nats.js.api import DeliverPolicy
+
+    from rolecall.nats.link import EVENTS_STREAM
+    from rolecall.nats.replay import StreamEvent
+
+    sub = await link.js.subscribe(
+        subject,
+        stream=EVENTS_STREAM,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.ALL if from_start else DeliverPolicy.NEW,
+    )
+    try:
+        async for msg in sub.messages:
+            yield StreamEvent.of(msg)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sub.unsubscribe()
+
+
+def _final(record: dict[str, object]) -> bool:
+    kind = (record.get("topic"), record.get("type"))
+    return kind == ("world", "stop") or (
+        kind == ("world", "session") and record.get("state") == "paused"
+    )
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from rolecall.nats.link import nats_url
+
+    if bool(args.session) == bool(args.all):
+        raise UsageError("watch needs SESSION or --all")
+    url = nats_url(args.nats)
+    if url is None:
+        raise UsageError("watch needs --nats URL (or ROLECALL_NATS_URL)")
+    anyio.run(_watch, args, url)
+    return 0
+
+
+async def _watch(args: argparse.Namespace, url: str) -> None:
+    from rolecall.bus import Envelope, EventBus
+    from rolecall.cli.display import attach_display
+    from rolecall.nats.link import connect, session_filter
+    from rolecall.nats.replay import Reorder
+
+    buses: dict[str, tuple[EventBus, Reorder]] = {}
+    done: set[str] = set()
+
+    def bus_of(event: StreamEvent) -> tuple[EventBus, Reorder]:
+        found = buses.get(event.session_id)
+        if found is None:
+            bus = EventBus(event.session_id, first_seq=event.seq)
+            attach_display(
+                bus, json_mode=args.json, role_order=[], quiet=args.quiet, verbose=args.verbose
+            )
+            found = buses[event.session_id] = (bus, Reorder(1 if args.from_start else event.seq))
+        return found
+
+    async with (
+        connect(url, name="rolecall-watch") as link,
+        aclosing(follow(link, session_filter(args.session), from_start=args.from_start)) as events,
+    ):
+        async for event in events:
+            bus, order = bus_of(event)
+            for ready in order.push(event):
+                bus.deliver(Envelope.from_record(ready.record))
+                if _final(ready.record):
+                    done.add(ready.session_id)
+            if args.session is not None and args.session in done:
+                return
+
+
+def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rolecall.cli.flags import add_nats_flag
+    from rolecall.cli.manage.common import _add, _common
+
+    p = _add(
+        ssub,
+        "import",
+        help="store sessions from a NATS cluster's stream in this data directory",
+        description=(
+            "Materialise sessions from the ROLECALL_EVENTS stream into the local store, so "
+            "results from many machines gather in one database. A session already stored "
+            "here is brought up to date when the stream holds more of it."
+        ),
+        examples=[
+            "rolecall sessions import 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222",
+            "rolecall sessions import --batch sweep1 --nats nats://127.0.0.1:4222",
+        ],
+    )
+    p.add_argument("session", metavar="SESSION", nargs="?", help="a session id (default: all)")
+    p.add_argument("--batch", metavar="NAME", help="only the sessions of the batch NAME")
+    add_nats_flag(p)
+    _common(p)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from rolecall.nats.link import nats_url
+
+    url = nats_url(args.nats)
+    if url is None:
+        raise UsageError("sessions import needs --nats URL (or ROLECALL_NATS_URL)")
+    if args.session and args.batch:
+        raise UsageError("give SESSION or --batch NAME, not both")
+    return anyio.run(_import, args, url)
+
+
+async def _import(args: argparse.Namespace, url: str) -> int:
+    from rolecall.cli.wiring import open_store
+    from rolecall.nats.link import connect, session_filter
+    from rolecall.nats.replay import session_logs
+
+    async with connect(url, name="rolecall-import") as link:
+        logs = await session_logs(link, session_filter(args.session))
+    if args.batch is not None:
+        logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
+    docs = [doc for log in logs.values() if (doc := log.document()) is not None]
+    if not docs:
+        what = args.session or (f"batch {args.batch}" if args.batch else "any session")
+        print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
+        return 1
+    imported = updated = 0
+    async with open_store(args) as store:
+        for doc in sorted(docs, key=lambda d: d.created_at):
+            if await store.has(doc.session_id):
+                stored = await store.load(doc.session_id, with_events=False)
+                if stored.last_seq >= doc.last_seq:
+                    continue
+                await store.delete(doc.session_id)
+                updated += 1
+            else:
+                imported += 1
+            await store.import_document(doc)
+    if not args.quiet:
+        print(
+            f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
+            f"{len(docs) - imported - updated} already up to date"
+        )
+    return 0

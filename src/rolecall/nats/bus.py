@@ -1,0 +1,220 @@
+"""The NATS transport of the bus: in-process delivery, and every event on JetStream.
+
+:class:`NatsBus` is the in-process :class:`~rolecall.bus.EventBus` (same ordering, same
+subscriber isolation) whose delivered envelopes are also published, in order, to
+``rolecall.<session_id>.<topic>.<type>`` by a :class:`Publisher`. Delivery comes after
+the local store's commit, so nothing reaches the stream before it is stored here.
+
+A delivery that holds more than streamed chunks carries a checkpoint header: the state
+after it, and the messages, execution records and drafts added since the previous
+checkpoint. With the world header on the first event, the stream alone holds what a
+resume needs (:mod:`rolecall.nats.replay`).
+
+The publisher sends a batch of messages without waiting (JetStream's asynchronous
+publish, each with its own acknowledgement inbox), then waits for all their
+acknowledgements before the next batch; :meth:`Publisher.flush` waits until everything
+handed to it is acknowledged. A batch that is not acknowledged in time (the connection
+was lost) is sent again once reconnected: the message ids let JetStream drop the copies
+it already stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel
+
+from rolecall.bus import Envelope, EventBus
+from rolecall.nats.link import (
+    H_BATCH,
+    H_CHECKPOINT,
+    H_MSG_ID,
+    H_RUN,
+    H_WORLD,
+    Link,
+    event_subject,
+)
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+
+log = structlog.get_logger(__name__)
+
+ACK_TIMEOUT_S = 5.0
+MAX_BATCH = 512
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+
+
+class Publisher:
+    """Publishes messages to JetStream in order; run :meth:`run` in a task group."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        send: MemoryObjectSendStream[Outgoing]
+        receive: MemoryObjectReceiveStream[Outgoing]
+        send, receive = anyio.create_memory_object_stream[Outgoing](math.inf)
+        self._send, self._receive = send, receive
+        self.queued = 0
+        self.acked = 0
+        self.resent = 0
+        self._progress = anyio.Event()
+
+    def put(self, item: Outgoing) -> None:
+        self._send.send_nowait(item)
+        self.queued += 1
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for first in self._receive:
+                batch = [first]
+                while len(batch) < MAX_BATCH:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await self._publish(batch)
+                self.acked += len(batch)
+                self._progress.set()
+                self._progress = anyio.Event()
+
+    async def _publish(self, batch: Sequence[Outgoing]) -> None:
+        from nats.errors import Error as NatsError
+
+        while True:
+            futures: list[Any] = []
+            try:
+                for item in batch:
+                    futures.append(
+                        await self.link.js.publish_async(
+                            item.subject, item.payload, headers=dict(item.headers)
+                        )
+                    )
+                with anyio.fail_after(ACK_TIMEOUT_S):
+                    for future in futures:
+                        await future
+                return
+            except (TimeoutError, NatsError, OSError) as exc:
+                for future in futures:
+                    future.cancel()
+                self.resent += 1
+                log.warning("nats_publish_retry", messages=len(batch), error=repr(exc))
+                await anyio.sleep(0.2)
+
+    async def flush(self) -> None:
+        """Wait until every message handed over so far is acknowledged (stored)."""
+        target = self.queued
+        while self.acked < target:
+            await self._progress.wait()
+
+    def close(self) -> None:
+        """No more messages; :meth:`run` returns once the queued ones are acknowledged."""
+        self._send.close()
+
+
+class NatsBus(EventBus):
+    """A session's bus whose events are also published to the ``ROLECALL_EVENTS`` stream."""
+
+    def __init__(
+        self,
+        session_id: str,
+        publisher: Publisher,
+        *,
+        first_seq: int = 1,
+        batch: str | None = None,
+        run: int | None = None,
+    ) -> None:
+        super().__init__(session_id, first_seq=first_seq)
+        self.publisher = publisher
+        self.epoch = secrets.token_hex(3)  # this process's run of the session
+        self.world_header: str | None = None  # set by attach(): sent with the first event
+        self.checkpoint: Callable[[int], str] | None = None
+        self._fixed: dict[str, str] = {}
+        if batch is not None:
+            self._fixed[H_BATCH] = batch
+            self._fixed[H_RUN] = str(run or 0)
+
+    def deliver(self, *envelopes: Envelope) -> None:
+        super().deliver(*envelopes)
+        if not envelopes:
+            return
+        last = len(envelopes) - 1
+        committed = any(e.event.topic != "sse" for e in envelopes)
+        for index, envelope in enumerate(envelopes):
+            event = envelope.event
+            headers = {H_MSG_ID: f"{self.session_id}:{envelope.seq}:{self.epoch}", **self._fixed}
+            if self.world_header is not None:
+                headers[H_WORLD], self.world_header = self.world_header, None
+            if index == last and committed and self.checkpoint is not None:
+                headers[H_CHECKPOINT] = self.checkpoint(envelope.seq)
+            self.publisher.put(
+                Outgoing(
+                    event_subject(self.session_id, event.topic, event.type),
+                    envelope.to_json().encode(),
+                    headers,
+                )
+            )
+
+
+def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
+    """Give ``bus`` what its headers carry: the world, and the checkpoints of ``session``.
+
+    After every turn the session waits until the stream has stored the turn's events:
+    a turn is committed on the cluster when the next one starts.
+    """
+    from rolecall.session.document import state_json, world_dict
+
+    state = session.state
+    sent = {
+        "messages": len(state.transcript.messages),
+        "records": len(state.execution_log),
+        "drafts": len(state.drafts),
+    }
+    if bus.last_seq == 0:
+        bus.world_header = json.dumps(
+            {
+                "world": world_dict(session.world),
+                "world_source": world_source,
+                "model_override": session.model_override,
+                "created_at": session.clock().isoformat(),
+            },
+            ensure_ascii=False,
+        )
+
+    def checkpoint(seq: int) -> str:
+        messages = state.transcript.messages[sent["messages"] :]
+        records = state.execution_log[sent["records"] :]
+        drafts = state.drafts[sent["drafts"] :]
+        sent.update(
+            messages=sent["messages"] + len(messages),
+            records=sent["records"] + len(records),
+            drafts=sent["drafts"] + len(drafts),
+        )
+
+        def joined(items: Sequence[BaseModel]) -> str:
+            return ",".join(item.model_dump_json() for item in items)
+
+        return (
+            f'{{"last_seq":{seq},"state":{state_json(state)},"messages":[{joined(messages)}],'
+            f'"records":[{joined(records)}],"drafts":[{joined(drafts)}]}}'
+        )
+
+    bus.checkpoint = checkpoint
+
+    async def stored_on_the_cluster(_: Session) -> None:
+        await bus.publisher.flush()
+
+    session.turn_hooks.append(stored_on_the_cluster)

@@ -1,0 +1,151 @@
+"""The connection to a NATS server with JetStream, and the streams rolecall uses.
+
+* ``ROLECALL_EVENTS`` (file storage): every event of every session run with ``--nats``,
+  on ``rolecall.<session_id>.<topic>.<type>``; the durable log.
+* ``ROLECALL_JOBS`` (work queue): one message per batch run on ``rolecall_jobs.<batch>``.
+
+Unreachable at start is a :class:`~rolecall.errors.RuntimeFailure` naming the URL (exit 1),
+within a few seconds; a connection lost later is re-established by nats-py's reconnect.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+
+from rolecall.errors import RuntimeFailure, UsageError
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js.client import JetStreamContext
+
+log = structlog.get_logger(__name__)
+
+EVENTS_STREAM = "ROLECALL_EVENTS"
+JOBS_STREAM = "ROLECALL_JOBS"
+EVENT_SUBJECTS = "rolecall.*.*.*"
+JOB_SUBJECTS = "rolecall_jobs.*"
+CONNECT_TIMEOUT_S = 1.0  # one attempt
+CONNECT_DEADLINE_S = 2.0  # every attempt of the first connection
+ENV_URL = "ROLECALL_NATS_URL"
+
+# headers of an event message (the payload is the event's JSON, exactly as --json prints it)
+H_MSG_ID = "Nats-Msg-Id"  # <session_id>:<seq>: JetStream drops a re-sent duplicate
+H_WORLD = "Rolecall-World"  # on a session's first event: what a resume needs to start
+H_CHECKPOINT = "Rolecall-Checkpoint"  # after a commit: what a resume needs to go on
+H_BATCH = "Rolecall-Batch"  # the batch and run a session belongs to, when it does
+H_RUN = "Rolecall-Run"
+
+
+def event_subject(session_id: str, topic: str, kind: str) -> str:
+    return f"rolecall.{session_id}.{topic}.{kind}"
+
+
+def session_filter(session_id: str | None) -> str:
+    return f"rolecall.{session_id}.*.*" if session_id else EVENT_SUBJECTS
+
+
+def nats_url(explicit: str | None) -> str | None:
+    """``--nats URL``, else ``ROLECALL_NATS_URL``, else None (in-process)."""
+    url = explicit or os.environ.get(ENV_URL) or None
+    if url is not None and "://" not in url:
+        raise UsageError(f"--nats expects a URL like nats://127.0.0.1:4222, got {url!r}")
+    return url
+
+
+@dataclass
+class Link:
+    url: str
+    nc: Client
+    js: JetStreamContext
+
+
+async def _ensure_streams(js: JetStreamContext) -> None:
+    from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+    from nats.js.errors import BadRequestError, NotFoundError
+
+    wanted = [
+        StreamConfig(
+            name=EVENTS_STREAM,
+            subjects=[EVENT_SUBJECTS],
+            storage=StorageType.FILE,
+            duplicate_window=120.0,
+        ),
+        StreamConfig(
+            name=JOBS_STREAM,
+            subjects=[JOB_SUBJECTS],
+            storage=StorageType.FILE,
+            retention=RetentionPolicy.WORK_QUEUE,
+        ),
+    ]
+    for config in wanted:
+        assert config.name is not None
+        try:
+            await js.stream_info(config.name)
+        except NotFoundError:
+            try:
+                await js.add_stream(config)
+            except BadRequestError as exc:  # created meanwhile by another process
+                log.info("stream_exists", stream=config.name, error=str(exc))
+
+
+@asynccontextmanager
+async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
+    """A connection with the streams in place; a clear error when the server is unreachable."""
+    import nats
+    from nats.errors import NoServersError
+
+    errors: list[str] = []
+
+    async def quiet(exc: Exception) -> None:
+        errors.append(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        log.info("nats_error", url=url, error=errors[-1])
+
+    async def disconnected() -> None:
+        log.info("nats_disconnected", url=url)
+
+    async def reconnected() -> None:
+        log.warning("nats_reconnected", url=url)
+
+    try:
+        # with reconnects unlimited nats-py would try a missing server forever: the first
+        # connection gets CONNECT_DEADLINE_S, later ones as long as it takes
+        with anyio.fail_after(CONNECT_DEADLINE_S):
+            nc = await nats.connect(
+                url,
+                name=name,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,  # a lost connection is retried for as long as it takes
+                reconnect_time_wait=0.2,
+                error_cb=quiet,
+                disconnected_cb=disconnected,
+                reconnected_cb=reconnected,
+            )
+    except (NoServersError, OSError, TimeoutError) as exc:
+        cause = errors[-1] if errors else f"{type(exc).__name__}: {exc or 'timed out'}"
+        raise RuntimeFailure(
+            f"cannot reach the NATS server at {url} ({cause}); is it running with JetStream "
+            "(`nats-server -js`)? Nothing was started."
+        ) from None
+    try:
+        js = nc.jetstream()
+        try:
+            await _ensure_streams(js)
+        except Exception as exc:
+            raise RuntimeFailure(
+                f"the NATS server at {url} has no usable JetStream ({exc}); start it with "
+                "`nats-server -js`"
+            ) from None
+        yield Link(url, nc, js)
+    finally:
+        try:
+            await nc.drain()
+        except Exception as exc:  # already closed, or the server went away
+            log.info("nats_close", url=url, error=str(exc))

@@ -1,0 +1,175 @@
+"""Reading the ``ROLECALL_EVENTS`` stream back: events in order, sessions rebuilt.
+
+Events of one session are put back in ``seq`` order whatever order the stream holds them
+in (a batch re-sent after a lost connection), each ``seq`` once: when a session was
+continued by another process after its first one died, the later copy of a ``seq``
+wins. :class:`SessionLog` rebuilds the session document as of its last checkpoint: what
+``sessions import`` stores and what a worker resumes from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from rolecall.nats.link import (
+    EVENTS_STREAM,
+    H_BATCH,
+    H_CHECKPOINT,
+    H_RUN,
+    H_WORLD,
+    Link,
+)
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+
+    from rolecall.session.document import SessionDocument
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    record: dict[str, Any]
+    headers: dict[str, str]
+
+    @classmethod
+    def of(cls, msg: Msg) -> StreamEvent:
+        return cls(json.loads(msg.data), dict(msg.headers or {}))
+
+    @property
+    def session_id(self) -> str:
+        return str(self.record["session_id"])
+
+    @property
+    def seq(self) -> int:
+        return int(self.record["seq"])
+
+
+async def read_stream(link: Link, subject: str) -> AsyncIterator[StreamEvent]:
+    """Every stored event on ``subject`` (wildcards allowed), in stream order, then stop."""
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+    from nats.js.errors import NotFoundError
+
+    try:
+        info = await link.js.stream_info(EVENTS_STREAM, subjects_filter=subject)
+    except NotFoundError:
+        return
+    if not info.state.subjects:
+        return
+    sub = await link.js.pull_subscribe(
+        subject,
+        stream=EVENTS_STREAM,
+        config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=30.0,
+        ),
+    )
+    try:
+        while True:
+            msgs = await sub.fetch(batch=1000, timeout=5)
+            for msg in msgs:
+                yield StreamEvent.of(msg)
+            if msgs[-1].metadata.num_pending == 0:
+                return
+    finally:
+        await sub.unsubscribe()
+
+
+class Reorder:
+    """Hands out one session's events in ``seq`` order, each once (a small buffer)."""
+
+    def __init__(self, next_seq: int = 1) -> None:
+        self.next_seq = next_seq
+        self.waiting: dict[int, StreamEvent] = {}
+
+    def push(self, event: StreamEvent) -> list[StreamEvent]:
+        if event.seq < self.next_seq:
+            return []
+        self.waiting[event.seq] = event
+        out: list[StreamEvent] = []
+        while self.next_seq in self.waiting:
+            out.append(self.waiting.pop(self.next_seq))
+            self.next_seq += 1
+        return out
+
+
+@dataclass
+class SessionLog:
+    """One session as the stream holds it, folded event by event."""
+
+    session_id: str
+    start: dict[str, Any] | None = None  # the world header
+    batch: str | None = None
+    run: int | None = None
+    events: dict[int, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)
+    drafts: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint: dict[str, Any] | None = None
+
+    def add(self, event: StreamEvent) -> None:
+        self.events[event.seq] = event.record  # a later copy of a seq wins
+        headers = event.headers
+        if H_WORLD in headers:
+            self.start = json.loads(headers[H_WORLD])
+        if H_BATCH in headers:
+            self.batch, self.run = headers[H_BATCH], int(headers.get(H_RUN) or 0)
+        if H_CHECKPOINT in headers:
+            cp = json.loads(headers[H_CHECKPOINT])
+            self.checkpoint = cp
+            for m in cp["messages"]:
+                self.messages[m["id"]] = m
+            for r in cp["records"]:
+                self.records[int(r["execution_order"])] = r
+            self.drafts.extend(d for d in cp["drafts"] if d not in self.drafts)
+
+    @property
+    def state(self) -> str | None:
+        return None if self.checkpoint is None else str(self.checkpoint["state"]["state"])
+
+    def document(self) -> SessionDocument | None:
+        """The session as of its last checkpoint; None before its first one."""
+        from rolecall.session.document import SessionDocument
+
+        if self.start is None or self.checkpoint is None:
+            return None
+        last = int(self.checkpoint["last_seq"])
+        events = [self.events[s] for s in sorted(self.events) if s <= last]
+        stamps = [e["ts"] for e in events if "ts" in e]
+        messages = sorted(self.messages.values(), key=lambda m: int(str(m["id"])[1:]))
+        return SessionDocument.model_validate(
+            {
+                "session_id": self.session_id,
+                "created_at": self.start["created_at"],
+                "updated_at": stamps[-1] if stamps else self.start["created_at"],
+                "world": self.start["world"],
+                "world_source": self.start.get("world_source"),
+                "model_override": self.start.get("model_override"),
+                "state": self.checkpoint["state"],
+                "last_seq": last,
+                "messages": messages,
+                "execution_log": [self.records[k] for k in sorted(self.records)],
+                "drafts": self.drafts,
+                "events": events,
+            }
+        )
+
+    @property
+    def created_at(self) -> datetime | None:
+        return None if self.start is None else datetime.fromisoformat(self.start["created_at"])
+
+
+async def session_logs(link: Link, subject: str) -> dict[str, SessionLog]:
+    """Every session on ``subject`` (one session's subjects, or all), folded."""
+    logs: dict[str, SessionLog] = {}
+    async for event in read_stream(link, subject):
+        sid = event.session_id
+        log = logs.get(sid)
+        if log is None:
+            log = logs[sid] = SessionLog(sid)
+        log.add(event)
+    return logs

@@ -1,0 +1,102 @@
+"""The NATS transport with a real ``nats-server -js``: run, watch, import, faults."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from tests.faults import Cli
+from tests.nats.conftest import scripted_world
+from tests.nats_server import NatsServer, free_port
+
+
+def lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def stored_messages(home: Path, sid: str) -> list[tuple[str, str]]:
+    with closing(sqlite3.connect(home / "rolecall.db")) as db:
+        rows = db.execute(
+            "SELECT body FROM messages WHERE session_id = ? ORDER BY idx", (sid,)
+        ).fetchall()
+    return [(m["id"], m["content"]) for m in (json.loads(b) for (b,) in rows)]
+
+
+def test_an_unreachable_server_is_exit_1_naming_the_url_at_once(cli: Cli, tmp_path: Path) -> None:
+    world = scripted_world(tmp_path)
+    port = free_port()  # nothing listens there
+    url = f"nats://127.0.0.1:{port}"
+    started = time.monotonic()
+    done = cli.run("run", str(world), "--nats", url)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert f"cannot reach the NATS server at {url}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert elapsed < 5.0, f"took {elapsed:.1f} s"
+    assert not (cli.home / "rolecall.db").exists()  # nothing was started
+    bad = cli.run("run", str(world), "--nats", "127.0.0.1:4222")
+    assert bad.returncode == 2 and "--nats expects a URL like nats://" in bad.stderr
+
+
+def test_the_stream_holds_the_run_watch_replays_it_and_import_stores_it(
+    cli: Cli, nats: NatsServer, tmp_path: Path
+) -> None:
+    world = scripted_world(tmp_path, steps=4)
+    ran = cli.run("run", str(world), "--nats", nats.url, "--json")
+    assert ran.returncode == 0, ran.stderr
+    events = lines(ran.stdout)
+    sid = events[0]["session_id"]
+    watched = cli.run("watch", sid, "--from-start", "--json", "--nats", nats.url, timeout=20)
+    assert watched.returncode == 0, watched.stderr
+    assert lines(watched.stdout) == events  # the same events, in the same order
+
+    elsewhere = Cli(home=tmp_path / "elsewhere", guard=cli.guard, cwd=tmp_path)
+    imported = elsewhere.run("sessions", "import", sid, "--nats", nats.url)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == "imported 1 session, updated 0, 0 already up to date"
+    assert stored_messages(elsewhere.home, sid) == stored_messages(cli.home, sid)
+    assert [c for _, c in stored_messages(elsewhere.home, sid)] == [
+        "a says 1 one two three",
+        "b says 1 four five",
+        "a says 2 one two three",
+        "b says 2 four five",
+    ]
+    local = cli.run("sessions", "show", sid)
+    remote = elsewhere.run("sessions", "show", sid)
+    assert remote.returncode == 0 and remote.stdout == local.stdout
+    again = elsewhere.run("sessions", "import", sid, "--nats", nats.url)
+    assert again.stdout.strip() == "imported 0 sessions, updated 0, 1 already up to date"
+    resumed = elsewhere.run("resume", sid)
+    assert resumed.returncode == 0 and "already finished (flow_end)" in resumed.stderr
+
+
+def test_a_server_restarted_during_a_run_loses_and_reorders_nothing(
+    cli: Cli, nats: NatsServer, tmp_path: Path
+) -> None:
+    world = scripted_world(tmp_path, steps=8)
+    log = tmp_path / "run.log"
+    proc = cli.popen(  # the URL from the environment this time
+        "run", str(world), "--json", "--log-file", str(log),
+        ROLECALL_NATS_URL=nats.url, ROLECALL_STREAM_DELAY="0.04",
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = [proc.stdout.readline() for _ in range(12)]  # the run is under way
+    assert all(seen)
+    nats.restart()
+    out, err = proc.communicate(timeout=40)
+    assert proc.returncode == 0, err
+    events = lines("".join(seen) + out)
+    logged = [json.loads(line)["event"] for line in log.read_text("utf-8").splitlines()]
+    assert "nats_reconnected" in logged  # the connection was lost and came back mid-run
+    assert events[-1]["type"] == "stop" and events[-1]["reason"] == "flow_end"
+    sid = events[0]["session_id"]
+    watched = cli.run("watch", sid, "--from-start", "--json", "--nats", nats.url, timeout=20)
+    assert watched.returncode == 0, watched.stderr
+    assert lines(watched.stdout) == events
+    with closing(socket.create_connection(("127.0.0.1", nats.port), timeout=2)):
+        pass  # the server is the restarted one, still up
