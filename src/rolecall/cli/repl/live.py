@@ -32,9 +32,18 @@ async def open_live_session(
     def no_display(bus: Bus) -> None:
         return None  # the REPL subscribes its own display
 
-    async with wiring.live_session(
-        args, world, store, world_source=world_source, doc=doc, display=no_display
-    ) as session:
+    async with (
+        wiring.session_transport(args) as transport,
+        wiring.live_session(
+            args,
+            world,
+            store,
+            world_source=world_source,
+            doc=doc,
+            display=no_display,
+            transport=transport,
+        ) as session,
+    ):
         yield session
 
 
