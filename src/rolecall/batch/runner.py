@@ -162,7 +162,7 @@ class BatchRunner:
             turns=transcript.agent_turns if transcript is not None else 0,
             input_tokens=transcript.input_tokens if transcript is not None else 0,
             output_tokens=transcript.output_tokens if transcript is not None else 0,
-            cost_usd=None,  # no price map yet: the cost of a run is unknown
+            cost_usd=transcript.cost_usd if transcript is not None else None,
             seconds=round(seconds, 3),
             error=failure,
         )
