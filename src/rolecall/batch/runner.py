@@ -118,51 +118,71 @@ class BatchRunner:
                     self.ctx.sessions[session.session_id] = session
                     if session_id is None:
                         await self.tables.set_session(self.name, spec.run, session.session_id)
-                    session.bus.subscribe(
-                        lambda e: errors.append(str(getattr(e.event, "error", ""))),
-                        "system",
-                        filter=lambda e: isinstance(e.event, ErrorEvent),
-                        name="batch-errors",
-                    )
                     try:
-                        await session.run()
+                        errors = await run_to_end(session)
                     finally:
                         self.ctx.sessions.pop(session.session_id, None)
             except RolecallError as exc:
                 failure = str(exc)
                 log.info("batch_run_failed", batch=self.name, run=spec.run, error=failure)
-            result = self._result(spec, session, failure, errors, time.monotonic() - started)
-            if result is None:  # interrupted: left for --resume
-                return
+            state = session.state if session is not None else None
+            if (
+                self.interrupted
+                and state is not None
+                and state.state == "paused"
+                and state.pause_reason in ("interrupted", "cancelled")
+            ):
+                return  # left for --resume
+            result = result_of(
+                self.name, spec.run, spec.values, session, failure, errors,
+                time.monotonic() - started,
+            )  # fmt: skip
             await self.tables.set_result(result)
             self.results.append(result)
             if self.listener is not None:
                 self.listener(result)
 
-    def _result(
-        self,
-        spec: RunSpec,
-        session: Session | None,
-        failure: str | None,
-        errors: list[str],
-        seconds: float,
-    ) -> RunResult | None:
-        state = session.state if session is not None else None
-        if failure is None and state is not None and state.state != "finished":
-            if state.pause_reason in ("interrupted", "cancelled") and self.interrupted:
-                return None
-            failure = errors[-1] if errors else f"paused ({state.pause_reason or 'unknown'})"
-        transcript = state.transcript if state is not None else None
-        return RunResult(
-            batch=self.name,
-            run=spec.run,
-            session_id=session.session_id if session is not None else None,
-            values=spec.values,
-            stop_reason=state.stop_reason if state is not None and failure is None else None,
-            turns=transcript.agent_turns if transcript is not None else 0,
-            input_tokens=transcript.input_tokens if transcript is not None else 0,
-            output_tokens=transcript.output_tokens if transcript is not None else 0,
-            cost_usd=transcript.cost_usd if transcript is not None else None,
-            seconds=round(seconds, 3),
-            error=failure,
-        )
+
+async def run_to_end(session: Session) -> list[str]:
+    """Run ``session`` until it finishes or pauses; the errors it reported meanwhile."""
+    errors: list[str] = []
+    sub = session.bus.subscribe(
+        lambda e: errors.append(str(getattr(e.event, "error", ""))),
+        "system",
+        filter=lambda e: isinstance(e.event, ErrorEvent),
+        name="batch-errors",
+    )
+    try:
+        await session.run()
+    finally:
+        sub.close()
+    return errors
+
+
+def result_of(
+    batch: str,
+    run: int,
+    values: dict[str, str],
+    session: Session | None,
+    failure: str | None,
+    errors: list[str],
+    seconds: float,
+) -> RunResult:
+    """The result row of a run; a run that did not finish failed (with its last error)."""
+    state = session.state if session is not None else None
+    if failure is None and state is not None and state.state != "finished":
+        failure = errors[-1] if errors else f"paused ({state.pause_reason or 'unknown'})"
+    transcript = state.transcript if state is not None else None
+    return RunResult(
+        batch=batch,
+        run=run,
+        session_id=session.session_id if session is not None else None,
+        values=values,
+        stop_reason=state.stop_reason if state is not None and failure is None else None,
+        turns=transcript.agent_turns if transcript is not None else 0,
+        input_tokens=transcript.input_tokens if transcript is not None else 0,
+        output_tokens=transcript.output_tokens if transcript is not None else 0,
+        cost_usd=transcript.cost_usd if transcript is not None else None,
+        seconds=round(seconds, 3),
+        error=failure,
+    )

@@ -27,12 +27,13 @@ EXAMPLES = [
     "rolecall batch classroom --vary settings.memory_window=4,12 --name sweep1",
     "rolecall batch --resume sweep1 --out results.jsonl",
     "rolecall sessions list --batch sweep1",
+    "rolecall batch debate --vary topic=@topics.txt --nats nats://127.0.0.1:4222",
 ]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.batch.plan import KEYS_HELP
-    from rolecall.cli.flags import add_common_flags
+    from rolecall.cli.flags import add_common_flags, add_nats_flag
 
     p = sub.add_parser(
         "batch",
@@ -62,6 +63,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--name", metavar="NAME", help="the batch id (default generated)")
     p.add_argument("--resume", metavar="NAME", help="finish the batch NAME: nothing is regenerated")
     p.add_argument("--out", metavar="FILE", help="results as JSON Lines, one line per run")
+    add_nats_flag(p)
+    p.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --nats: wait until every run is done (default), or return once submitted",
+    )
     add_common_flags(p, topic_help="replace the world's topic in every run")
 
 
@@ -149,6 +157,7 @@ def _default_name(world: str) -> str:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    from rolecall.nats.link import nats_url
     from rolecall.paths import safe_id
 
     _check_args(args)
@@ -160,6 +169,17 @@ def cmd_batch(args: argparse.Namespace) -> int:
         doc = _raw_world(args)
         plan = _plan_of(doc, args)  # --vary problems: exit 2 before anything runs
         name = safe_id(args.name or _default_name(plan.worlds[0].name), "batch name")
+    if url := nats_url(args.nats):
+        if args.resume:
+            raise UsageError(
+                "--resume finishes a batch run on this machine; on a NATS cluster the "
+                "workers finish every run they take"
+            )
+        assert doc is not None
+        assert plan is not None
+        from rolecall.cli.batch_nats import submit_batch
+
+        return anyio.run(submit_batch, args, name, doc, plan, url)
     return anyio.run(_main, args, name, doc, plan)
 
 
@@ -231,7 +251,7 @@ async def _run(
             await _with_interrupts(runner, todo, sessions)
     else:
         await _with_interrupts(runner, todo, sessions)
-    return _finish(args, name, plan, [*earlier, *runner.results], runner, started)
+    return _finish(args, name, plan, [*earlier, *runner.results], runner.interrupted, started)
 
 
 async def _with_interrupts(runner: BatchRunner, todo: list[Any], sessions: dict[int, str]) -> None:
@@ -252,8 +272,10 @@ def _finish(
     name: str,
     plan: BatchPlan,
     results: list[RunResult],
-    runner: BatchRunner,
+    interrupted: bool,
     started: float,
+    *,
+    nats: str | None = None,
 ) -> int:
     from rolecall.batch.results import Summary, write_results
     from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
@@ -268,7 +290,9 @@ def _finish(
     elif not args.quiet:
         print(summary.table())
     hint = f"`rolecall sessions list --batch {name}` lists its sessions"
-    if runner.interrupted:
+    if nats is not None:
+        hint = f"`rolecall sessions import --batch {name} --nats {nats}` gathers its sessions here"
+    if interrupted:
         print(
             f"rolecall: interrupted; the runs in flight are saved as paused. "
             f"`rolecall batch --resume {name}` finishes the batch.",
@@ -276,10 +300,15 @@ def _finish(
         )
         return EXIT_INTERRUPTED
     if summary.failed:
+        retry = (
+            f"`rolecall batch --resume {name}` retries them from their last stored turn"
+            if nats is None
+            else "their errors are in the results"
+        )
         print(
             f"rolecall: {summary.failed} of {summary.runs} runs failed (runs "
             f"{', '.join(map(str, summary.failed_runs[:20]))}); nothing was lost: "
-            f"`rolecall batch --resume {name}` retries them from their last stored turn; {hint}",
+            f"{retry}; {hint}",
             file=sys.stderr,
         )
         return EXIT_FAILURE

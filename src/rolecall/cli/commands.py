@@ -36,7 +36,7 @@ def dispatch(args: argparse.Namespace) -> int:
     from rolecall.cli.ecosystem_cmd import cmd_models
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
     from rolecall.cli.modes_cmd import run_consensus, run_debate
-    from rolecall.cli.nats_cmd import cmd_watch
+    from rolecall.cli.nats_cmd import cmd_watch, cmd_worker
     from rolecall.cli.study_cmd import run_study
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -53,6 +53,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "batch": cmd_batch,
         "models": cmd_models,
         "watch": cmd_watch,
+        "worker": cmd_worker,
     }
     try:
         try:

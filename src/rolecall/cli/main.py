@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rolecall.cli.batch_cmd import add_parser as add_batch
     from rolecall.cli.manage import register
     from rolecall.cli.modes_cmd import add_parsers
-    from rolecall.cli.nats_cmd import add_watch_parser
+    from rolecall.cli.nats_cmd import add_watch_parser, add_worker_parser
     from rolecall.cli.study_cmd import add_parser as add_study
 
     register(sub)
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_study(sub)
     add_batch(sub)
     add_watch_parser(sub)
+    add_worker_parser(sub)
     from rolecall.cli.ecosystem_cmd import add_parser as add_models
 
     add_models(sub)

@@ -185,3 +185,94 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             f"{len(docs) - imported - updated} already up to date"
         )
     return 0
+
+
+def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rolecall.cli.main import add_nats_flag
+
+    p = sub.add_parser(
+        "worker",
+        help="run batch runs submitted to a NATS cluster (batch --nats)",
+        description=(
+            "Pull runs from the ROLECALL_JOBS work queue and run them, storing each session "
+            "in this data directory and publishing every event. Prints one line starting "
+            "'ready:' on stderr once it takes work. Any number of workers on any machines."
+        ),
+        epilog="examples:\n"
+        "  rolecall worker --nats nats://127.0.0.1:4222\n"
+        "  rolecall worker --nats nats://127.0.0.1:4222 --concurrency 16 --ack-wait 60",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_nats_flag(p)
+    p.add_argument(
+        "--concurrency", type=int, default=8, metavar="K", help="runs at once (default 8)"
+    )
+    p.add_argument(
+        "--ack-wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a silent job waits before another worker takes it (default 30)",
+    )
+    p.add_argument("--data-dir", help="where this worker stores sessions (env ROLECALL_HOME)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no line per job")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from rolecall.nats.link import nats_url
+
+    url = nats_url(args.nats)
+    if url is None:
+        raise UsageError("worker needs --nats URL (or ROLECALL_NATS_URL)")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.ack_wait < 1:
+        raise UsageError(f"--ack-wait must be at least 1 second, got {args.ack_wait:g}")
+    return anyio.run(_work, args, url)
+
+
+async def _work(args: argparse.Namespace, url: str) -> int:
+    import signal
+
+    from rolecall.batch.runner import BatchContext
+    from rolecall.cli.wiring import memory_files, open_store, stream_pacing
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.nats.link import JOBS_STREAM
+    from rolecall.nats.transport import open_transport
+    from rolecall.nats.worker import Worker
+
+    def ready() -> None:
+        print(
+            f"ready: worker pulling {JOBS_STREAM} from {url} ({args.concurrency} at once, "
+            f"ack wait {args.ack_wait:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async with (
+        open_transport(url, name="rolecall-worker") as transport,
+        open_store(args) as store,
+    ):
+        ctx = BatchContext(
+            store=store, memory=memory_files(args), models=ModelRegistry(**stream_pacing(True))
+        )
+        worker = Worker(ctx, transport, concurrency=args.concurrency, ack_wait=args.ack_wait)
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(stop_on_signal)
+            await worker.run(ready)
+    stats = worker.stats
+    print(
+        f"worker stopped: {stats.jobs} runs done ({stats.failed} failed, {stats.resumed} "
+        "continued from another worker); runs in flight go to another worker after the ack wait",
+        file=sys.stderr,
+    )
+    return 0

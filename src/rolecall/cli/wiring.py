@@ -131,6 +131,7 @@ def new_or_restored(
     override: str | None,
     doc: SessionDocument | None = None,
     bus: Callable[[str, int], Bus] | None = None,
+    session_id: str | None = None,
 ) -> Session:
     """A new session of ``world``, or the stored one of ``doc`` ready to go on.
 
@@ -138,7 +139,7 @@ def new_or_restored(
     default the in-process one.
     """
     if doc is None:
-        sid = new_session_id()
+        sid = session_id or new_session_id()
         return Session(
             world,
             session_id=sid,

@@ -3,6 +3,7 @@
 * ``ROLECALL_EVENTS`` (file storage): every event of every session run with ``--nats``,
   on ``rolecall.<session_id>.<topic>.<type>``; the durable log.
 * ``ROLECALL_JOBS`` (work queue): one message per batch run on ``rolecall_jobs.<batch>``.
+* ``ROLECALL_RESULTS``: per batch, its plan and one result row per run that ended.
 
 Unreachable at start is a :class:`~rolecall.errors.RuntimeFailure` naming the URL (exit 1),
 within a few seconds; a connection lost later is re-established by nats-py's reconnect.
@@ -31,8 +32,11 @@ EVENTS_STREAM = "ROLECALL_EVENTS"
 JOBS_STREAM = "ROLECALL_JOBS"
 EVENT_SUBJECTS = "rolecall.*.*.*"
 JOB_SUBJECTS = "rolecall_jobs.*"
+RESULTS_STREAM = "ROLECALL_RESULTS"  # per batch: its plan and one result row per run
+RESULT_SUBJECTS = "rolecall_results.>"
 CONNECT_TIMEOUT_S = 1.0  # one attempt
 CONNECT_DEADLINE_S = 2.0  # every attempt of the first connection
+DRAIN_S = 2.0  # closing: what was sent is flushed, what was received handled
 ENV_URL = "ROLECALL_NATS_URL"
 
 # headers of an event message (the payload is the event's JSON, exactly as --json prints it)
@@ -82,6 +86,13 @@ async def _ensure_streams(js: JetStreamContext) -> None:
             subjects=[JOB_SUBJECTS],
             storage=StorageType.FILE,
             retention=RetentionPolicy.WORK_QUEUE,
+            duplicate_window=120.0,
+        ),
+        StreamConfig(
+            name=RESULTS_STREAM,
+            subjects=[RESULT_SUBJECTS],
+            storage=StorageType.FILE,
+            duplicate_window=120.0,
         ),
     ]
     for config in wanted:
@@ -145,7 +156,11 @@ async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
             ) from None
         yield Link(url, nc, js)
     finally:
-        try:
-            await nc.drain()
-        except Exception as exc:  # already closed, or the server went away
-            log.info("nats_close", url=url, error=str(exc))
+        with anyio.CancelScope(shield=True):
+            try:
+                with anyio.move_on_after(DRAIN_S):  # a subscription left unread never drains
+                    await nc.drain()
+                if not nc.is_closed:
+                    await nc.close()
+            except Exception as exc:  # already closed, or the server went away
+                log.info("nats_close", url=url, error=str(exc))

@@ -1,0 +1,191 @@
+"""``rolecall worker``: pull batch runs from ``ROLECALL_JOBS`` and run them.
+
+Every worker shares one durable pull consumer of the work queue, so each job goes to one
+worker at a time. A job is acknowledged only once its session has ended and every one of
+its events is stored in the stream; meanwhile the worker tells JetStream it is still
+working on it (in-progress acknowledgements, three per ack wait). A worker that dies
+leaves its job unacknowledged: after the ack wait another worker takes it and continues
+the session from its last checkpoint in ``ROLECALL_EVENTS`` (the session id is part of
+the job), so no committed turn is generated again. A run that fails (its world invalid,
+the model failing after its retries) is recorded as failed and acknowledged: a failure
+is never redelivered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from rolecall.batch.results import RunResult
+from rolecall.batch.runner import BatchContext, result_of, run_to_end
+from rolecall.errors import RolecallError
+from rolecall.nats.bus import NatsBus, attach
+from rolecall.nats.jobs import WORKERS, Job, publish_result
+from rolecall.nats.link import JOB_SUBJECTS, JOBS_STREAM, session_filter
+from rolecall.nats.replay import session_logs
+from rolecall.nats.transport import Transport
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+    from rolecall.session.document import SessionDocument
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class WorkerStats:
+    jobs: int = 0
+    resumed: int = 0
+    failed: int = 0
+
+
+class Worker:
+    def __init__(
+        self, ctx: BatchContext, transport: Transport, *, concurrency: int, ack_wait: float
+    ) -> None:
+        self.ctx = ctx
+        self.transport = transport
+        self.slots = anyio.Semaphore(concurrency)  # acquired by the puller, released per job
+        self.ack_wait = ack_wait
+        self.stats = WorkerStats()
+
+    async def run(self, ready: Callable[[], None]) -> None:
+        """Take jobs until cancelled; ``ready()`` once subscribed."""
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        js = self.transport.link.js
+        config = ConsumerConfig(
+            durable_name=WORKERS,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_deliver=-1,
+            filter_subject=JOB_SUBJECTS,
+        )
+        pull = await js.pull_subscribe(
+            JOB_SUBJECTS, durable=WORKERS, stream=JOBS_STREAM, config=config
+        )
+        ready()
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    await self.slots.acquire()
+                    try:
+                        msgs = await pull.fetch(1, timeout=2)
+                    except TimeoutError:
+                        self.slots.release()
+                        continue
+                    tg.start_soon(self._take, msgs[0])
+        finally:
+            with anyio.CancelScope(shield=True), suppress(Exception):
+                await pull.unsubscribe()
+
+    async def _take(self, msg: Any) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_alive, msg)
+                await self._job(msg)
+                tg.cancel_scope.cancel()
+        finally:
+            self.slots.release()
+
+    async def _keep_alive(self, msg: Any) -> None:
+        while True:
+            await anyio.sleep(self.ack_wait / 3)
+            await msg.in_progress()
+
+    async def _job(self, msg: Any) -> None:
+        try:
+            job = Job.model_validate_json(msg.data)
+        except ValidationError as exc:
+            log.error("job_unreadable", error=str(exc).splitlines()[0])
+            await msg.term()  # never redelivered: no worker could run it
+            return
+        result = await self.run_job(job)
+        self.stats.jobs += 1
+        if not result.ok:
+            self.stats.failed += 1
+        await self.transport.publisher.flush()  # every event stored before the ack
+        await publish_result(self.transport.link, result)
+        await msg.ack_sync()
+        log.info("job_done", batch=job.batch, run=job.run, ok=result.ok, error=result.error)
+
+    async def run_job(self, job: Job) -> RunResult:
+        from rolecall.world.models import World
+
+        started = time.monotonic()
+        try:
+            world = World.model_validate(job.world)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'world'}: {e['msg']}"
+                for e in exc.errors()[:5]
+            )
+            return RunResult(
+                batch=job.batch,
+                run=job.run,
+                session_id=job.session_id,
+                values=job.values,
+                error=f"the world is invalid: {problems}",
+            )
+        session: Session | None = None
+        errors: list[str] = []
+        failure: str | None = None
+        try:
+            doc = await self._stored(job.session_id)
+            session = self._session(job, world, doc)
+            await self._keep(session, job, doc)
+            try:
+                errors = await run_to_end(session)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.ctx.store.flush(session)
+        except RolecallError as exc:
+            failure = str(exc)
+        return result_of(
+            job.batch, job.run, job.values, session, failure, errors, time.monotonic() - started
+        )
+
+    async def _stored(self, session_id: str) -> SessionDocument | None:
+        """The session as the stream holds it (a run taken over from a dead worker)."""
+        logs = await session_logs(self.transport.link, session_filter(session_id))
+        found = logs.get(session_id)
+        doc = found.document() if found is not None else None
+        if doc is not None:
+            self.stats.resumed += 1
+            log.info("job_resumed", session=session_id, messages=len(doc.messages))
+        return doc
+
+    def _session(self, job: Job, world: Any, doc: SessionDocument | None) -> Session:
+        from rolecall.cli.wiring import new_or_restored
+
+        def bus(session_id: str, first_seq: int) -> NatsBus:
+            return self.transport.bus(session_id, first_seq, batch=job.batch, run=job.run)
+
+        session = new_or_restored(
+            doc.world_model() if doc is not None else world,
+            models=self.ctx.models,
+            override=job.model_override,
+            doc=doc,
+            bus=bus,
+            session_id=job.session_id,
+        )
+        assert isinstance(session.bus, NatsBus)
+        attach(session, session.bus, world_source=job.world_source)
+        return session
+
+    async def _keep(self, session: Session, job: Job, doc: SessionDocument | None) -> None:
+        from rolecall.cli.wiring import keep
+
+        store = self.ctx.store
+        if doc is not None:  # the stream is the truth: this store may hold less, or more
+            if await store.has(doc.session_id):
+                await store.delete(doc.session_id)
+            await store.import_document(doc)
+        await keep(session, store, self.ctx.memory, world_source=job.world_source, doc=doc)
