@@ -1569,6 +1569,26 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 
 
+def _scale(name: str) -> Callable[[bool], Bench]:
+    """A benchmark of scripts/bench_scale.py (batches, NATS): servers and processes."""
+
+    def run(quick: bool) -> Bench:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_scale
+
+        bench: Bench = getattr(bench_scale, f"bench_{name}")(quick, Bench)
+        return bench
+
+    return run
+
+
+# run with --scale: they start a nats-server, worker processes and a loopback provider
+SCALE: dict[str, Callable[[bool], Bench]] = {
+    "batch_throughput": _scale("batch_throughput"),
+    "nats": _scale("nats"),
+}
+
+
 def git(*args: str) -> str | None:
     """Output of a read-only git command, or None when git is not usable here."""
     try:
@@ -1606,7 +1626,7 @@ def run_one(name: str, quick: bool) -> Bench:
     progress(f"{name} ...")
     t0 = time.perf_counter()
     meter = CpuMeter()
-    run = BENCHMARKS.get(name) or COMPARISONS[name.removeprefix("compare_")]
+    run = BENCHMARKS.get(name) or SCALE.get(name) or COMPARISONS[name.removeprefix("compare_")]
     try:
         bench = run(quick)
     except Unavailable as exc:  # e.g. AutoGen cannot be installed: reported, exit code 0
@@ -1665,6 +1685,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="compare with another framework (autogen: installs AutoGen in a separate venv "
         "under ~/.cache/rolecall-bench); runs alone unless --only names benchmarks too",
     )
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help=f"the scale benchmarks ({', '.join(SCALE)}: a nats-server, worker processes, "
+        "a loopback provider); alone unless --only names others too",
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)  # memory_rss's child
     return parser.parse_args(argv)
 
@@ -1678,9 +1704,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = machine()
     t0 = time.perf_counter()
     meter = CpuMeter()
-    names = [
-        n for n in BENCHMARKS if (args.only and n in args.only) or not (args.only or args.compare)
-    ]
+    alone = args.only or args.compare or args.scale
+    names = [n for n in BENCHMARKS if (args.only and n in args.only) or not alone]
+    if args.scale:
+        names.extend(SCALE)
     if args.compare:
         names.append(f"compare_{args.compare}")
     benches = [run_one(name, args.quick) for name in names]

@@ -185,6 +185,15 @@ def test_a_server_restarted_during_a_batch_loses_nothing(
         (2, "y", "flow_end"),
         (3, "z", "flow_end"),
     ]
+    watched = cli.run("watch", "--batch", "restarted", "--json", "--nats", nats.url, timeout=30)
+    assert watched.returncode == 0, watched.stderr  # it ends after the batch's last run
+    streamed: dict[str, list[int]] = {}
+    for line in watched.stdout.splitlines():
+        event = json.loads(line)
+        streamed.setdefault(event["session_id"], []).append(event["seq"])
+    assert sorted(streamed) == sorted(r["session_id"] for r in rows(out))
+    for seqs in streamed.values():
+        assert seqs == list(range(1, len(seqs) + 1))  # each session in seq order, once
     gathered = Cli(home=tmp_path / "gathered", guard=cli.guard, cwd=tmp_path)
     assert (
         gathered.run("sessions", "import", "--batch", "restarted", "--nats", nats.url).returncode

@@ -26,14 +26,17 @@ def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="follow live events of sessions run on a NATS cluster",
         description=(
             "Follow the events of sessions run with --nats, from any machine. SESSION ends "
-            "after that session's stop (or pause), --all never (Ctrl-C ends it)."
+            "after that session's stop (or pause), --batch NAME after the batch's last run, "
+            "--all never (Ctrl-C ends it)."
         ),
         epilog="examples:\n"
         "  rolecall watch 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222 --from-start\n"
+        "  rolecall watch --batch sweep1 --nats nats://127.0.0.1:4222\n"
         "  rolecall watch --all --nats nats://127.0.0.1:4222 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("session", metavar="SESSION", nargs="?", help="a session id")
+    p.add_argument("--batch", metavar="NAME", help="the runs of the batch NAME (batch --nats)")
     p.add_argument("--all", action="store_true", help="every session, until Ctrl-C")
     p.add_argument("--from-start", action="store_true", help="replay the stored events first")
     p.add_argument("--json", action="store_true", help="the events as JSON lines")
@@ -76,8 +79,8 @@ def _final(record: dict[str, object]) -> bool:
 def cmd_watch(args: argparse.Namespace) -> int:
     from rolecall.nats.link import nats_url
 
-    if bool(args.session) == bool(args.all):
-        raise UsageError("watch needs SESSION or --all")
+    if sum(1 for x in (args.session, args.batch, args.all) if x) != 1:
+        raise UsageError("watch needs one of SESSION, --batch NAME or --all")
     url = nats_url(args.nats)
     if url is None:
         raise UsageError("watch needs --nats URL (or ROLECALL_NATS_URL)")
@@ -88,11 +91,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
 async def _watch(args: argparse.Namespace, url: str) -> None:
     from rolecall.bus import Envelope, EventBus
     from rolecall.cli.display import attach_display
-    from rolecall.nats.link import connect, session_filter
+    from rolecall.nats.link import H_BATCH, connect, session_filter
     from rolecall.nats.replay import Reorder
 
     buses: dict[str, tuple[EventBus, Reorder]] = {}
     done: set[str] = set()
+    total = await _batch_total(url, args.batch) if args.batch is not None else 0
 
     def bus_of(event: StreamEvent) -> tuple[EventBus, Reorder]:
         found = buses.get(event.session_id)
@@ -104,11 +108,18 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
             found = buses[event.session_id] = (bus, Reorder(1 if args.from_start else event.seq))
         return found
 
+    # --batch replays the batch from its start: its last run may have ended already
+    from_start = args.from_start or args.batch is not None
     async with (
         connect(url, name="rolecall-watch") as link,
-        aclosing(follow(link, session_filter(args.session), from_start=args.from_start)) as events,
+        anyio.create_task_group() as tg,
+        aclosing(follow(link, session_filter(args.session), from_start=from_start)) as events,
     ):
+        if args.batch is not None:
+            tg.start_soon(_end_with_batch, link, args.batch, total, tg.cancel_scope)
         async for event in events:
+            if args.batch is not None and event.headers.get(H_BATCH) != args.batch:
+                continue
             bus, order = bus_of(event)
             for ready in order.push(event):
                 bus.deliver(Envelope.from_record(ready.record))
@@ -116,6 +127,37 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
                     done.add(ready.session_id)
             if args.session is not None and args.session in done:
                 return
+
+
+async def _end_with_batch(link: Link, batch: str, total: int, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once every run of the batch has its result."""
+    from rolecall.batch.results import RunResult
+    from rolecall.nats.jobs import follow_results
+
+    ended: set[int] = set()
+    async with aclosing(follow_results(link, batch)) as results:
+        async for item in results:
+            if isinstance(item, RunResult):
+                ended.add(item.run)
+            if len(ended) >= total:
+                break
+    await anyio.sleep(0.5)  # a run's events are stored before its result: let them show
+    scope.cancel()
+
+
+async def _batch_total(url: str, batch: str) -> int:
+    """How many runs the batch has (its plan on the results stream); usage error if none."""
+    from nats.js.errors import NotFoundError
+
+    from rolecall.nats.jobs import BatchPlanMessage, plan_subject
+    from rolecall.nats.link import RESULTS_STREAM, connect
+
+    async with connect(url, name="rolecall-watch") as link:
+        try:
+            msg = await link.js.get_last_msg(RESULTS_STREAM, plan_subject(batch))
+        except NotFoundError:
+            raise UsageError(f"no batch named {batch!r} was submitted to {url}") from None
+    return BatchPlanMessage.model_validate_json(msg.data or b"{}").runs
 
 
 def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,0 +1,232 @@
+"""Scale benchmarks (issue 19): batch throughput, 200 ms replies, NATS overhead, workers.
+
+Imported by ``scripts/bench.py``; each function returns one :class:`Bench`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the loopback test servers live in tests/
+    sys.path.insert(0, str(ROOT))
+
+
+def scripted_raw(turns: int) -> dict[str, Any]:
+    return {
+        "name": "bench",
+        "topic": "throughput",
+        "model": "scripted",
+        "settings": {"max_turns": turns},
+        "roles": [
+            {"id": r, "script": [f"{r} says {{n}}: a line of about twelve words for the bench"]}
+            for r in ("a", "b", "c")
+        ],
+        "flow": {
+            "steps": [
+                {"id": "s1", "speaker": "a"},
+                {"id": "s2", "speaker": "b"},
+                {"id": "s3", "speaker": "c", "next": "s1"},
+            ]
+        },
+    }
+
+
+async def run_batch(
+    data: Path, raw: dict[str, Any], runs: int, concurrency: int, models: Any = None
+) -> tuple[float, int]:
+    """(wall seconds, agent turns) of one in-process batch of ``runs`` runs."""
+    from rolecall.batch.plan import build_plan
+    from rolecall.batch.runner import BatchContext, BatchRunner
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.memory import MemoryFiles
+    from rolecall.storage.batches import BatchTables
+    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.world.library import RoleLibrary
+    from rolecall.world.loader import build_world
+
+    library = RoleLibrary()
+    base = build_world(raw, source="bench", library=library).world
+    plan = build_plan(raw, [], runs, base=base, source="bench", library=library)
+    name = f"b{time.monotonic_ns()}"
+    async with SqliteStore(data / "rolecall.db") as store:
+        tables = BatchTables(store)
+        await tables.create(name, {})
+        ctx = BatchContext(
+            store=store, memory=MemoryFiles(data / "memory"), models=models or ModelRegistry()
+        )
+        runner = BatchRunner(name, plan, ctx, tables, concurrency=concurrency)
+        started = time.perf_counter()
+        results = await runner.run(plan.runs, {})
+        wall = time.perf_counter() - started
+    return wall, sum(r.turns for r in results)
+
+
+def bench_batch_throughput(quick: bool, bench_cls: Any) -> Any:
+    b = bench_cls(
+        "batch_throughput",
+        "rolecall batch in one process: turns per second with the scripted model at "
+        "--concurrency 1, 8 and 64, and 100 concurrent sessions whose every reply takes "
+        "200 ms from the loopback OpenAI-compatible server (through litellm)",
+    )
+    runs, turns = (16, 6) if quick else (64, 12)
+    for k in (1, 8, 64):
+        with tempfile.TemporaryDirectory() as tmp:
+            wall, done = anyio.run(run_batch, Path(tmp), scripted_raw(turns), runs, k)
+        b.add(f"scripted_k{k}_turns_per_s", done / wall, "turns/s")
+    b.target("scripted_k8_turns_per_s", 100.0, "a useful floor for scripted turns", op=">=")
+
+    from tests.llm.openai_server import OpenAITestServer, Reply, Stall
+
+    sessions = 20 if quick else 100
+    replies = 2  # per session
+    with OpenAITestServer() as server, tempfile.TemporaryDirectory() as tmp:
+        server.queue(*[Stall(0.2, Reply("ok")) for _ in range(sessions * replies)])
+        raw = {
+            "name": "slow",
+            "topic": "t",
+            "model": "openai/bench-model",
+            "settings": {"api_base": server.base_url, "retries": 0, "timeout": 30},
+            "roles": [{"id": "a"}, {"id": "b"}],
+            "flow": {"steps": [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "b"}]},
+        }
+        os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # warm up litellm's import so the figure is the batch, not the import
+        anyio.run(run_batch, Path(tmp) / "warm", raw, 1, 1)
+        server.queue(*[Stall(0.2, Reply("ok")) for _ in range(sessions * replies)])
+        wall, done = anyio.run(run_batch, Path(tmp), raw, sessions, sessions)
+    ideal = sessions / 0.2
+    b.add("slow_replies_per_s", done / wall, "replies/s")
+    b.add("slow_ideal_replies_per_s", ideal, "replies/s")
+    b.add("slow_fraction_of_ideal", done / wall / ideal, "ratio")
+    b.target("slow_fraction_of_ideal", 0.8, "issue 19: at least 80% of ideal", op=">=")
+    b.method = {
+        "scripted": f"{runs} runs of {turns} turns, SQLite store and memory files attached",
+        "slow": f"{sessions} sessions of {replies} replies, all at once, each reply held "
+        "200 ms by the server",
+    }
+    return b
+
+
+async def _nats_session(url: str | None, turns: int, data: Path) -> float:
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.runtime import Session
+    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.world.library import RoleLibrary
+    from rolecall.world.loader import build_world
+
+    world = build_world(scripted_raw(turns), source="bench", library=RoleLibrary()).world
+    async with SqliteStore(data / "rolecall.db") as store:
+        if url is None:
+            session = Session(world, models=ModelRegistry())
+            await store.attach(session)
+            started = time.perf_counter()
+            await session.run()
+            return time.perf_counter() - started
+        from rolecall.nats.bus import attach
+        from rolecall.nats.transport import open_transport
+
+        async with open_transport(url) as transport:
+            sid = f"bench-{time.monotonic_ns()}"
+            bus = transport.bus(sid)
+            session = Session(world, session_id=sid, models=ModelRegistry(), bus=bus)
+            attach(session, bus)
+            await store.attach(session)
+            started = time.perf_counter()
+            await session.run()
+            await transport.publisher.flush()
+            return time.perf_counter() - started
+
+
+def _nats_server(storage: Path) -> Any:
+    from tests.nats_server import NatsServer
+
+    return NatsServer(storage).start()
+
+
+def bench_nats(quick: bool, bench_cls: Any) -> Any:
+    b = bench_cls(
+        "nats",
+        "the NATS JetStream transport: per-turn cost over the in-process bus (every event "
+        "published with JetStream acknowledgement, a turn's events batched), and batch "
+        "throughput with 1, 2 and 4 local worker processes",
+    )
+    turns = 60 if quick else 300
+    with tempfile.TemporaryDirectory() as tmp:
+        server = _nats_server(Path(tmp) / "nats")
+        try:
+            local = min(
+                anyio.run(_nats_session, None, turns, Path(tmp) / f"l{i}") for i in range(3)
+            )
+            remote = min(
+                anyio.run(_nats_session, server.url, turns, Path(tmp) / f"n{i}") for i in range(3)
+            )
+            b.add("inproc_ms_per_turn", local / turns * 1000, "ms")
+            b.add("nats_ms_per_turn", remote / turns * 1000, "ms")
+            b.add("overhead_ms_per_turn", (remote - local) / turns * 1000, "ms")
+            b.target("overhead_ms_per_turn", 0.5, "issue 19: at most 0.5 ms per turn extra")
+            counts = (1, 2) if quick else (1, 2, 4)
+            runs, run_turns = (8, 6) if quick else (32, 12)
+            for n in counts:
+                b.add(
+                    f"workers_{n}_turns_per_s",
+                    _workers_throughput(server.url, Path(tmp) / f"w{n}", n, runs, run_turns),
+                    "turns/s",
+                )
+        finally:
+            server.stop()
+    b.method = {
+        "overhead": f"one session of {turns} scripted turns, best of 3, SQLite store attached",
+        "workers": "each worker a `rolecall worker` process (its own data dir, --concurrency 8); "
+        "turns/s from submitting `batch --nats` to its last result",
+    }
+    return b
+
+
+def _workers_throughput(url: str, folder: Path, workers: int, runs: int, turns: int) -> float:
+    import yaml
+
+    folder.mkdir(parents=True)
+    world = folder / "world.yaml"
+    world.write_text(yaml.safe_dump(scripted_raw(turns)), encoding="utf-8")
+    env = {**os.environ, "ROLECALL_HOME": str(folder / "submit"), "NO_COLOR": "1"}
+    exe = [sys.executable, "-m", "rolecall.cli.main"]
+    procs = []
+    for i in range(workers):
+        wenv = {**env, "ROLECALL_HOME": str(folder / f"w{i}")}
+        p = subprocess.Popen(
+            [*exe, "worker", "--nats", url, "-q"],
+            env=wenv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert p.stderr is not None
+        p.stderr.readline()  # ready:
+        procs.append(p)
+    try:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [*exe, "batch", str(world), "--runs", str(runs), "--nats", url, "-q",
+             "--name", f"w{workers}-{time.monotonic_ns()}"],
+            env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.communicate(timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"batch --nats failed: {done.stderr[-500:]}")
+    return runs * turns / wall
