@@ -16,7 +16,6 @@ from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
     from rolecall.batch.plan import BatchPlan
-    from rolecall.batch.results import RunResult
     from rolecall.batch.runner import BatchRunner
     from rolecall.storage.batches import StoredRun
 
@@ -245,13 +244,15 @@ async def _run(
         from rolecall.batch.progress import TerminalProgress
 
         progress = TerminalProgress(name, plan.total, earlier)
+    from rolecall.cli.batch_report import finish
+
     runner = BatchRunner(name, plan, ctx, tables, concurrency=args.concurrency, listener=progress)
     if progress is not None:
         with progress:
             await _with_interrupts(runner, todo, sessions)
     else:
         await _with_interrupts(runner, todo, sessions)
-    return _finish(args, name, plan, [*earlier, *runner.results], runner.interrupted, started)
+    return finish(args, name, plan, [*earlier, *runner.results], runner.interrupted, started)
 
 
 async def _with_interrupts(runner: BatchRunner, todo: list[Any], sessions: dict[int, str]) -> None:
@@ -265,53 +266,3 @@ async def _with_interrupts(runner: BatchRunner, todo: list[Any], sessions: dict[
         tg.start_soon(watch)
         await runner.run(todo, sessions)
         tg.cancel_scope.cancel()
-
-
-def _finish(
-    args: argparse.Namespace,
-    name: str,
-    plan: BatchPlan,
-    results: list[RunResult],
-    interrupted: bool,
-    started: float,
-    *,
-    nats: str | None = None,
-) -> int:
-    from rolecall.batch.results import Summary, write_results
-    from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
-
-    summary = Summary.of(name, plan.total, results, time.monotonic() - started)
-    if args.out:
-        write_results(Path(args.out), results)
-    if args.json:
-        import json
-
-        print(json.dumps(summary.record(), ensure_ascii=False), flush=True)
-    elif not args.quiet:
-        print(summary.table())
-    hint = f"`rolecall sessions list --batch {name}` lists its sessions"
-    if nats is not None:
-        hint = f"`rolecall sessions import --batch {name} --nats {nats}` gathers its sessions here"
-    if interrupted:
-        print(
-            f"rolecall: interrupted; the runs in flight are saved as paused. "
-            f"`rolecall batch --resume {name}` finishes the batch.",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    if summary.failed:
-        retry = (
-            f"`rolecall batch --resume {name}` retries them from their last stored turn"
-            if nats is None
-            else "their errors are in the results"
-        )
-        print(
-            f"rolecall: {summary.failed} of {summary.runs} runs failed (runs "
-            f"{', '.join(map(str, summary.failed_runs[:20]))}); nothing was lost: "
-            f"{retry}; {hint}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
-    if not args.json and not args.quiet:
-        print(f"batch {name} done; {hint}", file=sys.stderr)
-    return EXIT_OK

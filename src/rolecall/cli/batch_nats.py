@@ -52,7 +52,7 @@ async def submit_batch(
 ) -> int:
     from nats.js.errors import NotFoundError
 
-    from rolecall.cli.batch_cmd import _finish
+    from rolecall.cli.batch_report import finish
     from rolecall.nats.jobs import BatchPlanMessage, follow_results, plan_subject, submit
     from rolecall.nats.link import RESULTS_STREAM, connect
 
@@ -99,4 +99,4 @@ async def submit_batch(
         finally:
             if progress is not None:
                 progress.__exit__(None, None, None)
-    return _finish(args, name, plan, list(results.values()), False, started, nats=url)
+    return finish(args, name, plan, list(results.values()), False, started, nats=url)

@@ -230,7 +230,7 @@ async def _import(args: argparse.Namespace, url: str) -> int:
 
 
 def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from rolecall.cli.main import add_nats_flag
+    from rolecall.cli.flags import add_nats_flag
 
     p = sub.add_parser(
         "worker",

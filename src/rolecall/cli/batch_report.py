@@ -1,0 +1,61 @@
+"""The end of a batch: the results file, the summary (table or JSON line), the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rolecall.batch.plan import BatchPlan
+from rolecall.batch.results import RunResult
+
+
+def finish(
+    args: argparse.Namespace,
+    name: str,
+    plan: BatchPlan,
+    results: list[RunResult],
+    interrupted: bool,
+    started: float,
+    *,
+    nats: str | None = None,
+) -> int:
+    from rolecall.batch.results import Summary, write_results
+    from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+
+    summary = Summary.of(name, plan.total, results, time.monotonic() - started)
+    if args.out:
+        write_results(Path(args.out), results)
+    if args.json:
+        import json
+
+        print(json.dumps(summary.record(), ensure_ascii=False), flush=True)
+    elif not args.quiet:
+        print(summary.table())
+    hint = f"`rolecall sessions list --batch {name}` lists its sessions"
+    if nats is not None:
+        hint = f"`rolecall sessions import --batch {name} --nats {nats}` gathers its sessions here"
+    if interrupted:
+        print(
+            f"rolecall: interrupted; the runs in flight are saved as paused. "
+            f"`rolecall batch --resume {name}` finishes the batch.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if summary.failed:
+        retry = (
+            f"`rolecall batch --resume {name}` retries them from their last stored turn"
+            if nats is None
+            else "their errors are in the results"
+        )
+        print(
+            f"rolecall: {summary.failed} of {summary.runs} runs failed (runs "
+            f"{', '.join(map(str, summary.failed_runs[:20]))}); nothing was lost: "
+            f"{retry}; {hint}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    if not args.json and not args.quiet:
+        print(f"batch {name} done; {hint}", file=sys.stderr)
+    return EXIT_OK
