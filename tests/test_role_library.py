@@ -28,6 +28,8 @@ CONSENSUS = [
     "dreamer",
     "realist",
     "synthesizer",
+    "pragmatist",
+    "stakeholder",
 ]
 REQUIRED = [
     *CORE,

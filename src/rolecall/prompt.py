@@ -73,6 +73,8 @@ def turn_text(world: World, role: Role, target: Message | None, instruction: str
             who = f"{world.role(who).display_name} (@{who})" if who in world.role_ids else who
         lines.append(f"You are answering {who}, message {target.id}:")
         lines.extend(f"> {line}" for line in target.content.splitlines() or [""])
+    elif instruction:
+        lines.append("You are not answering one message: follow the instruction above.")
     else:
         lines.append("Nobody in particular is being answered; continue the conversation.")
     lines.append(f"Reply now as {role.display_name}.")

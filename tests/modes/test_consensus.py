@@ -131,7 +131,7 @@ def test_a_user_defined_participant() -> None:
         ),
         (
             {"profile": "party"},
-            "consensus.profile: unknown profile 'party' (profiles: balanced, technical-review, brainstorm)",
+            "consensus.profile: unknown profile 'party' (profiles: balanced, technical-review, brainstorm, five-voices)",
         ),
         (
             {"participants": ["analyst", "critic", "ghost"]},

@@ -12,6 +12,7 @@ from rolecall.study.queue import (
     content_words,
     is_complete,
     lexical_score,
+    scaffold,
     score_roles,
     topic_score,
     unit_queue,
@@ -45,7 +46,15 @@ def test_score_is_weighted_sum_rounded() -> None:
 def test_structural_part_leads_by_kind(kind: Kind, first: str) -> None:
     scores = score_roles(unit(kind), {})
     assert all(s.lexical == 0 and s.topic == 0 for s in scores)
-    assert unit_queue(scores)[0] == first
+    top = sorted(scores, key=lambda s: (-s.score, s.role))[0]
+    assert top.role == first  # the kind's leading role scores highest
+    queue = unit_queue(scores)
+    # scaffolding: the explainer speaks before the challenger in every unit
+    assert queue.index("explainer") < queue.index("challenger")
+    if first != "challenger":
+        assert queue[0] == first
+    else:
+        assert queue[:2] == ["explainer", "challenger"]
     assert [s.structural for s in scores] == [STRUCTURAL[kind][r] for r in ROLES]
 
 
@@ -75,7 +84,15 @@ def test_topic_part_is_overlap_with_the_role_profile() -> None:
 
 def test_ties_are_broken_by_role_name() -> None:
     scores = [RoleScore(r, 0.5, 0.0, 0.0) for r in reversed(ROLES)]
-    assert unit_queue(scores) == sorted(ROLES)
+    by_name = sorted(ROLES)  # challenger sorts first, so the scaffold moves explainer ahead
+    assert scaffold(by_name) == [
+        "explainer",
+        "challenger",
+        "example_generator",
+        "misconception_spotter",
+        "summarizer",
+    ]
+    assert unit_queue(scores) == scaffold(by_name)
 
 
 def test_first_unit_opens_with_explainer() -> None:
@@ -96,7 +113,13 @@ def test_plan_of_the_sample_notes() -> None:
     assert plan.slots == 45
     assert plan.queues[0][0] == "explainer"
     kinds_first = {u.kind: q[0] for u, q in zip(plan.units, plan.queues, strict=True)}
-    assert kinds_first["methodology"] == "challenger"
+    # methodology is the challenger's unit; the explainer still speaks just before it
+    methodology = next(
+        q for u, q in zip(plan.units, plan.queues, strict=True) if u.kind == "methodology"
+    )
+    assert list(methodology[:2]) == ["explainer", "challenger"]
+    assert kinds_first["methodology"] == "explainer"
+    assert all(q.index("explainer") < q.index("challenger") for q in plan.queues)
     assert kinds_first["conclusion"] == "summarizer"
     assert plan.weights[0] == {s.role: s.score for s in plan.scores[0]}
 

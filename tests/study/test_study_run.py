@@ -326,6 +326,10 @@ def test_cli_study_runs_a_document_to_completion(data_dir: Path) -> None:
     messages = [r for r in records if r["type"] == "message"]
     assert len(messages) == UNITS * len(ROLES)
     assert messages[0]["step_id"] == "u1:explainer"
+    # scaffolding: in every unit the explainer speaks before the challenger
+    steps = [m["step_id"] for m in messages]
+    for n in range(1, UNITS + 1):
+        assert steps.index(f"u{n}:explainer") < steps.index(f"u{n}:challenger"), steps
     plan = next(r for r in records if r["type"] == "mode" and r["name"] == "plan")
     assert (plan["data"]["delay"], plan["data"]["lock"]) == (2, 5)
     assert [p.name for p in data_dir.rglob("*.db")]  # stored like any run

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TextIO
 
+from rolecall.badges import NONE, Labels
 from rolecall.bus import (
     Bus,
     ConditionEvent,
@@ -84,9 +85,14 @@ class TerminalDisplay:
         show_conditions: bool = False,
         quiet: bool = False,
         live: bool | None = None,
+        labels: Labels = NONE,
+        turns: int = 0,
     ) -> None:
         """``live``: stream text as it arrives (default: when ``out`` is a terminal);
-        otherwise each message is shown once, as published."""
+        otherwise each message is shown once, as published. ``labels``: chat-style
+        ``#turn BADGE · Name`` headers (a debate); ``turns``: agent messages so far."""
+        self.labels = labels
+        self.turns = turns
         self.out = out
         isatty = getattr(out, "isatty", None)
         self.live = bool(isatty and isatty()) if live is None else live
@@ -116,9 +122,15 @@ class TerminalDisplay:
         return f"\033[2m{text}{_RESET}" if self.color else text
 
     def header(
-        self, sender: str, target: str | None, step: str | None, iteration: int | None
+        self,
+        sender: str,
+        target: str | None,
+        step: str | None,
+        iteration: int | None,
+        turn: int | None = None,
     ) -> str:
-        head = self.paint(sender, sender)
+        label = self.labels.label(sender, turn)
+        head = self.paint(sender, label if label is not None else sender)
         if target:
             head += " → " + (self.paint(target, target) if target in self.colors else target)
         if step:
@@ -133,7 +145,11 @@ class TerminalDisplay:
         if isinstance(event, StreamStart):
             self._streamed = []
             self._wrap = StreamWrap(_columns(self.out)) if self.live else None
-            self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
+            self._line(
+                self.header(
+                    event.sender, event.target, event.step_id, event.loop_iteration, self.turns + 1
+                )
+            )
         elif isinstance(event, StreamChunk):
             self._streamed.append(event.delta)
             text = event.delta if self._wrap is None else self._wrap.feed(event.delta)
@@ -155,6 +171,7 @@ class TerminalDisplay:
         """An agent's message as published (pass tags removed, auto-mention added)."""
         if self.cost is not None:
             self.cost = None if event.cost_usd is None else self.cost + event.cost_usd
+        self.turns = max(self.turns, event.turn)
         if self.live:
             if event.content != "".join(self._streamed):
                 self._line(self.dim(f"(published as: {event.content})"))
@@ -162,7 +179,9 @@ class TerminalDisplay:
             return
         self.total_in += event.input_tokens
         self.total_out += event.output_tokens
-        self._line(self.header(event.sender, event.target, event.step_id, event.loop_iteration))
+        self._line(
+            self.header(event.sender, event.target, event.step_id, event.loop_iteration, event.turn)
+        )
         self._line(event.content)
         if not self.quiet:
             self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
@@ -246,13 +265,21 @@ def attach_display(
     verbose: int,
     totals: tuple[int, int] = (0, 0),
     cost: float | None = 0.0,
+    labels: Labels = NONE,
+    turns: int = 0,
 ) -> None:
     """Attach the JSON sink or the terminal display; ``totals`` are tokens already spent."""
     if json_mode:
         JsonSink(sys.stdout).attach(bus)
     else:
         display = TerminalDisplay(
-            sys.stdout, sys.stderr, role_order=role_order, quiet=quiet, show_conditions=verbose > 0
+            sys.stdout,
+            sys.stderr,
+            role_order=role_order,
+            quiet=quiet,
+            show_conditions=verbose > 0,
+            labels=labels,
+            turns=turns,
         )
         display.total_in, display.total_out = totals
         display.cost = cost

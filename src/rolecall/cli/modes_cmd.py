@@ -95,7 +95,8 @@ def add_parsers(sub: Any) -> None:
     )
     consensus.add_argument("topic_arg", metavar="TOPIC", help="the question to decide")
     consensus.add_argument(
-        "--profile", help="participants: balanced (default), technical-review, brainstorm"
+        "--profile",
+        help="participants: balanced (default), technical-review, brainstorm, five-voices",
     )
     consensus.add_argument("--max-rounds", type=int, help="full rounds at most, 1..20 (default 5)")
     _common(consensus)

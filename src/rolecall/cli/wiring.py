@@ -21,6 +21,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from rolecall.badges import labels_of
 from rolecall.bus import Bus, Envelope, EventBus
 from rolecall.cli.display import attach_display, use_color
 from rolecall.errors import RolecallError, StorageError, UsageError
@@ -247,6 +248,8 @@ async def live_session(
             verbose=int(getattr(args, "verbose", 0) or 0),
             totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
             cost=session.state.transcript.cost_usd,
+            labels=labels_of(world),
+            turns=session.state.transcript.agent_turns,
         )
     from rolecall import debuglog, tracing
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rolecall.badges import NONE, Labels, labels_of
 from rolecall.money import money
 from rolecall.session.document import SessionDocument
 from rolecall.session.state import Draft, Message
@@ -191,9 +192,19 @@ def _target(doc: SessionDocument, message: Message) -> str | None:
     return None
 
 
-def _who(doc: SessionDocument, message: Message) -> str:
+def _labels(doc: SessionDocument) -> Labels:
+    """Chat-style labels of the session's world (a debate's ``#3 PRO · Name``)."""
+    return labels_of(doc.world_model()) if doc.world.get("mode") == "debate" else NONE
+
+
+def _sender(labels: Labels, message: Message) -> str:
+    return labels.label(message.sender, message.turn) or message.sender
+
+
+def _who(doc: SessionDocument, message: Message, labels: Labels = NONE) -> str:
     target = _target(doc, message)
-    return f"{message.sender} → {target}" if target else message.sender
+    sender = _sender(labels, message)
+    return f"{sender} → {target}" if target else sender
 
 
 def _where(step: str | None, iteration: int | None) -> str:

@@ -8,9 +8,11 @@ import re
 from rolecall.export.common import (
     _GREY,
     _PALETTE,
+    _labels,
     _role_names,
     _roles,
     _row_cost,
+    _sender,
     _sender_order,
     _target,
     _tokens,
@@ -152,9 +154,10 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
     out.append("<h2>Transcript</h2>")
     if not sel.messages:
         out.append(f"<p>{'No messages match.' if sel.filtered else 'No messages yet.'}</p>")
+    labels = _labels(doc)
     for m in sel.messages:
         color = colors.get(m.sender, _GREY)
-        head = [f'<span class="id">{_h(m.id)}</span>', _who_span(m.sender, color)]
+        head = [f'<span class="id">{_h(m.id)}</span>', _who_span(_sender(labels, m), color)]
         target = _target(doc, m)
         if target:
             head.append(f"→ {_who_span(target, colors.get(target, _GREY))}")

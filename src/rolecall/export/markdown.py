@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from rolecall.export.common import (
+    _labels,
     _role_names,
     _row_cost,
     _tokens,
@@ -103,8 +104,9 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
     out += ["", "## Transcript", ""]
     if not sel.messages:
         out += ["No messages match." if sel.filtered else "No messages yet.", ""]
+    labels = _labels(doc)
     for m in sel.messages:
-        out.append(f"### {e(m.id)} · {e(_who(doc, m))}")
+        out.append(f"### {e(m.id)} · {e(_who(doc, m, labels))}")
         out.append("")
         badges = []
         where = _where(m.step_id, m.loop_iteration)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rolecall.export.common import (
+    _labels,
     _tokens,
     _totals,
     _when,
@@ -34,9 +35,10 @@ def to_text(
         lines.append(f"topic: {world['topic']}")
     lines.append(f"status: {status(doc)}")
     lines.append(f"{_when(doc.created_at)} → {_when(doc.updated_at)} · {sel.describe()}")
+    labels = _labels(doc)
     for m in sel.messages:
         lines.append("")
-        parts = [f"[{m.id}] {_who(doc, m)}"]
+        parts = [f"[{m.id}] {_who(doc, m, labels)}"]
         where = _where(m.step_id, m.loop_iteration)
         if where:
             parts.append(f"[{where}]")

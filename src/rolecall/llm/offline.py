@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
+from rolecall.llm.offline_closing import closing, is_closing
 from rolecall.llm.types import (
     GenerationRequest,
     StreamItem,
@@ -371,6 +372,8 @@ def compose(request: GenerationRequest) -> str:
         "name": _clean(persona.name) or _display(persona.id),
     }
 
+    if info.instruction and is_closing(info.instruction):
+        return closing(info.instruction, a, b, t)
     instruction = (info.instruction or "").lower()
     wants_question = bool(
         re.search(r"\b(ask|asks|asking|pose|quiz)\b", instruction)

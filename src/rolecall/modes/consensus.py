@@ -46,6 +46,8 @@ PROFILES: Final[dict[str, tuple[str, ...]]] = {
     "balanced": ("analyst", "creative", "critic"),
     "technical-review": ("engineer", "architect", "tester"),
     "brainstorm": ("dreamer", "realist", "synthesizer"),
+    # the original consensus system's five generic personas, cycling in turn
+    "five-voices": ("analyst", "creative", "critic", "pragmatist", "stakeholder"),
 }
 SYNTHESIZER: Final = "synthesizer"
 JUDGE_STEP: Final = "judge"

@@ -161,6 +161,14 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
         "template": "moderator",
         "id": "moderator",
         "description": "A neutral moderator who writes the closing synthesis of the debate.",
+        # the library moderator hands the floor on; this one speaks once, to close
+        "system_prompt": (
+            "You are the neutral moderator of a formal debate, and you speak once: the "
+            "closing synthesis after the debaters have finished. Summarise what each side "
+            "argued, where they agreed, where they still disagree and what was conceded, and "
+            "assess which arguments held up best. Cite messages by id. This is the end of "
+            "the debate: do not ask questions and do not hand the floor to anyone."
+        ),
         "constraints": ["Do not take sides.", "Cite messages by id, like [m3]."],
     }
     judge = opts["judge"]

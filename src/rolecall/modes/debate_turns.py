@@ -231,7 +231,8 @@ def synthesis_instruction(names: Mapping[str, str], decision: Decided | None, ci
         f"Cover: the strongest points of {pro} (PRO) and of {con} (CON); the common ground "
         "they found; the disagreements that remain; any concessions made; and your assessment "
         "of which arguments held up best and why. Cite the messages you draw on by id in "
-        f"brackets, like [m3].{listing}"
+        f"brackets, like [m3]. This closes the debate: nobody speaks after you, so ask no "
+        f"question and hand the floor to no one.{listing}"
     )
 
 

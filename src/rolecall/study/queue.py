@@ -14,8 +14,10 @@ queue. A role's score for a unit is::
   where content words are lowercased words of 5 letters or more outside a short stop
   list. A persona you rewrite therefore steers the queue towards the units it is about.
 
-Scores are rounded to 6 decimals; the queue is by descending score, ties by role id. The
-document's first unit always opens with the explainer. A study run is complete when
+Scores are rounded to 6 decimals; the queue is by descending score, ties by role id, then
+scaffolded: in every unit the explainer speaks before the challenger (when the challenger
+scores higher, the explainer moves to just before it). The document's first unit always
+opens with the explainer. A study run is complete when
 every (unit, role) slot has spoken.
 """
 
@@ -51,6 +53,7 @@ ROLES: Final[tuple[str, ...]] = (
     "misconception_spotter",
 )
 OPENER: Final = "explainer"
+CHALLENGER: Final = "challenger"  # never before the explainer in a unit (scaffolding)
 W_STRUCTURAL: Final = 0.4
 W_LEXICAL: Final = 0.3
 W_TOPIC: Final = 0.3
@@ -255,9 +258,20 @@ def score_roles(
     ]
 
 
+def scaffold(order: Sequence[str]) -> list[str]:
+    """Explainer before Challenger: when both are in ``order`` and the challenger comes
+    first, the explainer moves to just before it (the rest keep their places)."""
+    out = list(order)
+    if OPENER in out and CHALLENGER in out and out.index(CHALLENGER) < out.index(OPENER):
+        out.remove(OPENER)
+        out.insert(out.index(CHALLENGER), OPENER)
+    return out
+
+
 def unit_queue(scores: Sequence[RoleScore], *, first_unit: bool = False) -> list[str]:
-    """The roles by descending score, ties by role id; the first unit opens with explainer."""
-    order = [s.role for s in sorted(scores, key=lambda s: (-s.score, s.role))]
+    """The roles by descending score, ties by role id, scaffolded (explainer before
+    challenger); the first unit opens with the explainer."""
+    order = scaffold([s.role for s in sorted(scores, key=lambda s: (-s.score, s.role))])
     if first_unit and OPENER in order:
         order.remove(OPENER)
         order.insert(0, OPENER)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolecall.study.intent import Classification
-from rolecall.study.queue import OPENER, ROLES
+from rolecall.study.queue import OPENER, ROLES, scaffold
 from rolecall.study.realloc import (
     ALIGNMENT,
     DELAY_DEFAULT,
@@ -176,6 +176,7 @@ class Scheduler:
         spoken = st.spoken[st.unit]
         candidates = [r for r in st.order if r not in spoken]
         candidates += [r for r in self.roles if r not in spoken and r not in candidates]
+        candidates = scaffold(candidates)  # a reallocation keeps explainer before challenger
         if st.unit == 0 and not spoken and OPENER in candidates:
             candidates.remove(OPENER)
             candidates.insert(0, OPENER)
