@@ -1555,6 +1555,50 @@ def bench_compare_autogen(quick: bool) -> Bench:
     return b
 
 
+# ------------------------------------------------------------------------ worlds check
+def check_world_of(steps: int) -> World:
+    """A flow of ``steps`` steps in blocks of 10: each block loops (``until``, max 3) on
+    its 5th step and branches past its last two steps on its 8th."""
+    flow: list[dict[str, Any]] = []
+    for i in range(steps):
+        step: dict[str, Any] = {"id": f"s{i}", "speaker": "abc"[i % 3], "instruction": "Go on."}
+        if i % 10 == 4:
+            step["loop"] = {"to": f"s{i - 3}", "max": 3, "until": {"contains": "DONE"}}
+        if i % 10 == 7 and i + 3 < steps:
+            step["next"] = [{"when": {"contains": "skip"}, "goto": f"s{i + 3}"}]
+        flow.append(step)
+    roles = [{"id": r, "script": [f"{r} says {{n}}"]} for r in "abc"]
+    return world_of(
+        {"name": "bench-check", "model": "scripted", "roles": roles, "flow": {"steps": flow}}
+    )
+
+
+def bench_worlds_check(quick: bool) -> Bench:
+    from rolecall.cli.check_cmd import worst_case
+
+    b = Bench("worlds_check", "rolecall worlds check on a 200-step flow (20 loops, 20 branches)")
+    world = check_world_of(200)
+    runs = 5 if quick else 20
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        report = worst_case(world)
+        times.append(time.perf_counter() - start)
+    if report.worst_case_turns != 100 or report.flow_turns != 360:
+        raise RuntimeError(f"unexpected worst case {report.as_json()}")
+    progress(f"worlds_check: {ms(min(times)):.1f} ms best, {ms(median(times)):.1f} ms median")
+    b.add("ms_check_200_steps", ms(min(times)), "ms")
+    b.add("ms_check_200_steps_median", ms(median(times)), "ms")
+    b.target("ms_check_200_steps", 50, "worlds check on a 200-step flow")
+    b.method = {
+        "runs": runs,
+        "aggregation": "best and median of the runs, in process (no interpreter start)",
+        "flow": "worst case 360 turns (each block: 1 + 3 x 4 + 3 + 2 without the skip), "
+        "cut by settings.max_turns 100",
+    }
+    return b
+
+
 # ---------------------------------------------------------------------------- the run
 BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "turn_overhead": bench_turn_overhead,
@@ -1565,6 +1609,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "save_restore": bench_save_restore,
     "memory_rss": bench_memory_rss,
     "many_worlds": bench_many_worlds,
+    "worlds_check": bench_worlds_check,
 }
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 

@@ -250,9 +250,19 @@ def cmd_worlds(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         steps = len(world.flow.steps) if world.flow else 0
         print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
+        from rolecall.cli.check_cmd import summary, worst_case
+
+        print(summary(worst_case(world)))
         return EXIT_OK
     if args.worlds_command == "show":
         return _show_world(args, library)
+    if args.worlds_command == "check":
+        from rolecall.cli.check_cmd import cmd_check
+
+        loaded = load_world(args.world, library)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return cmd_check(args, loaded.world)
     from rolecall.world import catalog
 
     for entry in catalog.available(Path(args.dir)):

@@ -114,10 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     worlds = sub.add_parser(
         "worlds",
-        help="list, validate and create world folders",
-        description="List, validate and create world folders.",
+        help="list, validate, check and create world folders",
+        description="List, validate, check and create world folders.",
         epilog="examples:\n  rolecall worlds list\n"
         "  rolecall worlds validate worlds/classroom\n"
+        "  rolecall worlds check worlds/classroom\n"
         "  rolecall worlds new my-study --from study",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -149,6 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
     ws.add_argument("world", metavar="WORLD")
     add_common_flags(
         ws, run_flags=False, data_dir_help="the data directory (its role library for template:)"
+    )
+    wc = wsub.add_parser(
+        "check",
+        help="a world's worst case before it runs: turns, tokens, cost, caps (no model call)",
+        epilog="examples:\n  rolecall worlds check tutoring\n  rolecall worlds check debate --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wc.add_argument("world", metavar="WORLD")
+    wc.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_common_flags(
+        wc, run_flags=False, data_dir_help="the data directory (its role library for template:)"
     )
     wn = wsub.add_parser(
         "new",

@@ -46,6 +46,7 @@ _T = TypeVar("_T")
 MIN_WORDS: Final = 25
 MAX_WORDS: Final = 70
 MAX_SENTENCES: Final = 4
+MAX_OUTPUT_TOKENS: Final = 400  # a reply never goes past this (the worst case counts on it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,12 +433,14 @@ def compose(request: GenerationRequest) -> str:
 
     limit = _word_limit(request)
     text = _fit(filled, limit if limit is not None else MAX_WORDS * 2, wants_question)
-    if request.max_tokens is not None:
-        # A real model stops at max_tokens: cut words until the estimate fits.
-        words = len(text.split())
-        while words > 1 and estimate_tokens(text) > request.max_tokens:
-            words -= 1
-            text = _fit([text], words, wants_question)
+    # A real model stops at max_tokens: cut words until the estimate fits (never past
+    # MAX_OUTPUT_TOKENS, a bound `worlds check` relies on).
+    most = min(request.max_tokens or MAX_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS)
+    words = len(text.split())
+    while words > 1 and estimate_tokens(text) > most:
+        words -= 1
+        text = _fit([text], words, wants_question)
+    text = text[: most * 4]
 
     text = re.sub(r"<\s*world\s*>\s*pass\s*<\s*/\s*world\s*>", "", text, flags=re.IGNORECASE)
     return " ".join(text.lstrip("@ ").split())
@@ -450,6 +453,10 @@ class OfflineModel:
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
+
+    def max_output_tokens(self, model: str) -> int:
+        """The most tokens a reply may have (by the estimate), for ``worlds check``."""
+        return MAX_OUTPUT_TOKENS
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         text = compose(request)

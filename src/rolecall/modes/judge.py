@@ -40,6 +40,7 @@ from rolecall.turns import extra_turn
 
 if TYPE_CHECKING:
     from rolecall.session.state import Message
+    from rolecall.world.models import World
 
 
 async def ask_judge(
@@ -134,9 +135,17 @@ def _plan(session: Host) -> _Plan | None:
         problems = check_world(data)
         if problems:
             raise WorldError(world.name, problems)
+    by_step = judges_by_step(world, block)
+    if not by_step:
+        return None
+    return _Plan(block, by_step)
+
+
+def judges_by_step(world: World, block: JudgeBlock | None) -> dict[str, list[str]]:
+    """Step id -> the judge roles that take a turn after it (pure; worlds check uses it)."""
     by_step: dict[str, list[str]] = {}
     if world.flow is None:
-        return None
+        return by_step
     for step in world.flow.steps:
         judges: list[str] = []
         if block is not None and (block.after == "all" or step.id in block.after):
@@ -146,9 +155,7 @@ def _plan(session: Host) -> _Plan | None:
         judges = [j for j in judges if j != step.speaker]  # a judge never judges itself
         if judges:
             by_step[step.id] = judges
-    if not by_step:
-        return None
-    return _Plan(block, by_step)
+    return by_step
 
 
 def _settings_for(plan: _Plan, judge: str) -> tuple[list[str], tuple[float, float], str, str]:
