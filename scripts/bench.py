@@ -605,13 +605,13 @@ async def _timed_step(session: Session) -> tuple[float, float]:
     return time.perf_counter() - wall0, time.process_time() - cpu0
 
 
-def run_chunks(words: int, *, clocked: bool = False) -> ChunkRun:
+def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> ChunkRun:
     """One scripted turn of ``words`` chunks, JSON sink to /dev/null.
 
     ``clocked`` adds a bus subscriber that timestamps every ``sse`` event (its own cost
     then counts in the turn, so the turn figures come from unclocked runs).
     """
-    session = Session(chunk_world(words))
+    session = Session(chunk_world(words), models=models)
     marks: dict[str, float] = {}
     stamps: list[float] = []
 
@@ -1555,6 +1555,52 @@ def bench_compare_autogen(quick: bool) -> Bench:
     return b
 
 
+# ------------------------------------------------------------------------------ replay
+def bench_replay_overhead(quick: bool) -> Bench:
+    import tempfile
+
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.llm.replay import ReplaySetup, ReplayStore
+
+    b = Bench(
+        "replay_overhead",
+        "per chunk: one scripted turn of many words, the scripted model itself vs the same "
+        "turn replayed from the store (--replay)",
+    )
+    words, repeats = (2000, 3) if quick else (20000, 7)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "replay.jsonl"
+        run_chunks(words, models=ModelRegistry(replay=ReplaySetup("record", ReplayStore(path))))
+        direct: list[float] = []
+        replayed: list[float] = []
+        for _ in range(repeats):  # interleaved so drift hits both alike
+            direct.append(run_chunks(words).turn)
+            store = ReplayStore(path)  # a fresh process would read the file again
+            replayed.append(
+                run_chunks(words, models=ModelRegistry(replay=ReplaySetup("replay", store))).turn
+            )
+    best_direct, best_replay = min(direct), min(replayed)
+    progress(
+        f"replay_overhead: scripted {us(best_direct / words):.2f} µs/chunk, "
+        f"replayed {us(best_replay / words):.2f} µs/chunk"
+    )
+    b.add("chunks", words, "chunks")
+    b.add("us_per_chunk_scripted", us(best_direct / words), "µs")
+    b.add("us_per_chunk_replayed", us(best_replay / words), "µs")
+    b.add("us_overhead_per_chunk", us((best_replay - best_direct) / words), "µs")
+    b.details = {
+        "us_per_chunk_scripted_all": [round(us(x / words), 3) for x in direct],
+        "us_per_chunk_replayed_all": [round(us(x / words), 3) for x in replayed],
+    }
+    b.method = {
+        "words": words,
+        "repeats": repeats,
+        "aggregation": "best of the repeats for each; overhead = replayed - scripted per chunk "
+        "(the replayed turn includes reading the JSON Lines store once)",
+    }
+    return b
+
+
 # ------------------------------------------------------------------------ worlds check
 def check_world_of(steps: int) -> World:
     """A flow of ``steps`` steps in blocks of 10: each block loops (``until``, max 3) on
@@ -1610,6 +1656,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "memory_rss": bench_memory_rss,
     "many_worlds": bench_many_worlds,
     "worlds_check": bench_worlds_check,
+    "replay_overhead": bench_replay_overhead,
 }
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 

@@ -216,7 +216,7 @@ async def _run(
 ) -> int:
     from rolecall.batch.runner import BatchContext, BatchRunner
     from rolecall.cli.display import JsonSink
-    from rolecall.cli.wiring import stream_pacing
+    from rolecall.cli.wiring import replay_setup, stream_pacing
     from rolecall.llm.registry import ModelRegistry
 
     earlier = [s.result for s in stored.values() if s.result is not None and s.result.ok]
@@ -226,7 +226,7 @@ async def _run(
     ctx = BatchContext(
         store=store,
         memory=memory,
-        models=ModelRegistry(**stream_pacing(True)),
+        models=ModelRegistry(**stream_pacing(True), replay=replay_setup(args, None)),
         model_override=doc.get("model_override"),
         world_source=doc["source"],
         on_event=JsonSink(sys.stdout) if args.json else None,

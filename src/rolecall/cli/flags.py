@@ -42,9 +42,41 @@ def add_common_flags(
             help="hard budget in USD, checked before each model call (settings.max_cost)",
         )
         p.add_argument("--topic", help=topic_help)
+        add_replay_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
     p.add_argument("--log-file", help="write structured JSON logs to this file")
+
+
+def add_replay_flags(p: argparse.ArgumentParser) -> None:
+    """``--record``, ``--replay``, ``--replay-or-call``, ``--replay-file`` (docs/replay.md)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--record",
+        dest="replay",
+        action="store_const",
+        const="record",
+        help="keep every model call in the replay store",
+    )
+    group.add_argument(
+        "--replay",
+        dest="replay",
+        action="store_const",
+        const="replay",
+        help="serve model calls from the replay store; a call not in it is an error",
+    )
+    group.add_argument(
+        "--replay-or-call",
+        dest="replay",
+        action="store_const",
+        const="replay-or-call",
+        help="serve recorded calls, call (and record) the model for the others",
+    )
+    p.add_argument(
+        "--replay-file",
+        metavar="FILE",
+        help="the replay store (JSON Lines); default replay.jsonl in the data dir",
+    )
 
 
 def add_nats_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None:

@@ -39,6 +39,7 @@ from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
+    from rolecall.llm.replay import ReplaySetup
     from rolecall.nats.transport import Transport
 
 log = structlog.get_logger(__name__)
@@ -221,7 +222,7 @@ async def live_session(
     (``--nats``) every event also goes to the cluster's stream.
     """
     json_mode = bool(getattr(args, "json", False))
-    models = ModelRegistry(**stream_pacing(json_mode))
+    models = ModelRegistry(**stream_pacing(json_mode), replay=replay_setup(args, world))
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
     session = new_or_restored(
         world,
@@ -289,6 +290,23 @@ async def live_session(
                 else:
                     exc.session_id = session.session_id
                     raise
+
+
+def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup | None:
+    """Record or replay model calls: the CLI flags win over ``settings.replay``."""
+    mode = getattr(args, "replay", None)
+    settings = world.settings if world is not None else None
+    if mode is None and settings is not None and settings.replay != "off":
+        mode = settings.replay
+    if mode is None or mode == "off":
+        return None
+    from rolecall.llm.replay import ReplaySetup, ReplayStore
+
+    file = getattr(args, "replay_file", None) or (settings.replay_file if settings else None)
+    path = Path(file) if file else data_dir(getattr(args, "data_dir", None)) / "replay.jsonl"
+    store = ReplayStore(path)
+    store.load()  # a corrupt store is a usage error now, not in the middle of a turn
+    return ReplaySetup(mode, store)
 
 
 async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:

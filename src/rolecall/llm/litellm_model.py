@@ -257,6 +257,7 @@ class LiteLLMModel:
             log.debug("provider_call", model=model, attempt=attempt, attempts=attempts)
             parts: list[str] = []
             usage: Usage | None = None
+            finish: str | None = None
             failure: Exception | None = None
             response: Any = None
             chunks: AsyncIterator[Any] | None = None
@@ -282,6 +283,7 @@ class LiteLLMModel:
                             break
                         if chunk_usage is not None:
                             usage = chunk_usage
+                        finish = _finish_reason(chunk) or finish
                         if text:
                             parts.append(text)
                             yield TextDelta(text)
@@ -295,7 +297,9 @@ class LiteLLMModel:
                         output_tokens=estimate_tokens("".join(parts)),
                     )
                 cost = map_cost(model, usage.input_tokens, usage.output_tokens)
-                yield Usage(usage.input_tokens, usage.output_tokens, cost_usd=cost)
+                yield Usage(
+                    usage.input_tokens, usage.output_tokens, cost_usd=cost, finish_reason=finish
+                )
                 return
 
             kind, what = _classify(failure, lit)
@@ -376,6 +380,14 @@ def _read_chunk(chunk: Any) -> tuple[str, Usage | None]:
     if prompt is None and completion is None:
         return text, None
     return text, Usage(input_tokens=prompt or 0, output_tokens=completion or 0)
+
+
+def _finish_reason(chunk: Any) -> str | None:
+    for choice in getattr(chunk, "choices", None) or ():
+        reason = getattr(choice, "finish_reason", None)
+        if isinstance(reason, str) and reason:
+            return reason
+    return None
 
 
 def _field(obj: Any, name: str) -> int | None:

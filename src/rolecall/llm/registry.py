@@ -8,8 +8,13 @@ adapter, whose module is imported only here and only when such a model is first 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    from rolecall.llm.replay import ReplaySetup
 
 BUILTIN = ("offline", "scripted")
 
@@ -21,7 +26,12 @@ def needs_litellm(model: str) -> bool:
 
 
 class ModelRegistry:
-    """One model object per model string, created on first use."""
+    """One model object per model string, created on first use.
+
+    With ``replay``, every model (created or registered) is wrapped in a
+    :class:`~rolecall.llm.replay.ReplayModel`; replaying creates the real model only for
+    a call that is not in the store (``replay-or-call``) or for its price maps.
+    """
 
     def __init__(
         self,
@@ -29,21 +39,37 @@ class ModelRegistry:
         offline_delay: float = 0.0,
         scripted_delay: float = 0.0,
         retry_delay: float | None = None,
+        replay: ReplaySetup | None = None,
     ) -> None:
         self.offline_delay = offline_delay
         self.scripted_delay = scripted_delay
         self.retry_delay = retry_delay
+        self.replay = replay
         self._models: dict[str, ChatModel] = {}
+        self._real: dict[str, ChatModel] = {}
 
     def register(self, name: str, model: ChatModel) -> None:
         """Use ``model`` for ``name`` (tests and embedding applications)."""
-        self._models[name] = model
+        self._real[name] = model
+        self._models.pop(name, None)
 
     def get(self, name: str) -> ChatModel:
         model = self._models.get(name)
         if model is None:
-            model = self._create(name)
+            if self.replay is None:
+                model = self.real(name)
+            else:
+                from rolecall.llm.replay import ReplayModel
+
+                model = ReplayModel(name, lambda: self.real(name), self.replay)
             self._models[name] = model
+        return model
+
+    def real(self, name: str) -> ChatModel:
+        """The model itself, never wrapped."""
+        model = self._real.get(name)
+        if model is None:
+            model = self._real[name] = self._create(name)
         return model
 
     def _create(self, name: str) -> ChatModel:

@@ -93,11 +93,13 @@ class Usage:
     """Token counts of one whole generation; always the last item of a stream.
 
     ``cost_usd`` is what the generation cost, when the model knows (``None``: unknown).
+    Replay keeps both as recorded.
     """
 
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = None
+    finish_reason: str | None = None  # the provider's ("stop", "length", ...), when it says
 
 
 StreamItem = TextDelta | Usage

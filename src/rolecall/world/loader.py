@@ -76,7 +76,15 @@ def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWo
         text = path.read_text("utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the world file ({exc.strerror})") from exc
-    return parse_world(text, source=str(path), library=library, path=path)
+    loaded = parse_world(text, source=str(path), library=library, path=path)
+    replay_file = loaded.world.settings.replay_file
+    if replay_file is not None and not Path(replay_file).is_absolute():
+        # settings.replay_file is relative to the world's folder, like a study's document
+        settings = loaded.world.settings.model_copy(
+            update={"replay_file": str(path.parent / replay_file)}
+        )
+        loaded.world = loaded.world.model_copy(update={"settings": settings})
+    return loaded
 
 
 def parse_world(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 from pydantic_core import PydanticCustomError
@@ -44,6 +44,9 @@ class Settings(_Model):
     max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     max_seconds: Annotated[float, Field(gt=0)] | None = None
     max_cost: Annotated[float, Field(gt=0)] | None = None  # USD, checked before each call
+    # record or replay model calls (docs/replay.md); the CLI's --record/--replay win
+    replay: Literal["off", "record", "replay", "replay-or-call"] = "off"
+    replay_file: str | None = None  # JSON Lines; relative to the world's folder
     constraints: list[str] = Field(default_factory=list)
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None

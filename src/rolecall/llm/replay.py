@@ -1,0 +1,275 @@
+"""Record and replay of model calls at the model seam (docs/replay.md).
+
+:class:`ReplayModel` wraps any :class:`~rolecall.llm.protocol.ChatModel`. Recording keeps
+every call in a JSON Lines store: the normalised request (model, messages, temperature,
+max_tokens; for the built-in models also what they answer from: script, persona, turn
+facts), the streamed chunks exactly as they came, the usage with its cost and the finish
+reason. Replaying serves the same chunks for the same request without calling anything.
+
+Why not litellm's own cache: it covers only litellm's models (not ``offline`` or
+``scripted``), it stores the response assembled from a stream, so a cache hit is
+re-chunked and the chunk boundaries are lost, and a miss silently calls the provider,
+where a replay must fail and say what differed. So this is a small layer of our own.
+
+The i-th call with a given request in a process gets the i-th recording of it (a role
+asked the same thing twice may have answered differently); past the last recording it
+gets the last. No API key is ever part of a request here: keys are read from the
+environment by the litellm adapter at call time, and ``api_key_env`` (a variable's
+name) and ``api_base`` are left out of the key so a replay works anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from rolecall.errors import ProviderRefused, UsageError
+from rolecall.llm.protocol import ChatModel
+from rolecall.llm.registry import BUILTIN
+from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+
+ReplayMode = Literal["record", "replay", "replay-or-call"]
+MODES: tuple[ReplayMode, ...] = ("record", "replay", "replay-or-call")
+
+
+def normalise(request: GenerationRequest) -> dict[str, Any]:
+    """The parts of a request that change the answer, as plain JSON data."""
+    data: dict[str, Any] = {
+        "model": request.model,
+        "messages": [m.as_provider_dict() for m in request.messages],
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+    }
+    if request.model in BUILTIN:  # these answer from the turn's facts, not only the prompt
+        data["script"] = list(request.script)
+        data["persona"] = asdict(request.persona)
+        data["info"] = asdict(request.info)
+        data["world_title"] = request.world_title
+        data["participants"] = list(request.participants)
+    return data
+
+
+def request_key(normalised: dict[str, Any]) -> str:
+    text = json.dumps(normalised, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Recording:
+    key: str
+    n: int  # the occurrence of this request in the recording session, 0-based
+    request: dict[str, Any]
+    chunks: list[str]
+    usage: dict[str, Any]
+    finish_reason: str | None
+    role: str
+    step: str | None
+
+
+class ReplayStore:
+    """The JSON Lines file of recordings, loaded once, appended to line by line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._by_key: dict[str, dict[int, Recording]] | None = None
+
+    def load(self) -> dict[str, dict[int, Recording]]:
+        """The recordings by request key and occurrence (read once; errors name the line)."""
+        if self._by_key is not None:
+            return self._by_key
+        found: dict[str, dict[int, Recording]] = {}
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        except OSError as exc:
+            raise UsageError(f"replay file {self.path}: cannot read it ({exc})") from exc
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                rec = Recording(
+                    key=raw["key"],
+                    n=int(raw.get("n", 0)),
+                    request=raw["request"],
+                    chunks=[str(c) for c in raw["chunks"]],
+                    usage=dict(raw["usage"]),
+                    finish_reason=raw.get("finish_reason"),
+                    role=str(raw.get("role", "")),
+                    step=raw.get("step"),
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                raise UsageError(
+                    f"replay file {self.path}, line {number}: not a recording ({exc})"
+                ) from exc
+            found.setdefault(rec.key, {})[rec.n] = rec  # a later recording replaces one
+        self._by_key = found
+        return found
+
+    def find(self, key: str, n: int) -> Recording | None:
+        with self._lock:
+            recs = self.load().get(key)
+        if not recs:
+            return None
+        return recs.get(n) or recs[max(recs)]
+
+    def add(self, rec: Recording) -> None:
+        line = json.dumps(
+            {
+                "key": rec.key,
+                "n": rec.n,
+                "role": rec.role,
+                "step": rec.step,
+                "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "request": rec.request,
+                "chunks": rec.chunks,
+                "usage": rec.usage,
+                "finish_reason": rec.finish_reason,
+            },
+            ensure_ascii=False,
+        )
+        with self._lock:
+            self.load().setdefault(rec.key, {})[rec.n] = rec
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write(line + "\n")
+
+    def nearest(self, request: dict[str, Any]) -> tuple[Recording, str] | None:
+        """The recorded request closest to ``request``, and where they first differ."""
+        with self._lock:
+            everything = [r for recs in self.load().values() for r in recs.values()]
+        if not everything:
+            return None
+        target = json.dumps(request, sort_keys=True)
+
+        def score(rec: Recording) -> tuple[bool, float]:
+            same_model = rec.request.get("model") == request.get("model")
+            ratio = difflib.SequenceMatcher(
+                None, json.dumps(rec.request, sort_keys=True), target, autojunk=False
+            ).quick_ratio()
+            return same_model, ratio
+
+        best = max(everything, key=score)
+        return best, first_difference(best.request, request)
+
+
+def first_difference(old: Any, new: Any, path: str = "") -> str:
+    """The first path where two JSON values differ, with both values shortened."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                return first_difference(
+                    old.get(key), new.get(key), f"{path}.{key}" if path else key
+                )
+        return path
+    if isinstance(old, list) and isinstance(new, list):
+        for i, (a, b) in enumerate(zip(old, new, strict=False)):
+            if a != b:
+                return first_difference(a, b, f"{path}[{i}]")
+        return f"{path} has {len(new)} entries, recorded {len(old)}"
+    if isinstance(old, str) and isinstance(new, str):  # show where the texts part
+        at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
+        at = min(len(old), len(new)) if at is None else at
+        start = max(0, at - 20)
+        return (
+            f"{path} (character {at + 1}): recorded {_short(old[start : at + 30], start > 0)}, "
+            f"now {_short(new[start : at + 30], start > 0)}"
+        )
+    return f"{path}: recorded {_short(old)}, now {_short(new)}"
+
+
+def _short(value: Any, cut_before: bool = False) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return "..." + text if cut_before else text
+
+
+@dataclass(frozen=True)
+class ReplaySetup:
+    """What a run records or replays, and where."""
+
+    mode: ReplayMode
+    store: ReplayStore
+
+
+class ReplayModel:
+    """A ChatModel that records or replays the calls of the model it wraps."""
+
+    def __init__(self, name: str, inner: Callable[[], ChatModel], setup: ReplaySetup) -> None:
+        self.name = name
+        self._inner = inner
+        self.store = setup.store
+        self.mode = setup.mode
+        self._seen: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, attr: str) -> Any:  # price_rates, count_tokens, ...: the inner model's
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self._inner(), attr)
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        normal = normalise(request)
+        key = request_key(normal)
+        with self._lock:
+            n = self._seen.get(key, 0)
+            self._seen[key] = n + 1
+        if self.mode != "record":
+            rec = self.store.find(key, n)
+            if rec is not None:
+                for chunk in rec.chunks:
+                    yield TextDelta(chunk)
+                u = rec.usage
+                yield Usage(
+                    int(u["input_tokens"]),
+                    int(u["output_tokens"]),
+                    cost_usd=u.get("cost_usd"),
+                    finish_reason=rec.finish_reason,
+                )
+                return
+            if self.mode == "replay":
+                raise ProviderRefused(self._miss(request, normal), model=request.model)
+        chunks: list[str] = []
+        async for item in self._inner().stream(request):
+            if isinstance(item, TextDelta):
+                chunks.append(item.text)
+            else:
+                self.store.add(
+                    Recording(
+                        key=key,
+                        n=n,
+                        request=normal,
+                        chunks=chunks,
+                        usage={
+                            "input_tokens": item.input_tokens,
+                            "output_tokens": item.output_tokens,
+                            "cost_usd": item.cost_usd,
+                        },
+                        finish_reason=item.finish_reason,
+                        role=request.info.speaker,
+                        step=request.info.step_id,
+                    )
+                )
+            yield item
+
+    def _miss(self, request: GenerationRequest, normal: dict[str, Any]) -> str:
+        info = request.info
+        where = f"role {info.speaker}, step {info.step_id or '(none)'}"
+        text = f"replay: no recorded call for {where} on {request.model} in {self.store.path}"
+        near = self.store.nearest(normal)
+        if near is None:
+            return text + " (the store is empty; record first with --record or --replay-or-call)"
+        rec, diff = near
+        return (
+            f"{text}; nearest recorded request: role {rec.role}, step {rec.step or '(none)'}, "
+            f"differing at {diff}"
+        )
