@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import anyio
 import structlog
@@ -95,7 +95,14 @@ class SessionFileWriter:
         await anyio.to_thread.run_sync(write_session_file, self.path, doc)
 
 
-def stream_pacing(json_mode: bool) -> dict[str, float]:
+class Pacing(TypedDict, total=False):
+    """Keyword arguments of :class:`ModelRegistry` for the built-in models' pacing."""
+
+    offline_delay: float
+    scripted_delay: float
+
+
+def stream_pacing(json_mode: bool) -> Pacing:
     """Seconds between streamed words of the built-in models.
 
     ``ROLECALL_STREAM_DELAY`` sets it for offline and scripted models (demos, tests of

@@ -170,7 +170,18 @@ def title(doc: SessionDocument) -> str:
 
 
 def status(doc: SessionDocument) -> str:
-    """How the session stands: ``finished: flow_end (after the last step 'four')``, ..."""
+    """How the session stands: ``finished: flow_end (after the last step 'four')``, ...
+
+    A forked session adds where it came from: ``· forked from ID at m5``.
+    """
+    from rolecall.session.fork import fork_info
+
+    found = fork_info(doc)
+    text = _state(doc)
+    return f"{text} · forked from {found[0]} at {found[1]}" if found else text
+
+
+def _state(doc: SessionDocument) -> str:
     s = doc.state
     if s.state == "finished":
         text = f"finished: {s.stop_reason or 'unknown reason'}"

@@ -425,6 +425,16 @@ class SqliteStore:
         """
         return list(await self.db.execute_fetchall(query, params))
 
+    async def forks(self) -> dict[str, tuple[str, str]]:
+        """Forked session id -> (parent id, fork point), from each state's ``extra.fork``."""
+        query = (
+            "SELECT id, json_extract(state_json, '$.extra.fork.parent'), "
+            "json_extract(state_json, '$.extra.fork.at') FROM sessions "
+            "WHERE json_extract(state_json, '$.extra.fork.parent') IS NOT NULL"
+        )
+        rows = await self._all(query)
+        return {str(sid): (str(parent), str(at)) for sid, parent, at in rows}
+
     async def delete(self, session_id: str) -> bool:
         sid = safe_id(session_id, "session id")
         async with self._transaction() as db:

@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rolecall.flows.model import MaxTurnsCond
+from rolecall.flows.conditions import MaxTurnsCond
 from rolecall.flows.worstcase import (
     Key,
     TooComplex,
@@ -33,7 +33,8 @@ from rolecall.flows.worstcase import (
     unreachable,
 )
 from rolecall.llm.types import estimate_tokens
-from rolecall.modes.judge import judges_by_step, parse_block
+from rolecall.modes.judge import judges_by_step
+from rolecall.modes.judge_block import parse_block
 from rolecall.prompt import system_text
 from rolecall.world.models import Role, World
 

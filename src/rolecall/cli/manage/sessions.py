@@ -75,6 +75,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--limit", metavar="N", type=_positive, help="only the N most recently updated")
     p.add_argument("--all", action="store_true", help="also the sessions with no message")
     p.add_argument("--json", action="store_true", help="one JSON object per session")
+    p.add_argument(
+        "--tree", action="store_true", help="forks under their parent, with the fork point"
+    )
+    _common(p)
+    p = _add(
+        ssub,
+        "fork",
+        help="a new session whose history is the session's m1..mK; prints its id",
+        description=(
+            "Fork a session right after message mK: the new session has m1..mK (mK's text "
+            "replaced by --edit), the flow pointer, loop counters, turn counts and budgets "
+            "as they were right after mK, and its own memory files. `rolecall resume NEW` "
+            "continues it."
+        ),
+        examples=[
+            "rolecall sessions fork 20261122-101500-a1b2c3 --at m4",
+            "rolecall sessions fork 20261122-101500-a1b2c3 --at m4 --edit 'Why is that?'",
+            "rolecall sessions fork 20261122-101500-a1b2c3 --at m6 --model openai/gpt-4o --json",
+        ],
+    )
+    p.add_argument("session", metavar="ID", help="the session to fork")
+    p.add_argument("--at", required=True, metavar="mK", help="the last message kept, like m4")
+    p.add_argument("--edit", metavar="TEXT", help="mK's new text, as its sender would say it")
+    p.add_argument("--model", metavar="M", help="the fork's model for every non-scripted role")
+    p.add_argument("--json", action="store_true", help="print {session_id, parent, at}")
     _common(p)
     p = _add(
         ssub,
@@ -160,6 +185,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         from rolecall.cli.nats_cmd import cmd_import
 
         return cmd_import(args)
+    if action == "fork":
+        from rolecall.cli.manage.fork_cmd import sessions_fork
+
+        return sessions_fork(args)
     return _sessions_read(args)
 
 
@@ -182,7 +211,9 @@ def _sessions_list(args: argparse.Namespace) -> int:
         with_empty=args.all or batch is not None,  # a batch lists all of its runs
     )
 
-    async def body(store: SqliteStore) -> tuple[list[SessionRow], dict[str, float | None]]:
+    async def body(
+        store: SqliteStore,
+    ) -> tuple[list[SessionRow], dict[str, float | None], dict[str, tuple[str, str]]]:
         from rolecall.storage.batches import BatchTables
 
         rows = await store.list_sessions(where)
@@ -196,9 +227,14 @@ def _sessions_list(args: argparse.Namespace) -> int:
                 raise UsageError(f"no batch named {batch!r} (batches: {listed})")
             members = {sid for sid, name in (await tables.batch_of()).items() if name == batch}
             rows = [r for r in rows if r.id in members]
-        return rows, await session_costs(store)
+        return rows, await session_costs(store), await store.forks()
 
-    rows, costs = _with_store(args, body, missing="no sessions")
+    rows, costs, forks = _with_store(args, body, missing="no sessions")
+    tree = bool(getattr(args, "tree", False))
+    if tree:
+        from rolecall.cli.manage.fork_cmd import tree_order
+
+        rows = tree_order(rows, forks)
     if args.json:
         import json
 
@@ -211,7 +247,9 @@ def _sessions_list(args: argparse.Namespace) -> int:
         return 0
     table: list[tuple[str, ...]] = [
         (
-            r.id,
+            f"{'  ' * _depth(r.id, forks)}└ {r.id} @{forks[r.id][1]}"
+            if tree and r.id in forks
+            else r.id,
             r.world_name,
             f"paused ({r.pause_reason})" if r.state == "paused" and r.pause_reason else r.state,
             r.stop_reason or "-",
@@ -230,6 +268,15 @@ def _sessions_list(args: argparse.Namespace) -> int:
 def _empty(args: argparse.Namespace, data: object) -> None:
     filtered = any(getattr(args, k, None) for k in ("world", "status", "search", "limit", "batch"))
     _say(args, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet")
+
+
+def _depth(sid: str, forks: dict[str, tuple[str, str]]) -> int:
+    depth, seen = 0, {sid}
+    while sid in forks and forks[sid][0] not in seen:
+        sid = forks[sid][0]
+        seen.add(sid)
+        depth += 1
+    return depth - 1
 
 
 async def session_costs(store: SqliteStore) -> dict[str, float | None]:

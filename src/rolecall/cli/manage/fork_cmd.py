@@ -1,0 +1,88 @@
+"""``rolecall sessions fork`` and ``sessions list --tree`` (sessions.md, Forking)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from rolecall.cli.manage.common import _data, _say, _session_id, _with_store
+
+if TYPE_CHECKING:
+    from rolecall.session.document import SessionDocument
+    from rolecall.storage.catalog import SessionRow
+    from rolecall.storage.sqlite import SqliteStore
+
+
+async def fork_session(
+    store: SqliteStore,
+    memory: Any,
+    parent: str,
+    at: str,
+    *,
+    edit: str | None = None,
+    model: str | None = None,
+) -> SessionDocument:
+    """Store a fork of ``parent`` after ``at``; its memory files rebuilt. The new document."""
+    from rolecall.bus.bus import utc_now
+    from rolecall.runtime import new_session_id
+    from rolecall.session.fork import fork
+
+    doc = await store.load(parent)
+    new = fork(doc, at, new_id=new_session_id(), now=utc_now(), edit=edit, model=model)
+    await store.import_document(new)
+    role_ids = [r["id"] for r in new.world.get("roles", [])]
+    starts = new.state.memory_start
+    for index, message in enumerate(new.messages):
+        agents = [a for a in role_ids if index >= starts.get(a, 0)]
+        await memory.record(new.session_id, agents, message)
+    return new
+
+
+def sessions_fork(args: argparse.Namespace) -> int:
+    from rolecall.memory import MemoryFiles
+
+    parent = _session_id(args.session)
+    memory = MemoryFiles.in_data_dir(_data(args))
+
+    async def body(store: SqliteStore) -> SessionDocument:
+        return await fork_session(store, memory, parent, args.at, edit=args.edit, model=args.model)
+
+    try:
+        new = _with_store(args, body, missing=f"no session '{parent}'")
+    finally:
+        memory.close()
+    if args.json:
+        print(json.dumps({"session_id": new.session_id, "parent": parent, "at": args.at}))
+    else:
+        print(new.session_id)
+        _say(args, f"forked {parent} at {args.at}: `rolecall resume {new.session_id}` continues it")
+    return 0
+
+
+def tree_order(rows: list[SessionRow], forks: dict[str, tuple[str, str]]) -> list[SessionRow]:
+    """Sessions in their listed order, each fork right under its parent (depth first)."""
+    by_id = {r.id: r for r in rows}
+    children: dict[str, list[SessionRow]] = {}
+    roots: list[SessionRow] = []
+    for r in rows:
+        parent = forks.get(r.id, (None, ""))[0]
+        if parent is not None and parent in by_id and parent != r.id:
+            children.setdefault(parent, []).append(r)
+        else:
+            roots.append(r)
+    out: list[SessionRow] = []
+    seen: set[str] = set()
+
+    def walk(row: SessionRow) -> None:
+        if row.id in seen:
+            return
+        seen.add(row.id)
+        out.append(row)
+        for child in children.get(row.id, []):
+            walk(child)
+
+    for root in roots:
+        walk(root)
+    out.extend(r for r in rows if r.id not in seen)  # a cycle of forks cannot happen; be safe
+    return out
