@@ -1588,6 +1588,7 @@ def bench_replay_overhead(quick: bool) -> Bench:
     b.add("us_per_chunk_scripted", us(best_direct / words), "µs")
     b.add("us_per_chunk_replayed", us(best_replay / words), "µs")
     b.add("us_overhead_per_chunk", us((best_replay - best_direct) / words), "µs")
+    b.target("us_per_chunk_replayed", 20.0, "a replayed chunk costs no more than chunk_overhead")
     b.details = {
         "us_per_chunk_scripted_all": [round(us(x / words), 3) for x in direct],
         "us_per_chunk_replayed_all": [round(us(x / words), 3) for x in replayed],
@@ -1597,6 +1598,57 @@ def bench_replay_overhead(quick: bool) -> Bench:
         "repeats": repeats,
         "aggregation": "best of the repeats for each; overhead = replayed - scripted per chunk "
         "(the replayed turn includes reading the JSON Lines store once)",
+    }
+    return b
+
+
+# -------------------------------------------------------------------------------- fork
+async def _fork_runs(turns: int, repeats: int, root: Path) -> tuple[list[float], dict[str, Any]]:
+    from rolecall.cli.manage.fork_cmd import fork_session
+
+    data = root / "data"
+    memory = MemoryFiles.in_data_dir(data)
+    at = f"m{turns // 2}"
+    times: list[float] = []
+    facts: dict[str, Any] = {}
+    async with SqliteStore(db_path(data)) as store:
+        session = Session(turn_world(turns))
+        await store.attach(session)
+        await session.run()
+        await store.flush(session)
+        sid = session.session_id
+        for _ in range(repeats):
+            start = time.perf_counter()
+            new = await fork_session(store, memory, sid, at)
+            times.append(time.perf_counter() - start)
+            facts["messages_in_fork"] = len(new.messages)
+            facts["undecided_step"] = new.state.extra["undecided"][0]
+    memory.close()
+    return times, facts
+
+
+def bench_fork(quick: bool) -> Bench:
+    b = Bench(
+        "fork",
+        "rolecall sessions fork ID --at mK: a stored session of N scripted messages forked at "
+        "its middle (load, fork, store the new session, write its memory files)",
+    )
+    turns, repeats = (1000, 2) if quick else (10000, 3)
+    with tempfile.TemporaryDirectory(prefix="rolecall-bench-") as root:
+        times, facts = anyio.run(_fork_runs, turns, repeats, Path(root))
+    if facts["messages_in_fork"] != turns // 2:
+        raise RuntimeError(f"unexpected fork {facts}")
+    progress(f"fork: {turns} messages at m{turns // 2}: {min(times):.3f} s best")
+    b.add("messages", turns, "messages")
+    b.add("fork_s", min(times), "s")
+    b.add("fork_s_median", median(times), "s")
+    b.target("fork_s", 0.5, f"fork a {turns:,}-message session at m{turns // 2}")
+    b.details = {"fork_s_all": [round(t, 4) for t in times], **facts}
+    b.method = {
+        "repeats": repeats,
+        "aggregation": "best and median of the repeats (each makes a new fork of the parent)",
+        "operation": "rolecall.cli.manage.fork_cmd.fork_session: store.load(parent), "
+        "session.fork.fork, store.import_document, memory files of every role",
     }
     return b
 
@@ -1657,6 +1709,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "many_worlds": bench_many_worlds,
     "worlds_check": bench_worlds_check,
     "replay_overhead": bench_replay_overhead,
+    "fork": bench_fork,
 }
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 

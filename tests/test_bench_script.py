@@ -29,6 +29,9 @@ BENCHMARKS = {
     "save_restore",
     "memory_rss",
     "many_worlds",
+    "worlds_check",
+    "replay_overhead",
+    "fork",
 }
 
 
@@ -121,6 +124,9 @@ def test_the_expected_targets_are_reported(quick_report: dict[str, Any]) -> None
     assert {"save_s", "export_s", "read_file_s", "restore_db_s"} <= targeted("save_restore")
     assert "peak_rss_mb" in targeted("memory_rss")
     assert "ms_per_turn" in targeted("many_worlds")
+    assert "ms_check_200_steps" in targeted("worlds_check")
+    assert "us_per_chunk_replayed" in targeted("replay_overhead")
+    assert "fork_s" in targeted("fork")
 
 
 def test_turn_overhead_is_persisted_with_in_memory_figures_beside(

@@ -180,6 +180,28 @@ class MemoryFiles:
 
         session.commit_hooks.append(save_to_memory)
 
+    def rebuild(
+        self,
+        session_id: str,
+        agent_ids: Sequence[str],
+        messages: Sequence[Message],
+        starts: dict[str, int],
+    ) -> None:
+        """Write each agent's file of a new session (a fork) in one go: the messages from
+        its ``starts`` index on (a cleared memory starts later), replacing any file."""
+        for agent in dict.fromkeys(agent_ids):
+            path, slot = self._target(session_id, agent)
+            data = b"".join(
+                _encode(memory_line(m, agent)) for m in messages[starts.get(agent, 0) :]
+            )
+            with slot.thread_lock:
+                self._close(path)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                except OSError as exc:
+                    raise StorageError(f"memory file {path}: {_cause(exc)}") from exc
+
     async def record(self, session_id: str, agent_ids: Sequence[str], message: Message) -> None:
         """Append ``message`` to the file of each of ``agent_ids``.
 

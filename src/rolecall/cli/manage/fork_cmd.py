@@ -32,10 +32,7 @@ async def fork_session(
     new = fork(doc, at, new_id=new_session_id(), now=utc_now(), edit=edit, model=model)
     await store.import_document(new)
     role_ids = [r["id"] for r in new.world.get("roles", [])]
-    starts = new.state.memory_start
-    for index, message in enumerate(new.messages):
-        agents = [a for a in role_ids if index >= starts.get(a, 0)]
-        await memory.record(new.session_id, agents, message)
+    memory.rebuild(new.session_id, role_ids, new.messages, new.state.memory_start)
     return new
 
 
