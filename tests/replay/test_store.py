@@ -67,7 +67,9 @@ async def test_the_ith_identical_call_gets_the_ith_recording(tmp_path: Path) -> 
     model = Counting()
     rep = registry(path, "replay", model)
     again = [await collect(rep, request()) for _ in range(3)]
-    assert again[:2] == first  # chunks, usage, cost and finish reason as recorded
+    assert again[:2] == first  # chunks, usage and cost as recorded
+    last = again[0][-1]
+    assert isinstance(last, Usage) and (last.cost_usd, last.finish_reason) == (0.5, "length")
     assert again[2] == first[1]  # past the last recording: the last
     assert model.calls == 0
     with pytest.raises(ProviderRefused, match=r"role a, step s1.*messages\[0\]\.content"):

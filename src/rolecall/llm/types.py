@@ -99,7 +99,9 @@ class Usage:
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = None
-    finish_reason: str | None = None  # the provider's ("stop", "length", ...), when it says
+    # the provider's ("stop", "length", ...), when it says; not part of equality: two
+    # usages are the same counts and cost
+    finish_reason: str | None = field(default=None, compare=False)
 
 
 StreamItem = TextDelta | Usage
