@@ -100,6 +100,7 @@ def test_safe_id_accepts_plain_names(value: str) -> None:
     [
         *("", ".", "..", "../x", "x/../y", "a/b", "a\\b", "/etc/passwd", "C:\\x", ".hidden"),
         *("-rf", "a..b", "..a", "a\x00b", "a\nb", " a", "a ", "é", "a" * 129, "~root"),
+        *("a\n", "20261122-101500-a1b2c3\n", "a\r", "a\n\n"),  # `$` allowed a final newline
     ],
 )
 def test_safe_id_refuses_what_could_escape_or_hide(value: str) -> None:
@@ -118,6 +119,21 @@ def test_an_accepted_id_always_names_a_direct_child(value: str) -> None:
     assert (base / accepted).parent == base
     assert os.path.normpath(base / accepted) == str(base / accepted)
     assert not accepted.startswith((".", "-")) and accepted.isascii()
+    assert all(c.isalnum() or c in "_.-" for c in accepted), repr(accepted)
+
+
+def test_other_ids_refuse_a_trailing_newline(tmp_path: Path) -> None:
+    """Role ids of the library, world names of `worlds new`, agents of a session file."""
+    from rolecall.cli.modes_cmd import new_world_yaml
+    from rolecall.errors import UsageError
+    from rolecall.session.document import SessionDocument
+    from rolecall.world.library import RoleLibrary
+
+    assert RoleLibrary(tmp_path)._user_path("critic\n") is None
+    with pytest.raises(UsageError, match="bad world name"):
+        new_world_yaml("debate", "panel\n")
+    with pytest.raises(ValueError, match="is not an agent id"):
+        SessionDocument._agent_ids({"a\n": []})
 
 
 @pytest.mark.parametrize("session", ["../x", "a/b", "..", "../../etc/passwd"])

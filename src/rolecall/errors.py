@@ -12,7 +12,8 @@
     │   │   ├── ProviderTimeout
     │   │   ├── ProviderRefused   (4xx other than 408/429: auth, bad request, content policy)
     │   │   └── ProviderUnavailable (connection, 5xx, 429 after retries, broken stream)
-    │   └── StorageError      the data directory could not be read or written
+    │   ├── StorageError      the data directory could not be read or written
+    │   └── ConditionTimeout  a regex condition ran past its time bound
 """
 
 from __future__ import annotations
@@ -90,3 +91,7 @@ class StorageError(RuntimeFailure):
     """The data directory could not be read or written."""
 
     session_id: str | None = None  # the session it happened in, when there was one
+
+
+class ConditionTimeout(RuntimeFailure):
+    """A ``regex:`` condition took longer than its bound (flows.md, Conditions)."""

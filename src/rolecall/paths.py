@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rolecall.errors import UnsafeIdError
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: no trailing newline
 
 
 def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -38,7 +38,7 @@ def safe_id(value: str, what: str = "id") -> str:
     Refused: empty, ``.``/``..``, path separators, NUL and other control characters,
     leading dots or dashes, more than 128 characters.
     """
-    if not isinstance(value, str) or not _SAFE_ID.match(value) or ".." in value:
+    if not isinstance(value, str) or not _SAFE_ID.fullmatch(value) or ".." in value:
         raise UnsafeIdError(
             f"{what} {value!r} is not safe in a file name "
             "(letters, digits, '.', '_' and '-' only, not starting with '.' or '-', no '..')"

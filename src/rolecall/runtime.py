@@ -31,6 +31,7 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
+from rolecall.errors import ConditionTimeout
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
@@ -264,15 +265,19 @@ class Session:
         async with self._lock:
             if self.finished:
                 return False
-            due, node = await self._next(pending_only=pending_only)
-            if not due:
-                return False
-            while node is not None:
-                if isinstance(node, Stop):
-                    node = turns.conclude(self, node)
-                    continue
-                spoken = await self.speak(node)
-                node = await node.then(spoken) if node.then is not None else None
+            try:
+                due, node = await self._next(pending_only=pending_only)
+                if not due:
+                    return False
+                while node is not None:
+                    if isinstance(node, Stop):
+                        node = turns.conclude(self, node)
+                        continue
+                    spoken = await self.speak(node)
+                    node = await node.then(spoken) if node.then is not None else None
+            except ConditionTimeout:  # the world's pattern, not the turn: nothing is lost
+                self._pause("error")
+                raise
             for hook in self.turn_hooks:
                 await hook(self)
             return True

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rolecall.bus import ConditionEvent, Event, StepEvent, WarningEvent
+from rolecall.bus import ConditionEvent, ErrorEvent, Event, StepEvent, WarningEvent
+from rolecall.errors import ConditionTimeout
 from rolecall.flows.conditions import Evaluation
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import resolve_target
@@ -36,13 +37,22 @@ def flow_plan(host: Host, engine: FlowEngine) -> Next:
         host.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
     iteration = pointer.exec_counts.get(step.id, 0)
 
+    timed_out: list[ConditionTimeout] = []
+
     def decide_now(message: Message, started: datetime) -> list[Event]:
         if host.message_hooks:  # the decision waits for the hooks (a judge)
             state.undecided = Undecided(step.id, iteration, started, message.id)
             return []
-        return decide(host, engine, step.id, message, iteration, started)
+        try:
+            return decide(host, engine, step.id, message, iteration, started)
+        except ConditionTimeout as exc:  # the message is kept; resume decides again
+            state.undecided = Undecided(step.id, iteration, started, message.id)
+            timed_out.append(exc)
+            return [ErrorEvent(error=str(exc), source="flow")]
 
     async def then(spoken: Spoken) -> Next:
+        if timed_out:
+            raise timed_out[0]
         if spoken.message is not None and host.message_hooks:
             return await after_hooks(host, engine, spoken.message)
         return _concluding(host)

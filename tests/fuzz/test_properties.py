@@ -15,6 +15,7 @@ runaway inputs (a hang or an exponential blow-up), not a slow machine.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -407,3 +408,60 @@ def test_mention_helpers_never_raise(text: str, agent: str, answering: str | Non
     assert (rest == text) if not passed else not PASS_TAG.search(rest)
     replied = auto_mention(stripped, answering, agent, ["a", "b", agent])
     assert replied.endswith(stripped.lstrip()) or replied == stripped
+
+
+# ------------------------------------------------------------------ regex conditions
+# patterns built from the pieces that make backtracking explode: nested and overlapping
+# repetition, alternation of prefixes of each other, anchors, backreferences
+REGEX = st.recursive(
+    st.sampled_from(["a", "aa", "b", ".", r"\w", r"\s", "[ab]", "^", "$", r"\b"]),
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from(["*", "+", "?", "{1,3}", "{2,}", "*?", "++"])).map(
+            "".join
+        ),
+        st.lists(inner, min_size=1, max_size=3).map("".join),
+        st.lists(inner, min_size=2, max_size=3).map("|".join),
+        inner.map(lambda p: f"({p})"),
+        inner.map(lambda p: f"({p})\\1"),
+    ),
+    max_leaves=8,
+)
+# the classic shapes of exponential backtracking, with overlapping pieces and a tail that fails
+_PIECE = st.sampled_from(["a", "aa", "a?", r"\w", "[ab]", ".", "a+", "(?:a|a)"])
+EXPLODING = st.builds(
+    "{}{}{}".format,
+    st.sampled_from(["", "^", r"\b"]),
+    st.one_of(
+        st.tuples(_PIECE, _PIECE).map(lambda ab: f"({ab[0]}|{ab[1]})+"),
+        _PIECE.map(lambda a: f"({a}+)+"),
+        _PIECE.map(lambda a: f"({a}*)*"),
+        st.tuples(_PIECE, _PIECE).map(lambda ab: f"(?:{ab[0]}{ab[1]}?)*"),
+    ),
+    st.sampled_from(["$", "b", "!$", r"\d", "c"]),
+)
+TEXT = st.text(alphabet="ab! \n", max_size=80) | st.integers(0, 60).map(lambda n: "a" * n + "!")
+
+
+@FUZZ
+@given(EXPLODING | REGEX, TEXT)
+def test_a_regex_condition_never_outruns_its_bound(pattern: str, text: str) -> None:
+    """A search answers or raises PatternTimeout; either way within the bound (issue 13).
+
+    The bound is lowered to 50 ms here so that exploding patterns cost little; the
+    assertion allows twenty times that for a loaded machine: it catches a hang, the
+    defect (minutes), not a slow answer.
+    """
+    import time
+    from unittest import mock
+
+    from rolecall.flows import patterns
+
+    try:
+        patterns.check(pattern)
+    except ValueError:
+        return  # refused at load time, with the reason (e.g. a backreference to no group)
+    with mock.patch.object(patterns, "SEARCH_SECONDS", 0.05):
+        began = time.monotonic()
+        with contextlib.suppress(patterns.PatternTimeout):
+            patterns.search(pattern, text)
+        assert time.monotonic() - began < 1.0, f"/{pattern}/ on {text!r}"

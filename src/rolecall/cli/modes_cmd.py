@@ -255,7 +255,7 @@ def new_world_yaml(mode: str, name: str) -> str:
             f"no preset '{mode}' to start from{did_you_mean(mode, presets)} "
             f"(presets: {', '.join(presets)})"
         )
-    if not _ID.match(name):
+    if not _ID.fullmatch(name):
         raise UsageError(
             f"bad world name {name!r} (use lowercase letters, digits, _ and -, starting with "
             "a letter)"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rolecall.flows.conditions import ConditionContext, Evaluation, evaluate
+from rolecall.errors import ConditionTimeout
+from rolecall.flows.conditions import ConditionContext, CondModel, Evaluation, evaluate
 from rolecall.flows.model import Flow, Step
 from rolecall.session.state import FlowPointer
 
@@ -48,7 +49,7 @@ class FlowEngine:
         """The first global stop condition that holds, with the evaluations made."""
         evals: list[tuple[str, Evaluation]] = []
         for cond in self.flow.stop:
-            ev = evaluate(cond, ctx)
+            ev = _evaluate(cond, ctx, "flow stop condition")
             evals.append(("stop", ev))
             if ev.result:
                 return ev, evals
@@ -64,7 +65,7 @@ class FlowEngine:
             n = pointer.exec_counts.get(step_id, 0)
             until_holds = False
             if step.loop.until is not None:
-                ev = evaluate(step.loop.until, ctx)
+                ev = _evaluate(step.loop.until, ctx, f"loop until: of step '{step_id}'")
                 evals.append((f"until:{step_id}", ev))
                 until_holds = ev.result
             if not until_holds and n < step.loop.max:
@@ -76,7 +77,7 @@ class FlowEngine:
         if isinstance(nxt, list):
             for branch in nxt:
                 if branch.when is not None:
-                    ev = evaluate(branch.when, ctx)
+                    ev = _evaluate(branch.when, ctx, f"when: of step '{step_id}'")
                     evals.append((f"when:{step_id}", ev))
                     if not ev.result:
                         continue
@@ -92,3 +93,11 @@ class FlowEngine:
         if target == "end":
             return Outcome(None, result, "flow_end", "next: end", evals)
         return Outcome(target, result, evaluations=evals)
+
+
+def _evaluate(cond: CondModel, ctx: ConditionContext, where: str) -> Evaluation:
+    """``evaluate``, with a timed-out regex naming where in the flow its condition is."""
+    try:
+        return evaluate(cond, ctx)
+    except ConditionTimeout as exc:
+        raise ConditionTimeout(f"{where} {exc}") from None

@@ -87,7 +87,7 @@ class SessionDocument(BaseModel):
     @classmethod
     def _agent_ids(cls, memory: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
         for agent in memory:
-            if not ID_PATTERN_RE.match(agent):
+            if not ID_PATTERN_RE.fullmatch(agent):
                 raise ValueError(f"memory: {agent!r} is not an agent id")
         return memory
 

@@ -37,7 +37,7 @@ class RoleLibrary:
 
     def _user_path(self, role_id: str) -> Path | None:
         """The user role's file; None for a name that is not a role id (never a path)."""
-        if self.user_dir is None or not _ROLE_ID.match(role_id):
+        if self.user_dir is None or not _ROLE_ID.fullmatch(role_id):
             return None
         return self.user_dir / f"{role_id}.yaml"
 

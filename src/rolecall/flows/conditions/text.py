@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from rolecall.errors import ConditionTimeout
+from rolecall.flows import patterns
 from rolecall.flows.conditions.base import ConditionContext, ConditionKind, CondModel, Evaluate
 
 
@@ -17,13 +17,9 @@ class ContainsCond(CondModel):
 
 
 class RegexCond(CondModel):
-    regex: Annotated[str, Field(min_length=1)]
+    # compiled at load time, so a bad pattern is a world error at its path
+    regex: Annotated[str, Field(min_length=1), AfterValidator(patterns.check)]
     role: str | None = None
-
-
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 def _latest_text(role: str | None, ctx: ConditionContext) -> tuple[str | None, str]:
@@ -47,7 +43,11 @@ def _regex(cond: RegexCond, ctx: ConditionContext, _: Evaluate) -> tuple[bool, s
     text, where = _latest_text(cond.role, ctx)
     if text is None:
         return False, where, "keyword"
-    found = _compiled(cond.regex).search(text) is not None
+    try:
+        found = patterns.search(cond.regex, text)
+    except patterns.PatternTimeout as exc:
+        role = f", role: {cond.role}" if cond.role else ""
+        raise ConditionTimeout(f"{{regex: {cond.regex}{role}}} on the {where}: {exc}") from None
     verb = "matches" if found else "does not match"
     return found, f"{where} {verb} /{cond.regex}/", "keyword"
 
