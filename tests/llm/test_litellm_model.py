@@ -296,6 +296,34 @@ async def test_401_is_refused_without_retry_and_the_key_is_not_shown(
     assert_secret_free(caught.value)
 
 
+PLAIN_KEY = "Zq9rolecallPlainKey0123456"  # 26 characters, no sk- shape to match
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["role", "provider default"])
+async def test_a_key_past_the_cut_of_a_long_error_is_redacted_whole(
+    srv: OpenAITestServer, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The detail is cut to 200 characters; a key at 180 must not leave its first part.
+
+    ``role``: the key of the world's ``api_key_env``; ``provider default``: a key
+    litellm would read by itself (``OPENAI_API_KEY``), echoed by a proxy's error page.
+    """
+    if where == "role":
+        monkeypatch.setenv(KEY_ENV, PLAIN_KEY)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", PLAIN_KEY)
+    srv.queue(Status(401, "x" * 170 + f" the key {PLAIN_KEY} is not valid here"))
+
+    with pytest.raises(ProviderRefused) as caught:
+        await collect(make_request(srv, retries=0))
+
+    rendered = "".join(traceback.format_exception(caught.value))
+    assert "the key *** is not" in str(caught.value) or str(caught.value).endswith("...")
+    for prefix in (PLAIN_KEY, PLAIN_KEY[:17], PLAIN_KEY[:10]):
+        assert prefix not in rendered, rendered
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(("code", "words_in_message"), [(400, "bad request"), (404, "not found")])
 async def test_other_client_errors_are_refused_without_retry(

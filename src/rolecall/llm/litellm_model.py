@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, Literal
 
 import anyio
@@ -303,8 +303,9 @@ class LiteLLMModel:
                 return
 
             kind, what = _classify(failure, lit)
-            detail = _redact(_detail(failure), secret)
-            cause = _safe_cause(failure, secret)
+            secrets = _secrets_in_use(secret)
+            detail = _detail(failure, secrets)
+            cause = _safe_cause(failure, secrets)
             if parts:
                 chars = sum(len(p) for p in parts)
                 raise ProviderUnavailable(
@@ -563,10 +564,15 @@ _PREFIX: Final = re.compile(r"^(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout
 _KEY_SHAPES: Final = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 
 
-def _detail(exc: BaseException) -> str:
-    """A one-line, human-sized description of what the provider or transport said."""
+def _detail(exc: BaseException, secrets: Sequence[str] = ()) -> str:
+    """A one-line, human-sized description of what the provider or transport said.
+
+    Keys are redacted first, from the whole text: a cut made before would leave the
+    part of a key that falls before it, which no longer matches the key.
+    """
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
+    text = _redact(text, secrets)
     if not text:
         return type(exc).__name__
     if "Exception - " in text:
@@ -582,16 +588,34 @@ def _detail(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def _redact(text: str, secret: str | None) -> str:
+# variables litellm reads keys from when a world names none (OPENAI_API_KEY, ...)
+_KEY_VARIABLE: Final = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD)$", re.I)
+
+
+def _secrets_in_use(secret: str | None) -> list[str]:
+    """The role's key and every key-like variable's value: what no error text may show.
+
+    Longest first, so a key that contains another is replaced whole. Values shorter
+    than 8 characters are left out (they would redact ordinary words).
+    """
+    values = {v for k, v in os.environ.items() if _KEY_VARIABLE.search(k) and len(v) >= 8}
     if secret:
-        text = text.replace(secret, "***")
+        values.add(secret)
+    return sorted(values, key=len, reverse=True)
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    for value in secrets:
+        text = text.replace(value, "***")
     return _KEY_SHAPES.sub(lambda m: f"{m.group(1)}-***", text)
 
 
-def _safe_cause(exc: Exception, secret: str | None) -> Exception | None:
-    """The exception to chain as ``__cause__``, unless its text would show the key."""
-    if secret and any(secret in str(linked) for linked in _chain(exc)):
-        return None
+def _safe_cause(exc: Exception, secrets: Sequence[str]) -> Exception | None:
+    """The exception to chain as ``__cause__``, unless its text would show a key."""
+    for linked in _chain(exc):
+        text = str(linked)
+        if any(value in text for value in secrets):
+            return None
     return exc
 
 
