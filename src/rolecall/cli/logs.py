@@ -8,30 +8,12 @@ secret-looking environment variables are redacted from every log line.
 from __future__ import annotations
 
 import logging
-import os
-import re
 import sys
 from typing import Any
 
 import structlog
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-
-
-def secret_values() -> list[str]:
-    """Values of environment variables whose names look secret (long enough to matter)."""
-    return sorted(
-        (v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8),
-        key=len,
-        reverse=True,
-    )
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for value in secrets:
-        if value in text:
-            text = text.replace(value, "***")
-    return text
+from rolecall.redaction import redact, secret_values
 
 
 def _redact_processor(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from rolecall.llm.types import (
     estimate_tokens,
     prompt_tokens,
 )
+from rolecall.redaction import redact, secret_values
 
 __all__ = ["LiteLLMModel", "aclose_clients", "is_loaded", "map_cost", "preload", "price_rates"]
 
@@ -303,7 +304,7 @@ class LiteLLMModel:
                 return
 
             kind, what = _classify(failure, lit)
-            secrets = _secrets_in_use(secret)
+            secrets = secret_values(secret)  # the role's key, and those litellm reads
             detail = _detail(failure, secrets)
             cause = _safe_cause(failure, secrets)
             if parts:
@@ -588,26 +589,8 @@ def _detail(exc: BaseException, secrets: Sequence[str] = ()) -> str:
     return text or type(exc).__name__
 
 
-# variables litellm reads keys from when a world names none (OPENAI_API_KEY, ...)
-_KEY_VARIABLE: Final = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD)$", re.I)
-
-
-def _secrets_in_use(secret: str | None) -> list[str]:
-    """The role's key and every key-like variable's value: what no error text may show.
-
-    Longest first, so a key that contains another is replaced whole. Values shorter
-    than 8 characters are left out (they would redact ordinary words).
-    """
-    values = {v for k, v in os.environ.items() if _KEY_VARIABLE.search(k) and len(v) >= 8}
-    if secret:
-        values.add(secret)
-    return sorted(values, key=len, reverse=True)
-
-
 def _redact(text: str, secrets: Sequence[str]) -> str:
-    for value in secrets:
-        text = text.replace(value, "***")
-    return _KEY_SHAPES.sub(lambda m: f"{m.group(1)}-***", text)
+    return _KEY_SHAPES.sub(lambda m: f"{m.group(1)}-***", redact(text, secrets))
 
 
 def _safe_cause(exc: Exception, secrets: Sequence[str]) -> Exception | None:
