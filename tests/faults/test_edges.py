@@ -6,13 +6,17 @@ Real ``rolecall`` subprocesses on scripted worlds, with the net guard of
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faults import Cli, assert_intact, only_session, stored, write_net_guard
+from rolecall.storage.schema import MIGRATIONS, statements
+from tests.faults import Cli, assert_intact, only_session, session_ids, stored, write_net_guard
 
 
 @pytest.fixture
@@ -59,3 +63,61 @@ def test_a_backtracking_regex_ends_the_run_with_the_condition_named(
     assert "flow stop condition {regex: (a|aa)+$}" in err
     assert stored(cli.home, s.id).generations == {"m1": 1}
     assert only_session(cli.home) == s.id
+
+
+# ------------------------------------------------------------------ 2: a fresh data dir
+SMALL = """\
+name: small
+topic: first use
+model: scripted
+roles:
+  - {id: a, script: ["a says {n}"]}
+flow:
+  steps: [{id: s, speaker: a}]
+"""
+
+
+def test_several_runs_at_once_on_a_fresh_data_dir_all_succeed(cli: Cli, tmp_path: Path) -> None:
+    world = write(tmp_path / "small.yaml", SMALL)
+    procs = [cli.popen("run", world, "-q") for _ in range(6)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=50)
+        assert proc.returncode == 0, err
+        assert "already exists" not in err and "Traceback" not in err
+    assert len(session_ids(cli.home)) == 6
+
+
+def _opened_by(pid: int, path: Path) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fd) == str(path) for fd in fds.iterdir())
+    except OSError:
+        return False
+
+
+def test_a_run_waits_for_another_process_creating_the_schema(cli: Cli, tmp_path: Path) -> None:
+    """The other process holds the write lock while it creates the tables; rolecall has
+    read the version (0) by then, waits for the lock, and must find the tables made."""
+    world = write(tmp_path / "small.yaml", SMALL)
+    cli.home.mkdir()
+    path = cli.home / "rolecall.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    proc = cli.popen("run", world, "-q")
+    try:
+        deadline = time.monotonic() + 40
+        while not _opened_by(proc.pid, path) and proc.poll() is None:
+            assert time.monotonic() < deadline, "rolecall never opened the store"
+            time.sleep(0.02)
+        time.sleep(0.3)  # it reads the version, then asks for the write lock
+        for number, script in enumerate(MIGRATIONS):
+            for statement in statements(script):
+                holder.execute(statement)
+            holder.execute(f"PRAGMA user_version = {number + 1}")
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+    _, err = proc.communicate(timeout=50)
+    assert proc.returncode == 0, err
+    assert stored(cli.home).state == "finished"

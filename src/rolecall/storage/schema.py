@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+
 MIGRATIONS: list[str] = [
     # 1: sessions, messages, events, execution log, drafts. Append-only tables are
     # clustered on their keys (one B-tree each), and a generation's streamed chunks are
@@ -152,3 +155,19 @@ EXPECTED_OBJECTS = frozenset(
         "batch_runs_session",
     }
 )
+
+
+def statements(script: str) -> Iterator[str]:
+    """The statements of a migration, one at a time (comments may hold semicolons).
+
+    A migration runs statement by statement inside a transaction the store opened
+    (``executescript`` would commit that transaction first).
+    """
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()  # sqlite reports whatever is wrong with it

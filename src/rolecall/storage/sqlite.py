@@ -20,6 +20,7 @@ Two connections to one database file:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -41,7 +42,7 @@ from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
-from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION
+from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION, statements
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
@@ -130,18 +131,23 @@ class SqliteStore:
         return self._db
 
     async def _migrate(self, db: aiosqlite.Connection) -> None:
-        async with db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
-        version = int(row[0]) if row else 0
-        if version > SCHEMA_VERSION:
-            raise UsageError(
-                f"the session store {self.path} has schema version {version}, newer than this "
-                f"rolecall supports ({SCHEMA_VERSION}); upgrade rolecall or use another --data-dir"
-            )
-        for number in range(version, SCHEMA_VERSION):
-            await db.executescript(
-                f"BEGIN; {MIGRATIONS[number]} PRAGMA user_version = {number + 1}; COMMIT;"
-            )
+        version = await self._version(db)
+        if version < SCHEMA_VERSION:
+            # one write transaction: another process creating or migrating the schema
+            # holds the lock; we wait for it (the busy timeout, 5 s), read the version
+            # again, and find its tables instead of creating them a second time
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                version = await self._version(db)
+                for number in range(version, SCHEMA_VERSION):
+                    for statement in statements(MIGRATIONS[number]):
+                        await db.execute(statement)
+                    await db.execute(f"PRAGMA user_version = {number + 1}")
+                await db.execute("COMMIT")
+            except BaseException:
+                with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
+                    await db.execute("ROLLBACK")
+                raise
         async with db.execute("SELECT name FROM sqlite_master") as cur:
             present = {row[0] for row in await cur.fetchall()}
         missing = sorted(EXPECTED_OBJECTS - present)
@@ -151,6 +157,17 @@ class SqliteStore:
                 f"{', '.join(missing)}: it was not made by this rolecall; move it away or use "
                 "another --data-dir"
             )
+
+    async def _version(self, db: aiosqlite.Connection) -> int:
+        async with db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise UsageError(
+                f"the session store {self.path} has schema version {version}, newer than this "
+                f"rolecall supports ({SCHEMA_VERSION}); upgrade rolecall or use another --data-dir"
+            )
+        return version
 
     # ------------------------------------------------------------- writing
     async def attach(self, session: Session, *, world_source: str | None = None) -> None:
