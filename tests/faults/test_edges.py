@@ -121,3 +121,29 @@ def test_a_run_waits_for_another_process_creating_the_schema(cli: Cli, tmp_path:
     _, err = proc.communicate(timeout=50)
     assert proc.returncode == 0, err
     assert stored(cli.home).state == "finished"
+
+
+# ------------------------------------------------------------------ 3: no standard input
+CHAT = """\
+name: room
+topic: nothing to read
+model: scripted
+roles:
+  - {id: a, script: ["a says {n}"]}
+"""
+
+
+@pytest.mark.parametrize("stdin", ["</dev/null", "<&-"], ids=["dev-null", "closed"])
+@pytest.mark.parametrize("command", ["chat", "step"])
+def test_no_input_pauses_at_end_of_input(
+    cli: Cli, tmp_path: Path, stdin: str, command: str
+) -> None:
+    """Under cron, CI, systemd or a container without -i: epoll refuses /dev/null."""
+    if command == "chat":
+        args = ["chat", write(tmp_path / "room.yaml", CHAT)]
+    else:
+        args = ["run", write(tmp_path / "small.yaml", SMALL), "--mode", "step"]
+    wrapper = ["sh", "-c", f'exec "$@" {stdin}', "sh"]
+    exited(cli.run(*args, prefix=wrapper), 0)
+    s = stored(cli.home)
+    assert (s.state, s.pause_reason) == ("paused", "end_of_input")

@@ -2,7 +2,9 @@
 
 A thread blocked in ``readline`` cannot be cancelled and keeps the process alive
 after Ctrl-C; instead we wait until the descriptor is readable (pipes and
-terminals) and read what is there. Regular files never block and are read directly.
+terminals) and read what is there. Regular files never block and are read directly,
+and so are descriptors the event loop cannot watch (``/dev/null``: epoll refuses it
+with EPERM; its reads never block either). A closed descriptor is an empty input.
 """
 
 from __future__ import annotations
@@ -19,14 +21,25 @@ class LineReader:
         self.fd = fd
         self._buffer = b""
         self._eof = False
-        self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        try:
+            self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError:  # closed (`<&-`): nothing to read
+            self._regular, self._eof = True, True
 
     async def readline(self) -> str:
         """The next line with its newline; ``""`` at end of input. Cancellable."""
         while b"\n" not in self._buffer and not self._eof:
             if not self._regular:
-                await anyio.wait_readable(self.fd)
-            chunk = os.read(self.fd, 65536)
+                try:
+                    await anyio.wait_readable(self.fd)
+                except PermissionError:  # not pollable (/dev/null): reads do not block
+                    self._regular = True
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:  # woken without data after all: wait again
+                continue
+            except OSError:  # closed or unreadable: the input ends here
+                chunk = b""
             if chunk:
                 self._buffer += chunk
             else:

@@ -6,6 +6,7 @@ Kept light on purpose so ``rolecall --help`` starts fast: no pydantic, no litell
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -187,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdin is None:  # standard input closed (`<&-`, some service managers): empty
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as we do
     from rolecall.cli.suggest import parse
 
     parser = build_parser()
