@@ -147,3 +147,48 @@ def test_no_input_pauses_at_end_of_input(
     exited(cli.run(*args, prefix=wrapper), 0)
     s = stored(cli.home)
     assert (s.state, s.pause_reason) == ("paused", "end_of_input")
+
+
+# ------------------------------------------------------------------ 5: a damaged store
+DAMAGED_ADVICE = "PRAGMA integrity_check"
+
+
+def _damage(home: Path) -> None:
+    """Overwrite every page after the first (the header stays: it still opens)."""
+    path = home / "rolecall.db"
+    size = path.stat().st_size
+    with path.open("r+b") as out:
+        out.seek(4096)
+        out.write(bytes((i * 7 + 13) % 256 for i in range(size - 4096)))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sessions", "list"],
+        ["sessions", "show", "{sid}"],
+        ["sessions", "trace", "{sid}"],
+        ["sessions", "export", "{sid}", "--format", "json"],
+        ["resume", "{sid}"],
+        ["memory", "show", "{sid}", "a"],
+    ],
+    ids=lambda c: "-".join(c[:2]),
+)
+def test_a_damaged_store_is_a_clear_error(cli: Cli, tmp_path: Path, command: list[str]) -> None:
+    exited(cli.run("run", write(tmp_path / "small.yaml", SMALL), "-q"), 0)
+    sid = only_session(cli.home)
+    _damage(cli.home)
+    err = exited(cli.run(*(c.format(sid=sid) for c in command)), 1)
+    assert str(cli.home / "rolecall.db") in err and "is damaged" in err, err
+    assert DAMAGED_ADVICE in err and "backup" in err, err
+
+
+def test_a_bad_message_row_is_a_clear_error(cli: Cli, tmp_path: Path) -> None:
+    exited(cli.run("run", write(tmp_path / "small.yaml", SMALL), "-q"), 0)
+    sid = only_session(cli.home)
+    with sqlite3.connect(cli.home / "rolecall.db") as db:
+        db.execute("UPDATE messages SET body = '{\"id\": 3}' WHERE session_id = ?", (sid,))
+    for command in (["sessions", "show", sid], ["resume", sid]):
+        err = exited(cli.run(*command), 1)
+        assert str(cli.home / "rolecall.db") in err and f"session {sid}" in err, err
+        assert "message" in err and "backup" in err, err

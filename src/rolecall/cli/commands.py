@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -64,10 +66,12 @@ def dispatch(args: argparse.Namespace) -> int:
             silence_stdout()
             return EXIT_OK
         except BaseExceptionGroup as group:  # a failure inside a task group
-            found = _rolecall_error(group)
+            found = _rolecall_error(group, args)
             if found is None:
                 raise
             raise found from group
+        except sqlite3.DatabaseError as exc:  # not an OSError: the file's content is bad
+            raise damaged_store(args, exc) from exc
     except WorldError as exc:
         print(str(exc), file=sys.stderr)
         for warning in exc.warnings:
@@ -95,15 +99,44 @@ def dispatch(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
 
 
-def _rolecall_error(group: BaseExceptionGroup[BaseException]) -> RolecallError | None:
+def _rolecall_error(
+    group: BaseExceptionGroup[BaseException], args: argparse.Namespace
+) -> RolecallError | None:
     for exc in group.exceptions:
         if isinstance(exc, RolecallError):
             return exc
+        if isinstance(exc, sqlite3.DatabaseError):
+            return damaged_store(args, exc)
         if isinstance(exc, BaseExceptionGroup):
-            found = _rolecall_error(exc)
+            found = _rolecall_error(exc, args)
             if found is not None:
                 return found
     return None
+
+
+def damaged_store(args: argparse.Namespace, exc: sqlite3.DatabaseError) -> StorageError:
+    """What to tell the user when reading the store failed on its content (sessions.md)."""
+    from rolecall.paths import data_dir, db_path
+
+    path = db_path(data_dir(getattr(args, "data_dir", None)))
+    if isinstance(exc, sqlite3.OperationalError):  # locked, read-only, I/O: not the content
+        return StorageError(f"cannot use the session store {path}: {exc}")
+    return StorageError(
+        f"the session store {path} is damaged ({exc}); `PRAGMA integrity_check` says: "
+        f"{integrity(path)}.\nRestore {path.name} from a backup, or move "
+        f"it aside (`mv {path} {path}.damaged`) to start a new store; `sqlite3 {path} .recover` "
+        "may save what is readable (sessions.md, A damaged store)."
+    )
+
+
+def integrity(path: Path) -> str:
+    """The first lines of ``PRAGMA integrity_check`` on ``path``, opened read-only."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            rows = db.execute("PRAGMA integrity_check(3)").fetchall()
+    except sqlite3.Error as exc:
+        return str(exc)
+    return "; ".join(str(r[0]) for r in rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 import anyio
 import structlog
+from pydantic import ValidationError
 
 from rolecall.bus import Envelope
 from rolecall.debuglog import debug_enabled
@@ -369,7 +370,25 @@ class SqliteStore:
         return text
 
     async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
+        """The stored session as a document; StorageError naming a row that does not read."""
         sid = safe_id(session_id, "session id")
+        try:
+            return await self._load(sid, session_id, with_events=with_events)
+        except (ValueError, TypeError, KeyError) as exc:  # pydantic's, json's, a row's shape
+            first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+            what = (
+                f"{'.'.join(str(p) for p in first['loc']) or 'a row'}: {first['msg']}"
+                if first
+                else f"{type(exc).__name__}: {exc}"
+            )
+            raise StorageError(
+                f"the session store {self.path} holds a damaged row of session {sid} (its "
+                f"messages, log or state do not read: {what}). Restore {self.path.name} from a "
+                f"backup, or export what still reads elsewhere and `rolecall sessions delete "
+                f"{sid}` (sessions.md, A damaged store)"
+            ) from exc
+
+    async def _load(self, sid: str, session_id: str, *, with_events: bool) -> SessionDocument:
         found = await self._all(
             "SELECT world_json, world_source, model_override, state_json, last_seq, "
             "created_at, updated_at FROM sessions WHERE id = ?",
