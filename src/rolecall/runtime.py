@@ -31,7 +31,7 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
-from rolecall.errors import ConditionTimeout
+from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
@@ -90,6 +90,8 @@ class Session:
         self.models = models or ModelRegistry()
         self.model_override = model_override
         self.engine = FlowEngine(world.flow) if world.flow is not None else None
+        if self.engine is not None:
+            _check_pointer(self.engine, self.state)
         self.generator = Generator(self.bus)
         self.ctx = ConditionContext(self.state.transcript, self.state.flags)
         self.commit_hooks: list[CommitHook] = []
@@ -565,3 +567,17 @@ def _uses_modes(world: World) -> bool:
     if world.mode is not None or world.judge is not None:
         return True
     return world.flow is not None and any(step.judge for step in world.flow.steps)
+
+
+def _check_pointer(engine: FlowEngine, state: SessionState) -> None:
+    """UsageError when a restored state names a step its flow lacks (a damaged file)."""
+    named = [state.pointer.current]
+    undecided = state.extra.get("undecided")
+    if isinstance(undecided, list) and undecided:
+        named.append(undecided[0])
+    for step_id in named:
+        if step_id is not None and step_id not in engine.steps:
+            raise UsageError(
+                f"session {state.session_id} is damaged: its state names step {step_id!r}, "
+                f"which its flow does not have (steps: {', '.join(engine.steps)})"
+            )

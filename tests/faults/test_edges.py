@@ -6,12 +6,14 @@ Real ``rolecall`` subprocesses on scripted worlds, with the net guard of
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +194,63 @@ def test_a_bad_message_row_is_a_clear_error(cli: Cli, tmp_path: Path) -> None:
         err = exited(cli.run(*command), 1)
         assert str(cli.home / "rolecall.db") in err and f"session {sid}" in err, err
         assert "message" in err and "backup" in err, err
+
+
+# ------------------------------------------------------------------ 7: messages, not tracebacks
+TWO = """\
+name: two
+topic: resuming damaged files
+model: scripted
+roles:
+  - {id: a, script: ["a says {n}"]}
+flow:
+  steps: [{id: s, speaker: a}, {id: t, speaker: a}]
+"""
+
+
+def _damaged_file(doc: dict[str, Any], how: str) -> None:
+    if how == "missing-step":
+        doc["state"]["pointer"]["current"] = "nope"
+    elif how == "huge-last-seq":
+        doc["last_seq"] = 2**70
+    else:
+        del doc["events"][1]["topic"]
+
+
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("missing-step", "its state names step 'nope', which its flow does not have"),
+        ("huge-last-seq", "damaged session file: last_seq"),
+        (
+            "event-without-topic",
+            "damaged session file: events: Value error, events[1] has no 'topic'",
+        ),
+    ],
+)
+def test_resume_of_a_damaged_session_file_says_what_is_wrong(
+    cli: Cli, tmp_path: Path, how: str, says: str
+) -> None:
+    saved = tmp_path / "saved.json"
+    world = write(tmp_path / "two.yaml", TWO)
+    exited(cli.run("run", world, "--mode", "step", "--session-file", str(saved), stdin="\n"), 0)
+    doc = json.loads(saved.read_text())
+    _damaged_file(doc, how)
+    saved.write_text(json.dumps(doc))
+    err = exited(cli.run("resume", str(saved), ROLECALL_HOME=str(tmp_path / "elsewhere")), 2)
+    assert says in err, err
+
+
+def test_a_log_file_that_cannot_be_opened_is_a_usage_error(cli: Cli) -> None:
+    err = exited(cli.run("sessions", "list", "--log-file", "/nonexistent/x.log"), 2)
+    assert "--log-file /nonexistent/x.log: cannot open it: No such file or directory" in err
+
+
+@pytest.mark.parametrize("command", ["list", "run-json"])
+def test_a_failed_write_to_stdout_exits_1(cli: Cli, tmp_path: Path, command: str) -> None:
+    world = write(tmp_path / "small.yaml", SMALL)
+    exited(cli.run("run", world, "-q"), 0)
+    args = ["sessions", "list"] if command == "list" else ["run", world, "--json"]
+    wrapper = ["sh", "-c", 'exec "$@" >/dev/full', "sh"]
+    err = exited(cli.run(*args, prefix=wrapper), 1)
+    assert "cannot write to standard output: No space left on device" in err

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 
 def dispatch(args: argparse.Namespace) -> int:
     verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
-    logs.configure(verbosity, getattr(args, "log_file", None))
+    try:
+        logs.configure(verbosity, getattr(args, "log_file", None))
+    except UsageError as exc:
+        print(f"rolecall: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     from rolecall.cli.batch_cmd import cmd_batch
     from rolecall.cli.ecosystem_cmd import cmd_models
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
@@ -57,12 +61,13 @@ def dispatch(args: argparse.Namespace) -> int:
         "watch": cmd_watch,
         "worker": cmd_worker,
     }
+    from rolecall.cli.display import silence_stdout, stdout_failed
+
     try:
         try:
-            return handlers[args.command](args)
+            code = handlers[args.command](args)
+            sys.stdout.flush()
         except BrokenPipeError:  # the reader went away (`| head`): not our failure
-            from rolecall.cli.display import silence_stdout
-
             silence_stdout()
             return EXIT_OK
         except BaseExceptionGroup as group:  # a failure inside a task group
@@ -72,6 +77,19 @@ def dispatch(args: argparse.Namespace) -> int:
             raise found from group
         except sqlite3.DatabaseError as exc:  # not an OSError: the file's content is bad
             raise damaged_store(args, exc) from exc
+        except OSError as exc:
+            if not _stdout_broken():
+                raise
+            stdout_failed(exc)
+            code = EXIT_FAILURE
+        failed = stdout_failed()  # also a failure the --json sink noted and went past
+        if failed is not None:
+            print(
+                f"rolecall: cannot write to standard output: {failed.strerror or failed}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILURE
+        return code
     except WorldError as exc:
         print(str(exc), file=sys.stderr)
         for warning in exc.warnings:
@@ -97,6 +115,16 @@ def dispatch(args: argparse.Namespace) -> int:
     except RolecallError as exc:  # pragma: no cover - control signals never escape
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _stdout_broken() -> bool:
+    """Whether stdout refuses a write (after an OSError whose origin is not known)."""
+    try:
+        sys.stdout.write("")
+        sys.stdout.flush()
+    except OSError:
+        return True
+    return False
 
 
 def _rolecall_error(

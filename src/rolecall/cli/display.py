@@ -67,6 +67,9 @@ class JsonSink:
         except BrokenPipeError:
             self.closed = True
             silence_stdout()
+        except OSError as exc:  # a full disk, /dev/full: the command will exit 1
+            self.closed = True
+            stdout_failed(exc)
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="json")
@@ -244,6 +247,21 @@ def _columns(out: TextIO) -> int:
         return os.get_terminal_size(out.fileno()).columns - 1
     except (AttributeError, OSError, ValueError):
         return 100
+
+
+_STDOUT_ERRORS: list[OSError] = []
+
+
+def stdout_failed(exc: OSError | None = None) -> OSError | None:
+    """Note that writing to stdout failed (not EPIPE); the first such error, if any.
+
+    Standard output is then pointed at /dev/null, so nothing more fails on it.
+    """
+    if exc is not None:
+        if not _STDOUT_ERRORS:
+            _STDOUT_ERRORS.append(exc)
+        silence_stdout()
+    return _STDOUT_ERRORS[0] if _STDOUT_ERRORS else None
 
 
 def silence_stdout() -> None:

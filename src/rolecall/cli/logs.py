@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from rolecall.errors import UsageError
 from rolecall.redaction import redact, secret_values
 
 
@@ -56,7 +57,11 @@ def configure(verbosity: int = 0, log_file: str | None = None) -> None:
     root.addHandler(console)
     level = console_level
     if log_file:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
+        try:
+            handler = logging.FileHandler(log_file, encoding="utf-8")
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UsageError(f"--log-file {log_file}: cannot open it: {why}") from exc
         file_level = logging.DEBUG if verbosity >= 2 else logging.INFO
         handler.setLevel(file_level)
         handler.setFormatter(

@@ -13,7 +13,7 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import to_json
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
 
 ID_PATTERN_RE = re.compile(ID_PATTERN)
+MAX_SQLITE_INT: Final = 2**63 - 1  # the largest number the store can hold
 FORMAT: Final = "rolecall-session"
 VERSION: Final = 1
 
@@ -76,12 +77,24 @@ class SessionDocument(BaseModel):
     world_source: str | None = None
     model_override: str | None = None
     state: StateDoc
-    last_seq: int = 0
+    last_seq: Annotated[int, Field(ge=0, le=MAX_SQLITE_INT)] = 0
     messages: list[Message] = Field(default_factory=list)
     execution_log: list[ExecutionRecord] = Field(default_factory=list)
     drafts: list[Draft] = Field(default_factory=list)
     events: list[dict[str, Any]] = Field(default_factory=list)
     memory: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+
+    @field_validator("events")
+    @classmethod
+    def _event_keys(cls, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, event in enumerate(events):
+            for key in ("topic", "type"):
+                if not isinstance(event.get(key), str):
+                    raise ValueError(f"events[{i}] has no {key!r} (a text)")
+            seq = event.get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq <= MAX_SQLITE_INT:
+                raise ValueError(f"events[{i}]: seq must be a whole number from 1 to 2**63-1")
+        return events
 
     @field_validator("memory")
     @classmethod

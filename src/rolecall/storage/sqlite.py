@@ -484,6 +484,14 @@ class SqliteStore:
         sid = safe_id(doc.session_id, "session id")
         if await self._exists(sid):
             return
+        try:
+            await self._import(sid, doc)
+        except OverflowError as exc:  # a count or token number past what SQLite holds
+            raise UsageError(
+                f"session {sid}: damaged session file: a number is too large to store ({exc})"
+            ) from None
+
+    async def _import(self, sid: str, doc: SessionDocument) -> None:
         async with self._transaction() as db:
             await db.execute(
                 "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
