@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,3 +255,30 @@ def test_a_failed_write_to_stdout_exits_1(cli: Cli, tmp_path: Path, command: str
     wrapper = ["sh", "-c", 'exec "$@" >/dev/full', "sh"]
     err = exited(cli.run(*args, prefix=wrapper), 1)
     assert "cannot write to standard output: No space left on device" in err
+
+
+# ------------------------------------------------------------------ 6: the last event
+def test_a_storage_failure_still_ends_the_json_stream_with_a_pause(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """events.md: every run ends with one world/stop or world/session paused; after a
+    failed commit (a file-size limit) it can only be sent, not stored."""
+    from tests.faults.test_process_faults import FULL_DISK_WORLD, RLIMIT_WRAPPER
+
+    world = write(tmp_path / "big.yaml", FULL_DISK_WORLD)
+    limit = [sys.executable, "-c", RLIMIT_WRAPPER, str(192 * 1024)]
+    result = cli.run("run", world, "--json", prefix=limit)
+    exited(result, 1)
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    endings = [
+        e
+        for e in events
+        if (e["topic"], e["type"]) == ("world", "stop")
+        or ((e["topic"], e["type"]) == ("world", "session") and e["state"] == "paused")
+    ]
+    assert len(endings) == 1, endings
+    assert events[-1] == endings[0] and endings[0]["reason"] == "error"
+    error = events[-2]
+    assert (error["topic"], error["type"], error["source"]) == ("system", "error", "store")
+    assert "cannot write to the session store" in error["error"]
+    assert stored(cli.home).state != "paused"  # it could not be stored

@@ -22,7 +22,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rolecall.badges import labels_of
-from rolecall.bus import Bus, Envelope, EventBus
+from rolecall.bus import Bus, Envelope, ErrorEvent, EventBus
 from rolecall.cli.display import attach_display, use_color
 from rolecall.errors import RolecallError, StorageError, UsageError
 from rolecall.llm.registry import ModelRegistry
@@ -282,6 +282,7 @@ async def live_session(
     except StorageError as exc:
         failed = True
         exc.session_id = session.session_id  # the message can say what to resume
+        _announce_storage_failure(session, exc)
         raise
     finally:
         if tracer is not None:
@@ -296,6 +297,7 @@ async def live_session(
                     log.info("final_flush_failed", session=session.session_id, error=str(exc))
                 else:
                     exc.session_id = session.session_id
+                    _announce_storage_failure(session, exc)
                     raise
 
 
@@ -314,6 +316,15 @@ def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup |
     store = ReplayStore(path)
     store.load()  # a corrupt store is a usage error now, not in the middle of a turn
     return ReplaySetup(mode, store)
+
+
+def _announce_storage_failure(session: Session, exc: StorageError) -> None:
+    """The run's last events, for the displays and ``--json`` (they cannot be stored):
+    the error, then ``world/session`` paused (events.md: every run ends with a stop or a
+    pause). A session that finished in memory already said ``world/stop``."""
+    session.bus.publish(ErrorEvent(error=str(exc), source="store"))
+    if not session.finished:
+        session._pause("error")
 
 
 async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
