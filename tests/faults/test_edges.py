@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -282,3 +283,31 @@ def test_a_storage_failure_still_ends_the_json_stream_with_a_pause(
     assert (error["topic"], error["type"], error["source"]) == ("system", "error", "store")
     assert "cannot write to the session store" in error["error"]
     assert stored(cli.home).state != "paused"  # it could not be stored
+
+
+# ------------------------------------------------------------------ edges: SIGTERM
+@pytest.mark.parametrize("when", ["mid-generation", "between-turns"])
+def test_sigterm_pauses_the_session_and_exits_143(cli: Cli, tmp_path: Path, when: str) -> None:
+    """A service manager's stop: like Ctrl-C, the session is saved as paused."""
+    from tests.faults.test_process_faults import marathon
+
+    world = write(tmp_path / "m.yaml", marathon(5))
+    proc = cli.popen("run", world, "--json", ROLECALL_STREAM_DELAY="0.05")
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        event = json.loads(proc.stdout.readline())
+        if when == "mid-generation" and event["type"] == "chunk":
+            break
+        if when == "between-turns" and event["type"] == "message":
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=40)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "terminated; session" in err
+    last = json.loads(out.splitlines()[-1])
+    assert (last["topic"], last["type"], last["state"]) == ("world", "session", "paused")
+    s = stored(cli.home)
+    assert s.state == "paused"
+    assert_intact(s)
+    assert len(s.ids) < 10  # stopped early, everything committed kept

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
     from rolecall.world.models import World
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 def _load(args: argparse.Namespace) -> tuple[World, str | None]:
@@ -75,6 +75,14 @@ def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
+    from rolecall.cli.wiring import TERMINATED
+
+    if TERMINATED.is_set() and state.pause_reason in ("cancelled", "interrupted"):
+        print(
+            f"rolecall: terminated; session {sid} is saved as paused (`{resume}`).",
+            file=sys.stderr,
+        )
+        return EXIT_TERMINATED
     if state.pause_reason in ("cancelled", "interrupted"):
         print(
             f"rolecall: interrupted; session {sid} is saved as paused (`{resume}`).",

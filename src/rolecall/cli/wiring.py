@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -327,6 +328,9 @@ def _announce_storage_failure(session: Session, exc: StorageError) -> None:
         session._pause("error")
 
 
+TERMINATED = threading.Event()  # SIGTERM was received: the command exits 143 (128 + 15)
+
+
 async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
     """Run ``body``; Ctrl-C pauses the session, keeping whatever was said.
 
@@ -358,11 +362,14 @@ async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]
 
         async def watch(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             nonlocal interrupted
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                task_status.started()  # Ctrl-C is ours from here on
-                async for _ in signals:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                task_status.started()  # Ctrl-C (and a service manager's stop) is ours now
+                async for signum in signals:
                     interrupted = True
-                    if session.cancel_generation():
+                    if signum == signal.SIGTERM:  # stop now, like Ctrl-C pressed twice
+                        TERMINATED.set()
+                        session.cancel_generation()
+                    elif session.cancel_generation():
                         continue
                     session.pause("interrupted")
                     if not session.busy:
