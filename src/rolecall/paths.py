@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -66,7 +67,14 @@ def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
     A temporary file beside ``path``, fsynced, then renamed over it; with
     ``replace=False`` it is linked in place instead, which raises ``FileExistsError``
     when ``path`` exists (creation that never clobbers). Raises ``OSError``.
+
+    An existing special file (``/dev/null``, ``/dev/stdout``, a named pipe) is written
+    to directly: renaming over it would replace the device with a regular file.
     """
+    if replace and _is_special(path):
+        with path.open("w", encoding="utf-8") as out:
+            out.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -84,3 +92,12 @@ def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     Path(tmp).unlink(missing_ok=True)
+
+
+def _is_special(path: Path) -> bool:
+    """An existing file that is neither regular nor a directory (a device, a pipe)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))

@@ -10,8 +10,10 @@ import json
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -311,3 +313,36 @@ def test_sigterm_pauses_the_session_and_exits_143(cli: Cli, tmp_path: Path, when
     assert s.state == "paused"
     assert_intact(s)
     assert len(s.ids) < 10  # stopped early, everything committed kept
+
+
+# ------------------------------------------------------------------ edges: --out a special file
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_export_to_a_device_writes_to_it_and_keeps_it(cli: Cli, tmp_path: Path, fmt: str) -> None:
+    """`--out /dev/null` must not replace the device with a regular file (a /dev/null
+    made in tmp_path here, so no test ever touches the real one)."""
+    exited(cli.run("run", write(tmp_path / "small.yaml", SMALL), "-q"), 0)
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod is not allowed here")
+    sid = only_session(cli.home)
+    exited(cli.run("sessions", "export", sid, "--format", fmt, "--out", str(null)), 0)
+    assert stat.S_ISCHR(null.stat().st_mode), "the device was replaced"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".null")] == []
+
+
+def test_export_to_a_named_pipe_streams_into_it(cli: Cli, tmp_path: Path) -> None:
+    exited(cli.run("run", write(tmp_path / "small.yaml", SMALL), "-q"), 0)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    exited(
+        cli.run("sessions", "export", only_session(cli.home), "--format", "md", "--out", str(fifo)),
+        0,
+    )
+    reader.join(timeout=20)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got and b"a says 1" in got[0]
