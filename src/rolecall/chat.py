@@ -13,8 +13,9 @@ from datetime import datetime
 import structlog
 
 from rolecall import turns
-from rolecall.bus import Event, PassEvent, TurnLimitEvent, WarningEvent
+from rolecall.bus import ErrorEvent, Event, PassEvent, TurnLimitEvent, WarningEvent
 from rolecall.debuglog import debug_enabled
+from rolecall.errors import ConditionTimeout
 from rolecall.plans import Host, Next, Spoken, TurnPlan
 from rolecall.routing import (
     auto_mention,
@@ -72,7 +73,11 @@ def human_stop(session: Host) -> list[Event]:
     engine = session.engine
     if engine is None or session.finished:
         return []
-    hit, evaluations = engine.global_stop(session.ctx)
+    try:
+        hit, evaluations = engine.global_stop(session.ctx)
+    except ConditionTimeout as exc:  # the human's message is kept; the session pauses
+        session.pause("error")
+        return [ErrorEvent(error=str(exc), source="flow")]
     events = turns.condition_events(evaluations)
     if hit is not None:
         session.state.pending.clear()

@@ -123,3 +123,7 @@ class Host(Protocol):
     def finish(self, reason: str, detail: str = "") -> None:
         """Finish the session now (no final step)."""
         ...
+
+    def pause(self, reason: str = "manual") -> None:
+        """Pause after the current turn (at once when no turn is running)."""
+        ...

@@ -121,3 +121,17 @@ def test_a_bad_pattern_is_refused_at_load(pattern: str, problem: str) -> None:
 def test_lookarounds_and_backreferences_keep_working() -> None:
     assert patterns.search(r"(?<=say )(\w)\1", "say ooh")
     assert not patterns.search(r"(?i)^no\b", "nothing")
+
+
+async def test_a_human_message_that_times_out_the_stop_pauses_the_session() -> None:
+    flow = {
+        "stop": [{"regex": "(a|aa)+$", "role": "human"}],
+        "steps": [{"id": "s", "speaker": "b"}],
+    }
+    session = Session(world_from(evil_world(flow)))
+    rec = Recorder(session)
+    message = await session.say(EVIL)
+    assert message.content == EVIL
+    assert session.state.state == "paused" and session.state.pause_reason == "error"
+    (error,) = rec.of("system", "error")
+    assert error.error.startswith("flow stop condition {regex: (a|aa)+$, role: human}")
