@@ -283,7 +283,7 @@ async def live_session(
     except StorageError as exc:
         failed = True
         exc.session_id = session.session_id  # the message can say what to resume
-        _announce_storage_failure(session, exc)
+        _announce_storage_failure(session, exc, args)
         raise
     finally:
         if tracer is not None:
@@ -298,7 +298,7 @@ async def live_session(
                     log.info("final_flush_failed", session=session.session_id, error=str(exc))
                 else:
                     exc.session_id = session.session_id
-                    _announce_storage_failure(session, exc)
+                    _announce_storage_failure(session, exc, args)
                     raise
 
 
@@ -319,10 +319,15 @@ def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup |
     return ReplaySetup(mode, store)
 
 
-def _announce_storage_failure(session: Session, exc: StorageError) -> None:
-    """The run's last events, for the displays and ``--json`` (they cannot be stored):
-    the error, then ``world/session`` paused (events.md: every run ends with a stop or a
-    pause). A session that finished in memory already said ``world/stop``."""
+def _announce_storage_failure(
+    session: Session, exc: StorageError, args: argparse.Namespace
+) -> None:
+    """The run's last events for ``--json`` (they cannot be stored): the error, then
+    ``world/session`` paused (events.md: every run ends with a stop or a pause). A
+    session that finished in memory already said ``world/stop``. On a terminal the
+    command's own message says it all."""
+    if not getattr(args, "json", False):
+        return
     session.bus.publish(ErrorEvent(error=str(exc), source="store"))
     if not session.finished:
         session._pause("error")
