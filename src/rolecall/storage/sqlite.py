@@ -93,6 +93,10 @@ class SqliteStore:
             self._writer = writer.open_writer(self.path)
         except (OSError, sqlite3.Error) as exc:
             await self.close()
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+                exc, sqlite3.OperationalError
+            ):
+                raise  # damaged content: the command says so, and what to do (sessions.md)
             raise StorageError(f"cannot open the session store {self.path}: {exc}") from exc
         except BaseException:
             await self.close()
