@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
+from rolecall.llm.types import BUILTIN_MODELS
 
 if TYPE_CHECKING:
     from rolecall.llm.replay import ReplaySetup
 
-BUILTIN = ("offline", "scripted")
+BUILTIN = BUILTIN_MODELS  # the models made here, not by litellm or a plugin
 
 
 def needs_litellm(model: str) -> bool:

@@ -32,8 +32,13 @@ from typing import Any, Literal
 
 from rolecall.errors import ProviderRefused, UsageError
 from rolecall.llm.protocol import ChatModel
-from rolecall.llm.registry import BUILTIN
-from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+from rolecall.llm.types import (
+    BUILTIN_MODELS,
+    GenerationRequest,
+    StreamItem,
+    TextDelta,
+    Usage,
+)
 
 ReplayMode = Literal["record", "replay", "replay-or-call"]
 MODES: tuple[ReplayMode, ...] = ("record", "replay", "replay-or-call")
@@ -47,7 +52,7 @@ def normalise(request: GenerationRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
     }
-    if request.model in BUILTIN:  # these answer from the turn's facts, not only the prompt
+    if request.model in BUILTIN_MODELS:  # these answer from the turn's facts, not only the prompt
         data["script"] = list(request.script)
         data["persona"] = asdict(request.persona)
         data["info"] = asdict(request.info)

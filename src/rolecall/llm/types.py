@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 ChatRole = Literal["system", "user", "assistant"]
+BUILTIN_MODELS = ("offline", "scripted")  # built into rolecall (llm/registry.py)
 
 
 @dataclass(frozen=True, slots=True)
