@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults import Cli, write_net_guard
+from tests.faults import Cli
 from tests.llm.openai_server import Behaviour, OpenAITestServer, Reply, Status
 
 TOPICS = ("alpha", "beta", "gamma")
@@ -54,13 +54,6 @@ class ByTopic:
 def server() -> Iterator[OpenAITestServer]:
     with OpenAITestServer() as srv:
         yield srv
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
-    yield runner
-    assert runner.refused_connections() == [], "a subprocess tried to leave the loopback"
 
 
 def provider_world(folder: Path, server: OpenAITestServer) -> Path:

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Cli, write_net_guard
+from tests.batch.conftest import cli
 from tests.nats_server import NatsServer, nats_server
+
+__all__ = ["cli", "nats", "scripted_world"]
 
 
 @pytest.fixture
@@ -14,13 +16,6 @@ def nats(tmp_path: Path) -> Iterator[NatsServer]:
     """A real ``nats-server -js`` on 127.0.0.1, with its own storage; stopped at the end."""
     with nats_server(tmp_path / "nats") as server:
         yield server
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
-    yield runner
-    assert runner.refused_connections() == [], "a subprocess tried to leave the loopback"
 
 
 def scripted_world(folder: Path, *, steps: int = 3) -> Path:
