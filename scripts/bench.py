@@ -33,6 +33,7 @@ uses small sizes and few repeats: its ``met`` figures are indicative only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import hashlib
@@ -59,10 +60,9 @@ import anyio
 import yaml
 
 import rolecall
-from rolecall.bus import EventBus
+from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
 from rolecall.cli import logs
 from rolecall.cli.display import JsonSink
-from rolecall.cli.wiring import save_to_file
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.memory import MemoryFiles
@@ -72,7 +72,6 @@ from rolecall.runtime import Session
 from rolecall.session.document import (
     SessionDocument,
     read_session_file,
-    restore_state,
     write_session_file,
 )
 from rolecall.session.state import FlowPointer, Message, Transcript
@@ -380,21 +379,26 @@ async def stored_counts(store: SqliteStore, session_id: str) -> tuple[int, int]:
 
 
 async def run_attached(
-    session: Session, data: Path, *, store: bool, memory: bool
-) -> tuple[tuple[float, float, float], tuple[int, int] | None]:
+    world: World, data: Path, *, store: bool, memory: bool, sinks: Sequence[Sink]
+) -> tuple[tuple[float, float, float], tuple[int, int] | None, Session]:
     """``session.run()`` with the SQLite store and/or the memory files of ``data`` attached,
-    as ``rolecall run`` wires them (the final flush is not timed)."""
-    if not store:
-        if memory:
-            MemoryFiles.in_data_dir(data).attach(session)
-        return await _timed_run(session), None
-    async with SqliteStore(db_path(data)) as db:
-        await db.attach(session)
-        if memory:
-            MemoryFiles.in_data_dir(data).attach(session)
+    built by the composition root as ``rolecall run`` builds it (the final flush is not
+    timed)."""
+    async with contextlib.AsyncExitStack() as stack:
+        db = await stack.enter_async_context(SqliteStore(db_path(data))) if store else None
+        session = await stack.enter_async_context(
+            assemble(
+                world,
+                store=db,
+                memory=MemoryFiles.in_data_dir(data) if memory else None,
+                sinks=sinks,
+            )
+        )
         timings = await _timed_run(session)
-        await db.flush(session)
-        return timings, await stored_counts(db, session.session_id)
+        if db is None:
+            return timings, None, session
+        await flush(session)
+        return timings, await stored_counts(db, session.session_id), session
 
 
 def run_turns(
@@ -405,19 +409,17 @@ def run_turns(
     ``sink``: the CLI's JSON sink writes every event to /dev/null; ``store`` / ``memory``:
     the SQLite store / the memory files of a fresh temporary data directory are attached.
     """
-    session = Session(turn_world(turns))
     stamps: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="rolecall-bench-") as data,
         open(os.devnull, "w", encoding="utf-8") as out,
     ):
-        if sink:
-            JsonSink(out).attach(session.bus)
-        session.bus.subscribe(
-            lambda _e: stamps.append(time.perf_counter()), "messages", name="bench-clock"
-        )
-        (wall, cpu, main_cpu), stored = anyio.run(
-            lambda: run_attached(session, Path(data), store=store, memory=memory)
+        sinks: list[Sink] = [JsonSink(out)] if sink else []
+        sinks.append(HandlerSink(clock_into(stamps), "messages"))
+        (wall, cpu, main_cpu), stored, session = anyio.run(
+            lambda: run_attached(
+                turn_world(turns), Path(data), store=store, memory=memory, sinks=sinks
+            )
         )
     done = session.state.transcript.agent_turns
     if done != turns or session.state.stop_reason != "max_turns":
@@ -549,9 +551,9 @@ def bench_turn_overhead(quick: bool) -> Bench:
         "repeats": {str(n): r for n, r in plan},
         "repeats_no_store": {str(n): r for n, r in plan_no_store},
         "persistence": "headline figures (nN_* without suffix): a fresh temporary data "
-        "directory per run, SqliteStore(<data>/rolecall.db).open() + await store.attach("
-        "session) + MemoryFiles.in_data_dir(<data>).attach(session), as `rolecall run` "
-        "wires them; the store commits one transaction a turn and the memory files get one "
+        "directory per run, SqliteStore(<data>/rolecall.db).open() + assemble(world, "
+        "store=store, memory=MemoryFiles.in_data_dir(<data>)), as `rolecall run` wires them; "
+        "the store commits one transaction a turn and the memory files get one "
         "line per agent per message; the final store.flush() after run() is not timed",
         "aggregation": "each run: median of per-turn durations; figures are from the run with "
         "the best (lowest) median among the repeats; *_all_runs in details",
@@ -611,7 +613,6 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
     ``clocked`` adds a bus subscriber that timestamps every ``sse`` event (its own cost
     then counts in the turn, so the turn figures come from unclocked runs).
     """
-    session = Session(chunk_world(words), models=models)
     marks: dict[str, float] = {}
     stamps: list[float] = []
 
@@ -622,13 +623,18 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
         else:
             marks[envelope.event.type] = now
 
+    async def one_turn(sinks: list[Sink]) -> tuple[float, float, Session]:
+        async with assemble(chunk_world(words), sinks=sinks, models=models) as session:
+            session.open()
+            gc.collect()
+            turn, cpu = await _timed_step(session)
+        return turn, cpu, session
+
     with open(os.devnull, "w", encoding="utf-8") as sink:
-        JsonSink(sink).attach(session.bus)
+        sinks: list[Sink] = [JsonSink(sink)]
         if clocked:
-            session.bus.subscribe(clock, "sse", name="bench-clock")
-        session.open()
-        gc.collect()
-        turn, cpu = anyio.run(_timed_step, session)
+            sinks.append(HandlerSink(clock, "sse"))
+        turn, cpu, session = anyio.run(one_turn, sinks)
     said = session.state.transcript.latest()
     if said is None or len(said.content.split()) != words:
         raise RuntimeError(f"expected one message of {words} words")
@@ -967,14 +973,10 @@ def bench_routing(quick: bool) -> Bench:
 
 
 # ------------------------------------------------------------------------ save / restore
-def session_from(doc: SessionDocument) -> Session:
+async def session_from(doc: SessionDocument) -> Session:
     """A live session from a document, as ``resume`` and ``/load`` build it (no store)."""
-    return Session(
-        doc.world_model(),
-        state=restore_state(doc),
-        bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
-        model_override=doc.model_override,
-    )
+    async with assemble(doc.world_model(), doc=doc) as session:
+        return session
 
 
 async def export_json(store: SqliteStore, memory: MemoryFiles, sid: str, path: Path) -> int:
@@ -1005,7 +1007,7 @@ class Clocked:
 
 
 async def restore_from_db(store: SqliteStore, sid: str) -> Session:
-    return session_from(await store.load(sid))
+    return await session_from(await store.load(sid))
 
 
 async def _save_restore(
@@ -1015,13 +1017,13 @@ async def _save_restore(
     memory = MemoryFiles.in_data_dir(data)
     clocks = {k: Clocked() for k in ("save", "export", "read_file", "restore_db")}
     facts: dict[str, Any] = {}
-    async with SqliteStore(db_path(data)) as store:
-        session = Session(turn_world(turns))
-        await store.attach(session)
-        memory.attach(session)
+    async with (
+        SqliteStore(db_path(data)) as store,
+        assemble(turn_world(turns), store=store, memory=memory) as session,
+    ):
         t0 = time.perf_counter()
         await session.run()
-        await store.flush(session)
+        await flush(session)
         facts["build_s"] = time.perf_counter() - t0
         sid = session.session_id
         live = [(m.id, m.content) for m in session.state.transcript.messages]
@@ -1097,7 +1099,7 @@ def bench_save_restore(quick: bool) -> Bench:
         "the SQLite store and memory files of a fresh temporary data directory attached, so "
         "the database holds what a real run leaves (messages, execution log, every event "
         "including the streamed chunks); build_s is that run plus the final flush",
-        "save_s": "rolecall.cli.wiring.save_to_file(session, store, memory, path), what /save "
+        "save_s": "rolecall.api.compose.save_to_file(session, store, memory, path), what /save "
         "and /export json do: store.flush + store.load (with events: SqliteStore.load leaves "
         "the streamed chunks out) + every agent's memory file + write_session_file (atomic: "
         "temporary file, fsync, rename)",
@@ -1138,12 +1140,12 @@ def peak_rss_mb() -> float:
 
 
 async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
-    async with SqliteStore(db_path(data)) as store:
-        session = Session(turn_world(turns))
-        await store.attach(session)
-        MemoryFiles.in_data_dir(data).attach(session)
+    async with (
+        SqliteStore(db_path(data)) as store,
+        assemble(turn_world(turns), store=store, memory=MemoryFiles.in_data_dir(data)) as session,
+    ):
         await session.run()
-        await store.flush(session)
+        await flush(session)
         gc.collect()
         return {
             "rss_mb": rss_mb(),
@@ -1219,13 +1221,21 @@ async def _many_worlds(
     memory = MemoryFiles.in_data_dir(data)
     problems: list[str] = []
     latencies: list[float] = []
-    async with SqliteStore(db_path(data)) as store:
-        sessions = [Session(turn_world(turns), session_id=f"bench-{i:03d}") for i in range(worlds)]
-        stamps: dict[str, list[float]] = {s.session_id: [] for s in sessions}
-        for s in sessions:
-            s.bus.subscribe(clock_into(stamps[s.session_id]), "messages", name="bench-clock")
-            await store.attach(s)
-            memory.attach(s)
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(SqliteStore(db_path(data)))
+        stamps: dict[str, list[float]] = {f"bench-{i:03d}": [] for i in range(worlds)}
+        sessions = [
+            await stack.enter_async_context(
+                assemble(
+                    turn_world(turns),
+                    store=store,
+                    memory=memory,
+                    session_id=sid,
+                    sinks=[HandlerSink(clock_into(times), "messages")],
+                )
+            )
+            for sid, times in stamps.items()
+        ]
         gc.collect()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         async with anyio.create_task_group() as tg:
@@ -1233,7 +1243,7 @@ async def _many_worlds(
                 tg.start_soon(s.run)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         for s in sessions:
-            await store.flush(s)
+            await flush(s)
         for s in sessions:
             sid = s.session_id
             latencies += [b - a for a, b in itertools.pairwise(stamps[sid])]

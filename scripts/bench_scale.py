@@ -119,6 +119,7 @@ def bench_batch_throughput(quick: bool, bench_cls: Any) -> Any:
 
 
 async def _nats_session(url: str | None, turns: int, data: Path) -> float:
+    from rolecall.api.compose import attach_store
     from rolecall.llm.registry import ModelRegistry
     from rolecall.runtime import Session
     from rolecall.storage.sqlite import SqliteStore
@@ -129,7 +130,7 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
     async with SqliteStore(data / "rolecall.db") as store:
         if url is None:
             session = Session(world, models=ModelRegistry())
-            await store.attach(session)
+            await attach_store(session, store)
             started = time.perf_counter()
             await session.run()
             return time.perf_counter() - started
@@ -141,7 +142,7 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
             bus = transport.bus(sid)
             session = Session(world, session_id=sid, models=ModelRegistry(), bus=bus)
             attach(session, bus)
-            await store.attach(session)
+            await attach_store(session, store)
             started = time.perf_counter()
             await session.run()
             await transport.publisher.flush()

@@ -1,3 +1,192 @@
-"""rolecall: a runtime for multi-role LLM dialogues."""
+"""rolecall: a runtime for multi-role LLM dialogues.
 
-__version__ = "0.1.0"
+The public API (docs/api.md)::
+
+    world = rolecall.load_world("worlds/classroom")
+    async with rolecall.open_session(world, data_dir="data", model="offline") as session:
+        async for event in session.events():
+            ...
+
+Everything named in ``__all__`` is public; other modules are internal. Names are
+imported on first use, so ``import rolecall`` (and the ``rolecall`` command) stays fast.
+Library use prints nothing: log records go to the ``rolecall`` logger (structlog bound to
+stdlib logging, with a ``NullHandler``, set up by :mod:`rolecall.api`); the application
+configures logging.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rolecall.version import __version__
+
+# public name -> module it lives in
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("load_world", "open_session", "resume", "run"), "rolecall.api.entry"),
+    **dict.fromkeys(("Session", "Result"), "rolecall.api.session"),
+    "Sink": "rolecall.api.compose",
+    "SessionStore": "rolecall.storage.port",
+    "MemoryStore": "rolecall.storage.in_memory",
+    "SqliteStore": "rolecall.storage.sqlite",
+    "World": "rolecall.world.models",
+    "ChatModel": "rolecall.llm.protocol",
+    **dict.fromkeys(
+        ("ChatMessage", "GenerationRequest", "Persona", "TextDelta", "TurnInfo", "Usage"),
+        "rolecall.llm.types",
+    ),
+    "TranscriptMessage": "rolecall.session.state",
+    **dict.fromkeys(
+        (
+            "RolecallError",
+            "UsageError",
+            "WorldError",
+            "RuntimeFailure",
+            "ProviderError",
+            "StorageError",
+        ),
+        "rolecall.errors",
+    ),
+    **dict.fromkeys(
+        (
+            "Envelope",
+            "Event",
+            "Message",
+            "MessageEvent",
+            "StreamStart",
+            "StreamChunk",
+            "StreamEnd",
+            "StreamError",
+            "StepEvent",
+            "ConditionEvent",
+            "TurnLimitEvent",
+            "PassEvent",
+            "WarningEvent",
+            "ErrorEvent",
+            "LogEvent",
+            "JudgeEvent",
+            "ModeEvent",
+            "SessionEvent",
+            "AgentEvent",
+            "StopEvent",
+        ),
+        "rolecall.bus",
+    ),
+}
+# public names that differ from the name inside their module
+_RENAMED = {"Message": "MessageEvent", "TranscriptMessage": "Message"}
+
+__all__ = [
+    "AgentEvent",
+    "ChatMessage",
+    "ChatModel",
+    "ConditionEvent",
+    "Envelope",
+    "ErrorEvent",
+    "Event",
+    "GenerationRequest",
+    "JudgeEvent",
+    "LogEvent",
+    "MemoryStore",
+    "Message",
+    "MessageEvent",
+    "ModeEvent",
+    "PassEvent",
+    "Persona",
+    "ProviderError",
+    "Result",
+    "RolecallError",
+    "RuntimeFailure",
+    "Session",
+    "SessionEvent",
+    "SessionStore",
+    "Sink",
+    "SqliteStore",
+    "StepEvent",
+    "StopEvent",
+    "StorageError",
+    "StreamChunk",
+    "StreamEnd",
+    "StreamError",
+    "StreamStart",
+    "TextDelta",
+    "TranscriptMessage",
+    "TurnInfo",
+    "TurnLimitEvent",
+    "Usage",
+    "UsageError",
+    "WarningEvent",
+    "World",
+    "WorldError",
+    "__version__",
+    "load_world",
+    "open_session",
+    "resume",
+    "run",
+    "testing",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "testing":
+        return importlib.import_module("rolecall.testing")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rolecall' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from rolecall.api.compose import Sink
+    from rolecall.api.entry import load_world, open_session, resume, run
+    from rolecall.api.session import Result, Session
+    from rolecall.bus import (
+        AgentEvent,
+        ConditionEvent,
+        Envelope,
+        ErrorEvent,
+        Event,
+        JudgeEvent,
+        LogEvent,
+        MessageEvent,
+        ModeEvent,
+        PassEvent,
+        SessionEvent,
+        StepEvent,
+        StopEvent,
+        StreamChunk,
+        StreamEnd,
+        StreamError,
+        StreamStart,
+        TurnLimitEvent,
+        WarningEvent,
+    )
+    from rolecall.bus import MessageEvent as Message
+    from rolecall.errors import (
+        ProviderError,
+        RolecallError,
+        RuntimeFailure,
+        StorageError,
+        UsageError,
+        WorldError,
+    )
+    from rolecall.llm.protocol import ChatModel
+    from rolecall.llm.types import (
+        ChatMessage,
+        GenerationRequest,
+        Persona,
+        TextDelta,
+        TurnInfo,
+        Usage,
+    )
+    from rolecall.session.state import Message as TranscriptMessage
+    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.port import SessionStore
+    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.world.models import World

@@ -95,3 +95,13 @@ class StorageError(RuntimeFailure):
 
 class ConditionTimeout(RuntimeFailure):
     """A ``regex:`` condition took longer than its bound (flows.md, Conditions)."""
+
+
+def first_rolecall_error(group: BaseExceptionGroup[BaseException]) -> RolecallError | None:
+    """The first rolecall error inside a task group's exception group (nested or not)."""
+    for exc in group.exceptions:
+        if isinstance(exc, RolecallError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (found := first_rolecall_error(exc)):
+            return found
+    return None

@@ -190,7 +190,7 @@ def trace_session(session: Session, tracer_provider: TracerProvider | None = Non
     """Trace ``session`` with ``tracer_provider`` (default: the global one)."""
     from opentelemetry import trace
 
-    from rolecall import __version__
+    from rolecall.version import __version__
 
     tracer = trace.get_tracer("rolecall", __version__, tracer_provider=tracer_provider)
     tracing = SessionTracer(session, tracer)

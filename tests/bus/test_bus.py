@@ -128,3 +128,22 @@ async def test_stream_delivers_in_order_to_async_consumers() -> None:
         bus.publish(StopEvent(reason="manual"))
         got = [(await stream.receive()).seq for _ in range(3)]
     assert got == [1, 2, 3]
+
+
+@pytest.mark.anyio
+async def test_a_stream_ended_at_the_sessions_end_still_yields_what_it_buffered() -> None:
+    bus = EventBus("s")
+    with (
+        bus.open_stream("messages") as everything,
+        bus.open_stream(until=lambda e: isinstance(e.event, StopEvent)) as until_stop,
+    ):
+        for i in range(1, 4):
+            bus.publish(msg(i))
+        bus.publish(StopEvent(reason="manual"))
+        bus.publish(msg(5))  # after the stop: not for the stream that ended there
+        bus.end_streams()
+        bus.publish(msg(6))  # after the end: for no stream
+        got = [e.seq async for e in everything]
+        stopped = [e.seq async for e in until_stop]
+    assert got == [1, 2, 3, 5]
+    assert stopped == [1, 2, 3, 4]

@@ -1,7 +1,7 @@
 """50 sessions at once over one data directory, in one process.
 
 The sessions are wired as ``rolecall.cli.wiring.live_session`` wires one (one
-``SqliteStore`` and one ``MemoryFiles`` shared by all, ``store.attach`` then
+``SqliteStore`` and one ``MemoryFiles`` shared by all, ``attach_store`` then
 ``memory.attach``) and run in one anyio task group: flows and chats mixed, some flows
 with a model whose stream breaks once (the session pauses with ``error`` and is run
 again). Afterwards the store holds, per session, exactly the messages of the same world
@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
+from rolecall.api.compose import attach_store, flush
 from rolecall.errors import ProviderUnavailable, StorageError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.scripted import ScriptedModel
@@ -131,14 +132,14 @@ async def test_fifty_sessions_at_once_keep_every_message_once(tmp_path: Path) ->
         async def one(i: int) -> None:
             world, fail_on = plan(i)
             session = new_session(world, f"conc-{i:02d}", fail_on=fail_on)
-            await store.attach(session)
+            await attach_store(session, store)
             memory.attach(session)
             sessions[session.session_id] = session
             running[0] += 1
             running[1] = max(running)
             pauses[session.session_id] = await drive(session)
             running[0] -= 1
-            await store.flush(session)
+            await flush(session)
 
         with anyio.fail_after(50):
             async with anyio.create_task_group() as tg:
@@ -195,13 +196,13 @@ async def test_a_failed_memory_write_leaves_the_store_in_step(
     home = tmp_path / "home"
     async with SqliteStore(db_path(home)) as store:
         session = new_session(CHAT, "desync", fail_on=None)
-        await store.attach(session)
+        await attach_store(session, store)
         session.commit_hooks.append(failing_memory)
         monkeypatch.setattr(store_writer, "write_batch", slow_write)
         with pytest.raises(StorageError, match="memory file"):
             await session.say("hello everyone")
         monkeypatch.setattr(store_writer, "write_batch", write_batch)
-        await store.flush(session)  # what live_session does on the way out
+        await flush(session)  # what live_session does on the way out
 
     s = stored(home, "desync")
     assert_intact(s)

@@ -143,8 +143,13 @@ def test_completion_streamed_reply_above_the_prompt_and_ctrl_d(
     t.wait_for("› @ecologist")
     t.type(" where should a city start?")
     t.key("Enter")
-    screen = t.wait_for(
-        lambda s: "ecologist → human" in s and "  ↑" in s and "↑0 ↓0" not in toolbar(s)
+    screen = t.wait_for(  # a toolbar drawn after the reply (not one being redrawn)
+        lambda s: (
+            "ecologist → human" in s
+            and "  ↑" in s
+            and "↑0 ↓0" not in toolbar(s)
+            and toolbar(s).startswith(" panel │ ")
+        )
     )
     lines = screen.splitlines()
     header = lines.index("ecologist → human")

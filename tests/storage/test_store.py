@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rolecall.api.compose import attach_store, flush
 from rolecall.errors import UsageError
 from rolecall.runtime import Session
 from rolecall.session.document import StateDoc, restore_state, state_doc, state_json
@@ -41,9 +42,9 @@ async def test_a_stored_session_reloads_exactly(tmp_path: Path) -> None:
     )
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         session = Session(world)
-        await store.attach(session)
+        await attach_store(session, store)
         await session.run()
-        await store.flush(session)
+        await flush(session)
         doc = await store.load(session.session_id)
     assert [m.content for m in doc.messages] == [
         m.content for m in session.state.transcript.messages
@@ -68,7 +69,7 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
     statements: list[str] = []
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         session = Session(world)
-        await store.attach(session)
+        await attach_store(session, store)
         store.writer.set_trace_callback(statements.append)
         await session.step()
         store.writer.set_trace_callback(None)

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from rolecall.api.compose import attach_store, flush
 from rolecall.errors import StorageError
 from rolecall.runtime import Session
 from rolecall.storage import sqlite as sqlite_store
@@ -33,7 +34,7 @@ async def attached(path: Path) -> AsyncIterator[tuple[SqliteStore, Session]]:
     """A store at ``path`` with a three-step scripted session attached."""
     async with SqliteStore(path) as store:
         session = Session(scripted_world(THREE_STEPS))
-        await store.attach(session)
+        await attach_store(session, store)
         yield store, session
 
 
@@ -110,7 +111,7 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
         write_batch(conn, batch)
 
     monkeypatch.setattr(store_writer, "write_batch", second_write_fails)
-    async with attached(path) as (store, session):
+    async with attached(path) as (_store, session):
         assert await session.step()
         with pytest.raises(StorageError, match="disk is full"):
             await session.step()
@@ -118,7 +119,7 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
         # now would leave a message without its event
         assert [m.id for m in session.state.transcript.messages] == ["m1", "m2"]
         with pytest.raises(StorageError, match=r"no longer written .* since a write failed"):
-            await store.flush(session)
+            await flush(session)
         with pytest.raises(StorageError, match="no longer written"):
             await session.step()
     assert [m for (m,) in rows(path, "SELECT id FROM messages ORDER BY idx")] == ["m1"]
@@ -141,7 +142,7 @@ async def test_the_store_checkpoints_so_the_wal_stays_small(
         monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", every)
         async with SqliteStore(home / "rolecall.db") as store:
             session = Session(scripted_world(steps, settings={"max_turns": 200}))
-            await store.attach(session)
+            await attach_store(session, store)
             await session.run()
             return (home / "rolecall.db-wal").stat().st_size
 
@@ -159,7 +160,7 @@ async def test_a_turn_writes_two_event_rows_and_the_view_lists_every_event(
     async with attached(path) as (store, session):
         await session.step()
         await session.step()
-        await store.flush(session)
+        await flush(session)
         doc = await store.load(session.session_id)
     packed = rows(path, "SELECT topic, type, count FROM events_packed WHERE seq > 2 ORDER BY seq")
     # per turn: sse/start, the chunks and sse/end; then the message and its step
@@ -224,7 +225,7 @@ async def test_checkpoints_keep_the_wal_small_with_many_sessions_at_once(
                 for _ in range(sessions)
             ]
             for session in running:
-                await store.attach(session)
+                await attach_store(session, store)
             async with anyio.create_task_group() as tg:
                 for session in running:
                     tg.start_soon(session.run)

@@ -56,19 +56,22 @@ async def open_run(
     The seam to the library's composition root: everything a run needs of a session
     (store, memory files, the event sink) is attached here and nowhere else.
     """
-    from rolecall.cli.wiring import keep, new_or_restored
+    from rolecall.api.compose import HandlerSink, assemble
 
     doc = await ctx.store.load(session_id) if session_id is not None else None
     world = doc.world_model() if doc is not None else plan.worlds[spec.combination]
-    session = new_or_restored(world, models=ctx.models, override=ctx.model_override, doc=doc)
-    if ctx.on_event is not None:
-        session.bus.subscribe(ctx.on_event, name="batch-json")
-    await keep(session, ctx.store, ctx.memory, world_source=ctx.world_source, doc=doc)
-    try:
+    sinks = [HandlerSink(ctx.on_event, name="batch-json")] if ctx.on_event is not None else []
+    async with assemble(
+        world,
+        store=ctx.store,
+        memory=ctx.memory,
+        models=ctx.models,
+        model_override=ctx.model_override,
+        doc=doc,
+        world_source=ctx.world_source,
+        sinks=sinks,
+    ) as session:
         yield session
-    finally:
-        with anyio.CancelScope(shield=True):
-            await ctx.store.flush(session)
 
 
 class BatchRunner:

@@ -80,6 +80,7 @@ class EventBus:
         self._pending: deque[Envelope] = deque()
         self._delivering = False
         self._recorders: list[list[Envelope]] = []
+        self._streams: set[MemoryObjectSendStream[Envelope]] = set()
 
     @property
     def last_seq(self) -> int:
@@ -174,23 +175,39 @@ class EventBus:
         *,
         filter: Filter | None = None,
         max_buffer: float = math.inf,
+        until: Filter | None = None,
     ) -> Iterator[MemoryObjectReceiveStream[Envelope]]:
         """A receive stream of matching events, in order, for an async consumer.
 
         The buffer is unbounded by default so a slow consumer never reorders or drops
-        events; closing the context unsubscribes and closes the stream.
+        events. The stream ends (``async for`` stops) after the first event for which
+        ``until`` is true, or when :meth:`end_streams` is called: either way every event
+        delivered before is still read first. Closing the context unsubscribes.
         """
         send: MemoryObjectSendStream[Envelope]
         receive: MemoryObjectReceiveStream[Envelope]
         send, receive = anyio.create_memory_object_stream[Envelope](max_buffer)
+        self._streams.add(send)
 
         def forward(envelope: Envelope) -> None:
-            send.send_nowait(envelope)
+            if send in self._streams:
+                send.send_nowait(envelope)
+                if until is not None and until(envelope):
+                    self._end_stream(send)
 
         sub = self.subscribe(forward, topic, filter=filter, name="stream")
         try:
             yield receive
         finally:
             sub.close()
-            send.close()
+            self._end_stream(send)
             receive.close()
+
+    def end_streams(self) -> None:
+        """End every open stream: its reader gets what was delivered, then the end."""
+        for send in list(self._streams):
+            self._end_stream(send)
+
+    def _end_stream(self, send: MemoryObjectSendStream[Envelope]) -> None:
+        self._streams.discard(send)
+        send.close()

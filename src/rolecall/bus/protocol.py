@@ -80,6 +80,15 @@ class Bus(Protocol):
         topic: Topics = None,
         *,
         filter: Filter | None = None,
+        until: Filter | None = None,
     ) -> AbstractContextManager[MemoryObjectReceiveStream[Envelope]]:
-        """The matching events as an async stream, in order, for the context's lifetime."""
+        """The matching events as an async stream, in order, for the context's lifetime.
+
+        The stream ends after the first event for which ``until`` is true, or at
+        :meth:`end_streams`; either way every event delivered before is read first.
+        """
+        ...
+
+    def end_streams(self) -> None:
+        """End every open stream (the session is over): readers drain, then stop."""
         ...

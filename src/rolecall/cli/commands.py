@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,12 +22,16 @@ from rolecall.cli.running import (
     drive,
     outcome,
 )
-from rolecall.errors import RolecallError, RuntimeFailure, StorageError, UsageError, WorldError
+from rolecall.errors import (
+    RolecallError,
+    RuntimeFailure,
+    StorageError,
+    UsageError,
+    WorldError,
+)
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
-    from rolecall.storage.sqlite import SqliteStore
     from rolecall.world.library import RoleLibrary
 
 
@@ -219,43 +223,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return outcome(holder[0], args)
 
 
-async def _newest(store: SqliteStore, doc: SessionDocument, source: Path) -> SessionDocument:
-    """A session file's session, or the stored copy of it when that one is as new or newer."""
-    if not await store.has(doc.session_id):
-        return doc
-    stored = await store.load(doc.session_id)
-    if len(stored.messages) >= len(doc.messages):
-        print(
-            f"session {doc.session_id} is already stored here ({_count(stored.messages)}; "
-            f"{source} has {_count(doc.messages)}): resuming the stored one",
-            file=sys.stderr,
-        )
-        return stored
-    raise UsageError(
-        f"{source} holds {len(doc.messages)} messages of session {doc.session_id}, but "
-        f"{len(stored.messages)} of them are stored in this data directory and they may "
-        "differ: resume the file with another --data-dir, or resume the stored session by id"
-    )
-
-
-def _count(messages: Sequence[object]) -> str:
-    return f"{len(messages)} message" + ("" if len(messages) == 1 else "s")
-
-
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stored session (an id) or a session file, regenerating nothing."""
+    from rolecall.api.entry import find_session
     from rolecall.cli.wiring import live_session, open_store
-    from rolecall.session.document import read_session_file
 
     holder: list[Session] = []
 
     async def main() -> None:
         async with open_store(args) as store:
-            target = Path(args.session)
-            if target.suffix == ".json" or await anyio.Path(target).is_file():
-                doc = await _newest(store, read_session_file(target), target)
-            else:
-                doc = await store.load(await store.resolve_id(args.session))
+            doc, notice = await find_session(store, args.session)
+            if notice:
+                print(notice, file=sys.stderr)
             world = apply_overrides(doc.world_model(), args)
             chat_only = world.flow is None and world.mode is None
             from rolecall.cli.repl.live import left_from_repl

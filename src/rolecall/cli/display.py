@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from rolecall.badges import NONE, Labels
 from rolecall.bus import (
@@ -274,8 +274,7 @@ def silence_stdout() -> None:
         pass
 
 
-def attach_display(
-    bus: Bus,
+def display_sink(
     *,
     json_mode: bool,
     role_order: list[str],
@@ -285,20 +284,24 @@ def attach_display(
     cost: float | None = 0.0,
     labels: Labels = NONE,
     turns: int = 0,
-) -> None:
-    """Attach the JSON sink or the terminal display; ``totals`` are tokens already spent."""
+) -> JsonSink | TerminalDisplay:
+    """The JSON sink or the terminal display; ``totals`` and ``cost`` are already spent."""
     if json_mode:
-        JsonSink(sys.stdout).attach(bus)
-    else:
-        display = TerminalDisplay(
-            sys.stdout,
-            sys.stderr,
-            role_order=role_order,
-            quiet=quiet,
-            show_conditions=verbose > 0,
-            labels=labels,
-            turns=turns,
-        )
-        display.total_in, display.total_out = totals
-        display.cost = cost
-        display.attach(bus)
+        return JsonSink(sys.stdout)
+    display = TerminalDisplay(
+        sys.stdout,
+        sys.stderr,
+        role_order=role_order,
+        quiet=quiet,
+        show_conditions=verbose > 0,
+        labels=labels,
+        turns=turns,
+    )
+    display.total_in, display.total_out = totals
+    display.cost = cost
+    return display
+
+
+def attach_display(bus: Bus, **options: Any) -> None:
+    """Attach :func:`display_sink` (same keywords) to ``bus``."""
+    display_sink(**options).attach(bus)

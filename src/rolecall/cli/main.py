@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     if args.version:
-        from rolecall import __version__
+        from rolecall.version import __version__
 
         print(f"rolecall {__version__}")
         return 0

@@ -90,7 +90,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 async def _watch(args: argparse.Namespace, url: str) -> None:
     from rolecall.bus import Envelope, EventBus
-    from rolecall.cli.display import attach_display
+    from rolecall.cli.display import display_sink
     from rolecall.nats.link import H_BATCH, connect, session_filter
     from rolecall.nats.replay import Reorder
 
@@ -102,9 +102,9 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
         found = buses.get(event.session_id)
         if found is None:
             bus = EventBus(event.session_id, first_seq=event.seq)
-            attach_display(
-                bus, json_mode=args.json, role_order=[], quiet=args.quiet, verbose=args.verbose
-            )
+            display_sink(
+                json_mode=args.json, role_order=[], quiet=args.quiet, verbose=args.verbose
+            ).attach(bus)
             found = buses[event.session_id] = (bus, Reorder(1 if args.from_start else event.seq))
         return found
 

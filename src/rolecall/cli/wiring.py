@@ -22,6 +22,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from rolecall.api.compose import attach_store, flush
 from rolecall.badges import labels_of
 from rolecall.bus import Bus, Envelope, ErrorEvent, EventBus
 from rolecall.cli.display import attach_display, use_color
@@ -127,7 +128,7 @@ async def save_to_file(
     session: Session, store: SqliteStore, memory: MemoryFiles, path: Path
 ) -> SessionDocument:
     """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
-    await store.flush(session)
+    await flush(session)
     doc = await store.load(session.session_id)
     doc.memory = read_memory(session, memory)
     await anyio.to_thread.run_sync(write_session_file, path, doc)
@@ -206,7 +207,9 @@ async def keep(
     doc: SessionDocument | None = None,
 ) -> None:
     """Store the session from now on and keep its memory files (completed when restored)."""
-    await store.attach(session, world_source=world_source or (doc.world_source if doc else None))
+    await attach_store(
+        session, store, world_source=world_source or (doc.world_source if doc else None)
+    )
     if doc is not None:
         memory.reconcile(session)  # memory files hold every stored message, once
     memory.attach(session)
@@ -290,7 +293,7 @@ async def live_session(
             tracer.close()
         with anyio.CancelScope(shield=True):
             try:
-                await store.flush(session)
+                await flush(session)
                 if writer is not None:
                     await writer.write(session)
             except StorageError as exc:

@@ -79,7 +79,7 @@ def _who_span(sender: str, color: str) -> str:
 
 def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
     """The session as one self-contained HTML page (every piece of content escaped)."""
-    from rolecall import __version__
+    from rolecall.version import __version__
 
     sel = select(doc, role=role, search=search)
     world = doc.world

@@ -8,8 +8,11 @@ adapter, whose module is imported only here and only when such a model is first 
 
 from __future__ import annotations
 
+import os
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+from rolecall.errors import ProviderRefused
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
 from rolecall.llm.types import BUILTIN_MODELS
@@ -18,6 +21,9 @@ if TYPE_CHECKING:
     from rolecall.llm.replay import ReplaySetup
 
 BUILTIN = BUILTIN_MODELS  # the models made here, not by litellm or a plugin
+REFUSE_ENV = "ROLECALL_REFUSE_REAL_MODELS"
+# set by rolecall.testing.refuse_real_models(): no provider model is created meanwhile
+refusing: ContextVar[bool] = ContextVar("rolecall_refuse_real_models", default=False)
 
 
 def needs_litellm(model: str) -> bool:
@@ -80,6 +86,13 @@ class ModelRegistry:
             return OfflineModel(delay=self.offline_delay)
         if name == "scripted":
             return ScriptedModel(delay=self.scripted_delay)
+        if refusing.get() or os.environ.get(REFUSE_ENV, "") not in ("", "0"):
+            raise ProviderRefused(
+                f"model '{name}' would call a real provider, and real provider calls are "
+                f"refused here (rolecall.testing.refuse_real_models() or {REFUSE_ENV}); use "
+                "'offline', 'scripted', or pass models={...} with a test model",
+                model=name,
+            )
         from rolecall.llm.plugins import create, plugin_for
 
         plugin = plugin_for(name)

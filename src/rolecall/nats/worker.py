@@ -145,7 +145,9 @@ class Worker:
                 errors = await run_to_end(session)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await self.ctx.store.flush(session)
+                    from rolecall.api.compose import flush
+
+                    await flush(session)
         except RolecallError as exc:
             failure = str(exc)
         return result_of(

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
-from rolecall import __version__
 from rolecall.errors import StorageError, UsageError
 from rolecall.flows.model import ID_PATTERN
 from rolecall.paths import write_atomically
@@ -34,6 +33,7 @@ from rolecall.session.state import (
     Transcript,
     Undecided,
 )
+from rolecall.version import __version__
 from rolecall.world.models import World
 
 if TYPE_CHECKING:

@@ -15,7 +15,11 @@ Two connections to one database file:
   0, and the same transaction is retried on a thread that waits up to
   ``writer.BUSY_TIMEOUT_S``), and checkpoints (fsync), which the writer never runs itself;
 * the aiosqlite connection (its own thread) reads, migrates, runs the management
-  writes (attach, import, delete) and the periodic checkpoints.
+  writes (create, import, delete, forget) and the periodic checkpoints.
+
+It implements :class:`~rolecall.storage.port.SessionStore`; a session's turns reach it
+as :class:`~rolecall.storage.port.TurnBatch` values from its recorder. All of rolecall's
+SQL on sessions is here (and in the modules beside it).
 """
 
 from __future__ import annotations
@@ -25,28 +29,25 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiosqlite
 import anyio
 import structlog
 from pydantic import ValidationError
 
-from rolecall.bus import Envelope
 from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
-from rolecall.session.document import SessionDocument, state_json, world_dict
+from rolecall.session.document import SessionDocument, StateDoc
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
+from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION, statements
-
-if TYPE_CHECKING:
-    from rolecall.runtime import Session
 
 log = structlog.get_logger(__name__)
 
@@ -54,21 +55,6 @@ log = structlog.get_logger(__name__)
 # after this many turn commits or this many bytes of rows, whichever comes first
 CHECKPOINT_EVERY_COMMITS = 500
 CHECKPOINT_EVERY_BYTES = 8 * 1024 * 1024
-
-
-@dataclass
-class _Tracked:
-    """What of one live session is already in the database."""
-
-    messages: int = 0
-    records: int = 0
-    drafts: int = 0
-    state_json: str = ""
-    buffer: list[Envelope] = field(default_factory=list)  # stamped since the last commit
-    # why a commit failed: the session in memory is then ahead of what is stored (its
-    # message added, its events never published), so nothing more of it is written and
-    # a resume goes on from the last commit
-    failed: str | None = None
 
 
 class SqliteStore:
@@ -79,7 +65,6 @@ class SqliteStore:
         # uncontended, a commit takes it without a trip through the event loop
         self._lock = anyio.Lock(fast_acquire=True)
         self._since_checkpoint = (0, 0)  # (commits, bytes) written since the last checkpoint
-        self._tracked: dict[str, _Tracked] = {}
 
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> SqliteStore:
@@ -175,41 +160,44 @@ class SqliteStore:
         return version
 
     # ------------------------------------------------------------- writing
-    async def attach(self, session: Session, *, world_source: str | None = None) -> None:
-        """Store ``session`` from now on (creating its row, or importing it whole)."""
-        sid = safe_id(session.session_id, "session id")
-        tracked = _Tracked()
-        self._tracked[sid] = tracked
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
-        session.bus.record_into(tracked.buffer)
-        session.store = self
-        session.turn_hooks.append(self.flush)
-        exists = await self._exists(sid)
-        now = session.clock().isoformat()
+    async def create(self, new: NewSession) -> None:
+        """Write a new session's row (before its first commit)."""
+        sid = safe_id(new.session_id, "session id")
         async with self._transaction() as db:
-            if not exists:
-                await db.execute(
-                    "INSERT INTO sessions (id, world_name, title, world_json, world_source, "
-                    "model_override, state, stop_reason, state_json, last_seq, created_at, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        sid,
-                        session.world.name,
-                        session.world.title,
-                        json.dumps(world_dict(session.world)),
-                        world_source,
-                        session.model_override,
-                        session.state.state,
-                        session.state.stop_reason,
-                        state_json(session.state),
-                        session.bus.last_seq,
-                        now,
-                        now,
-                    ),
-                )
-            else:
-                tracked.messages, tracked.records, tracked.drafts = await self._counts(db, sid)
-        tracked.state_json = state_json(session.state) if not exists else ""
+            await db.execute(
+                "INSERT INTO sessions (id, world_name, title, world_json, world_source, "
+                "model_override, state, stop_reason, state_json, last_seq, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid,
+                    new.world_name,
+                    new.title,
+                    new.world_json,
+                    new.world_source,
+                    new.model_override,
+                    new.state,
+                    new.stop_reason,
+                    new.state_json,
+                    new.last_seq,
+                    new.created_at,
+                    new.created_at,
+                ),
+            )
+
+    async def counts(self, session_id: str) -> StoredCounts | None:
+        """How much of the session is stored; None when it is not."""
+        sid = safe_id(session_id, "session id")
+        if not await self._exists(sid):
+            return None
+        out = []
+        for table in ("messages", "execution_log", "drafts"):
+            rows = await self._all(f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", sid)
+            out.append(int(rows[0][0]) if rows else 0)
+        return StoredCounts(out[0], out[1], out[2])
 
     async def has(self, session_id: str) -> bool:
         """Whether the session is stored here."""
@@ -218,71 +206,40 @@ class SqliteStore:
     async def _exists(self, sid: str) -> bool:
         return bool(await self._all("SELECT 1 FROM sessions WHERE id = ?", sid))
 
-    async def _counts(self, db: aiosqlite.Connection, sid: str) -> tuple[int, int, int]:
-        out = []
-        for table in ("messages", "execution_log", "drafts"):
-            rows = await db.execute_fetchall(
-                f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", (sid,)
-            )
-            out.append(int(next(iter(rows))[0]) if rows else 0)
-        return out[0], out[1], out[2]
+    def _transaction(self, *, immediate: bool = False) -> _Transaction:
+        return _Transaction(self, "BEGIN IMMEDIATE" if immediate else "BEGIN")
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self)
-
-    async def commit(self, session: Session) -> None:
-        """One transaction: the events stamped since the last one (delivered, or about to
-        be), new messages, execution records and drafts, the session's state.
-
-        The rows are prepared here and written by one function (see :meth:`_run`).
+    async def commit(self, batch: TurnBatch) -> None:
+        """One transaction: a turn's events, new messages, execution records and drafts,
+        and the session's state. The rows are written by one function (see :meth:`_run`).
         """
-        sid = session.session_id
-        tracked = self._tracked[sid]
-        if tracked.failed is not None:
-            raise StorageError(
-                f"session {sid} is no longer written to {self.path} since a write failed "
-                f"({tracked.failed}); what was committed before is kept"
-            )
-        state = session.state
-        events = tracked.buffer[:]  # the bus appends to this very list
-        tracked.buffer.clear()
-        messages = state.transcript.messages[tracked.messages :]
-        records = state.execution_log[tracked.records :]
-        drafts = state.drafts[tracked.drafts :]
-        state_now = state_json(state)
-        if not (events or messages or records or drafts) and state_now == tracked.state_json:
-            return
-        batch = Batch(
-            events=event_rows(sid, events),
+        sid = batch.session_id
+        rows = Batch(
+            events=event_rows(sid, list(batch.events)),
             messages=[
-                (sid, tracked.messages + i, m.id, m.sender, m.model_dump_json())
-                for i, m in enumerate(messages)
+                (sid, batch.first_message + i, m.id, m.sender, m.model_dump_json())
+                for i, m in enumerate(batch.messages)
             ],
-            records=[record_row(sid, r) for r in records],
-            drafts=[(sid, tracked.drafts + i, d.model_dump_json()) for i, d in enumerate(drafts)],
+            records=[record_row(sid, r) for r in batch.records],
+            drafts=[
+                (sid, batch.first_draft + i, d.model_dump_json())
+                for i, d in enumerate(batch.drafts)
+            ],
             session=(
-                state.state,
-                state.stop_reason,
-                state_now,
-                session.bus.last_seq,
-                session.clock().isoformat(),
+                batch.state,
+                batch.stop_reason,
+                batch.state_json,
+                batch.last_seq,
+                batch.updated_at,
                 sid,
             ),
         )
         started = time.perf_counter() if debug_enabled() else 0.0
-        try:
-            await self._run(writer.write_batch, batch)
-        except BaseException as exc:
-            tracked.failed = str(exc) or type(exc).__name__
-            raise
+        await self._run(writer.write_batch, rows)
         if started:
             took = round((time.perf_counter() - started) * 1000, 3)
-            log.debug("store_commit", session=sid, ms=took, events=len(events))
-        tracked.messages += len(messages)
-        tracked.records += len(records)
-        tracked.drafts += len(drafts)
-        tracked.state_json = state_now
-        await self._checkpoint_when_due(batch.size)
+            log.debug("store_commit", session=sid, ms=took, events=len(batch.events))
+        await self._checkpoint_when_due(rows.size)
 
     async def _run(self, fn: Callable[[sqlite3.Connection, Batch], None], batch: Batch) -> None:
         """Run ``fn(conn, batch)`` (one transaction) under the lock, inline if it can be.
@@ -327,22 +284,6 @@ class SqliteStore:
                 except sqlite3.Error as exc:  # the rows are in the WAL: a later one will do
                     log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
 
-    async def flush(self, session: Session) -> None:
-        """Store whatever happened since the last commit.
-
-        Every change of a session's state comes with an event or a new row (a flag, a
-        pause, a message...), so with none of those there is nothing to write.
-        """
-        tracked = self._tracked[session.session_id]
-        state = session.state
-        if (
-            tracked.buffer
-            or len(state.transcript.messages) > tracked.messages
-            or len(state.execution_log) > tracked.records
-            or len(state.drafts) > tracked.drafts
-        ):
-            await self.commit(session)
-
     # ------------------------------------------------------------- reading
     async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
         """The stored sessions, oldest first, with a preview (see :class:`SessionFilter`).
@@ -372,6 +313,16 @@ class SqliteStore:
                 f"session id '{text}' is ambiguous: {len(found)} sessions start with it ({shown})"
             )
         return text
+
+    async def costs(self) -> dict[str, float | None]:
+        """Each session's cost in USD: the sum over its agent messages, None when one of
+        them has no known cost (sessions without agent messages are left out)."""
+        rows = await self._all(
+            "SELECT session_id, SUM(json_extract(body, '$.cost_usd')), "
+            "SUM(json_extract(body, '$.cost_usd') IS NULL) FROM messages "
+            "WHERE json_extract(body, '$.kind') = 'agent' GROUP BY session_id"
+        )
+        return {sid: None if unknown else float(total or 0.0) for sid, total, unknown in rows}
 
     async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
         """The stored session as a document; StorageError naming a row that does not read."""
@@ -475,13 +426,46 @@ class SqliteStore:
         rows = await self._all(query)
         return {str(sid): (str(parent), str(at)) for sid, parent, at in rows}
 
-    async def delete(self, session_id: str) -> bool:
+    async def delete(self, session_id: str) -> int | None:
+        """Delete the session; the number of messages it held, None when it was not stored."""
         sid = safe_id(session_id, "session id")
         async with self._transaction() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = ?) "
+                    "FROM sessions WHERE id = ?",
+                    (sid, sid),
+                )
+            )
             for table in ("events_packed", "messages", "execution_log", "drafts"):
                 await db.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
-            cur = await db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
-            return cur.rowcount > 0
+            await db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+        return int(rows[0][0]) if rows else None
+
+    async def forget(self, session_id: str, agent: str) -> int:
+        """Clear ``agent``'s memory in the stored state: ``memory_start[agent]`` becomes the
+        number of stored messages (returned), its turn count 0. One transaction."""
+        sid = safe_id(session_id, "session id")
+        async with self._transaction(immediate=True) as db:
+            found = list(
+                await db.execute_fetchall("SELECT state_json FROM sessions WHERE id = ?", (sid,))
+            )
+            if not found:
+                raise UsageError(f"no session '{sid}' in {self.path}")
+            counted = list(
+                await db.execute_fetchall(
+                    "SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)
+                )
+            )
+            count = int(counted[0][0]) if counted else 0
+            state = StateDoc.model_validate_json(found[0][0])
+            state.turn_counts[agent] = 0
+            state.memory_start[agent] = count
+            await db.execute(
+                "UPDATE sessions SET state_json = ?, updated_at = ? WHERE id = ?",
+                (state.model_dump_json(), datetime.now(UTC).isoformat(), sid),
+            )
+        return count
 
     async def import_document(self, doc: SessionDocument) -> None:
         """Store a session read from a file (all of it), unless it is already stored."""
@@ -538,15 +522,20 @@ class SqliteStore:
 class _Transaction:
     """``async with``: the store's lock, BEGIN, COMMIT or ROLLBACK; errors as StorageError."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteStore, begin: str = "BEGIN") -> None:
         self.store = store
+        self.begin = begin
 
     async def __aenter__(self) -> aiosqlite.Connection:
         await self.store._lock.acquire()
         try:
-            await self.store.db.execute("BEGIN")
-        except BaseException:
+            await self.store.db.execute(self.begin)
+        except BaseException as exc:
             self.store._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(
+                    f"cannot write to the session store {self.store.path}: {exc}"
+                ) from exc
             raise
         return self.store.db
 

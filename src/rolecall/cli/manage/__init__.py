@@ -17,7 +17,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage import memory, roles, sessions
-from rolecall.cli.manage.memory import cmd_memory, reset_agent_memory
+from rolecall.cli.manage.memory import cmd_memory
 from rolecall.cli.manage.roles import cmd_roles, role_library
 from rolecall.cli.manage.sessions import cmd_sessions
 
@@ -31,7 +31,6 @@ __all__ = [
     "cmd_roles",
     "cmd_sessions",
     "register",
-    "reset_agent_memory",
     "role_library",
 ]
 

@@ -55,50 +55,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 # =================================================================== memory
-async def reset_agent_memory(store: SqliteStore, session_id: str, agent: str) -> int:
-    """In the stored session: ``agent``'s turn count to 0, its memory start to now.
-
-    One transaction on the store's connection. The state keeps the JSON shape of
-    :class:`~rolecall.session.document.StateDoc`; ``memory_start[agent]`` becomes the
-    number of stored messages, which is returned.
-    """
-    import sqlite3
-    from datetime import UTC, datetime
-
-    from rolecall.errors import StorageError, UsageError
-    from rolecall.paths import safe_id
-    from rolecall.session.document import StateDoc
-
-    sid = safe_id(session_id, "session id")
-    db = store.db
-    try:
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            async with db.execute("SELECT state_json FROM sessions WHERE id = ?", (sid,)) as cur:
-                row = await cur.fetchone()
-            if row is None:
-                raise UsageError(f"no session '{sid}' in {store.path}")
-            async with db.execute(
-                "SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)
-            ) as cur:
-                counted = await cur.fetchone()
-            count = int(counted[0]) if counted else 0
-            state = StateDoc.model_validate_json(row[0])
-            state.turn_counts[agent] = 0
-            state.memory_start[agent] = count
-            await db.execute(
-                "UPDATE sessions SET state_json = ?, updated_at = ? WHERE id = ?",
-                (state.model_dump_json(), datetime.now(UTC).isoformat(), sid),
-            )
-        except BaseException:
-            await db.rollback()
-            raise
-        await db.commit()
-    except sqlite3.Error as exc:
-        raise StorageError(f"cannot update the session store {store.path}: {exc}") from exc
-    return count
-
-
 def cmd_memory(args: argparse.Namespace) -> int:
     from rolecall.errors import UsageError
     from rolecall.memory import MemoryFiles
@@ -118,7 +74,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         if not clearing:
             return doc, 0, None
         archive = memory.clear(sid, agent)
-        return doc, await reset_agent_memory(store, sid, agent), archive
+        return doc, await store.forget(sid, agent), archive
 
     doc, start, archive = _with_store(args, body, missing=f"no session '{sid}'")
     path = memory.path(sid, agent)

@@ -280,16 +280,8 @@ def _depth(sid: str, forks: dict[str, tuple[str, str]]) -> int:
 
 
 async def session_costs(store: SqliteStore) -> dict[str, float | None]:
-    """Each stored session's cost in USD: the sum over its agent messages, None when one
-    of them has no known cost (sessions without agent messages are left out)."""
-    query = (
-        "SELECT session_id, SUM(json_extract(body, '$.cost_usd')), "
-        "SUM(json_extract(body, '$.cost_usd') IS NULL) FROM messages "
-        "WHERE json_extract(body, '$.kind') = 'agent' GROUP BY session_id"
-    )
-    async with store.db.execute(query) as cur:
-        rows = await cur.fetchall()
-    return {sid: None if unknown else float(total or 0.0) for sid, total, unknown in rows}
+    """Each stored session's cost in USD (see :meth:`SqliteStore.costs`)."""
+    return await store.costs()
 
 
 def _sessions_read(args: argparse.Namespace) -> int:
@@ -363,16 +355,7 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     folder = MemoryFiles.in_data_dir(data).root / sid
 
     async def body(store: SqliteStore) -> int | None:
-        async with store.db.execute(
-            "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = ?) "
-            "FROM sessions WHERE id = ?",
-            (sid, sid),
-        ) as cur:
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        await store.delete(sid)
-        return int(row[0])
+        return await store.delete(sid)
 
     from rolecall.paths import db_path
 

@@ -406,7 +406,9 @@ class Repl:
         state = session.state
         if not state.transcript.messages and not state.drafts and self.store is not None:
             # nothing was said: the session is not kept (it would only clutter the list)
-            await self.store.flush(session)
+            from rolecall.api.compose import flush
+
+            await flush(session)
             await self.store.delete(session.session_id)
             if not switching:
                 display.note("nothing was said: the session is not kept")

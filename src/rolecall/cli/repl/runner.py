@@ -444,7 +444,7 @@ class CommandRunner:
 
     # -- files --------------------------------------------------------------------------
     async def _cmd_save(self, cmd: Command) -> None:
-        from rolecall.cli.wiring import save_to_file
+        from rolecall.api.compose import save_to_file
 
         s = self.session
         if self.store is None or self.memory is None:
@@ -455,6 +455,7 @@ class CommandRunner:
         self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
 
     async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
+        from rolecall.api.compose import flush
         from rolecall.session.document import read_session_file
 
         name = cmd.args[0]
@@ -463,7 +464,7 @@ class CommandRunner:
             doc = await anyio.to_thread.run_sync(read_session_file, path)
             source = str(path)
         elif self.store is not None:
-            await self.store.flush(self.session)
+            await flush(self.session)
             doc = await self.store.load(await self.store.resolve_id(name))
             source = f"the store ({name})"
         else:
@@ -474,7 +475,7 @@ class CommandRunner:
         return LoadRequest(doc, source)
 
     async def _cmd_export(self, cmd: Command) -> None:
-        from rolecall.cli.wiring import save_to_file
+        from rolecall.api.compose import flush, save_to_file
 
         s = self.session
         fmt = cmd.args[0]
@@ -495,7 +496,7 @@ class CommandRunner:
         from rolecall.export import to_html, to_markdown
 
         render = to_markdown if fmt == "md" else to_html
-        await self.store.flush(s)
+        await flush(s)
         doc = await self.store.load(s.session_id)
         if role is not None and role.lower() not in ("human", "system"):
             role = _resolve_agent(s, role)

@@ -1,0 +1,256 @@
+"""The composition root: a world, a store, memory files and sinks made into a live session.
+
+Everything that builds sessions goes through :func:`assemble`: the public API
+(:func:`rolecall.open_session`), the command line and ``scripts/bench.py``. It takes
+plain values (no command-line arguments): the caller decides where things live and what
+is shown. On the way out the last events are stored whatever happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import structlog
+
+from rolecall.bus import Bus, Envelope, EventBus, Topic
+from rolecall.errors import StorageError
+from rolecall.llm.protocol import ChatModel
+from rolecall.llm.registry import ModelRegistry
+from rolecall.memory import MemoryFiles
+from rolecall.runtime import Session, new_session_id
+from rolecall.session.document import (
+    SessionDocument,
+    restore_state,
+    snapshot,
+    write_session_file,
+)
+from rolecall.session.state import SessionState
+from rolecall.storage.port import SessionStore
+from rolecall.storage.recorder import Recorder
+from rolecall.world.models import World
+
+log = structlog.get_logger(__name__)
+
+
+class Sink(Protocol):
+    """Something that shows or forwards a session's events: it subscribes itself to the bus.
+
+    The JSON lines writer (``--json``), the terminal display and the REPL's display are
+    sinks; an application passes its own to :func:`rolecall.open_session`.
+    """
+
+    def attach(self, bus: Bus) -> object:
+        """Subscribe to ``bus`` (every event arrives in ``seq`` order, synchronously)."""
+        ...
+
+
+class HandlerSink:
+    """A sink calling ``handler`` with every envelope of ``topic`` (every topic when None)."""
+
+    def __init__(
+        self, handler: Callable[[Envelope], None], topic: Topic | None = None, *, name: str = ""
+    ) -> None:
+        self.handler = handler
+        self.topic = topic
+        self.name = name
+
+    def attach(self, bus: Bus) -> None:
+        bus.subscribe(self.handler, self.topic, name=self.name)
+
+
+# sinks attached to every session assembled in this context (rolecall.testing.capture_events)
+ambient_sinks: ContextVar[tuple[Sink, ...]] = ContextVar("rolecall_ambient_sinks", default=())
+
+
+def _in_process(session_id: str, first_seq: int) -> Bus:
+    return EventBus(session_id, first_seq=first_seq)
+
+
+def read_memory(session: Session, memory: MemoryFiles) -> dict[str, list[dict[str, Any]]]:
+    return {rid: memory.read(session.session_id, rid) for rid in session.world.role_ids}
+
+
+class SessionFileWriter:
+    """Rewrites a session file after every turn (``--session-file``), atomically."""
+
+    def __init__(
+        self,
+        path: Path,
+        session: Session,
+        memory: MemoryFiles,
+        *,
+        created_at: datetime,
+        world_source: str | None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.path = path
+        self.memory = memory
+        self.created_at = created_at
+        self.world_source = world_source
+        self.events: list[dict[str, Any]] = list(events or [])
+        session.bus.subscribe(self._keep, name="session-file")
+        session.turn_hooks.append(self.write)
+
+    def _keep(self, envelope: Envelope) -> None:
+        if envelope.event.topic != "sse":
+            self.events.append(envelope.to_record())
+
+    async def write(self, session: Session) -> None:
+        doc = snapshot(
+            session,
+            created_at=self.created_at,
+            world_source=self.world_source,
+            events=self.events,
+            memory=read_memory(session, self.memory),
+        )
+        await anyio.to_thread.run_sync(write_session_file, self.path, doc)
+
+
+async def attach_store(
+    session: Session, store: SessionStore, *, world_source: str | None = None
+) -> Recorder:
+    """Store ``session`` in ``store`` from now on: its recorder becomes the session's store
+    (each turn stored before it is published) and is flushed after every turn."""
+    recorder = await Recorder.attach(store, session, world_source=world_source)
+    session.store = recorder
+    session.turn_hooks.append(recorder.flush)
+    return recorder
+
+
+def recorder_of(session: Session) -> Recorder | None:
+    """The recorder writing ``session`` to its store (None for a session kept in memory)."""
+    store = session.store
+    return store if isinstance(store, Recorder) else None
+
+
+async def flush(session: Session) -> None:
+    """Store whatever ``session`` did since its last commit (nothing without a store)."""
+    recorder = recorder_of(session)
+    if recorder is not None:
+        await recorder.flush(session)
+
+
+async def save_to_file(
+    session: Session, store: SessionStore, memory: MemoryFiles, path: Path
+) -> SessionDocument:
+    """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
+    await flush(session)
+    doc = await store.load(session.session_id)
+    doc.memory = read_memory(session, memory)
+    await anyio.to_thread.run_sync(write_session_file, path, doc)
+    return doc
+
+
+def resumed_state(doc: SessionDocument) -> SessionState:
+    """The state a stored session goes on from (a run cut short is paused, not running)."""
+    state = restore_state(doc)
+    if state.state == "running":  # the process died mid-run: it is paused now
+        state.state = "paused"
+        state.pause_reason = "interrupted"
+    elif state.state == "finished" and state.stop_reason == "manual":
+        # a manual stop ends a run, not the dialogue: resume reopens it
+        state.state = "paused"
+        state.pause_reason = "manual"
+        state.stop_reason = None
+        state.stop_detail = ""
+    return state
+
+
+def model_registry(models: Mapping[str, ChatModel] | None = None) -> ModelRegistry:
+    """The built-in models, with ``models`` replacing those of the same name."""
+    registry = ModelRegistry()
+    for name, model in (models or {}).items():
+        registry.register(name, model)
+    return registry
+
+
+@asynccontextmanager
+async def assemble(
+    world: World,
+    *,
+    store: SessionStore | None = None,
+    memory: MemoryFiles | None = None,
+    models: ModelRegistry | None = None,
+    model_override: str | None = None,
+    session_id: str | None = None,
+    doc: SessionDocument | None = None,
+    world_source: str | None = None,
+    session_file: Path | None = None,
+    sinks: Iterable[Sink] = (),
+    bus: Callable[[str, int], Bus] | None = None,
+    on_created: Callable[[Session], None] | None = None,
+) -> AsyncIterator[Session]:
+    """A live session of ``world``; a restored one when ``doc`` is given.
+
+    With a ``store`` every turn is stored before it is published; with ``memory`` every
+    agent's memory file gets each message; ``session_file`` is rewritten after every turn
+    (it needs ``memory``); the ``sinks`` are attached before anything is published.
+    ``bus(session_id, first_seq)`` makes the session's bus (a transport's; in process by
+    default); ``on_created`` sees the session before anything is attached.
+    """
+    if doc is not None:
+        session = Session(
+            world,
+            state=resumed_state(doc),
+            models=models,
+            bus=(bus or _in_process)(doc.session_id, doc.last_seq + 1),
+            model_override=model_override or doc.model_override,
+        )
+        session._opened = True
+        if store is not None:
+            await store.import_document(doc)
+    else:
+        sid = session_id or new_session_id()
+        session = Session(
+            world,
+            session_id=sid,
+            models=models,
+            model_override=model_override,
+            bus=bus(sid, 1) if bus is not None else None,
+        )
+    if on_created is not None:
+        on_created(session)
+    for sink in (*ambient_sinks.get(), *sinks):
+        sink.attach(session.bus)
+    source = world_source or (doc.world_source if doc else None)
+    if store is not None:
+        await attach_store(session, store, world_source=source)
+    if memory is not None:
+        if doc is not None:
+            memory.reconcile(session)  # memory files hold every stored message, once
+        memory.attach(session)
+    writer = None
+    if session_file is not None and memory is not None:
+        writer = SessionFileWriter(
+            session_file,
+            session,
+            memory,
+            created_at=doc.created_at if doc else session.clock(),
+            world_source=source,
+            events=doc.events if doc else None,
+        )
+    failed = False
+    try:
+        yield session
+    except StorageError as exc:
+        failed = True
+        exc.session_id = session.session_id  # the message can say what to resume
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await flush(session)
+                if writer is not None:
+                    await writer.write(session)
+            except StorageError as exc:
+                if failed:  # the same cause again: the first report says it all
+                    log.info("final_flush_failed", session=session.session_id, error=str(exc))
+                else:
+                    exc.session_id = session.session_id
+                    raise

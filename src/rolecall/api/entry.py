@@ -1,0 +1,265 @@
+"""The public entry points: load a world, open (or resume) a session, run one in one call."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from rolecall.api.compose import Sink, assemble, model_registry
+from rolecall.api.session import Mode, Result, Session
+from rolecall.errors import UsageError
+from rolecall.llm.protocol import ChatModel
+from rolecall.memory import MemoryFiles
+from rolecall.paths import db_path
+from rolecall.session.document import SessionDocument, read_session_file
+from rolecall.storage.port import SessionStore
+from rolecall.storage.sqlite import SqliteStore
+from rolecall.world.models import World
+
+log = structlog.get_logger(__name__)
+
+PathLike = str | os.PathLike[str]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "<the data directory's store>"
+
+
+DEFAULT: Any = _Default()
+
+
+def load_world(
+    source: World | PathLike | Mapping[str, Any], *, data_dir: PathLike | None = None
+) -> World:
+    """A world from a folder or ``world.yaml`` path, a name under ``./worlds/``, or a dict.
+
+    The dict is what the YAML file holds. Roles may use templates of the built-in role
+    library and of ``<data_dir>/roles/``. Raises :class:`rolecall.WorldError` listing every
+    problem; warnings (unreachable steps) go to the ``rolecall`` logger.
+    """
+    from rolecall.world.library import RoleLibrary
+    from rolecall.world.loader import build_world
+    from rolecall.world.loader import load_world as load_file
+
+    if isinstance(source, World):
+        return source
+    library = RoleLibrary(Path(data_dir) / "roles" if data_dir is not None else None)
+    if isinstance(source, Mapping):
+        loaded = build_world(dict(source), source="<dict>", library=library)
+    else:
+        loaded = load_file(source if isinstance(source, str) else Path(source), library)
+    for warning in loaded.warnings:
+        log.warning("world_warning", world=loaded.world.name, warning=warning)
+    return loaded.world
+
+
+@asynccontextmanager
+async def _store(
+    stack: AsyncExitStack, data_dir: PathLike | None, store: Any
+) -> AsyncIterator[SessionStore | None]:
+    if store is DEFAULT:
+        if data_dir is None:
+            yield None
+            return
+        store = await stack.enter_async_context(SqliteStore(db_path(Path(data_dir))))
+    yield store
+
+
+@asynccontextmanager
+async def _open(
+    world: World | None,
+    *,
+    data_dir: PathLike | None,
+    store: Any,
+    model: str | None,
+    models: Mapping[str, ChatModel] | None,
+    mode: Mode,
+    session_id: str | None,
+    sinks: Iterable[Sink],
+    target: PathLike | None = None,
+) -> AsyncIterator[Session]:
+    if mode not in ("auto", "step"):
+        raise UsageError(f"mode must be 'auto' or 'step', got {mode!r}")
+    async with AsyncExitStack() as stack:
+        opened = await stack.enter_async_context(_store(stack, data_dir, store))
+        doc = None
+        if target is not None:
+            doc, notice = await find_session(opened, target)
+            if notice:
+                log.info("resume_choice", notice=notice)
+            world = doc.world_model()
+        assert world is not None
+        memory = MemoryFiles.in_data_dir(Path(data_dir)) if data_dir is not None else None
+        async with (
+            assemble(
+                world,
+                store=opened,
+                memory=memory,
+                models=model_registry(models),
+                model_override=model,
+                session_id=session_id,
+                doc=doc,
+                world_source=doc.world_source if doc else None,
+                sinks=sinks,
+            ) as inner,
+            anyio.create_task_group() as tg,
+        ):
+            session = Session(inner, tg, mode)
+            try:
+                yield session
+            finally:
+                await session._close()
+
+
+@asynccontextmanager
+async def _unwrapped(manager: AbstractAsyncContextManager[Session]) -> AsyncIterator[Session]:
+    """``manager``, raising a lone error of its task group as itself, not in a group."""
+    try:
+        async with manager as session:
+            yield session
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+def open_session(
+    world: World | PathLike | Mapping[str, Any],
+    *,
+    data_dir: PathLike | None = None,
+    store: Any = DEFAULT,
+    model: str | None = None,
+    models: Mapping[str, ChatModel] | None = None,
+    mode: Mode = "auto",
+    session_id: str | None = None,
+    sinks: Iterable[Sink] = (),
+) -> AbstractAsyncContextManager[Session]:
+    """A new session of ``world``, live inside ``async with``.
+
+    ``data_dir``: store it (``<data_dir>/rolecall.db``) and write the agents' memory
+    files there; with neither it nor ``store`` the session lives in memory only.
+    ``store``: an open store to use instead. ``model`` replaces every role's model but
+    ``scripted``; ``models`` maps model names to model objects that replace the built-in
+    ones of those names. ``mode="step"``: nothing runs until :meth:`Session.step`.
+    ``sinks`` see every event (e.g. ``rolecall.JsonSink(sys.stdout)``).
+    """
+    return _unwrapped(
+        _open(
+            load_world(world, data_dir=data_dir),
+            data_dir=data_dir,
+            store=store,
+            model=model,
+            models=models,
+            mode=mode,
+            session_id=session_id,
+            sinks=sinks,
+        )
+    )
+
+
+def resume(
+    session: PathLike,
+    *,
+    data_dir: PathLike | None = None,
+    store: Any = DEFAULT,
+    model: str | None = None,
+    models: Mapping[str, ChatModel] | None = None,
+    mode: Mode = "auto",
+    sinks: Iterable[Sink] = (),
+) -> AbstractAsyncContextManager[Session]:
+    """A stored session (its id, in ``data_dir`` or ``store``) or a session file, live again.
+
+    Nothing is regenerated: the session goes on from its last stored turn.
+    """
+    return _unwrapped(
+        _open(
+            None,
+            data_dir=data_dir,
+            store=store,
+            model=model,
+            models=models,
+            mode=mode,
+            session_id=None,
+            sinks=sinks,
+            target=session,
+        )
+    )
+
+
+async def run(
+    world: World | PathLike | Mapping[str, Any],
+    *,
+    data_dir: PathLike | None = None,
+    store: Any = DEFAULT,
+    model: str | None = None,
+    models: Mapping[str, ChatModel] | None = None,
+    mode: Mode = "auto",
+    session_id: str | None = None,
+    sinks: Iterable[Sink] = (),
+) -> Result:
+    """Open a session of ``world``, run it until it finishes or pauses, return its result."""
+    async with open_session(
+        world,
+        data_dir=data_dir,
+        store=store,
+        model=model,
+        models=models,
+        mode=mode,
+        session_id=session_id,
+        sinks=sinks,
+    ) as session:
+        return await session.run()
+
+
+async def find_session(
+    store: SessionStore | None, target: PathLike
+) -> tuple[SessionDocument, str | None]:
+    """The document of a session file, or of a stored session by id; and a notice.
+
+    A session file whose session is already stored gives the stored copy when that one
+    is as new or newer (the notice says so); an older stored copy is refused, as the two
+    may differ.
+    """
+    path = Path(target)
+    if path.suffix == ".json" or await anyio.Path(path).is_file():
+        doc = read_session_file(path)
+        if store is None or not await store.has(doc.session_id):
+            return doc, None
+        stored = await store.load(doc.session_id)
+        if len(stored.messages) >= len(doc.messages):
+            return stored, (
+                f"session {doc.session_id} is already stored here ({_count(stored.messages)}; "
+                f"{path} has {_count(doc.messages)}): resuming the stored one"
+            )
+        raise UsageError(
+            f"{path} holds {len(doc.messages)} messages of session {doc.session_id}, but "
+            f"{len(stored.messages)} of them are stored in this data directory and they may "
+            "differ: resume the file with another --data-dir, or resume the stored session by id"
+        )
+    if store is None:
+        raise UsageError(
+            f"'{target}' is not a session file, and there is no store to find a session id "
+            "in (pass data_dir= or store=)"
+        )
+    resolve = getattr(store, "resolve_id", None)  # ``last`` or a unique prefix (SQLite)
+    sid = await resolve(str(target)) if resolve is not None else str(target)
+    return await store.load(sid), None
+
+
+def _count(messages: Sequence[object]) -> str:
+    return f"{len(messages)} message" + ("" if len(messages) == 1 else "s")

@@ -1,0 +1,182 @@
+"""The in-memory store: :class:`~rolecall.storage.port.SessionStore` in a process's memory.
+
+For tests and embedding applications that want stored sessions (resume, list, export)
+without a file. Nothing survives the process. Streamed ``sse`` events are not kept (a
+document leaves them out anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rolecall.errors import UsageError
+from rolecall.paths import safe_id
+from rolecall.session.document import SessionDocument, StateDoc
+from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.storage.catalog import SessionFilter, SessionRow
+from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
+
+
+@dataclass
+class _Stored:
+    new: NewSession
+    state: str
+    stop_reason: str | None
+    state_json: str
+    updated_at: str
+    messages: list[Message] = field(default_factory=list)
+    records: list[ExecutionRecord] = field(default_factory=list)
+    drafts: list[Draft] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    last_seq: int = 0  # of the last event stored (streamed ones included)
+
+
+class MemoryStore:
+    """Sessions kept in a dict, one :class:`TurnBatch` at a time."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Stored] = {}
+
+    @property
+    def location(self) -> str:
+        return "memory"
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def create(self, new: NewSession) -> None:
+        sid = safe_id(new.session_id, "session id")
+        self._sessions[sid] = _Stored(
+            new, new.state, new.stop_reason, new.state_json, new.created_at
+        )
+
+    async def counts(self, session_id: str) -> StoredCounts | None:
+        stored = self._sessions.get(safe_id(session_id, "session id"))
+        if stored is None:
+            return None
+        return StoredCounts(len(stored.messages), len(stored.records), len(stored.drafts))
+
+    async def commit(self, batch: TurnBatch) -> None:
+        stored = self._get(batch.session_id)
+        stored.messages.extend(batch.messages)
+        stored.records.extend(batch.records)
+        stored.drafts.extend(batch.drafts)
+        stored.events.extend(e.to_record() for e in batch.events if e.event.topic != "sse")
+        if batch.events:
+            stored.last_seq = batch.events[-1].seq
+        stored.state = batch.state
+        stored.stop_reason = batch.stop_reason
+        stored.state_json = batch.state_json
+        stored.updated_at = batch.updated_at
+
+    async def has(self, session_id: str) -> bool:
+        return safe_id(session_id, "session id") in self._sessions
+
+    async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
+        stored = self._get(session_id)
+        new = stored.new
+        return SessionDocument.model_validate(
+            {
+                "session_id": new.session_id,
+                "created_at": new.created_at,
+                "updated_at": stored.updated_at,
+                "world": json.loads(new.world_json),
+                "world_source": new.world_source,
+                "model_override": new.model_override,
+                "state": json.loads(stored.state_json),
+                "last_seq": stored.last_seq,
+                "messages": list(stored.messages),
+                "execution_log": list(stored.records),
+                "drafts": list(stored.drafts),
+                "events": list(stored.events) if with_events else [],
+            }
+        )
+
+    async def costs(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for sid, stored in self._sessions.items():
+            agents = [m for m in stored.messages if m.kind == "agent"]
+            if agents:
+                unknown = any(m.cost_usd is None for m in agents)
+                out[sid] = None if unknown else sum(m.cost_usd or 0.0 for m in agents)
+        return out
+
+    async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
+        if where is not None:
+            raise UsageError("filtering sessions needs the SQLite store (rolecall.SqliteStore)")
+        rows = []
+        for sid, stored in sorted(
+            self._sessions.items(), key=lambda i: (i[1].new.created_at, i[0])
+        ):
+            rows.append(
+                SessionRow(
+                    id=sid,
+                    world_name=stored.new.world_name,
+                    title=stored.new.title,
+                    state=stored.state,
+                    stop_reason=stored.stop_reason,
+                    messages=len(stored.messages),
+                    created_at=stored.new.created_at,
+                    updated_at=stored.updated_at,
+                    pause_reason=json.loads(stored.state_json).get("pause_reason"),
+                )
+            )
+        return rows
+
+    async def delete(self, session_id: str) -> int | None:
+        stored = self._sessions.pop(safe_id(session_id, "session id"), None)
+        return None if stored is None else len(stored.messages)
+
+    async def import_document(self, doc: SessionDocument) -> None:
+        sid = safe_id(doc.session_id, "session id")
+        if sid in self._sessions:
+            return
+        state_text = doc.state.model_dump_json()
+        self._sessions[sid] = _Stored(
+            NewSession(
+                session_id=sid,
+                world_name=str(doc.world.get("name", "")),
+                title=str(doc.world.get("title", "")),
+                world_json=json.dumps(doc.world),
+                world_source=doc.world_source,
+                model_override=doc.model_override,
+                state=doc.state.state,
+                stop_reason=doc.state.stop_reason,
+                state_json=state_text,
+                last_seq=doc.last_seq,
+                created_at=doc.created_at.isoformat(),
+            ),
+            doc.state.state,
+            doc.state.stop_reason,
+            state_text,
+            doc.updated_at.isoformat(),
+            messages=list(doc.messages),
+            records=list(doc.execution_log),
+            drafts=list(doc.drafts),
+            events=[dict(e) for e in doc.events],
+            last_seq=doc.last_seq,
+        )
+
+    async def forget(self, session_id: str, agent: str) -> int:
+        stored = self._get(session_id)
+        state = StateDoc.model_validate_json(stored.state_json)
+        state.turn_counts[agent] = 0
+        state.memory_start[agent] = len(stored.messages)
+        stored.state_json = state.model_dump_json()
+        stored.updated_at = datetime.now(UTC).isoformat()
+        return len(stored.messages)
+
+    def _get(self, session_id: str) -> _Stored:
+        sid = safe_id(session_id, "session id")
+        stored = self._sessions.get(sid)
+        if stored is None:
+            recent = list(self._sessions)[-5:]
+            hint = f" (recent: {', '.join(recent)})" if recent else " (no sessions stored yet)"
+            raise UsageError(f"no session '{session_id}' in memory{hint}")
+        return stored

@@ -1,0 +1,121 @@
+"""The store port: what rolecall needs from wherever sessions are kept.
+
+:class:`SessionStore` is the protocol; :class:`~rolecall.storage.sqlite.SqliteStore`
+(one SQLite file, WAL) and :class:`~rolecall.storage.memory.MemoryStore` (a process's
+memory) implement it. Everything else (the composition root, the command line, the
+REPL) goes through these methods: no SQL outside the SQLite implementation.
+
+A live session is written as pure :class:`TurnBatch` values, built by the
+:class:`~rolecall.storage.recorder.Recorder` the composition root attaches to it: the
+store never sees the session object, and never changes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from rolecall.bus import Envelope
+from rolecall.session.document import SessionDocument
+from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.storage.catalog import SessionFilter, SessionRow
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """The row of a session about to be written for the first time."""
+
+    session_id: str
+    world_name: str
+    title: str
+    world_json: str
+    world_source: str | None
+    model_override: str | None
+    state: str
+    stop_reason: str | None
+    state_json: str
+    last_seq: int
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBatch:
+    """What happened in a session since its last commit: written in one transaction.
+
+    ``first_message`` and ``first_draft`` are the transcript positions of the first new
+    message and draft (the rows are numbered by them).
+    """
+
+    session_id: str
+    events: tuple[Envelope, ...]
+    messages: tuple[Message, ...]
+    records: tuple[ExecutionRecord, ...]
+    drafts: tuple[Draft, ...]
+    first_message: int
+    first_draft: int
+    state: str
+    stop_reason: str | None
+    state_json: str
+    last_seq: int
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCounts:
+    """How much of a session is stored: messages, execution records, drafts."""
+
+    messages: int
+    records: int
+    drafts: int
+
+
+class SessionStore(Protocol):
+    """Where sessions are kept. Failures are :class:`~rolecall.errors.StorageError`;
+    an unknown session id is a :class:`~rolecall.errors.UsageError` naming it."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is (a path), for messages."""
+        ...
+
+    async def create(self, new: NewSession) -> None:
+        """Write a new session's row (before its first commit)."""
+        ...
+
+    async def counts(self, session_id: str) -> StoredCounts | None:
+        """How much of the session is stored; None when it is not."""
+        ...
+
+    async def commit(self, batch: TurnBatch) -> None:
+        """Write ``batch`` in one transaction: all of it or, on failure, none."""
+        ...
+
+    async def has(self, session_id: str) -> bool:
+        """Whether the session is stored here."""
+        ...
+
+    async def load(self, session_id: str, *, with_events: bool = True) -> SessionDocument:
+        """The stored session as a document (events without the streamed ``sse`` ones)."""
+        ...
+
+    async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
+        """The stored sessions, oldest first (all of them without a filter)."""
+        ...
+
+    async def costs(self) -> dict[str, float | None]:
+        """Each session's cost in USD: the sum over its agent messages, None when one of
+        them has no known cost (sessions without agent messages are left out)."""
+        ...
+
+    async def delete(self, session_id: str) -> int | None:
+        """Delete the session; the number of messages it held, None when it was not stored."""
+        ...
+
+    async def import_document(self, doc: SessionDocument) -> None:
+        """Store a session read from a file (all of it), unless it is already stored."""
+        ...
+
+    async def forget(self, session_id: str, agent: str) -> int:
+        """Clear ``agent``'s memory in the stored state (later prompts start after the
+        messages stored so far; its turn count is 0). Returns that message count."""
+        ...

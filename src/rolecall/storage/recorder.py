@@ -1,0 +1,143 @@
+"""The recorder: a live session's changes as :class:`TurnBatch` values for a store.
+
+The composition root creates one per stored session and hands it to the session as its
+store (the runtime calls :meth:`Recorder.commit` before it publishes a turn's events, so
+whatever a subscriber sees is stored). The recorder knows how much of the session is
+stored already; the store only writes the batches it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from rolecall.bus import Bus, Envelope
+from rolecall.errors import StorageError
+from rolecall.paths import safe_id
+from rolecall.session.document import state_json, world_dict
+from rolecall.session.state import SessionState
+from rolecall.storage.port import NewSession, SessionStore, StoredCounts, TurnBatch
+from rolecall.world.models import World
+
+
+class Recordable(Protocol):
+    """What the recorder reads of a live session."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    world: World
+    state: SessionState
+    bus: Bus
+    clock: Callable[[], datetime]
+    model_override: str | None
+
+
+class Recorder:
+    """Writes one live session to a :class:`SessionStore`, a turn at a time."""
+
+    def __init__(self, store: SessionStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.buffer: list[Envelope] = []  # stamped since the last commit (the bus appends)
+        self.messages = self.records = self.drafts = 0  # how many of each are stored
+        self.state_json = ""
+        # why a commit failed: the session in memory is then ahead of what is stored (its
+        # message added, its events never published), so nothing more of it is written and
+        # a resume goes on from the last commit
+        self.failed: str | None = None
+
+    @classmethod
+    async def attach(
+        cls, store: SessionStore, session: Recordable, *, world_source: str | None = None
+    ) -> Recorder:
+        """Record ``session`` into ``store`` from now on (creating its row if new).
+
+        The caller makes the recorder the session's store (``session.store``) and flushes
+        it after every turn.
+        """
+        sid = safe_id(session.session_id, "session id")
+        recorder = cls(store, sid)
+        session.bus.record_into(recorder.buffer)
+        stored = await store.counts(sid)
+        if stored is None:
+            recorder.state_json = state_json(session.state)
+            await store.create(
+                NewSession(
+                    session_id=sid,
+                    world_name=session.world.name,
+                    title=session.world.title,
+                    world_json=json.dumps(world_dict(session.world)),
+                    world_source=world_source,
+                    model_override=session.model_override,
+                    state=session.state.state,
+                    stop_reason=session.state.stop_reason,
+                    state_json=recorder.state_json,
+                    last_seq=session.bus.last_seq,
+                    created_at=session.clock().isoformat(),
+                )
+            )
+        else:
+            recorder.counted(stored)
+        return recorder
+
+    def counted(self, stored: StoredCounts) -> None:
+        self.messages, self.records, self.drafts = stored.messages, stored.records, stored.drafts
+
+    async def commit(self, session: Recordable) -> None:
+        """One transaction: the events stamped since the last one (delivered, or about to
+        be), new messages, execution records and drafts, the session's state."""
+        if self.failed is not None:
+            raise StorageError(
+                f"session {self.session_id} is no longer written to {self.store.location} "
+                f"since a write failed ({self.failed}); what was committed before is kept"
+            )
+        state = session.state
+        events = tuple(self.buffer)
+        self.buffer.clear()  # the bus appends to this very list
+        messages = tuple(state.transcript.messages[self.messages :])
+        records = tuple(state.execution_log[self.records :])
+        drafts = tuple(state.drafts[self.drafts :])
+        state_now = state_json(state)
+        if not (events or messages or records or drafts) and state_now == self.state_json:
+            return
+        batch = TurnBatch(
+            session_id=self.session_id,
+            events=events,
+            messages=messages,
+            records=records,
+            drafts=drafts,
+            first_message=self.messages,
+            first_draft=self.drafts,
+            state=state.state,
+            stop_reason=state.stop_reason,
+            state_json=state_now,
+            last_seq=session.bus.last_seq,
+            updated_at=session.clock().isoformat(),
+        )
+        try:
+            await self.store.commit(batch)
+        except BaseException as exc:
+            self.failed = str(exc) or type(exc).__name__
+            raise
+        self.messages += len(messages)
+        self.records += len(records)
+        self.drafts += len(drafts)
+        self.state_json = state_now
+
+    async def flush(self, session: Recordable) -> None:
+        """Store whatever happened since the last commit.
+
+        Every change of a session's state comes with an event or a new row (a flag, a
+        pause, a message...), so with none of those there is nothing to write.
+        """
+        state = session.state
+        if (
+            self.buffer
+            or len(state.transcript.messages) > self.messages
+            or len(state.execution_log) > self.records
+            or len(state.drafts) > self.drafts
+        ):
+            await self.commit(session)

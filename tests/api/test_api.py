@@ -1,0 +1,223 @@
+"""The public Python API (spec/api.md): sessions, events, result, resume, testing helpers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import rolecall
+from rolecall.llm.types import GenerationRequest
+from rolecall.testing import FunctionModel, capture_events, refuse_real_models
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.anyio
+
+
+def pair(**extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "pair",
+        "topic": "tea or coffee",
+        "model": "offline",
+        "roles": [{"id": "ann"}, {"id": "bob"}],
+        "flow": {
+            "steps": [
+                {"id": "open", "speaker": "ann"},
+                {"id": "answer", "speaker": "bob", "reply_to": {"role": "ann"}},
+                {"id": "close", "speaker": "ann", "reply_to": {"role": "bob"}},
+            ]
+        },
+    }
+    data.update(extra)
+    return data
+
+
+def numbered(request: GenerationRequest) -> str:
+    return f"{request.info.speaker} says {request.info.turn}"
+
+
+async def test_events_run_the_flow_and_none_is_dropped() -> None:
+    world = rolecall.load_world(pair())
+    seqs: list[int] = []
+    kinds: list[type] = []
+    async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
+        async for envelope in s.envelopes():
+            seqs.append(envelope.seq)
+            kinds.append(type(envelope.event))
+    assert seqs == list(range(1, len(seqs) + 1))  # every event, in seq order, no gap
+    assert kinds[-1] is rolecall.StopEvent
+    assert kinds.count(rolecall.Message) == 3 == s.result.messages
+    assert kinds.count(rolecall.StreamChunk) >= 3
+    assert s.result.stop_reason == "flow_end" and s.result.state == "finished"
+    assert [m.content for m in s.transcript] == ["ann says 1", "bob says 2", "ann says 3"]
+    assert s.result.tokens == s.result.input_tokens + s.result.output_tokens > 0
+    assert s.result.cost == 0.0
+
+
+async def test_a_second_reader_after_the_end_gets_nothing_and_ends() -> None:
+    async with rolecall.open_session(pair()) as s:
+        first = [e async for e in s.events()]
+        again = [e async for e in s.events()]
+    assert first and again == []
+
+
+async def test_in_memory_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ROLECALL_HOME", str(tmp_path / "home"))
+    result = await rolecall.run(pair())
+    assert result.stop_reason == "flow_end"
+    assert [p async for p in anyio.Path(tmp_path).iterdir()] == []
+
+
+async def test_data_dir_stores_and_resume_goes_on_without_regenerating(tmp_path: Path) -> None:
+    model = FunctionModel(numbered)
+    async with rolecall.open_session(
+        pair(), data_dir=tmp_path, mode="step", models={"offline": model}
+    ) as s:
+        assert await s.step()
+        sid = s.session_id
+        assert s.result.state == "running"
+    assert (tmp_path / "rolecall.db").is_file()
+    assert (tmp_path / "memory" / sid / "bob.jsonl").is_file()
+    async with rolecall.resume(sid, data_dir=tmp_path, models={"offline": model}) as s:
+        assert [m.content for m in s.transcript] == ["ann says 1"]
+        result = await s.run()
+    assert result.stop_reason == "flow_end" and result.messages == 3
+    assert len(model.requests) == 3  # one per message: none generated twice
+
+
+async def test_resume_of_an_unknown_id_names_it(tmp_path: Path) -> None:
+    with pytest.raises(rolecall.UsageError, match="no session 'nope'"):
+        async with rolecall.resume("nope", data_dir=tmp_path):
+            pass
+    with pytest.raises(rolecall.UsageError, match="no store"):
+        async with rolecall.resume("nope"):
+            pass
+
+
+async def test_leaving_the_block_mid_run_pauses_the_session(tmp_path: Path) -> None:
+    async def slow(request: GenerationRequest) -> str:
+        if request.info.turn == 2:
+            await anyio.sleep(30)
+        return "fine"
+
+    async with rolecall.open_session(
+        pair(), data_dir=tmp_path, models={"offline": FunctionModel(slow)}
+    ) as s:
+        async for event in s.events():
+            if isinstance(event, rolecall.StreamStart) and event.message_id == "m2":
+                break
+    # as Ctrl-C does on the command line: the generation cut is kept as a draft
+    assert s.result.state == "paused" and s.result.pause_reason == "cancelled"
+    assert [d.message_id for d in s.runtime.state.drafts] == ["m2"]
+    async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
+        assert [m.content for m in again.transcript] == ["fine"]
+
+
+async def test_chat_say_pause_and_stop() -> None:
+    world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}, {"id": "nurse"}]}
+    seen: list[str] = []
+    async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
+
+        async def read() -> None:
+            async for event in s.events():
+                if isinstance(event, rolecall.Message):
+                    seen.append(event.sender)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await anyio.lowlevel.checkpoint()
+            await s.say("@doc hello")
+            s.pause()
+            assert s.result.state == "paused"
+            s.stop()
+    assert seen == ["human", "doc"]
+    assert s.result.stop_reason == "manual"
+
+
+async def test_models_replace_the_builtin_of_that_name_only() -> None:
+    world = pair(roles=[{"id": "ann"}, {"id": "bob", "model": "scripted", "script": ["hi"]}])
+    model = FunctionModel(lambda request: "from the function")
+    with capture_events() as events:
+        result = await rolecall.run(world, models={"offline": model})
+    assert [m.content for m in events.of(rolecall.Message)] == [
+        "from the function",
+        "hi",
+        "from the function",
+    ]
+    assert result.messages == 3 and len(model.requests) == 2
+
+
+async def test_refusing_real_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = pair(model="openai/gpt-4o-mini")
+    with refuse_real_models(), pytest.raises(rolecall.ProviderError, match="refused"):
+        await rolecall.run(world)
+    monkeypatch.setenv("ROLECALL_REFUSE_REAL_MODELS", "1")
+    with pytest.raises(rolecall.ProviderError, match="ROLECALL_REFUSE_REAL_MODELS"):
+        await rolecall.run(world)
+    # a model object passed in is the caller's choice, never refused
+    result = await rolecall.run(world, models={"openai/gpt-4o-mini": FunctionModel(numbered)})
+    assert result.stop_reason == "flow_end"
+
+
+async def test_sinks_see_every_event_from_the_first() -> None:
+    class Keep:
+        def __init__(self) -> None:
+            self.seqs: list[int] = []
+
+        def attach(self, bus: Any) -> None:
+            bus.subscribe(lambda envelope: self.seqs.append(envelope.seq))
+
+    keep = Keep()
+    await rolecall.run(pair(), sinks=[keep])
+    assert keep.seqs[0] == 1 and keep.seqs == sorted(keep.seqs)
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(rolecall.WorldError, match="no role 'nobody'"):
+        rolecall.load_world(pair(flow={"steps": [{"id": "s", "speaker": "nobody"}]}))
+    with pytest.raises(rolecall.UsageError, match="no world 'atlantis'"):
+        rolecall.load_world("atlantis")
+
+
+async def test_mode_must_be_known() -> None:
+    with pytest.raises(rolecall.UsageError, match="mode must be 'auto' or 'step'"):
+        async with rolecall.open_session(pair(), mode="fast"):  # type: ignore[arg-type]
+            pass
+
+
+def test_library_use_prints_nothing(tmp_path: Path) -> None:
+    """Warnings and info logs of a library run reach no stream unless the app asks."""
+    code = (
+        "import anyio, logging, rolecall\n"
+        "w = rolecall.load_world({'name': 'x', 'model': 'offline', 'roles': [{'id': 'a'}],"
+        " 'flow': {'steps': [{'id': 's', 'speaker': 'a'}, {'id': 'lost', 'speaker': 'a'}],"
+        " 'stop': [{'max_turns': 1}]}})\n"
+        "anyio.run(rolecall.run, w)\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "anyio.run(rolecall.run, w)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLECALL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    # only after the application configured logging do records appear, on its handler
+    assert "session_finished" in done.stderr
+    assert done.stderr.startswith("INFO:rolecall.runtime:")
+
+
+def test_public_names() -> None:
+    for name in rolecall.__all__:
+        assert getattr(rolecall, name) is not None
+    assert rolecall.Message is rolecall.MessageEvent
+    with pytest.raises(AttributeError):
+        rolecall.nothing_here  # noqa: B018
+    assert ROOT.is_dir()
