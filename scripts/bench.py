@@ -60,7 +60,7 @@ import anyio
 import yaml
 
 import rolecall
-from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
+from rolecall.api.compose import HandlerSink, Sink, assemble, attach_store, flush, save_to_file
 from rolecall.cli import logs
 from rolecall.cli.display import JsonSink
 from rolecall.flows.conditions import ConditionContext
@@ -1623,9 +1623,9 @@ async def _fork_runs(turns: int, repeats: int, root: Path) -> tuple[list[float],
     facts: dict[str, Any] = {}
     async with SqliteStore(db_path(data)) as store:
         session = Session(turn_world(turns))
-        await store.attach(session)
+        await attach_store(session, store)
         await session.run()
-        await store.flush(session)
+        await flush(session)
         sid = session.session_id
         for _ in range(repeats):
             start = time.perf_counter()
