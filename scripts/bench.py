@@ -1744,6 +1744,19 @@ SCALE: dict[str, Callable[[bool], Bench]] = {
 }
 
 
+def _web(quick: bool) -> Bench:
+    """scripts/bench_web.py: a real `rolecall web` process and HTTP/SSE clients."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_web
+
+    bench: Bench = bench_web.bench_web(quick, Bench)
+    return bench
+
+
+# run with --web: it starts `rolecall web` on loopback with many stored sessions
+WEB: dict[str, Callable[[bool], Bench]] = {"web": _web}
+
+
 def git(*args: str) -> str | None:
     """Output of a read-only git command, or None when git is not usable here."""
     try:
@@ -1781,7 +1794,12 @@ def run_one(name: str, quick: bool) -> Bench:
     progress(f"{name} ...")
     t0 = time.perf_counter()
     meter = CpuMeter()
-    run = BENCHMARKS.get(name) or SCALE.get(name) or COMPARISONS[name.removeprefix("compare_")]
+    run = (
+        BENCHMARKS.get(name)
+        or SCALE.get(name)
+        or WEB.get(name)
+        or COMPARISONS[name.removeprefix("compare_")]
+    )
     try:
         bench = run(quick)
     except Unavailable as exc:  # e.g. AutoGen cannot be installed: reported, exit code 0
@@ -1846,6 +1864,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"the scale benchmarks ({', '.join(SCALE)}: a nats-server, worker processes, "
         "a loopback provider); alone unless --only names others too",
     )
+    parser.add_argument(
+        "--web",
+        action="store_true",
+        help="the web view's benchmark (a `rolecall web` process with 10,000 stored "
+        "sessions); alone unless --only names others too",
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)  # memory_rss's child
     return parser.parse_args(argv)
 
@@ -1859,10 +1883,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = machine()
     t0 = time.perf_counter()
     meter = CpuMeter()
-    alone = args.only or args.compare or args.scale
+    alone = args.only or args.compare or args.scale or args.web
     names = [n for n in BENCHMARKS if (args.only and n in args.only) or not alone]
     if args.scale:
         names.extend(SCALE)
+    if args.web:
+        names.extend(WEB)
     if args.compare:
         names.append(f"compare_{args.compare}")
     benches = [run_one(name, args.quick) for name in names]

@@ -48,6 +48,7 @@ def dispatch(args: argparse.Namespace) -> int:
     from rolecall.cli.modes_cmd import run_consensus, run_debate
     from rolecall.cli.nats_cmd import cmd_watch, cmd_worker
     from rolecall.cli.study_cmd import run_study
+    from rolecall.cli.web_cmd import cmd_web
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "debate": run_debate,
@@ -64,6 +65,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "models": cmd_models,
         "watch": cmd_watch,
         "worker": cmd_worker,
+        "web": cmd_web,
     }
     from rolecall.cli.display import silence_stdout, stdout_failed
 
@@ -197,6 +199,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     from rolecall.cli.wiring import live_session, memory_files, open_store
 
+    if getattr(args, "web", False):
+        from rolecall.cli.web_cmd import cmd_chat_web
+
+        return cmd_chat_web(args)
     if sys.stdin.isatty() and sys.stdout.isatty() and not args.json:
         from rolecall.cli.repl import cmd_repl
 

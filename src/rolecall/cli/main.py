@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: a flow runs by itself between your messages; step: one turn per Enter",
     )
+    chat.add_argument(
+        "--web", action="store_true", help="talk in the web view instead (see `rolecall web`)"
+    )
+    from rolecall.cli.web_cmd import add_web_flags
+
+    add_web_flags(chat)
     add_common_flags(chat)
     add_nats_flag(chat)
 
@@ -102,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rolecall.cli.modes_cmd import add_parsers
     from rolecall.cli.nats_cmd import add_watch_parser, add_worker_parser
     from rolecall.cli.study_cmd import add_parser as add_study
+    from rolecall.cli.web_cmd import add_parser as add_web
 
     register(sub)
     add_parsers(sub)
@@ -112,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rolecall.cli.ecosystem_cmd import add_parser as add_models
 
     add_models(sub)
+    add_web(sub)
 
     worlds = sub.add_parser(
         "worlds",

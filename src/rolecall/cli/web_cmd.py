@@ -1,0 +1,149 @@
+"""``rolecall web``: the sessions, the live thread and the flow pages in a browser (web.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from rolecall.errors import UsageError
+
+EXAMPLES = [
+    "rolecall web                                 serve on http://127.0.0.1:8765/",
+    "rolecall web --port 9000 --data-dir /tmp/rc  another port and data directory",
+    "rolecall web --host 0.0.0.0 --token s3cret   reachable from other machines, with a token",
+    "rolecall chat panel --web                    a chat session to talk to from the page",
+]
+INSTALL = (
+    "the web view needs its optional dependencies: pip install 'rolecall[web]' (missing: {missing})"
+)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rolecall.cli.flags import add_common_flags
+
+    p = sub.add_parser(
+        "web",
+        help="serve the web view: stored sessions, live threads, flow pages",
+        description=(
+            "Serve a local web page: every stored session with search and filters, a "
+            "session's thread with reply links, live tokens of running sessions, talking "
+            "to chat worlds, starting a world, and each world's flow as a diagram."
+        ),
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_web_flags(p)
+    add_common_flags(p, run_flags=False)
+
+
+def add_web_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
+    p.add_argument("--token", help="required for a non-loopback --host (env ROLECALL_WEB_TOKEN)")
+
+
+def missing_dependencies() -> list[str]:
+    from importlib.util import find_spec
+
+    wanted = {
+        "starlette": "starlette",
+        "uvicorn": "uvicorn",
+        "jinja2": "jinja2",
+        "markdown_it": "markdown-it-py",
+        "sse_starlette": "sse-starlette",
+        "ruamel.yaml": "ruamel.yaml",
+        "multipart": "python-multipart",
+    }
+    out = []
+    for module, package in wanted.items():
+        try:
+            if find_spec(module) is None:
+                out.append(package)
+        except ModuleNotFoundError:
+            out.append(package)
+    return out
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    missing = missing_dependencies()
+    if missing:
+        raise UsageError(INSTALL.format(missing=", ".join(missing)))
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be from 0 to 65535, got {args.port}")
+    token: str | None = args.token or os.environ.get("ROLECALL_WEB_TOKEN") or None
+    return token
+
+
+def _announce(url: str) -> None:
+    print(f"rolecall web: serving on {url} (Ctrl-C stops)", file=sys.stderr, flush=True)
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    from rolecall.paths import data_dir
+
+    token = _check(args)
+    from rolecall.web.server import check_host, serve
+
+    check_host(args.host, token)
+    folder = data_dir(getattr(args, "data_dir", None))
+
+    async def main() -> int | None:
+        return await serve(
+            data_dir=folder,
+            worlds_dir=Path.cwd() / "worlds",
+            host=args.host,
+            port=args.port,
+            token=token,
+            announce=_announce,
+        )
+
+    return _run(main)
+
+
+def _run(main: Callable[[], Awaitable[int | None]]) -> int:
+    """Serve; exit 0, or 128 + the signal that stopped the server (130, 143)."""
+    try:
+        signum = anyio.run(main)
+    except KeyboardInterrupt:
+        signum = 2
+    if signum is None:
+        return 0
+    print("rolecall web: stopped; the sessions it ran are paused", file=sys.stderr)
+    return 128 + signum
+
+
+def cmd_chat_web(args: argparse.Namespace) -> int:
+    """``rolecall chat WORLD --web``: a chat session served by the web view's talk page."""
+    from rolecall.api.entry import load_world
+    from rolecall.paths import data_dir
+
+    token = _check(args)
+    from rolecall.web.server import check_host, serve
+
+    check_host(args.host, token)
+    folder = data_dir(getattr(args, "data_dir", None))
+    world = load_world(args.world, data_dir=folder)
+
+    async def main() -> int | None:
+        from rolecall.web.context import WebContext
+        from rolecall.web.runs import LiveRun
+
+        async def first(ctx: WebContext) -> LiveRun:
+            return await ctx.runs.start(world, topic=args.topic, model=args.model)
+
+        return await serve(
+            data_dir=folder,
+            worlds_dir=Path.cwd() / "worlds",
+            host=args.host,
+            port=args.port,
+            token=token,
+            announce=_announce,
+            first=first,
+        )
+
+    return _run(main)

@@ -1,0 +1,189 @@
+"""Reading many sessions at once, for a person browsing them (the web view's list).
+
+A page of the session list, newest first, filtered by world, status, batch and a text
+searched in the sessions' titles and (every word, through the ``messages_fts`` index of
+``sessions list --search``) their messages; the per-session figures (messages,
+tokens, cost) are summed for the page's sessions only, so a page costs the same with
+10 or 10,000 sessions stored. And the stored events of a session after a ``seq``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rolecall.paths import safe_id
+from rolecall.session.state import Message
+from rolecall.storage.catalog import fts_query
+from rolecall.storage.sqlite import SqliteStore
+
+__all__ = [
+    "SessionSummary",
+    "SessionsPage",
+    "browse",
+    "choices",
+    "events_after",
+    "message_of",
+    "state_of",
+    "world_of",
+]
+
+STATUSES = ("running", "paused", "finished")
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    id: str
+    world_name: str
+    title: str
+    state: str
+    stop_reason: str | None
+    created_at: str
+    messages: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class SessionsPage:
+    rows: list[SessionSummary]
+    total: int  # sessions matching the filters, on every page
+
+
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def browse(
+    store: SqliteStore,
+    *,
+    search: str | None = None,
+    world: str | None = None,
+    status: str | None = None,
+    batch: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> SessionsPage:
+    """One page of stored sessions matching every filter given, newest first."""
+    where: list[str] = []
+    params: list[Any] = []
+    if world:
+        where.append("s.world_name = ?")
+        params.append(world)
+    if status == "running":  # a session not yet started counts as running
+        where.append("s.state IN ('running', 'created')")
+    elif status:
+        where.append("s.state = ?")
+        params.append(status)
+    if batch:
+        where.append("s.id IN (SELECT session_id FROM batch_runs WHERE batch = ?)")
+        params.append(batch)
+    if search and search.split():  # the title, or every word in the session's messages
+        where.append(
+            "(s.title LIKE ? ESCAPE '\\' OR s.id IN "
+            "(SELECT session_id FROM messages_fts WHERE messages_fts MATCH ?))"
+        )
+        params += [_like(search), fts_query(search)]
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
+    rows = await store._all(
+        "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at "
+        f"FROM sessions s {clause} ORDER BY s.created_at DESC, s.id DESC LIMIT ? OFFSET ?",
+        *params,
+        limit,
+        offset,
+    )
+    figures = await _figures(store, [row[0] for row in rows])
+    return SessionsPage(
+        rows=[SessionSummary(*row, **figures.get(row[0], {})) for row in rows],
+        total=int(total),
+    )
+
+
+async def _figures(store: SqliteStore, ids: list[str]) -> dict[str, dict[str, Any]]:
+    if not ids:
+        return {}
+    marks = ", ".join("?" * len(ids))
+    out: dict[str, dict[str, Any]] = {}
+    for sid, count, tin, tout, cost, unpriced in await store._all(
+        "SELECT session_id, COUNT(*), "
+        "COALESCE(SUM(json_extract(body, '$.input_tokens')), 0), "
+        "COALESCE(SUM(json_extract(body, '$.output_tokens')), 0), "
+        "SUM(json_extract(body, '$.cost_usd')), "
+        "SUM(json_extract(body, '$.kind') = 'agent' AND json_extract(body, '$.cost_usd') IS NULL) "
+        f"FROM messages WHERE session_id IN ({marks}) GROUP BY session_id",
+        *ids,
+    ):
+        out[sid] = {
+            "messages": int(count),
+            "input_tokens": int(tin),
+            "output_tokens": int(tout),
+            "cost_usd": None if unpriced or cost is None else float(cost),
+        }
+    return out
+
+
+async def choices(store: SqliteStore) -> dict[str, list[str]]:
+    """The worlds and batches that have stored sessions (the list's filter menus)."""
+    worlds = [w for (w,) in await store._all("SELECT DISTINCT world_name FROM sessions ORDER BY 1")]
+    try:
+        batches = [b for (b,) in await store._all("SELECT name FROM batches ORDER BY created_at")]
+    except Exception:  # a store made before batches existed has no such table
+        batches = []
+    return {"worlds": worlds, "batches": batches}
+
+
+async def state_of(store: SqliteStore, session_id: str) -> str | None:
+    """The stored state of a session (``created``, ``running``, ``paused``, ``finished``)."""
+    found = await store._all(
+        "SELECT state FROM sessions WHERE id = ?", safe_id(session_id, "session id")
+    )
+    return str(found[0][0]) if found else None
+
+
+async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None:
+    """The world document a session runs (None when there is no such session)."""
+    found = await store._all(
+        "SELECT world_json FROM sessions WHERE id = ?", safe_id(session_id, "session id")
+    )
+    return dict(json.loads(found[0][0])) if found else None
+
+
+async def message_of(store: SqliteStore, session_id: str, message_id: str) -> Message | None:
+    """One stored message of a session, by its id (``m7``), without loading the others."""
+    found = await store._all(
+        "SELECT body FROM messages WHERE session_id = ? AND id = ?",
+        safe_id(session_id, "session id"),
+        message_id,
+    )
+    return Message.model_validate_json(found[0][0]) if found else None
+
+
+async def events_after(
+    store: SqliteStore, session_id: str, after: int = 0, *, streamed: bool = True
+) -> list[tuple[int, str]]:
+    """The stored events of a session with ``seq > after``: (seq, JSON line), in order.
+
+    ``streamed=False`` leaves the ``sse`` events out (following a session through the
+    store shows it message by message).
+    """
+    sid = safe_id(session_id, "session id")
+    topic = "" if streamed else "AND topic != 'sse' "
+    out: list[tuple[int, str]] = []
+    for seq, record, count in await store._all(
+        "SELECT seq, record, count FROM events_packed WHERE session_id = ? "
+        f"AND seq + count - 1 > ? {topic}ORDER BY seq",
+        sid,
+        after,
+    ):
+        if count == 1:
+            if seq > after:
+                out.append((int(seq), record))
+            continue
+        for i, item in enumerate(json.loads(record)):
+            if seq + i > after:
+                out.append((int(seq) + i, json.dumps(item, separators=(",", ":"))))
+    return out

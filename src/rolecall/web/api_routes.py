@@ -1,0 +1,196 @@
+"""The JSON API and the Server-Sent Events stream (web.md).
+
+``GET /api/sessions`` (the list, with the page's filters as query parameters),
+``GET /api/sessions/<id>``, ``GET /api/sessions/<id>/events?after=SEQ`` (a JSON array
+of events in the format of events.md), ``GET /api/sessions/<id>/stream`` (SSE: one
+``message`` per event, its ``id`` the event's seq, so a reconnecting browser resumes
+after the last one it got), ``POST /api/sessions`` (start a world: 201 and
+``{"session_id": ...}``), ``POST /api/sessions/<id>/say`` and ``.../control``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from rolecall.errors import RolecallError
+from rolecall.storage.browse import STATUSES, browse, events_after, state_of
+from rolecall.web.context import WebContext
+from rolecall.web.live import follow_store
+from rolecall.web.runs import LiveRun
+
+MAX_LIST = 500
+
+
+async def list_sessions(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    q = request.query_params
+    status = q.get("status")
+    try:
+        limit = min(MAX_LIST, max(1, int(q.get("limit", "50"))))
+        offset = max(0, int(q.get("offset", "0")))
+    except ValueError:
+        return JSONResponse({"error": "limit and offset are whole numbers"}, status_code=400)
+    found = await browse(
+        ctx.store,
+        search=q.get("q") or None,
+        world=q.get("world") or None,
+        status=status if status in STATUSES else None,
+        batch=q.get("batch") or None,
+        limit=limit,
+        offset=offset,
+    )
+    return JSONResponse(
+        {"total": found.total, "sessions": [dataclasses.asdict(r) for r in found.rows]}
+    )
+
+
+async def get_session(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    doc = await ctx.document(sid)
+    body = json.loads(doc.model_dump_json(exclude={"events", "memory"}))
+    body["live"] = ctx.runs.get(sid) is not None
+    return JSONResponse(body)
+
+
+async def _lines_after(ctx: WebContext, sid: str, after: int) -> list[tuple[int, str]]:
+    live = ctx.runs.get(sid)
+    if live is not None:
+        return live.events.after(after) or await events_after(ctx.store, sid, after)
+    if await state_of(ctx.store, sid) is None:
+        raise HTTPException(404, f"no session {sid!r}")
+    return await events_after(ctx.store, sid, after)
+
+
+def _after(request: Request) -> int:
+    raw = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise HTTPException(400, f"after must be a seq number, got {raw!r}") from None
+
+
+async def get_events(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    lines = await _lines_after(ctx, sid, _after(request))
+    body = "[" + ",".join(line for _, line in lines) + "]"
+    return Response(body, media_type="application/json")
+
+
+async def stream(request: Request) -> Response:
+    """The session's events as SSE, from ``after`` (or Last-Event-ID) on, until it ends."""
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    after = _after(request)
+    live = ctx.runs.get(sid)
+    if live is None and await state_of(ctx.store, sid) is None:
+        raise HTTPException(404, f"no session {sid!r}")
+
+    async def fetch(seq: int) -> tuple[list[tuple[int, str]], bool]:
+        lines = await events_after(ctx.store, sid, seq, streamed=False)
+        return lines, await state_of(ctx.store, sid) in ("running", "created")
+
+    async def events() -> AsyncIterator[dict[str, Any]]:
+        source = live.events.follow(after) if live is not None else follow_store(fetch, after)
+        async for seq, line in source:
+            yield {"id": str(seq), "data": line}
+        yield {"event": "end", "data": "{}"}
+
+    return EventSourceResponse(events(), ping=15, send_timeout=30)
+
+
+async def start_session(
+    ctx: WebContext, world: str, topic: str | None, model: str | None
+) -> LiveRun:
+    from rolecall.api.entry import load_world
+
+    if not world:
+        from rolecall.errors import UsageError
+
+        raise UsageError("pick a world to start")
+    loaded = load_world(_world_spec(ctx, world), data_dir=ctx.data_dir)
+    return await ctx.runs.start(loaded, topic=topic, model=model)
+
+
+def _world_spec(ctx: WebContext, world: str) -> str:
+    """A world name (local or shipped) or a path, as ``rolecall run`` takes it."""
+    from rolecall.world import catalog
+
+    found = catalog.find(world, ctx.worlds_dir)
+    return str(found) if found is not None else world
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise HTTPException(400, "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise HTTPException(400, "the body is a JSON object")
+    return body
+
+
+async def create_session(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    body = await _json(request)
+    try:
+        run = await start_session(
+            ctx, str(body.get("world") or ""), body.get("topic"), body.get("model")
+        )
+    except RolecallError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=422)
+    return JSONResponse({"session_id": run.session_id}, status_code=201)
+
+
+async def _live(ctx: WebContext, sid: str) -> LiveRun:
+    live = ctx.runs.get(sid)
+    if live is not None:
+        return live
+    state = await state_of(ctx.store, sid)
+    if state is None:
+        raise HTTPException(404, f"no session {sid!r}")
+    if state == "finished":
+        raise HTTPException(409, f"session {sid} is finished")
+    if state == "running":  # another process runs it (or ran it and died): not ours to drive
+        raise HTTPException(
+            409,
+            f"session {sid} is running in another process; if that process is gone, "
+            f"`rolecall resume {sid}` continues it",
+        )
+    try:
+        return await ctx.runs.reopen(sid)
+    except RolecallError as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
+async def say(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    body = await _json(request)
+    live = await _live(ctx, sid)
+    try:
+        ctx.runs.say(live, str(body.get("text") or ""))
+    except RolecallError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=409)
+    return JSONResponse({"ok": True}, status_code=202)
+
+
+async def control(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    body = await _json(request)
+    live = await _live(ctx, sid)
+    try:
+        ctx.runs.control(live, str(body.get("action") or ""))
+    except RolecallError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=409)
+    return JSONResponse({"ok": True}, status_code=202)

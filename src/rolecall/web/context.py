@@ -1,0 +1,85 @@
+"""What every page and API handler shares: the store, the live sessions, the templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from rolecall.errors import RolecallError
+from rolecall.paths import safe_id
+from rolecall.session.document import SessionDocument
+from rolecall.storage.browse import state_of
+from rolecall.storage.sqlite import SqliteStore
+from rolecall.web import flowedit, render
+from rolecall.web.runs import LiveRuns
+from rolecall.world import catalog
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    templates.env.globals.update(
+        markdown=render.markdown, short=render.short, until_value=flowedit.field_value
+    )
+    templates.env.autoescape = True
+    return templates
+
+
+@dataclass
+class WebContext:
+    store: SqliteStore
+    data_dir: Path
+    worlds_dir: Path  # the local ./worlds folder (editable worlds live there)
+    runs: LiveRuns
+    token: str | None = None
+    templates: Jinja2Templates | None = None
+
+    def __post_init__(self) -> None:
+        self.templates = _templates()
+
+    def page(
+        self, request: Request, template: str, status_code: int = 200, **values: Any
+    ) -> Response:
+        assert self.templates is not None
+        response: Response = self.templates.TemplateResponse(
+            request, template, {"request": request, **values}, status_code=status_code
+        )
+        return response
+
+    @staticmethod
+    def of(request: Request) -> WebContext:
+        ctx: WebContext = request.app.state.ctx
+        return ctx
+
+    # ------------------------------------------------------------ lookups
+    @staticmethod
+    def session_id(request: Request) -> str:
+        """The session id in the path, validated (404 for anything that is not an id)."""
+        raw = str(request.path_params["sid"])
+        try:
+            return safe_id(raw, "session id")
+        except RolecallError:
+            raise HTTPException(404, f"no session {raw!r}") from None
+
+    async def document(self, sid: str) -> SessionDocument:
+        if await state_of(self.store, sid) is None:
+            raise HTTPException(404, f"no session {sid!r}")
+        try:
+            return await self.store.load(sid, with_events=False)
+        except RolecallError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    def world_path(self, name: str) -> tuple[Path, bool]:
+        """A named world's file and whether the page may edit it (a local world only)."""
+        path = catalog.find(name, self.worlds_dir)
+        if path is None:
+            raise HTTPException(404, f"no world {name!r}")
+        local = (self.worlds_dir / name / "world.yaml").is_file()
+        return path, local

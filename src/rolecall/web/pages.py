@@ -1,0 +1,245 @@
+"""The HTML pages: sessions, a session's thread, the flow pages, start a world.
+
+Every page is rendered on the server and reads without JavaScript; ``static/app.js``
+only adds the live updates and the message box.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from rolecall import export
+from rolecall.errors import RolecallError
+from rolecall.session.document import SessionDocument
+from rolecall.session.state import Message
+from rolecall.storage.browse import STATUSES, browse, choices, message_of, world_of
+from rolecall.web import flowedit
+from rolecall.web.context import WebContext
+from rolecall.web.flowview import diagram
+from rolecall.web.render import color_of
+from rolecall.world import catalog
+from rolecall.world.models import World
+
+PAGE_SIZE = 50
+MESSAGES_PER_PAGE = 200
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return max(0, int(value)) if value is not None else default
+    except ValueError:
+        return default
+
+
+async def sessions(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    q = request.query_params
+    page = max(1, _int(q.get("page"), 1))
+    status = q.get("status") or None
+    found = await browse(
+        ctx.store,
+        search=q.get("q") or None,
+        world=q.get("world") or None,
+        status=status if status in STATUSES else None,
+        batch=q.get("batch") or None,
+        limit=PAGE_SIZE,
+        offset=(page - 1) * PAGE_SIZE,
+    )
+    pages = max(1, -(-found.total // PAGE_SIZE))
+    return ctx.page(
+        request,
+        "sessions.html",
+        found=found,
+        page=page,
+        pages=pages,
+        q=q.get("q", ""),
+        world=q.get("world", ""),
+        status=status or "",
+        batch=q.get("batch", ""),
+        statuses=STATUSES,
+        menus=await choices(ctx.store),
+        live=set(ctx.runs.runs),
+    )
+
+
+def _thread(world: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
+    role_ids = [str(r.get("id")) for r in world.get("roles", []) if isinstance(r, dict)]
+    names = {str(r.get("id")): str(r.get("name") or r.get("id")) for r in world.get("roles", [])}
+    return {
+        "role_ids": role_ids,
+        "names": names,
+        "colors": {rid: color_of(role_ids, rid) for rid in [*role_ids, "human", "system"]},
+        "by_id": {m.id: m for m in messages},
+    }
+
+
+def _status(doc: SessionDocument, running: bool) -> str:
+    s = doc.state
+    if running and s.state != "finished":
+        return "running"
+    if s.state == "finished":
+        return f"finished ({s.stop_reason})" if s.stop_reason else "finished"
+    if s.state == "paused":
+        return "paused"
+    return "running" if s.state in ("running", "created") else s.state
+
+
+async def session(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    live = ctx.runs.get(sid)
+    doc = await ctx.document(sid)
+    q = request.query_params
+    role = q.get("role") or None
+    search = q.get("q") or None
+    picked = export.select(doc, role=role, search=search).messages
+    pages = max(1, -(-len(picked) // MESSAGES_PER_PAGE))
+    page = min(max(1, _int(q.get("page"), pages)), pages)  # the latest page by default
+    shown = picked[(page - 1) * MESSAGES_PER_PAGE : page * MESSAGES_PER_PAGE]
+    last_seq = doc.last_seq if live is None else max(doc.last_seq, _live_seq(live))
+    return ctx.page(
+        request,
+        "session.html",
+        doc=doc,
+        sid=sid,
+        title=export.title(doc),
+        status=_status(doc, live is not None),
+        detail=export.status(doc),
+        messages=shown,
+        page=page,
+        pages=pages,
+        role=role or "",
+        q=search or "",
+        log=doc.execution_log,
+        live=live is not None,
+        chat=live.chat if live is not None else False,
+        last_seq=last_seq,
+        current=doc.state.pointer.current,
+        **_thread(doc.world, doc.messages),
+    )
+
+
+def _live_seq(live: Any) -> int:
+    lines = live.events.lines
+    return int(lines[-1][0]) if lines else 0
+
+
+async def message_fragment(request: Request) -> Response:
+    """One message as the thread shows it (the live page swaps it in when it completes)."""
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    mid = str(request.path_params["mid"])
+    world = await world_of(ctx.store, sid)
+    found = await message_of(ctx.store, sid, mid) if world is not None else None
+    if world is None or found is None:
+        raise HTTPException(404, f"no message {mid!r} in session {sid}")
+    answered = await message_of(ctx.store, sid, found.reply_to) if found.reply_to else None
+    thread = _thread(world, [answered] if answered else [])
+    return ctx.page(request, "_message.html", m=found, sid=sid, **thread)
+
+
+async def export_file(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    fmt = str(request.path_params["fmt"])
+    doc = await ctx.document(sid)
+    if fmt == "md":
+        return PlainTextResponse(export.to_markdown(doc), media_type="text/markdown")
+    if fmt == "html":
+        return Response(export.to_html(doc), media_type="text/html")
+    if fmt == "json":
+        full = await ctx.store.load(sid)
+        return Response(full.model_dump_json(indent=2), media_type="application/json")
+    raise HTTPException(404, f"no export format {fmt!r} (md, html or json)")
+
+
+async def session_flow(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    doc = await ctx.document(sid)
+    world = doc.world_model()
+    if world.flow is None:
+        return ctx.page(request, "flow.html", world=world, shapes=None, sid=sid, editable=False)
+    pointer = doc.state.pointer
+    # where it stands: the step to run next, or (finished, paused) the last one run
+    current = pointer.current or (doc.execution_log[-1].step_id if doc.execution_log else None)
+    shapes = diagram(world, runs=pointer.exec_counts, current=current)
+    return ctx.page(
+        request,
+        "flow.html",
+        world=world,
+        shapes=shapes,
+        sid=sid,
+        editable=False,
+        live=ctx.runs.get(sid) is not None,
+        last_seq=doc.last_seq,
+    )
+
+
+def _world(path: Any, ctx: WebContext) -> World:
+    from rolecall.api.entry import load_world
+
+    return load_world(path, data_dir=ctx.data_dir)
+
+
+async def world_flow(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    name = str(request.path_params["world"])
+    path, local = ctx.world_path(name)
+    result = None
+    if request.method == "POST":
+        if not local:
+            raise HTTPException(403, f"world {name!r} is shipped with rolecall: copy it to edit it")
+        form = {k: str(v) for k, v in (await request.form()).items()}
+        result = flowedit.apply_form(path, form, roles_dir=ctx.data_dir / "roles")
+        if result.saved:
+            return RedirectResponse(f"/w/{name}/flow?saved=1", status_code=303)
+    try:
+        world = _world(path, ctx)
+    except RolecallError as exc:
+        return ctx.page(request, "error.html", status_code=422, message=str(exc))
+    steps = flowedit.editable_steps(path) if local else None
+    shapes = diagram(world) if world.flow is not None else None
+    return ctx.page(
+        request,
+        "flow.html",
+        world=world,
+        name=name,
+        shapes=shapes,
+        sid=None,
+        editable=steps is not None,
+        steps=steps or [],
+        form=dict(await request.form()) if result is not None else None,
+        result=result,
+        saved=request.query_params.get("saved") == "1",
+        stop_text=flowedit.stop_text(path) if steps is not None else "",
+    )
+
+
+async def start_form(request: Request) -> Response:
+    ctx = WebContext.of(request)
+    if request.method == "POST":
+        form = await request.form()
+        from rolecall.web.api_routes import start_session
+
+        try:
+            run = await start_session(
+                ctx,
+                str(form.get("world") or ""),
+                str(form.get("topic") or "") or None,
+                str(form.get("model") or "") or None,
+            )
+        except RolecallError as exc:
+            return ctx.page(
+                request,
+                "start.html",
+                status_code=422,
+                worlds=catalog.available(ctx.worlds_dir),
+                error=str(exc),
+            )
+        return RedirectResponse(f"/s/{run.session_id}", status_code=303)
+    return ctx.page(request, "start.html", worlds=catalog.available(ctx.worlds_dir), error=None)

@@ -1,0 +1,65 @@
+"""What the pages show of a message: safe Markdown, colours, badges, short texts.
+
+LLM text is Markdown. It is rendered with markdown-it-py in CommonMark mode with raw
+HTML disabled (``<script>`` in a message is shown as text), and links are kept only
+when they point to ``http:``, ``https:`` or ``mailto:`` addresses or to an anchor of
+the page: ``javascript:``, ``data:``, ``vbscript:`` and every other scheme stay plain
+text. Images never load anything (they are rendered as a link to their address).
+Every other string a page shows goes through Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from html import escape
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from rolecall.export.common import _PALETTE  # one palette for the exports and the web view
+
+__all__ = ["color_of", "markdown", "short"]
+
+_SAFE_LINK = re.compile(r"^(https?://|mailto:|#)", re.IGNORECASE)
+_GREY = "#6e7781"
+
+
+def _valid_link(url: str) -> bool:
+    return bool(_SAFE_LINK.match(url.strip()))
+
+
+def _image_as_link(tokens: Any, idx: int, options: Any, env: Any, renderer: Any) -> str:
+    token = tokens[idx]
+    src = token.attrGet("src") or ""
+    alt = renderer.renderInlineAsText(token.children or [], options, env)
+    label = escape(alt or "image")
+    if not _valid_link(str(src)):
+        return label
+    return f'<a href="{escape(str(src))}" rel="nofollow noopener">{label}</a>'
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.validateLink = _valid_link  # type: ignore[method-assign]
+    md.add_render_rule("image", _image_as_link)
+    return md
+
+
+def markdown(text: str) -> str:
+    """``text`` as safe HTML (see the module docstring)."""
+    return str(_parser().render(text))
+
+
+def color_of(role_ids: list[str], sender: str) -> str:
+    """The role's colour: by its position in the world, grey for the human and system."""
+    if sender in role_ids:
+        return _PALETTE[role_ids.index(sender) % len(_PALETTE)]
+    return _GREY
+
+
+def short(text: str, width: int = 80) -> str:
+    """One line of at most ``width`` characters (an ellipsis marks a cut)."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"

@@ -1,0 +1,210 @@
+"""Sessions the web server runs itself: started from the page, driven by its buttons.
+
+Each one is an ordinary :func:`rolecall.open_session` (stored in the server's data
+directory like any other session), held open in the server's task group until it
+finishes or the server stops. Its events go to an :class:`~rolecall.web.live.EventLog`
+that the live page follows. What the page asks (a human message, pause, resume, next,
+stop) goes through the public session API: the page adds no logic of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from rolecall.api.entry import open_session, resume
+from rolecall.api.session import Session
+from rolecall.bus import Bus
+from rolecall.errors import UsageError
+from rolecall.llm.offline import OfflineModel
+from rolecall.llm.protocol import ChatModel
+from rolecall.llm.scripted import ScriptedModel
+from rolecall.web.live import EventLog, start_soon
+
+log = structlog.get_logger(__name__)
+
+Action = Literal["pause", "resume", "next", "stop"]
+ACTIONS: tuple[Action, ...] = ("pause", "resume", "next", "stop")
+
+
+@dataclass
+class LiveRun:
+    """One session the server holds open."""
+
+    session: Session
+    events: EventLog
+    chat: bool  # a chat world: the page's message box drives it
+    closing: anyio.Event = field(default_factory=anyio.Event)
+    busy: bool = False  # a run, step or reply is under way
+    idle: anyio.Event = field(default_factory=anyio.Event)  # set while not busy
+    done: anyio.Event = field(default_factory=anyio.Event)  # its session is closed
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+
+class _LogSink:
+    def __init__(self, events: EventLog) -> None:
+        self.events = events
+
+    def attach(self, bus: Bus) -> None:
+        bus.subscribe(self.events.append, name="web")
+
+
+def paced_models() -> dict[str, ChatModel]:
+    """The built-in models paced by ``ROLECALL_STREAM_DELAY`` (seconds between words), as
+    in the terminal: demos, and tests that watch tokens arrive."""
+    raw = os.environ.get("ROLECALL_STREAM_DELAY")
+    if not raw:
+        return {}
+    try:
+        delay = max(0.0, float(raw))
+    except ValueError:
+        raise UsageError(
+            f"ROLECALL_STREAM_DELAY must be a number of seconds, got {raw!r}"
+        ) from None
+    return {"offline": OfflineModel(delay=delay), "scripted": ScriptedModel(delay=delay)}
+
+
+class LiveRuns:
+    """The sessions this server runs, by id."""
+
+    def __init__(self, tg: TaskGroup, data_dir: Path, store: Any) -> None:
+        self.tg = tg
+        self.data_dir = data_dir
+        self.store = store
+        self.runs: dict[str, LiveRun] = {}
+        self.models = paced_models()
+
+    def get(self, session_id: str) -> LiveRun | None:
+        return self.runs.get(session_id)
+
+    async def start(
+        self, world: Any, *, topic: str | None = None, model: str | None = None
+    ) -> LiveRun:
+        """Open a new session of ``world`` (a loaded world) and start it."""
+        if topic:
+            world = world.model_copy(update={"topic": topic})
+        run: LiveRun = await self.tg.start(self._hold, world, model, None)
+        if not run.chat:
+            self._drive(run, "run")
+        return run
+
+    async def reopen(self, session_id: str) -> LiveRun:
+        """A stored session, live again in this server (to talk to it or resume it)."""
+        existing = self.runs.get(session_id)
+        if existing is not None:
+            return existing
+        run: LiveRun = await self.tg.start(self._hold, None, None, session_id)
+        return run
+
+    async def _hold(
+        self,
+        world: Any,
+        model: str | None,
+        session_id: str | None,
+        *,
+        task_status: TaskStatus[LiveRun],
+    ) -> None:
+        events = EventLog()
+        sinks = (_LogSink(events),)
+        run: LiveRun | None = None
+        manager = (
+            resume(session_id, store=self.store, models=self.models, sinks=sinks)
+            if session_id is not None
+            else open_session(
+                world,
+                data_dir=self.data_dir,
+                store=self.store,
+                model=model,
+                models=self.models,
+                sinks=sinks,
+            )
+        )
+        try:
+            async with manager as session:
+                inner = session.runtime
+                run = LiveRun(
+                    session=session,
+                    events=events,
+                    chat=inner.engine is None and inner.director is None,
+                )
+                self.runs[session.session_id] = run
+                task_status.started(run)
+                await run.closing.wait()
+                if run.busy:  # the server stops during a turn: pause there
+                    session.runtime.cancel_generation()
+                    session.pause("interrupted")
+                    with anyio.move_on_after(5):
+                        await run.idle.wait()
+        finally:
+            events.close()
+            if run is not None:
+                run.done.set()
+
+    # ----------------------------------------------------------------- driving
+    def _drive(self, run: LiveRun, what: str, text: str = "") -> None:
+        async def go() -> None:
+            try:
+                if what == "say":
+                    await run.session.say(text)
+                    await run.session.run()
+                elif what == "next":
+                    await run.session.step()
+                else:
+                    await run.session.run()
+            except Exception as exc:
+                run.error = str(exc)
+                raise
+            finally:
+                run.busy = False
+                run.idle.set()
+                if run.session.finished:
+                    run.closing.set()
+
+        run.busy = True  # from now: a control arriving before the task starts sees it
+        run.idle = anyio.Event()
+        start_soon(self.tg, go, name=f"web {what} {run.session_id}")
+
+    def say(self, run: LiveRun, text: str) -> None:
+        """A human message, then the replies it is owed."""
+        if not text.strip():
+            raise UsageError("the message is empty")
+        if run.session.finished:
+            raise UsageError(f"session {run.session_id} is finished")
+        self._drive(run, "say", text)
+
+    def control(self, run: LiveRun, action: str) -> None:
+        if action not in ACTIONS:
+            raise UsageError(f"unknown action {action!r} (one of {', '.join(ACTIONS)})")
+        if run.session.finished:
+            raise UsageError(f"session {run.session_id} is finished")
+        if action == "pause":
+            run.session.pause()
+        elif action == "stop":
+            run.session.stop()
+            if not run.busy:
+                run.closing.set()
+        elif run.busy:
+            raise UsageError(f"session {run.session_id} is already running a turn")
+        else:
+            self._drive(run, "next" if action == "next" else "run")
+
+    def close_all(self) -> None:
+        for run in self.runs.values():
+            run.closing.set()
+
+    async def wait_closed(self) -> None:
+        for run in list(self.runs.values()):
+            await run.done.wait()
