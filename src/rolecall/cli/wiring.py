@@ -14,17 +14,16 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from rolecall.api.compose import attach_store, flush
+from rolecall.api.compose import SessionFileWriter, attach_store, flush, read_memory
 from rolecall.badges import labels_of
-from rolecall.bus import Bus, Envelope, ErrorEvent, EventBus
+from rolecall.bus import Bus, ErrorEvent, EventBus
 from rolecall.cli.display import attach_display, use_color
 from rolecall.errors import RolecallError, StorageError, UsageError
 from rolecall.llm.registry import ModelRegistry
@@ -34,7 +33,6 @@ from rolecall.runtime import Session, new_session_id
 from rolecall.session.document import (
     SessionDocument,
     restore_state,
-    snapshot,
     write_session_file,
 )
 from rolecall.storage.sqlite import SqliteStore
@@ -55,46 +53,6 @@ async def open_store(args: argparse.Namespace) -> AsyncIterator[SqliteStore]:
 
 def memory_files(args: argparse.Namespace) -> MemoryFiles:
     return MemoryFiles.in_data_dir(data_dir(getattr(args, "data_dir", None)))
-
-
-def read_memory(session: Session, memory: MemoryFiles) -> dict[str, list[dict[str, Any]]]:
-    return {rid: memory.read(session.session_id, rid) for rid in session.world.role_ids}
-
-
-class SessionFileWriter:
-    """Rewrites a session file after every turn (``--session-file``), atomically."""
-
-    def __init__(
-        self,
-        path: Path,
-        session: Session,
-        memory: MemoryFiles,
-        *,
-        created_at: datetime,
-        world_source: str | None,
-        events: list[dict[str, Any]] | None = None,
-    ) -> None:
-        self.path = path
-        self.memory = memory
-        self.created_at = created_at
-        self.world_source = world_source
-        self.events: list[dict[str, Any]] = list(events or [])
-        session.bus.subscribe(self._keep, name="session-file")
-        session.turn_hooks.append(self.write)
-
-    def _keep(self, envelope: Envelope) -> None:
-        if envelope.event.topic != "sse":
-            self.events.append(envelope.to_record())
-
-    async def write(self, session: Session) -> None:
-        doc = snapshot(
-            session,
-            created_at=self.created_at,
-            world_source=self.world_source,
-            events=self.events,
-            memory=read_memory(session, self.memory),
-        )
-        await anyio.to_thread.run_sync(write_session_file, self.path, doc)
 
 
 class Pacing(TypedDict, total=False):
