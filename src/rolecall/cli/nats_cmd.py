@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
@@ -46,36 +45,6 @@ def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_nats_flag(p)
 
 
-async def follow(
-    link: Link, subject: str, *, from_start: bool
-) -> AsyncGenerator[StreamEvent, None]:
-    """Events on ``subject`` as they are stored (after the stored ones with ``from_start``)."""
-    from nats.js.api import DeliverPolicy
-
-    from rolecall.nats.link import EVENTS_STREAM
-    from rolecall.nats.replay import StreamEvent
-
-    sub = await link.js.subscribe(
-        subject,
-        stream=EVENTS_STREAM,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.ALL if from_start else DeliverPolicy.NEW,
-    )
-    try:
-        async for msg in sub.messages:
-            yield StreamEvent.of(msg)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await sub.unsubscribe()
-
-
-def _final(record: dict[str, object]) -> bool:
-    kind = (record.get("topic"), record.get("type"))
-    return kind == ("world", "stop") or (
-        kind == ("world", "session") and record.get("state") == "paused"
-    )
-
-
 def cmd_watch(args: argparse.Namespace) -> int:
     from rolecall.nats.link import nats_url
 
@@ -92,7 +61,7 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
     from rolecall.bus import Envelope, EventBus
     from rolecall.cli.display import display_sink
     from rolecall.nats.link import H_BATCH, connect, session_filter
-    from rolecall.nats.replay import Reorder
+    from rolecall.nats.replay import Reorder, follow, is_final
 
     buses: dict[str, tuple[EventBus, Reorder]] = {}
     done: set[str] = set()
@@ -123,7 +92,7 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
             bus, order = bus_of(event)
             for ready in order.push(event):
                 bus.deliver(Envelope.from_record(ready.record))
-                if _final(ready.record):
+                if is_final(ready.record):
                     done.add(ready.session_id)
             if args.session is not None and args.session in done:
                 return

@@ -16,6 +16,7 @@ EXAMPLES = [
     "rolecall web                                 serve on http://127.0.0.1:8765/",
     "rolecall web --port 9000 --data-dir /tmp/rc  another port and data directory",
     "rolecall web --host 0.0.0.0 --token s3cret   reachable from other machines, with a token",
+    "rolecall web --nats nats://127.0.0.1:4222    also the sessions running on a NATS cluster",
     "rolecall chat panel --web                    a chat session to talk to from the page",
 ]
 INSTALL = (
@@ -24,7 +25,7 @@ INSTALL = (
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from rolecall.cli.flags import add_common_flags
+    from rolecall.cli.flags import add_common_flags, add_nats_flag
 
     p = sub.add_parser(
         "web",
@@ -32,13 +33,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=(
             "Serve a local web page: every stored session with search and filters, a "
             "session's thread with reply links, live tokens of running sessions, talking "
-            "to chat worlds, starting a world, and each world's flow as a diagram."
+            "to chat worlds, starting a world, and each world's flow as a diagram. With "
+            "--nats URL, also every session on that NATS cluster, followed chunk by chunk."
         ),
         epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_web_flags(p)
     add_common_flags(p, run_flags=False)
+    add_nats_flag(p)
 
 
 def add_web_flags(p: argparse.ArgumentParser) -> None:
@@ -84,9 +87,11 @@ def _announce(url: str) -> None:
 
 
 def cmd_web(args: argparse.Namespace) -> int:
+    from rolecall.nats.link import nats_url
     from rolecall.paths import data_dir
 
     token = _check(args)
+    nats = nats_url(args.nats)
     from rolecall.web.server import check_host, serve
 
     check_host(args.host, token)
@@ -100,6 +105,7 @@ def cmd_web(args: argparse.Namespace) -> int:
             port=args.port,
             token=token,
             announce=_announce,
+            nats=nats,
         )
 
     return _run(main)

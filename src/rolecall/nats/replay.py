@@ -10,7 +10,7 @@ wins. :class:`SessionLog` rebuilds the session document as of its last checkpoin
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -34,10 +34,13 @@ if TYPE_CHECKING:
 class StreamEvent:
     record: dict[str, Any]
     headers: dict[str, str]
+    line: str = ""  # the event's JSON exactly as published (as --json prints it)
+    pending: int = 0  # how many stored messages the consumer has not delivered yet
 
     @classmethod
     def of(cls, msg: Msg) -> StreamEvent:
-        return cls(json.loads(msg.data), dict(msg.headers or {}))
+        line = msg.data.decode()
+        return cls(json.loads(line), dict(msg.headers or {}), line, _pending(msg))
 
     @property
     def session_id(self) -> str:
@@ -46,6 +49,45 @@ class StreamEvent:
     @property
     def seq(self) -> int:
         return int(self.record["seq"])
+
+
+def _pending(msg: Msg) -> int:
+    from nats.errors import NotJSMessageError
+
+    try:
+        return int(msg.metadata.num_pending)
+    except (NotJSMessageError, ValueError):  # no JetStream metadata in its reply subject
+        return 0
+
+
+def is_final(record: dict[str, Any]) -> bool:
+    """A run's last event (events.md): ``world/stop``, or ``world/session`` paused."""
+    kind = (record.get("topic"), record.get("type"))
+    return kind == ("world", "stop") or (
+        kind == ("world", "session") and record.get("state") == "paused"
+    )
+
+
+async def follow(
+    link: Link, subject: str, *, from_start: bool
+) -> AsyncGenerator[StreamEvent, None]:
+    """Events on ``subject`` as they are stored (after the stored ones with ``from_start``),
+    until the caller stops reading."""
+    import anyio
+    from nats.js.api import DeliverPolicy
+
+    sub = await link.js.subscribe(
+        subject,
+        stream=EVENTS_STREAM,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.ALL if from_start else DeliverPolicy.NEW,
+    )
+    try:
+        async for msg in sub.messages:
+            yield StreamEvent.of(msg)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sub.unsubscribe()
 
 
 async def read_stream(link: Link, subject: str) -> AsyncIterator[StreamEvent]:

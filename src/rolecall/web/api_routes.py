@@ -57,7 +57,9 @@ async def get_session(request: Request) -> Response:
     sid = ctx.session_id(request)
     doc = await ctx.document(sid)
     body = json.loads(doc.model_dump_json(exclude={"events", "memory"}))
-    body["live"] = ctx.runs.get(sid) is not None
+    following = ctx.runs.get(sid) is None and doc.state.state != "finished"
+    feed = await ctx.feed(sid) if following else None
+    body["live"] = ctx.runs.get(sid) is not None or (feed is not None and feed.live)
     return JSONResponse(body)
 
 
@@ -66,7 +68,10 @@ async def _lines_after(ctx: WebContext, sid: str, after: int) -> list[tuple[int,
     if live is not None:
         return live.events.after(after) or await events_after(ctx.store, sid, after)
     if await state_of(ctx.store, sid) is None:
-        raise HTTPException(404, f"no session {sid!r}")
+        feed = await ctx.feed(sid)
+        if feed is None:
+            raise HTTPException(404, f"no session {sid!r}")
+        return feed.events.after(after)
     return await events_after(ctx.store, sid, after)
 
 
@@ -92,7 +97,10 @@ async def stream(request: Request) -> Response:
     sid = ctx.session_id(request)
     after = _after(request)
     live = ctx.runs.get(sid)
-    if live is None and await state_of(ctx.store, sid) is None:
+    state = await state_of(ctx.store, sid) if live is None else None
+    # with --nats, a session not finished here streams from the cluster, chunk by chunk
+    feed = await ctx.feed(sid) if live is None and state != "finished" else None
+    if live is None and state is None and feed is None:
         raise HTTPException(404, f"no session {sid!r}")
 
     async def fetch(seq: int) -> tuple[list[tuple[int, str]], bool]:
@@ -100,7 +108,12 @@ async def stream(request: Request) -> Response:
         return lines, await state_of(ctx.store, sid) in ("running", "created")
 
     async def events() -> AsyncIterator[dict[str, Any]]:
-        source = live.events.follow(after) if live is not None else follow_store(fetch, after)
+        if live is not None:
+            source = live.events.follow(after)
+        elif feed is not None:
+            source = feed.events.follow(after)
+        else:
+            source = follow_store(fetch, after)
         async for seq, line in source:
             yield {"id": str(seq), "data": line}
         yield {"event": "end", "data": "{}"}
@@ -156,6 +169,12 @@ async def _live(ctx: WebContext, sid: str) -> LiveRun:
     if live is not None:
         return live
     state = await state_of(ctx.store, sid)
+    if state is None and ctx.cluster is not None and await ctx.cluster.holds(sid):
+        raise HTTPException(
+            409,
+            f"session {sid} runs on the NATS cluster: this page follows it, only its "
+            "own process drives it",
+        )
     if state is None:
         raise HTTPException(404, f"no session {sid!r}")
     if state == "finished":

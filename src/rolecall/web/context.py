@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -19,6 +19,9 @@ from rolecall.storage.sqlite import SqliteStore
 from rolecall.web import flowedit, render
 from rolecall.web.runs import LiveRuns
 from rolecall.world import catalog
+
+if TYPE_CHECKING:
+    from rolecall.web.cluster import Cluster, Feed
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -40,6 +43,7 @@ class WebContext:
     runs: LiveRuns
     token: str | None = None
     templates: Jinja2Templates | None = None
+    cluster: Cluster | None = None  # rolecall web --nats URL
 
     def __post_init__(self) -> None:
         self.templates = _templates()
@@ -69,12 +73,21 @@ class WebContext:
             raise HTTPException(404, f"no session {raw!r}") from None
 
     async def document(self, sid: str) -> SessionDocument:
+        """The stored session; else, with ``--nats``, the session as the cluster holds it."""
         if await state_of(self.store, sid) is None:
-            raise HTTPException(404, f"no session {sid!r}")
+            feed = await self.feed(sid)
+            doc = feed.document() if feed is not None else None
+            if doc is None:
+                raise HTTPException(404, f"no session {sid!r}")
+            return doc
         try:
             return await self.store.load(sid, with_events=False)
         except RolecallError as exc:
             raise HTTPException(404, str(exc)) from None
+
+    async def feed(self, sid: str) -> Feed | None:
+        """The session followed from the cluster's stream (``--nats``), if it is there."""
+        return await self.cluster.feed(sid) if self.cluster is not None else None
 
     def world_path(self, name: str) -> tuple[Path, bool]:
         """A named world's file and whether the page may edit it (a local world only)."""

@@ -7,7 +7,9 @@ where it stands and waits for more, so a hundred viewers all see every event in 
 a slow viewer never holds the session up, and a viewer that disconnects leaves
 nothing behind.
 
-A session run by another process on the same data directory is followed through the
+A session run on a NATS cluster (``rolecall web --nats``) is followed from the stream
+(:mod:`rolecall.web.cluster`) into an event log of its own. A session run by another
+process on the same data directory is followed through the
 store (:func:`follow_store`): the events committed after the last one seen, polled
 while the session is running, message by message as its turns commit.
 """
@@ -39,13 +41,20 @@ class EventLog:
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
     def append(self, envelope: Envelope) -> None:
-        self.lines.append((envelope.seq, envelope.to_json()))
+        self.add_line(envelope.seq, envelope.to_json())
+
+    def add_line(self, seq: int, line: str) -> None:
+        self.lines.append((seq, line))
         self._wake()
 
     def close(self) -> None:
         """No more events: viewers read what is left and end."""
         self.closed = True
         self._wake()
+
+    async def changed(self) -> None:
+        """Wait for the next line (or the close)."""
+        await self._changed.wait()
 
     def _wake(self) -> None:
         self._changed.set()

@@ -16,8 +16,9 @@ from rolecall import export
 from rolecall.errors import RolecallError
 from rolecall.session.document import SessionDocument
 from rolecall.session.state import Message
-from rolecall.storage.browse import STATUSES, browse, choices, message_of, world_of
+from rolecall.storage.browse import STATUSES, browse, choices, message_of, state_of, world_of
 from rolecall.web import flowedit
+from rolecall.web.cluster import Feed
 from rolecall.web.context import WebContext
 from rolecall.web.flowview import diagram
 from rolecall.web.render import color_of
@@ -50,6 +51,7 @@ async def sessions(request: Request) -> Response:
         offset=(page - 1) * PAGE_SIZE,
     )
     pages = max(1, -(-found.total // PAGE_SIZE))
+    cluster = ctx.cluster
     return ctx.page(
         request,
         "sessions.html",
@@ -63,6 +65,17 @@ async def sessions(request: Request) -> Response:
         statuses=STATUSES,
         menus=await choices(ctx.store),
         live=set(ctx.runs.runs),
+        cluster=cluster.url if cluster is not None else None,
+        cluster_rows=[]
+        if cluster is None
+        else cluster.listed(
+            search=q.get("q") or None,
+            world=q.get("world") or None,
+            status=status if status in STATUSES else None,
+            batch=q.get("batch") or None,
+            limit=PAGE_SIZE,
+        ),
+        page_size=PAGE_SIZE,
     )
 
 
@@ -93,6 +106,7 @@ async def session(request: Request) -> Response:
     sid = ctx.session_id(request)
     live = ctx.runs.get(sid)
     doc = await ctx.document(sid)
+    feed = await _cluster_feed(ctx, sid, doc) if live is None else None
     q = request.query_params
     role = q.get("role") or None
     search = q.get("q") or None
@@ -100,14 +114,17 @@ async def session(request: Request) -> Response:
     pages = max(1, -(-len(picked) // MESSAGES_PER_PAGE))
     page = min(max(1, _int(q.get("page"), pages)), pages)  # the latest page by default
     shown = picked[(page - 1) * MESSAGES_PER_PAGE : page * MESSAGES_PER_PAGE]
+    # a cluster session's page shows it as of its last checkpoint and replays what came
+    # after (the reply streaming now, from its first chunk)
     last_seq = doc.last_seq if live is None else max(doc.last_seq, _live_seq(live))
+    following = live is not None or (feed is not None and feed.live)
     return ctx.page(
         request,
         "session.html",
         doc=doc,
         sid=sid,
         title=export.title(doc),
-        status=_status(doc, live is not None),
+        status=_status(doc, following),
         detail=export.status(doc),
         messages=shown,
         page=page,
@@ -115,12 +132,20 @@ async def session(request: Request) -> Response:
         role=role or "",
         q=search or "",
         log=doc.execution_log,
-        live=live is not None,
+        live=following,
         chat=live.chat if live is not None else False,
+        cluster=feed is not None,
         last_seq=last_seq,
         current=doc.state.pointer.current,
         **_thread(doc.world, doc.messages),
     )
+
+
+async def _cluster_feed(ctx: WebContext, sid: str, doc: SessionDocument) -> Feed | None:
+    """With ``--nats``: the cluster's feed of a session not finished here."""
+    if ctx.cluster is None or doc.state.state == "finished":
+        return None
+    return await ctx.feed(sid)
 
 
 def _live_seq(live: Any) -> int:
@@ -134,10 +159,18 @@ async def message_fragment(request: Request) -> Response:
     sid = ctx.session_id(request)
     mid = str(request.path_params["mid"])
     world = await world_of(ctx.store, sid)
-    found = await message_of(ctx.store, sid, mid) if world is not None else None
+    if world is None:
+        feed = await ctx.feed(sid)
+        found = await feed.message(mid) if feed is not None else None
+        reply_to = found.reply_to if found is not None else None
+        answered = await feed.message(reply_to) if feed is not None and reply_to else None
+        world = feed.log.start["world"] if feed is not None and feed.log.start else None
+    else:
+        found = await message_of(ctx.store, sid, mid)
+        reply_to = found.reply_to if found is not None else None
+        answered = await message_of(ctx.store, sid, reply_to) if reply_to else None
     if world is None or found is None:
         raise HTTPException(404, f"no message {mid!r} in session {sid}")
-    answered = await message_of(ctx.store, sid, found.reply_to) if found.reply_to else None
     thread = _thread(world, [answered] if answered else [])
     return ctx.page(request, "_message.html", m=found, sid=sid, **thread)
 
@@ -152,7 +185,8 @@ async def export_file(request: Request) -> Response:
     if fmt == "html":
         return Response(export.to_html(doc), media_type="text/html")
     if fmt == "json":
-        full = await ctx.store.load(sid)
+        stored = await state_of(ctx.store, sid) is not None
+        full = await ctx.store.load(sid) if stored else doc  # a cluster's: with its events
         return Response(full.model_dump_json(indent=2), media_type="application/json")
     raise HTTPException(404, f"no export format {fmt!r} (md, html or json)")
 

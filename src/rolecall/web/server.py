@@ -19,10 +19,13 @@ import structlog
 import uvicorn
 
 from rolecall.errors import UsageError
+from rolecall.nats.link import connect
 from rolecall.paths import db_path
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.web.app import create_app
+from rolecall.web.cluster import Cluster
 from rolecall.web.context import WebContext
+from rolecall.web.live import start_soon
 from rolecall.web.runs import LiveRun, LiveRuns
 
 log = structlog.get_logger(__name__)
@@ -73,19 +76,26 @@ async def serve(
     token: str | None = None,
     announce: Callable[[str], None] = lambda _: None,
     first: Callable[[WebContext], Awaitable[LiveRun | None]] | None = None,
+    nats: str | None = None,
 ) -> int | None:
     """Serve until SIGINT or SIGTERM (returned) or cancellation. ``announce`` gets the
     address once the socket listens; ``first`` may start a session (``rolecall chat W
-    --web``) before that."""
+    --web``) before that; ``nats`` is a NATS URL whose sessions the pages follow too."""
     check_host(host, token)
-    async with SqliteStore(db_path(data_dir)) as store, anyio.create_task_group() as tg:
+    async with contextlib.AsyncExitStack() as stack:
+        link = await stack.enter_async_context(connect(nats, name="rolecall-web")) if nats else None
+        store = await stack.enter_async_context(SqliteStore(db_path(data_dir)))
+        tg = await stack.enter_async_context(anyio.create_task_group())
         ctx = WebContext(
             store=store,
             data_dir=data_dir,
             worlds_dir=worlds_dir,
             runs=LiveRuns(tg, data_dir, store),
             token=token,
+            cluster=Cluster(link, tg) if link is not None else None,
         )
+        if ctx.cluster is not None:
+            start_soon(tg, ctx.cluster.index, "cluster-index")
         opened = await first(ctx) if first is not None else None
         config = uvicorn.Config(
             create_app(ctx),

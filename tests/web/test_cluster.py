@@ -1,0 +1,132 @@
+"""`rolecall web --nats URL`: sessions that run on another machine of a NATS cluster (here:
+another process with its own data dir, on a real `nats-server -js`), watched in chromium
+chunk by chunk, listed, and read from the stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.nats_server import NatsServer, free_port, nats_server
+from tests.web.conftest import SLOW_WORLD, Server, Site, rolecall, start_server, stop_server
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[NatsServer]:
+    with nats_server(tmp_path / "nats") as server:
+        yield server
+
+
+@pytest.fixture
+def watcher(tmp_path: Path, cluster: NatsServer) -> Iterator[tuple[Server, Site]]:
+    """A web server with an empty store of its own, following the cluster."""
+    site = Site(root=tmp_path, data=tmp_path / "web-data", ids={})
+    (tmp_path / "worlds" / "slow").mkdir(parents=True)
+    (tmp_path / "worlds" / "slow" / "world.yaml").write_text(SLOW_WORLD)
+    served = start_server(site, "--nats", cluster.url)
+    yield served, site
+    stop_server(served)
+
+
+def _remote_run(site: Site, url: str, delay: str) -> subprocess.Popen[str]:
+    """`rolecall run slow --nats URL` with a data dir the web server never reads."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", "run", "slow", "--nats", url]
+        + ["--data-dir", str(site.root / "elsewhere"), "--json"],
+        cwd=site.root,
+        env={**os.environ, "ROLECALL_STREAM_DELAY": delay},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def _cluster_row(server: Server, deadline_s: float = 20) -> str:
+    """The id of the first session the sessions page lists under the cluster."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        html = _get(server.url + "/")
+        marker = 'class="cluster-row" data-session="'
+        if marker in html:
+            return html.split(marker, 1)[1].split('"', 1)[0]
+        time.sleep(0.1)
+    raise AssertionError("the sessions page never listed the cluster's session")
+
+
+def test_a_session_on_another_machine_streams_into_the_page(
+    page: Any, watcher: tuple[Server, Site], cluster: NatsServer
+) -> None:
+    server, site = watcher
+    run = _remote_run(site, cluster.url, "0.05")
+    try:
+        sid = _cluster_row(server)
+        # not in the web server's store: only the stream has it
+        assert sid not in _get(server.url + "/api/sessions")
+        page.goto(f"{server.url}/s/{sid}")
+        # the words of a reply arrive one by one from the stream, before it is complete
+        page.wait_for_function(
+            "() => { const el = document.querySelector('article.streaming .live-text');"
+            " return el && el.textContent.trim().split(' ').length >= 3; }"
+        )
+        streaming = page.locator("article.streaming").first
+        mid = streaming.get_attribute("id")
+        partial = streaming.locator(".live-text").inner_text().strip()
+        page.wait_for_function(
+            "document.getElementById('status').textContent.startsWith('finished')",
+            timeout=30_000,
+        )
+        page.wait_for_function("document.querySelectorAll('article.streaming').length === 0")
+        final = page.locator(f"#{mid} .body").inner_text().strip()
+        assert final.startswith(partial) and len(final) > len(partial)
+        assert page.locator("#m1 .body").inner_text().strip().endswith("sixteen")
+        assert page.locator("#m2 a.reply").get_attribute("href") == "#m1"
+    finally:
+        out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    # the page's events are the run's own, in order, each once
+    ran = [json.loads(line) for line in out.splitlines()]
+    shown = json.loads(_get(f"{server.url}/api/sessions/{sid}/events?after=0"))
+    assert [(e["seq"], e["topic"], e["type"]) for e in shown] == [
+        (e["seq"], e["topic"], e["type"]) for e in ran
+    ]
+    # read without JavaScript once it has ended: the whole thread, from the stream
+    html = _get(f"{server.url}/s/{sid}")
+    assert html.count('<article class="message') == 3 and "finished (" in html
+    listed = _get(server.url + "/?status=finished")
+    assert f'class="cluster-row" data-session="{sid}"' in listed
+    assert 'class="cluster-row"' not in _get(server.url + "/?status=paused")
+    # the page follows it; only the process that runs it drives it
+    request = urllib.request.Request(
+        f"{server.url}/api/sessions/{sid}/control",
+        data=b'{"action": "pause"}',
+        headers={"content-type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 409
+    refused.value.close()
+
+
+def test_an_unreachable_nats_server_is_a_clear_error(tmp_path: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    done = rolecall("web", "--port", "0", "--data-dir", str(tmp_path), "--nats", url, cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"cannot reach the NATS server at {url}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - started < 30
