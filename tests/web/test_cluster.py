@@ -40,9 +40,9 @@ def watcher(tmp_path: Path, cluster: NatsServer) -> Iterator[tuple[Server, Site]
 
 def _remote_run(site: Site, url: str, delay: str) -> subprocess.Popen[str]:
     """`rolecall run slow --nats URL` with a data dir the web server never reads."""
+    argv = ["run", "slow", "--nats", url, "--data-dir", str(site.root / "elsewhere"), "--json"]
     return subprocess.Popen(
-        [sys.executable, "-m", "rolecall.cli.main", "run", "slow", "--nats", url]
-        + ["--data-dir", str(site.root / "elsewhere"), "--json"],
+        [sys.executable, "-m", "rolecall.cli.main", *argv],
         cwd=site.root,
         env={**os.environ, "ROLECALL_STREAM_DELAY": delay},
         stdout=subprocess.PIPE,
