@@ -51,6 +51,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -110,6 +111,20 @@ def memory_line(message: Message, agent_id: str) -> dict[str, Any]:
 
 
 _to_json = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+
+
+_MESSAGE_NUMBER = re.compile(r"^m([1-9][0-9]*)$")
+_MESSAGE_ID_KEY = b'"message_id": "'
+
+
+def _message_id_of(line: bytes) -> bytes:
+    """The message id of an encoded memory line (the key's quotes are never escaped;
+    a quote inside the content is)."""
+    at = line.rfind(_MESSAGE_ID_KEY)
+    if at < 0:
+        return b""
+    at += len(_MESSAGE_ID_KEY)
+    return line[at : line.find(b'"', at)]
 
 
 def _encode(record: dict[str, Any]) -> bytes:
@@ -201,6 +216,54 @@ class MemoryFiles:
                     path.write_bytes(data)
                 except OSError as exc:
                     raise StorageError(f"memory file {path}: {_cause(exc)}") from exc
+
+    def fork(
+        self,
+        parent_id: str,
+        session_id: str,
+        agent_ids: Sequence[str],
+        starts: dict[str, int],
+        last: Message,
+        *,
+        edited: bool,
+    ) -> bool:
+        """Write each agent's file of a fork at ``last`` (mK) from the parent's file: its
+        lines for m(start+1)..mK, mK's line written again when it was edited. False, and
+        nothing written, when a parent file does not hold exactly those lines in order
+        (then :meth:`rebuild` from the messages)."""
+        k = _MESSAGE_NUMBER.match(last.id)
+        if k is None:
+            return False
+        files: dict[Path, bytes] = {}
+        for agent in dict.fromkeys(agent_ids):
+            start = starts.get(agent, 0)
+            wanted = int(k.group(1)) - start
+            data = b""
+            if wanted > 0:
+                try:
+                    with self._slot(self._path_of(parent_id, agent)).thread_lock:
+                        data = self._read_repaired(self._path_of(parent_id, agent))
+                except OSError:
+                    return False
+                lines = data.split(b"\n", wanted)[:wanted]
+                if len(lines) < wanted or any(
+                    _message_id_of(line) != f"m{start + n}".encode()
+                    for n, line in enumerate(lines, start=1)
+                ):
+                    return False
+                if edited:
+                    lines[-1] = _encode(memory_line(last, agent))[:-1]
+                data = b"\n".join(lines) + b"\n"
+            files[self._target(session_id, agent)[0]] = data
+        for path, data in files.items():
+            with self._slot(path).thread_lock:
+                self._close(path)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                except OSError as exc:
+                    raise StorageError(f"memory file {path}: {_cause(exc)}") from exc
+        return True
 
     async def record(self, session_id: str, agent_ids: Sequence[str], message: Message) -> None:
         """Append ``message`` to the file of each of ``agent_ids``.

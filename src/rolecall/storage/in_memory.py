@@ -15,6 +15,7 @@ from typing import Any
 from rolecall.errors import UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, StateDoc
+from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
@@ -162,6 +163,25 @@ class MemoryStore:
             events=[dict(e) for e in doc.events],
             last_seq=doc.last_seq,
         )
+
+    async def fork_copy(
+        self,
+        session_id: str,
+        at: str,
+        *,
+        new_id: str,
+        now: datetime,
+        edit: str | None = None,
+        model: str | None = None,
+    ) -> ForkPlan:
+        """The fork, its lists copied from the parent's (no serialising on the way)."""
+        from rolecall.session.fork import planned_fork
+
+        plan, new = planned_fork(
+            await self.load(session_id), at, new_id=new_id, now=now, edit=edit, model=model
+        )
+        await self.import_document(new)
+        return plan
 
     async def forget(self, session_id: str, agent: str) -> int:
         stored = self._get(session_id)

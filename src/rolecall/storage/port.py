@@ -13,10 +13,12 @@ store never sees the session object, and never changes it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from rolecall.bus import Envelope
 from rolecall.session.document import SessionDocument
+from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
 
@@ -118,4 +120,19 @@ class SessionStore(Protocol):
     async def forget(self, session_id: str, agent: str) -> int:
         """Clear ``agent``'s memory in the stored state (later prompts start after the
         messages stored so far; its turn count is 0). Returns that message count."""
+        ...
+
+    async def fork_copy(
+        self,
+        session_id: str,
+        at: str,
+        *,
+        new_id: str,
+        now: datetime,
+        edit: str | None = None,
+        model: str | None = None,
+    ) -> ForkPlan:
+        """Store a fork of the session right after message ``at`` (``mK``) as ``new_id``
+        (:func:`rolecall.session.fork.fork` says what it holds), copying the kept rows
+        inside the store. What the fork holds besides the copied rows."""
         ...

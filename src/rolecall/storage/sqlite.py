@@ -42,6 +42,7 @@ from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, StateDoc
+from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
@@ -466,6 +467,31 @@ class SqliteStore:
                 (state.model_dump_json(), datetime.now(UTC).isoformat(), sid),
             )
         return count
+
+    async def fork_copy(
+        self,
+        session_id: str,
+        at: str,
+        *,
+        new_id: str,
+        now: datetime,
+        edit: str | None = None,
+        model: str | None = None,
+    ) -> ForkPlan:
+        """Store a fork of the session right after message ``at`` (see
+        :mod:`rolecall.storage.fork_copy`): the rows are copied inside the store in one
+        transaction. What the fork holds besides the copied rows."""
+        from rolecall.storage import fork_copy
+
+        sid = safe_id(session_id, "session id")
+        if not await self._exists(sid):
+            await self._load(sid, session_id, with_events=False)  # the error naming it
+        async with self._transaction(immediate=True) as db:
+            plan, row = await fork_copy.plan(
+                db, sid, at, new_id=new_id, now=now, edit=edit, model=model
+            )
+            await fork_copy.copy_rows(db, sid, plan, row)
+        return plan
 
     async def import_document(self, doc: SessionDocument) -> None:
         """Store a session read from a file (all of it), unless it is already stored."""

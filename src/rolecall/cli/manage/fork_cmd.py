@@ -4,36 +4,42 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import _data, _say, _session_id, _with_store
 
 if TYPE_CHECKING:
-    from rolecall.session.document import SessionDocument
+    from rolecall.memory import MemoryFiles
+    from rolecall.session.fork import ForkPlan
     from rolecall.storage.catalog import SessionRow
+    from rolecall.storage.port import SessionStore
     from rolecall.storage.sqlite import SqliteStore
 
 
 async def fork_session(
-    store: SqliteStore,
-    memory: Any,
+    store: SessionStore,
+    memory: MemoryFiles,
     parent: str,
     at: str,
     *,
     edit: str | None = None,
     model: str | None = None,
-) -> SessionDocument:
-    """Store a fork of ``parent`` after ``at``; its memory files rebuilt. The new document."""
+) -> ForkPlan:
+    """Store a fork of ``parent`` after ``at`` (the store copies the rows) and its memory
+    files (cut from the parent's, or rebuilt from the messages when those do not match).
+    What the fork holds."""
     from rolecall.bus.bus import utc_now
     from rolecall.runtime import new_session_id
-    from rolecall.session.fork import fork
 
-    doc = await store.load(parent)
-    new = fork(doc, at, new_id=new_session_id(), now=utc_now(), edit=edit, model=model)
-    await store.import_document(new)
-    role_ids = [r["id"] for r in new.world.get("roles", [])]
-    memory.rebuild(new.session_id, role_ids, new.messages, new.state.memory_start)
-    return new
+    plan = await store.fork_copy(
+        parent, at, new_id=new_session_id(), now=utc_now(), edit=edit, model=model
+    )
+    role_ids = [r["id"] for r in plan.world.get("roles", [])]
+    starts = plan.state.memory_start
+    if not memory.fork(parent, plan.new_id, role_ids, starts, plan.last, edited=plan.edited):
+        new = await store.load(plan.new_id, with_events=False)
+        memory.rebuild(plan.new_id, role_ids, new.messages, starts)
+    return plan
 
 
 def sessions_fork(args: argparse.Namespace) -> int:
@@ -42,7 +48,7 @@ def sessions_fork(args: argparse.Namespace) -> int:
     parent = _session_id(args.session)
     memory = MemoryFiles.in_data_dir(_data(args))
 
-    async def body(store: SqliteStore) -> SessionDocument:
+    async def body(store: SqliteStore) -> ForkPlan:
         return await fork_session(store, memory, parent, args.at, edit=args.edit, model=args.model)
 
     try:
@@ -50,10 +56,10 @@ def sessions_fork(args: argparse.Namespace) -> int:
     finally:
         memory.close()
     if args.json:
-        print(json.dumps({"session_id": new.session_id, "parent": parent, "at": args.at}))
+        print(json.dumps({"session_id": new.new_id, "parent": parent, "at": args.at}))
     else:
-        print(new.session_id)
-        _say(args, f"forked {parent} at {args.at}: `rolecall resume {new.session_id}` continues it")
+        print(new.new_id)
+        _say(args, f"forked {parent} at {args.at}: `rolecall resume {new.new_id}` continues it")
     return 0
 
 
