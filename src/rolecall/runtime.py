@@ -475,7 +475,7 @@ class Session:
         )
         settings = world.settings
         model_name = self.model_name(role)
-        model = self.models.get(model_name)
+        model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
         price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
         next_cost: float | None = 0.0
         if settings.max_tokens is None and settings.max_cost is None:

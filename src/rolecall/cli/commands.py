@@ -42,6 +42,7 @@ def dispatch(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from rolecall.cli.agent_cmd import cmd_agent
     from rolecall.cli.batch_cmd import cmd_batch
     from rolecall.cli.ecosystem_cmd import cmd_models
     from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
@@ -65,6 +66,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "models": cmd_models,
         "watch": cmd_watch,
         "worker": cmd_worker,
+        "agent": cmd_agent,
         "web": cmd_web,
     }
     from rolecall.cli.display import silence_stdout, stdout_failed
@@ -232,7 +234,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stored session (an id) or a session file, regenerating nothing."""
     from rolecall.api.entry import find_session
-    from rolecall.cli.wiring import live_session, open_store
+    from rolecall.cli.wiring import live_session, open_store, session_transport
 
     holder: list[Session] = []
 
@@ -253,7 +255,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
                 holder.append(await resume_repl(args, store, doc))
                 return
-            async with live_session(args, world, store, doc=doc) as session:
+            async with (
+                session_transport(args) as transport,
+                live_session(args, world, store, doc=doc, transport=transport) as session,
+            ):
                 holder.append(session)
                 if session.finished:
                     print(

@@ -19,9 +19,16 @@ def _data_dir_flag(args: argparse.Namespace | None) -> str:
     return f" --data-dir {shlex.quote(str(Path(explicit).expanduser().absolute()))}"
 
 
+def _nats_flag(args: argparse.Namespace | None) -> str:
+    """``--nats URL`` when the session ran with it given as a flag (its events, and any
+    remote agents, are on that cluster; ``ROLECALL_NATS_URL`` set in the shell stays)."""
+    url = getattr(args, "nats", None) if args is not None else None
+    return f" --nats {shlex.quote(str(url))}" if url else ""
+
+
 def resume_command(session_id: str, args: argparse.Namespace | None) -> str:
     """``rolecall resume ID`` with the flags that find the session again."""
-    return f"rolecall resume {session_id}{_data_dir_flag(args)}"
+    return f"rolecall resume {session_id}{_data_dir_flag(args)}{_nats_flag(args)}"
 
 
 def export_command(session_id: str, args: argparse.Namespace | None, fmt: str = "md") -> str:

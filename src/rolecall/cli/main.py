@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto or step (default: the mode the session was left in from the REPL, else auto)",
     )
     add_common_flags(resume)
+    add_nats_flag(resume)
 
     from rolecall.cli.batch_cmd import add_parser as add_batch
     from rolecall.cli.manage import register
@@ -116,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_batch(sub)
     add_watch_parser(sub)
     add_worker_parser(sub)
+    from rolecall.cli.agent_cmd import add_parser as add_agent
+
+    add_agent(sub)
     from rolecall.cli.ecosystem_cmd import add_parser as add_models
 
     add_models(sub)

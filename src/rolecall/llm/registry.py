@@ -54,11 +54,32 @@ class ModelRegistry:
         self.replay = replay
         self._models: dict[str, ChatModel] = {}
         self._real: dict[str, ChatModel] = {}
+        self._roles: dict[str, ChatModel] = {}  # roles served elsewhere (transport: nats)
 
     def register(self, name: str, model: ChatModel) -> None:
         """Use ``model`` for ``name`` (tests and embedding applications)."""
         self._real[name] = model
         self._models.pop(name, None)
+
+    def register_role(self, role_id: str, model: ChatModel) -> None:
+        """Serve every generation of ``role_id`` with ``model``, whatever its model string
+        (a remote agent: :class:`rolecall.nats.agents.RemoteModel`)."""
+        self._roles[role_id] = model
+
+    def for_role(self, role_id: str, name: str, *, remote: bool = False) -> ChatModel:
+        """The model that generates ``role_id``'s turns, ``name`` being its model string;
+        a ``remote`` role (``transport: nats``) is never generated here."""
+        model = self._roles.get(role_id)
+        if model is not None:
+            return model
+        if remote:
+            raise ProviderRefused(
+                f"role '{role_id}' has transport: nats, and this session has no NATS "
+                "connection: run it with --nats URL and start `rolecall agent "
+                f"{role_id} --world W --nats URL`",
+                model=name,
+            )
+        return self.get(name)
 
     def get(self, name: str) -> ChatModel:
         model = self._models.get(name)

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from rolecall.batch.results import RunResult
 from rolecall.batch.runner import BatchContext, result_of, run_to_end
 from rolecall.errors import RolecallError
+from rolecall.llm.registry import ModelRegistry
 from rolecall.nats.bus import NatsBus, attach
 from rolecall.nats.jobs import WORKERS, Job, publish_result
 from rolecall.nats.link import JOB_SUBJECTS, JOBS_STREAM, session_filter
@@ -170,9 +171,18 @@ class Worker:
         def bus(session_id: str, first_seq: int) -> NatsBus:
             return self.transport.bus(session_id, first_seq, batch=job.batch, run=job.run)
 
+        world = doc.world_model() if doc is not None else world
+        models = self.ctx.models
+        if any(r.transport == "nats" for r in world.roles):  # its own remote agents
+            from rolecall.nats.agents import register_remote_roles
+
+            models = ModelRegistry(
+                offline_delay=models.offline_delay, scripted_delay=models.scripted_delay
+            )
+            register_remote_roles(models, world, self.transport.link)
         session = new_or_restored(
-            doc.world_model() if doc is not None else world,
-            models=self.ctx.models,
+            world,
+            models=models,
             override=job.model_override,
             doc=doc,
             bus=bus,

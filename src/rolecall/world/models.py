@@ -52,6 +52,8 @@ class Settings(_Model):
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     timeout: Annotated[float, Field(gt=0)] = 60.0
     retries: Annotated[StrictInt, Field(ge=0, le=10)] = 2
+    # a remote agent (transport: nats) silent this long is gone (scale.md); seconds
+    agent_timeout: Annotated[float, Field(gt=0)] = 30.0
 
 
 class Role(_Model):
@@ -68,6 +70,8 @@ class Role(_Model):
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     script: list[str] | None = None
     price: Price | None = None
+    # nats: the role's generations are served by `rolecall agent ROLE` processes (scale.md)
+    transport: Literal["local", "nats"] = "local"
     template: str | None = None  # where it came from (kept for display)
 
     @property

@@ -1,0 +1,102 @@
+"""``rolecall agent ROLE --world W --nats URL``: serve one role's generations (scale.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+import anyio
+
+from rolecall.errors import UsageError
+
+EXAMPLES = [
+    "rolecall agent con --world debate --nats nats://127.0.0.1:4222",
+    "rolecall agent expert --world ./worlds/panel --nats nats://10.0.0.5:4222 --concurrency 4",
+]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rolecall.cli.flags import add_nats_flag
+
+    p = sub.add_parser(
+        "agent",
+        help="serve a role's generations to sessions on a NATS cluster (transport: nats)",
+        description=(
+            "Serve the generations of ROLE of world W to every session that runs W with "
+            "--nats and marks ROLE with `transport: nats`: one NATS request per turn, the "
+            "chunks streamed back. Several agent processes of one role share the load. "
+            "The model is the one the session asks for (the world's, or its --model); its "
+            "keys come from this process's environment. Prints one line starting 'ready:' "
+            "on stderr once it takes work; Ctrl-C or SIGTERM stops it."
+        ),
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("role", metavar="ROLE", help="the role's id in the world")
+    p.add_argument("--world", required=True, metavar="W", help="a world name or path")
+    add_nats_flag(p)
+    p.add_argument(
+        "--concurrency", type=int, default=8, metavar="K", help="generations at once (default 8)"
+    )
+    p.add_argument("--data-dir", help="where role templates are found (env ROLECALL_HOME)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no ready line")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from rolecall.api.entry import load_world
+    from rolecall.nats.link import nats_url
+    from rolecall.paths import data_dir
+
+    url = nats_url(args.nats)
+    if url is None:
+        raise UsageError("agent needs --nats URL (or ROLECALL_NATS_URL)")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    world = load_world(args.world, data_dir=data_dir(args.data_dir))
+    if args.role not in world.role_ids:
+        raise UsageError(
+            f"world '{world.name}' has no role '{args.role}' (roles: {', '.join(world.role_ids)})"
+        )
+    if world.role(args.role).transport != "nats":
+        print(
+            f"note: role '{args.role}' of world '{world.name}' has no `transport: nats`, so "
+            "sessions generate it themselves until the world says so",
+            file=sys.stderr,
+        )
+    anyio.run(_serve, args, url, world.name)
+    return 0
+
+
+async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
+    from rolecall.cli.wiring import stream_pacing
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.nats.agents import agent_subject, serve
+    from rolecall.nats.link import connect
+
+    models = ModelRegistry(**stream_pacing(True))
+
+    def ready() -> None:
+        if not args.quiet:
+            print(
+                f"ready: agent for role {args.role} of world {world} on "
+                f"{agent_subject(world, args.role)} at {url} ({args.concurrency} at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    async with (
+        connect(url, name=f"rolecall-agent-{args.role}") as link,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        await serve(link, world, args.role, models.get, concurrency=args.concurrency, ready=ready)
