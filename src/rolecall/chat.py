@@ -1,7 +1,9 @@
 """The chat driver: chat turns (chat.md) and flow interjections (flows.md).
 
-The decisions come from the pure :mod:`rolecall.routing` functions; this module
-applies them to the session: it queues the replies that are due, enforces the
+Who answers is decided by the agents themselves (:mod:`rolecall.floor`): each asks
+for the floor when a message reaches it, by the pure :mod:`rolecall.routing` rules.
+This module admits those requests (a human's in chat, a direct address in a flow, an
+agent reply's addressees), takes the floor's grants one at a time, enforces the
 per-agent turn limit, strips self-mentions, adds auto-mentions, and ends an exchange
 on a pass. Each due reply becomes a :class:`~rolecall.plans.TurnPlan` the runtime runs.
 """
@@ -29,11 +31,11 @@ from rolecall.session.state import Concluding, Message, PendingReply
 _log = structlog.get_logger("rolecall.routing")
 
 
-def route_human(session: Host, message: Message) -> list[Event]:
-    """Queue who answers a human message: chat rules, or one interjection in a flow.
+def route_notice(session: Host, message: Message) -> list[Event]:
+    """The events of routing a human message: an unknown-mention notice, if any.
 
-    Returns the events of the decision (an unknown-mention notice), to be published
-    right after the message.
+    Published right after the message. Who answers is not decided here: each agent
+    asks for the floor when the message reaches it (:func:`admit_human`).
     """
     decision = route("human", message.content, session.world.role_ids)
     if debug_enabled():
@@ -45,50 +47,54 @@ def route_human(session: Host, message: Message) -> list[Event]:
             reason=decision.reason,
             interjection=session.flow_active,
         )
-    events: list[Event] = []
     if decision.unknown is not None:
-        events.append(WarningEvent(message=unknown_mention_notice(decision)))
+        return [WarningEvent(message=unknown_mention_notice(decision))]
+    return []
+
+
+async def admit_human(session: Host, message: Message) -> bool:
+    """Queue the agents that asked for the floor on a human message; True if any did.
+
+    In chat every request is queued, in role order; in a flow only a direct address
+    is, as one interjection (flows.md).
+    """
+    requests = await session.floor.collect(message.id)
     if session.flow_active:
-        if decision.reason == "direct" and decision.answerers:
-            session.state.pending.append(
-                PendingReply(
-                    agent=decision.answerers[0], message_id=message.id, kind="interjection"
-                )
-            )
-        return events
-    session.state.pending.extend(
-        PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
-    )
-    return events
+        direct = [r for r in requests if r.reason == "direct"][:1]
+        session.floor.queue(session.state, direct, "interjection")
+        return bool(direct)
+    session.floor.queue(session.state, requests, "chat")
+    return bool(requests)
 
 
-def human_stop(session: Host) -> list[Event]:
+def human_stop(session: Host) -> tuple[list[Event], bool]:
     """After a human message in a flow: the global stop conditions, evaluated now.
 
     Conditions see the session as it stands after each message (flows.md), the human's
     included, so ``{contains: enough, role: human}`` ends a flow when the human says it.
     When one holds, the interjection just queued is dropped and the session concludes
-    (its final step, if any, then the stop) on its next turn. Returns the events.
+    (its final step, if any, then the stop) on its next turn. Returns the events and
+    whether a condition held (then nobody is admitted to answer the message).
     """
     engine = session.engine
     if engine is None or session.finished:
-        return []
+        return [], False
     try:
         hit, evaluations = engine.global_stop(session.ctx)
     except ConditionTimeout as exc:  # the human's message is kept; the session pauses
         session.pause("error")
-        return [ErrorEvent(error=str(exc), source="flow")]
+        return [ErrorEvent(error=str(exc), source="flow")], False
     events = turns.condition_events(evaluations)
     if hit is not None:
         session.state.pending.clear()
         session.state.concluding = Concluding(hit.reason, hit.detail)
-    return events
+    return events, hit is not None
 
 
 async def next_pending(session: Host) -> Next:
     """The first due reply as a plan (called under the session's turn lock)."""
     state = session.state
-    item = state.pending.pop(0)
+    item = session.floor.grant(state)
     target = state.transcript.by_id[item.message_id]
     role = session.world.role(item.agent)
     if item.kind == "interjection":
@@ -135,9 +141,8 @@ async def next_pending(session: Host) -> Next:
         decision = route(role.id, message.content, session.world.role_ids)
         if decision.unknown is not None:
             session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
-        state.pending.extend(
-            PendingReply(agent=agent, message_id=message.id) for agent in decision.answerers
-        )
+        # the agents it addressed asked for the floor when the message reached them
+        session.floor.queue(state, await session.floor.collect(message.id), "chat")
         return None
 
     return TurnPlan(role.id, target, shape=shape, then=then)

@@ -23,6 +23,7 @@ from rolecall.bus import Bus, Event
 from rolecall.session.state import Message, SessionState
 
 if TYPE_CHECKING:
+    from rolecall.floor import Floor
     from rolecall.flows.conditions import ConditionContext
     from rolecall.flows.engine import FlowEngine
     from rolecall.world.models import World
@@ -99,6 +100,7 @@ class Host(Protocol):
     state: SessionState
     bus: Bus
     engine: FlowEngine | None
+    floor: Floor
     ctx: ConditionContext
     director: Director | None
     message_hooks: list[MessageHook]

@@ -32,6 +32,7 @@ from rolecall.bus import (
     utc_now,
 )
 from rolecall.errors import ConditionTimeout, UsageError
+from rolecall.floor import Agent, Floor
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.flows.targets import budget_block
@@ -93,6 +94,21 @@ class Session:
         if self.engine is not None:
             _check_pointer(self.engine, self.state)
         self.generator = Generator(self.bus)
+        # every role takes part through the bus; the floor grants them turns one at a time
+        self.floor = Floor(world.role_ids)
+        transcript_size = len(self.state.transcript)
+        self.agents = {
+            rid: Agent(
+                rid,
+                world.role_ids,
+                self.floor,
+                remembered=transcript_size - self.state.memory_start.get(rid, 0),
+                session_state=self.state.state,
+            )
+            for rid in world.role_ids
+        }
+        for agent in self.agents.values():
+            agent.attach(self.bus)
         self.ctx = ConditionContext(self.state.transcript, self.state.flags)
         self.commit_hooks: list[CommitHook] = []
         self.turn_hooks: list[TurnHook] = []
@@ -414,22 +430,28 @@ class Session:
         async with self._lock:
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()
-            # who answers is decided before the message is stored, so the replies owed
-            # are stored with it (a crash right after loses none of them)
             director = self.director
             if director is not None:
                 spoken = await self.speak(TurnPlan("human", text=text))
                 assert spoken.message is not None
                 if not director.human(self, spoken.message):
-                    await self.emit(chat.route_human(self, spoken.message))
+                    events = chat.route_notice(self, spoken.message)
+                    await chat.admit_human(self, spoken.message)
+                    await self.emit(events)
             else:
-                spoken = await self.speak(
-                    TurnPlan(
-                        "human",
-                        text=text,
-                        decide=lambda m, _: [*chat.route_human(self, m), *chat.human_stop(self)],
-                    )
-                )
+                held = False
+
+                def decide(message: Message, _: datetime) -> list[Event]:
+                    nonlocal held
+                    stop_events, held = chat.human_stop(self)
+                    return [*chat.route_notice(self, message), *stop_events]
+
+                spoken = await self.speak(TurnPlan("human", text=text, decide=decide))
+                assert spoken.message is not None
+                # the agents asked for the floor as the message reached them; the
+                # replies owed are stored before any is generated
+                if not held and await chat.admit_human(self, spoken.message):
+                    await self.emit([])
             assert spoken.message is not None
         if not self._running:
             await self.settle()

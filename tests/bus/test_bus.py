@@ -12,6 +12,8 @@ from rolecall.bus import (
     StepEvent,
     StopEvent,
     StreamChunk,
+    StreamEnd,
+    StreamStart,
     WarningEvent,
 )
 
@@ -46,6 +48,28 @@ def test_subscribers_choose_topic_and_filter() -> None:
     assert messages == [1, 3]
     assert stops == [2]
     assert only_m2 == [3]
+
+
+def test_a_subscriber_may_choose_event_types_of_a_topic() -> None:
+    bus = EventBus("s")
+    starts_and_ends: list[str] = []
+    everything: list[str] = []
+    sub = bus.subscribe(
+        lambda e: starts_and_ends.append(e.event.type), "sse", types=("start", "end")
+    )
+    bus.subscribe(lambda e: everything.append(e.event.type), "sse")
+    bus.publish(StreamStart(message_id="m1", sender="a"))
+    for word in ("one", "two"):
+        bus.publish(StreamChunk(message_id="m1", sender="a", delta=word, output_tokens=1))
+    bus.publish(StreamEnd(message_id="m1", sender="a", input_tokens=1, output_tokens=2))
+    bus.publish(msg(2))
+    assert starts_and_ends == ["start", "end"]
+    assert everything == ["start", "chunk", "chunk", "end"]
+    sub.close()
+    bus.publish(StreamStart(message_id="m3", sender="a"))
+    assert starts_and_ends == ["start", "end"]
+    with pytest.raises(ValueError, match="no event type 'begin' in topic sse"):
+        bus.subscribe(lambda e: None, "sse", types=("begin",))
 
 
 def test_failing_subscriber_becomes_system_error_and_breaks_nothing() -> None:

@@ -3,6 +3,7 @@
 from rolecall.bus.bus import EventBus, Subscription, utc_now
 from rolecall.bus.events import (
     EVENT_ADAPTER,
+    EVENT_KINDS,
     TOPICS,
     AgentEvent,
     ConditionEvent,
@@ -29,6 +30,7 @@ from rolecall.bus.protocol import Bus, Closable, Filter, Handler
 
 __all__ = [
     "EVENT_ADAPTER",
+    "EVENT_KINDS",
     "TOPICS",
     "AgentEvent",
     "Bus",

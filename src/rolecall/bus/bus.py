@@ -23,7 +23,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pyee import EventEmitter
 
-from rolecall.bus.events import TOPICS, Envelope, ErrorEvent, Event, Topic
+from rolecall.bus.events import EVENT_KINDS, TOPICS, Envelope, ErrorEvent, Event, Topic
 from rolecall.bus.protocol import Filter, Handler
 
 log = structlog.get_logger(__name__)
@@ -44,7 +44,7 @@ class Subscription:
 
     bus: EventBus
     handler: Handler
-    topics: tuple[Topic, ...]
+    topics: tuple[str, ...]  # the emitter's event names: topics, or topic/type tags
     filter: Filter | None
     name: str
 
@@ -59,6 +59,8 @@ class Subscription:
         for t in self.topics:
             with suppress(KeyError):
                 self.bus._emitter.remove_listener(t, self)
+            if "/" in t and not self.bus._emitter.listeners(t):
+                self.bus._typed.pop(EVENT_KINDS[t], None)
 
 
 class EventBus:
@@ -81,6 +83,9 @@ class EventBus:
         self._delivering = False
         self._recorders: list[list[Envelope]] = []
         self._streams: set[MemoryObjectSendStream[Envelope]] = set()
+        # event class -> its topic/type tag, for the classes some subscriber asked for
+        # by type: such a subscriber is an emitter listener of the tag, not of the topic
+        self._typed: dict[type, str] = {}
 
     @property
     def last_seq(self) -> int:
@@ -93,8 +98,13 @@ class EventBus:
         *,
         filter: Filter | None = None,
         name: str = "",
+        types: Iterable[str] | None = None,
     ) -> Subscription:
-        """Call ``handler`` for each event of ``topic`` (all if None) that passes ``filter``."""
+        """Call ``handler`` for each event of ``topic`` (all if None) that passes ``filter``.
+
+        ``types`` narrows it to those event types of the topic(s): the handler is then
+        called for them only, and the topic's other events never reach it.
+        """
         if topic is None:
             topics: tuple[Topic, ...] = TOPICS
         elif isinstance(topic, str):
@@ -104,8 +114,19 @@ class EventBus:
         unknown = [t for t in topics if t not in TOPICS]
         if unknown:
             raise ValueError(f"unknown topic {unknown[0]!r} (topics: {', '.join(TOPICS)})")
-        sub = Subscription(self, handler, topics, filter, name or getattr(handler, "__name__", "?"))
-        for t in topics:
+        names: tuple[str, ...] = topics
+        if types is not None:
+            wanted = tuple(types)
+            names = tuple(
+                f"{t}/{kind}" for t in topics for kind in wanted if f"{t}/{kind}" in EVENT_KINDS
+            )
+            for kind in wanted:
+                if not any(f"{t}/{kind}" in EVENT_KINDS for t in topics):
+                    raise ValueError(f"no event type {kind!r} in topic {', '.join(topics)}")
+        sub = Subscription(self, handler, names, filter, name or getattr(handler, "__name__", "?"))
+        for t in names:
+            if "/" in t:
+                self._typed[EVENT_KINDS[t]] = t
             self._emitter.add_listener(t, sub)
         return sub
 
@@ -148,7 +169,11 @@ class EventBus:
         try:
             while self._pending:
                 envelope = self._pending.popleft()
-                self._emitter.emit(envelope.event.topic, envelope)
+                event = envelope.event
+                self._emitter.emit(event.topic, envelope)
+                tag = self._typed.get(type(event))
+                if tag is not None:  # then the subscribers of this type only
+                    self._emitter.emit(tag, envelope)
         finally:
             self._delivering = False
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
@@ -217,6 +217,11 @@ Event = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+#: Every event class by its ``topic/type`` tag (``"sse/start"``: :class:`StreamStart`).
+EVENT_KINDS: dict[str, type[BaseModel]] = {
+    get_args(member)[1].tag: get_args(member)[0] for member in get_args(get_args(Event)[0])
+}
 
 
 @dataclass(slots=True)

@@ -67,9 +67,12 @@ class Bus(Protocol):
         *,
         filter: Filter | None = None,
         name: str = "",
+        types: Iterable[str] | None = None,
     ) -> Closable:
         """Call ``handler`` for each event of ``topic`` (all when None) passing ``filter``.
 
+        ``types`` narrows it to those event types of the topic (``("start", "end")`` of
+        ``sse``): the other events cost such a subscriber nothing, not even a call.
         A handler that raises is reported as a ``system/error`` event; the others still
         get the event.
         """
