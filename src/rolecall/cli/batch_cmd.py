@@ -169,15 +169,12 @@ def cmd_batch(args: argparse.Namespace) -> int:
         plan = _plan_of(doc, args)  # --vary problems: exit 2 before anything runs
         name = safe_id(args.name or _default_name(plan.worlds[0].name), "batch name")
     if url := nats_url(args.nats):
+        from rolecall.cli.batch_nats import resume_batch, submit_batch
+
         if args.resume:
-            raise UsageError(
-                "--resume finishes a batch run on this machine; on a NATS cluster the "
-                "workers finish every run they take"
-            )
+            return anyio.run(resume_batch, args, name, url)
         assert doc is not None
         assert plan is not None
-        from rolecall.cli.batch_nats import submit_batch
-
         return anyio.run(submit_batch, args, name, doc, plan, url)
     return anyio.run(_main, args, name, doc, plan)
 
@@ -252,7 +249,7 @@ async def _run(
             await _with_interrupts(runner, todo, sessions)
     else:
         await _with_interrupts(runner, todo, sessions)
-    return finish(args, name, plan, [*earlier, *runner.results], runner.interrupted, started)
+    return finish(args, name, plan.total, [*earlier, *runner.results], runner.interrupted, started)
 
 
 async def _with_interrupts(runner: BatchRunner, todo: list[Any], sessions: dict[int, str]) -> None:

@@ -7,14 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-from rolecall.batch.plan import BatchPlan
 from rolecall.batch.results import RunResult
 
 
 def finish(
     args: argparse.Namespace,
     name: str,
-    plan: BatchPlan,
+    total: int,
     results: list[RunResult],
     interrupted: bool,
     started: float,
@@ -24,7 +23,7 @@ def finish(
     from rolecall.batch.results import Summary, write_results
     from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 
-    summary = Summary.of(name, plan.total, results, time.monotonic() - started)
+    summary = Summary.of(name, total, results, time.monotonic() - started)
     if args.out:
         write_results(Path(args.out), results)
     if args.json:
@@ -44,11 +43,8 @@ def finish(
         )
         return EXIT_INTERRUPTED
     if summary.failed:
-        retry = (
-            f"`rolecall batch --resume {name}` retries them from their last stored turn"
-            if nats is None
-            else "their errors are in the results"
-        )
+        where = "" if nats is None else f" --nats {nats}"
+        retry = f"`rolecall batch --resume {name}{where}` retries them from their last stored turn"
         print(
             f"rolecall: {summary.failed} of {summary.runs} runs failed (runs "
             f"{', '.join(map(str, summary.failed_runs[:20]))}); nothing was lost: "

@@ -5,18 +5,22 @@
   values applied), the values, and the session id the run will have, chosen when it is
   submitted, so whichever worker takes it (again) finds the session in the stream.
 * ``ROLECALL_RESULTS`` keeps, per batch, its plan (``rolecall_results.<batch>.plan``: how
-  many runs) and one result row per run that ended (``rolecall_results.<batch>.run``).
+  many runs), a copy of every job (``rolecall_results.<batch>.job``: the work queue
+  forgets a job once it is done, ``batch --resume`` submits it again) and one result row
+  per run that ended (``rolecall_results.<batch>.run``; a run submitted again adds a
+  newer row, and the newest counts).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from rolecall.batch.results import RunResult
-from rolecall.nats.link import RESULTS_STREAM, Link
+from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link
 
 WORKERS = "rolecall-workers"  # the one durable pull consumer every worker shares
 
@@ -31,6 +35,10 @@ def plan_subject(batch: str) -> str:
 
 def result_subject(batch: str) -> str:
     return f"rolecall_results.{batch}.run"
+
+
+def job_copy_subject(batch: str) -> str:
+    return f"rolecall_results.{batch}.job"
 
 
 class Job(BaseModel):
@@ -50,7 +58,8 @@ class BatchPlanMessage(BaseModel):
 
 
 async def submit(link: Link, plan: BatchPlanMessage, jobs: Sequence[Job]) -> None:
-    """Publish the plan, then every job, each acknowledged (stored) by JetStream.
+    """Publish the plan, then every job (and its kept copy), each acknowledged (stored) by
+    JetStream.
 
     Message ids (the batch and run) make a second submission of the same job a no-op.
     """
@@ -62,37 +71,99 @@ async def submit(link: Link, plan: BatchPlanMessage, jobs: Sequence[Job]) -> Non
             plan.model_dump_json().encode(),
             headers={"Nats-Msg-Id": f"{plan.batch}:plan"},
         )
-        pending = [
+        await _publish_jobs(link, jobs, "")
+
+
+async def resubmit(link: Link, jobs: Sequence[Job], attempt: str) -> None:
+    """Put ``jobs`` in the work queue again (``batch --resume``); ``attempt`` makes their
+    message ids new, so JetStream does not drop them as duplicates."""
+    import anyio
+
+    with anyio.fail_after(30):
+        await _publish_jobs(link, jobs, f":{attempt}", copies=False)
+
+
+async def _publish_jobs(link: Link, jobs: Sequence[Job], suffix: str, copies: bool = True) -> None:
+    pending = []
+    for job in jobs:
+        body = job.model_dump_json().encode()
+        key = f"{job.batch}:{job.run}"
+        pending.append(
             await link.js.publish_async(
-                job_subject(job.batch),
-                job.model_dump_json().encode(),
-                headers={"Nats-Msg-Id": f"{job.batch}:{job.run}"},
+                job_subject(job.batch), body, headers={"Nats-Msg-Id": key + suffix}
             )
-            for job in jobs
-        ]
-        for future in pending:
-            await future
+        )
+        if copies:
+            pending.append(
+                await link.js.publish_async(
+                    job_copy_subject(job.batch), body, headers={"Nats-Msg-Id": f"{key}:job"}
+                )
+            )
+    for future in pending:
+        await future
+
+
+@dataclass
+class StoredBatch:
+    """What the results stream holds of a batch: its plan, its jobs, its newest results."""
+
+    plan: BatchPlanMessage | None = None
+    jobs: dict[int, Job] = field(default_factory=dict)
+    results: dict[int, RunResult] = field(default_factory=dict)
+    last_seq: int = 0  # the results stream's last message when it was read
+
+
+async def stored_batch(link: Link, batch: str) -> StoredBatch:
+    """Read the batch's plan, job copies and result rows (the newest row of a run wins)."""
+    from rolecall.nats.replay import read_stream
+
+    info = await link.js.stream_info(RESULTS_STREAM)
+    found = StoredBatch(last_seq=int(info.state.last_seq))
+    async for item in read_stream(link, f"rolecall_results.{batch}.*", stream=RESULTS_STREAM):
+        if item.subject.endswith(".plan"):
+            found.plan = BatchPlanMessage.model_validate(item.record)
+        elif item.subject.endswith(".job"):
+            job = Job.model_validate(item.record)
+            found.jobs[job.run] = job
+        else:
+            result = RunResult.model_validate(item.record)
+            found.results[result.run] = result
+    return found
+
+
+async def queued_jobs(link: Link, batch: str) -> int:
+    """How many of the batch's jobs the work queue still holds (waiting or running)."""
+    from nats.js.api import StreamInfo
+
+    info: StreamInfo = await link.js.stream_info(JOBS_STREAM, subjects_filter=job_subject(batch))
+    return sum((info.state.subjects or {}).values())
 
 
 async def publish_result(link: Link, result: RunResult) -> None:
     await link.js.publish(result_subject(result.batch), result.model_dump_json().encode())
 
 
-async def follow_results(link: Link, batch: str) -> AsyncGenerator[RunResult | BatchPlanMessage]:
-    """The batch's plan and result rows, the stored ones first, then as they come."""
+async def follow_results(
+    link: Link, batch: str, *, after: int = 0
+) -> AsyncGenerator[RunResult | BatchPlanMessage]:
+    """The batch's plan and result rows, the stored ones first (those after the results
+    stream's message ``after``), then as they come."""
     from nats.js.api import DeliverPolicy
+
+    from rolecall.nats.replay import start_after
 
     sub = await link.js.subscribe(
         f"rolecall_results.{batch}.*",
         stream=RESULTS_STREAM,
         ordered_consumer=True,
-        deliver_policy=DeliverPolicy.ALL,
+        deliver_policy=None if after else DeliverPolicy.ALL,
+        config=start_after(after),
     )
     try:
         async for msg in sub.messages:
             if msg.subject.endswith(".plan"):
                 yield BatchPlanMessage.model_validate_json(msg.data)
-            else:
+            elif msg.subject.endswith(".run"):
                 yield RunResult.model_validate_json(msg.data)
     finally:
         import anyio

@@ -26,6 +26,7 @@ from rolecall.nats.link import (
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
+    from nats.js.api import ConsumerConfig
 
     from rolecall.session.document import SessionDocument
 
@@ -36,11 +37,12 @@ class StreamEvent:
     headers: dict[str, str]
     line: str = ""  # the event's JSON exactly as published (as --json prints it)
     pending: int = 0  # how many stored messages the consumer has not delivered yet
+    subject: str = ""
 
     @classmethod
     def of(cls, msg: Msg) -> StreamEvent:
         line = msg.data.decode()
-        return cls(json.loads(line), dict(msg.headers or {}), line, _pending(msg))
+        return cls(json.loads(line), dict(msg.headers or {}), line, _pending(msg), msg.subject)
 
     @property
     def session_id(self) -> str:
@@ -68,19 +70,31 @@ def is_final(record: dict[str, Any]) -> bool:
     )
 
 
+def start_after(after: int) -> ConsumerConfig | None:
+    """A consumer starting after the stream's message ``after`` (None: the default start)."""
+    from nats.js.api import ConsumerConfig, DeliverPolicy
+
+    if not after:
+        return None
+    return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
+
+
 async def follow(
-    link: Link, subject: str, *, from_start: bool
+    link: Link, subject: str, *, from_start: bool, after: int = 0
 ) -> AsyncGenerator[StreamEvent, None]:
-    """Events on ``subject`` as they are stored (after the stored ones with ``from_start``),
-    until the caller stops reading."""
+    """Events on ``subject`` as they are stored (after the stored ones with ``from_start``;
+    from the stream's message ``after`` on when it is given), until the caller stops
+    reading."""
     import anyio
     from nats.js.api import DeliverPolicy
 
+    policy = DeliverPolicy.ALL if from_start else DeliverPolicy.NEW
     sub = await link.js.subscribe(
         subject,
         stream=EVENTS_STREAM,
         ordered_consumer=True,
-        deliver_policy=DeliverPolicy.ALL if from_start else DeliverPolicy.NEW,
+        deliver_policy=None if after else policy,
+        config=start_after(after),
     )
     try:
         async for msg in sub.messages:
@@ -90,20 +104,23 @@ async def follow(
             await sub.unsubscribe()
 
 
-async def read_stream(link: Link, subject: str) -> AsyncIterator[StreamEvent]:
-    """Every stored event on ``subject`` (wildcards allowed), in stream order, then stop."""
+async def read_stream(
+    link: Link, subject: str, *, stream: str = EVENTS_STREAM
+) -> AsyncIterator[StreamEvent]:
+    """Every stored message on ``subject`` (wildcards allowed) of ``stream``, in stream
+    order, then stop."""
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from nats.js.errors import NotFoundError
 
     try:
-        info = await link.js.stream_info(EVENTS_STREAM, subjects_filter=subject)
+        info = await link.js.stream_info(stream, subjects_filter=subject)
     except NotFoundError:
         return
     if not info.state.subjects:
         return
     sub = await link.js.pull_subscribe(
         subject,
-        stream=EVENTS_STREAM,
+        stream=stream,
         config=ConsumerConfig(
             deliver_policy=DeliverPolicy.ALL,
             ack_policy=AckPolicy.NONE,
