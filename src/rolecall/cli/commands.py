@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import sqlite3
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,48 +31,22 @@ from rolecall.errors import (
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
-    from rolecall.world.library import RoleLibrary
 
 
-def dispatch(args: argparse.Namespace) -> int:
+def dispatch(args: argparse.Namespace, target: str) -> int:
+    """Run the command's handler (``module:function``); its errors become exit codes."""
     verbosity = -1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0)
     try:
         logs.configure(verbosity, getattr(args, "log_file", None))
     except UsageError as exc:
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from rolecall.cli.agent_cmd import cmd_agent
-    from rolecall.cli.batch_cmd import cmd_batch
-    from rolecall.cli.ecosystem_cmd import cmd_models
-    from rolecall.cli.manage import cmd_memory, cmd_roles, cmd_sessions
-    from rolecall.cli.modes_cmd import run_consensus, run_debate
-    from rolecall.cli.nats_cmd import cmd_watch, cmd_worker
-    from rolecall.cli.study_cmd import run_study
-    from rolecall.cli.web_cmd import cmd_web
-
-    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
-        "debate": run_debate,
-        "consensus": run_consensus,
-        "study": run_study,
-        "sessions": cmd_sessions,
-        "roles": cmd_roles,
-        "memory": cmd_memory,
-        "run": cmd_run,
-        "chat": cmd_chat,
-        "worlds": cmd_worlds,
-        "resume": cmd_resume,
-        "batch": cmd_batch,
-        "models": cmd_models,
-        "watch": cmd_watch,
-        "worker": cmd_worker,
-        "agent": cmd_agent,
-        "web": cmd_web,
-    }
     from rolecall.cli.display import silence_stdout, stdout_failed
+    from rolecall.cli.registry import handler
 
     try:
         try:
-            code = handlers[args.command](args)
+            code = handler(target)(args)
             sys.stdout.flush()
         except BrokenPipeError:  # the reader went away (`| head`): not our failure
             silence_stdout()
@@ -281,93 +254,3 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     anyio.run(main)
     return outcome(holder[0], args)
-
-
-def cmd_worlds(args: argparse.Namespace) -> int:
-    from rolecall.cli.manage import role_library
-    from rolecall.world.loader import load_world
-
-    library = role_library(args)
-    if args.worlds_command == "new":
-        return _new_world(args)
-    if args.worlds_command == "schema":
-        from rolecall.cli.ecosystem_cmd import cmd_schema
-
-        return cmd_schema(args)
-    if args.worlds_command == "validate":
-        loaded = load_world(args.world, library)
-        world = loaded.world
-        for warning in loaded.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        steps = len(world.flow.steps) if world.flow else 0
-        print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
-        from rolecall.cli.check_cmd import summary, worst_case
-
-        print(summary(worst_case(world)))
-        return EXIT_OK
-    if args.worlds_command == "show":
-        return _show_world(args, library)
-    if args.worlds_command == "check":
-        from rolecall.cli.check_cmd import cmd_check
-
-        loaded = load_world(args.world, library)
-        for warning in loaded.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        return cmd_check(args, loaded.world)
-    from rolecall.world import catalog
-
-    for entry in catalog.available(Path(args.dir)):
-        note = " (instead of the shipped one)" if entry.shadows else ""
-        try:
-            world = load_world(entry.path, library).world
-            print(f"{entry.name:16} {entry.source:8} {world.title or world.topic}{note}")
-        except WorldError as exc:
-            print(
-                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} problems{note}",
-                file=sys.stderr,
-            )
-    return EXIT_OK
-
-
-def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
-    """``worlds show``: the roles, then the flow (speaker → reply target per step)."""
-    from rolecall.flows.view import flow_lines
-    from rolecall.world.loader import load_world
-
-    loaded = load_world(args.world, library)
-    world = loaded.world
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"{world.title or world.name}  ({loaded.path})")
-    if world.topic:
-        print(f"topic: {world.topic}")
-    width = max(len(r.id) for r in world.roles)
-    print("roles:")
-    for role in world.roles:
-        print(f"  {role.id:<{width}}  {role.display_name} · {world.model_for(role)}")
-    if world.flow is not None:
-        print("\n".join(flow_lines(world.flow, current=world.flow.start_id)))
-    elif world.mode is not None:
-        print(f"{world.mode} mode: its turns are planned by the mode (docs/modes.md)")
-    else:
-        print("no flow: a chat (rolecall chat WORLD; @role to address one)")
-    return EXIT_OK
-
-
-def _new_world(args: argparse.Namespace) -> int:
-    """Write ``<dir>/<name>/world.yaml`` from a preset; never overwrite a world."""
-    from rolecall.cli.modes_cmd import new_world_yaml
-    from rolecall.cli.study_cmd import new_study_files
-
-    if args.preset == "study":
-        files = new_study_files(args.name)
-    else:
-        files = {"world.yaml": new_world_yaml(args.preset, args.name)}
-    folder = Path(args.dir) / args.name
-    if (folder / "world.yaml").exists():
-        raise UsageError(f"{folder / 'world.yaml'} already exists; choose another name")
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    print(f"wrote {folder / 'world.yaml'} (edit it, then: rolecall run {folder})")
-    return EXIT_OK

@@ -48,6 +48,12 @@ def _common(p: argparse.ArgumentParser, *, max_turns: bool = True) -> None:
 
 def add_parsers(sub: Any) -> None:
     """Add the ``debate`` and ``consensus`` subcommands to ``rolecall``'s subparsers."""
+    add_debate(sub)
+    add_consensus(sub)
+
+
+def add_debate(sub: Any) -> None:
+    """Add ``rolecall debate``."""
     debate = sub.add_parser(
         "debate",
         help="a PRO/CON debate on TOPIC, then a moderator's synthesis",
@@ -82,6 +88,9 @@ def add_parsers(sub: Any) -> None:
     )
     _common(debate, max_turns=False)
 
+
+def add_consensus(sub: Any) -> None:
+    """Add ``rolecall consensus``."""
     consensus = sub.add_parser(
         "consensus",
         help="three or more roles seek consensus on TOPIC, then a synthesizer sums up",

@@ -1,0 +1,181 @@
+"""``rolecall worlds``: list, validate, show, check, new and schema of world folders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rolecall.cli.flags import add_common_flags
+from rolecall.errors import UsageError, WorldError
+
+if TYPE_CHECKING:
+    from rolecall.world.library import RoleLibrary
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worlds = sub.add_parser(
+        "worlds",
+        help="list, validate, check and create world folders",
+        description="List, validate, check and create world folders.",
+        epilog="examples:\n  rolecall worlds list\n"
+        "  rolecall worlds validate worlds/classroom\n"
+        "  rolecall worlds check worlds/classroom\n"
+        "  rolecall worlds new my-study --from study",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
+    wl = wsub.add_parser(
+        "list",
+        help="list the shipped worlds and those under ./worlds/ (marked local; a local one wins)",
+        epilog="examples:\n  rolecall worlds list\n  rolecall worlds list --dir ~/my-worlds",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
+    add_common_flags(wl, run_flags=False, data_dir_help="the data directory (its role library)")
+    wv = wsub.add_parser(
+        "validate",
+        help="check a world file and list every problem",
+        epilog="example:\n  rolecall worlds validate worlds/classroom",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wv.add_argument("world", metavar="WORLD")
+    add_common_flags(
+        wv, run_flags=False, data_dir_help="the data directory (its role library for template:)"
+    )
+    ws = wsub.add_parser(
+        "show",
+        help="a world's roles and its flow: each step's speaker and reply target, loops, branches",
+        epilog="example:\n  rolecall worlds show classroom",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ws.add_argument("world", metavar="WORLD")
+    add_common_flags(
+        ws, run_flags=False, data_dir_help="the data directory (its role library for template:)"
+    )
+    wc = wsub.add_parser(
+        "check",
+        help="a world's worst case before it runs: turns, tokens, cost, caps (no model call)",
+        epilog="examples:\n  rolecall worlds check tutoring\n  rolecall worlds check debate --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wc.add_argument("world", metavar="WORLD")
+    wc.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_common_flags(
+        wc, run_flags=False, data_dir_help="the data directory (its role library for template:)"
+    )
+    wn = wsub.add_parser(
+        "new",
+        help="write a ready-to-edit world folder from a preset",
+        epilog="examples:\n  rolecall worlds new my-debate --from debate\n"
+        "  rolecall worlds new panel2 --from consensus\n"
+        "  rolecall worlds new my-study --from study   (world.yaml and a starter notes.md)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wn.add_argument("name", metavar="NAME", help="the new world's name (folder under --dir)")
+    wn.add_argument(
+        "--from", dest="preset", required=True, metavar="MODE", help="debate, consensus or study"
+    )
+    wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
+    add_common_flags(wn, run_flags=False, data_dir_help="the data directory (unused by new)")
+    wsc = wsub.add_parser(
+        "schema",
+        help="print the JSON Schema of world.yaml (for editors: see docs/worlds.md)",
+        epilog="example:\n  rolecall worlds schema > world.schema.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_common_flags(wsc, run_flags=False, data_dir_help="the data directory (unused by schema)")
+
+
+def cmd_worlds(args: argparse.Namespace) -> int:
+    from rolecall.cli.manage import role_library
+    from rolecall.cli.running import EXIT_OK
+    from rolecall.world.loader import load_world
+
+    library = role_library(args)
+    if args.worlds_command == "new":
+        return _new_world(args)
+    if args.worlds_command == "schema":
+        from rolecall.cli.ecosystem_cmd import cmd_schema
+
+        return cmd_schema(args)
+    if args.worlds_command == "validate":
+        loaded = load_world(args.world, library)
+        world = loaded.world
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        steps = len(world.flow.steps) if world.flow else 0
+        print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
+        from rolecall.cli.check_cmd import summary, worst_case
+
+        print(summary(worst_case(world)))
+        return EXIT_OK
+    if args.worlds_command == "show":
+        return _show_world(args, library)
+    if args.worlds_command == "check":
+        from rolecall.cli.check_cmd import cmd_check
+
+        loaded = load_world(args.world, library)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return cmd_check(args, loaded.world)
+    from rolecall.world import catalog
+
+    for entry in catalog.available(Path(args.dir)):
+        note = " (instead of the shipped one)" if entry.shadows else ""
+        try:
+            world = load_world(entry.path, library).world
+            print(f"{entry.name:16} {entry.source:8} {world.title or world.topic}{note}")
+        except WorldError as exc:
+            print(
+                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} problems{note}",
+                file=sys.stderr,
+            )
+    return EXIT_OK
+
+
+def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
+    """``worlds show``: the roles, then the flow (speaker → reply target per step)."""
+    from rolecall.cli.running import EXIT_OK
+    from rolecall.flows.view import flow_lines
+    from rolecall.world.loader import load_world
+
+    loaded = load_world(args.world, library)
+    world = loaded.world
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"{world.title or world.name}  ({loaded.path})")
+    if world.topic:
+        print(f"topic: {world.topic}")
+    width = max(len(r.id) for r in world.roles)
+    print("roles:")
+    for role in world.roles:
+        print(f"  {role.id:<{width}}  {role.display_name} · {world.model_for(role)}")
+    if world.flow is not None:
+        print("\n".join(flow_lines(world.flow, current=world.flow.start_id)))
+    elif world.mode is not None:
+        print(f"{world.mode} mode: its turns are planned by the mode (docs/modes.md)")
+    else:
+        print("no flow: a chat (rolecall chat WORLD; @role to address one)")
+    return EXIT_OK
+
+
+def _new_world(args: argparse.Namespace) -> int:
+    """Write ``<dir>/<name>/world.yaml`` from a preset; never overwrite a world."""
+    from rolecall.cli.modes_cmd import new_world_yaml
+    from rolecall.cli.running import EXIT_OK
+    from rolecall.cli.study_cmd import new_study_files
+
+    if args.preset == "study":
+        files = new_study_files(args.name)
+    else:
+        files = {"world.yaml": new_world_yaml(args.preset, args.name)}
+    folder = Path(args.dir) / args.name
+    if (folder / "world.yaml").exists():
+        raise UsageError(f"{folder / 'world.yaml'} already exists; choose another name")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    print(f"wrote {folder / 'world.yaml'} (edit it, then: rolecall run {folder})")
+    return EXIT_OK
