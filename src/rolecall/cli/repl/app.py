@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 
 log = structlog.get_logger("rolecall.cli.repl")
+After = Callable[["Session"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
 
 
 _STYLE = {
@@ -182,16 +184,18 @@ class Repl:
         if self.prompt is None:
             self.prompt = self._make_prompt()
         current = session
+        after: After | None = None
         async with AsyncExitStack() as stack:
             while True:
-                result = await self._serve(current)
+                result = await self._serve(current, after)
                 if not isinstance(result, LoadRequest):
                     return current
                 try:
-                    current = await self._switch(stack, result)
+                    current, after = await self._switch(stack, result), result.after
                 except Exception as exc:
                     self._print(Palette((), color=self.color).red(f"✗ cannot load: {exc}"))
                     self._quit = False
+                    after = None
         return current  # pragma: no cover - the loop returns
 
     # -- sessions -----------------------------------------------------------------------
@@ -228,7 +232,7 @@ class Repl:
         lines.append("")
         return lines
 
-    def _banner(self, session: Session, *, loaded: bool) -> None:
+    def _banner(self, session: Session, *, loaded: bool, hint: bool = True) -> None:
         d = self.display
         assert d is not None
         p = d.palette
@@ -254,12 +258,13 @@ class Repl:
                 for line in _wrap(_shorten(last.content, 400), self._width() - 3):
                     d.emit(p.bar(last.sender) + line)
             driven = session.engine is not None or session.director is not None
-            if st.pending or (driven and st.state == "paused" and not session.finished):
+            paused = driven and st.state == "paused" and not session.finished
+            if hint and (st.pending or paused):
                 d.note("/resume continues where it stopped")
         for line in lines[3:]:
             d.emit(line)
 
-    async def _serve(self, session: Session) -> Outcome | LoadRequest:
+    async def _serve(self, session: Session, after: After | None = None) -> Outcome | LoadRequest:
         loaded = self.session is not None
         self.session = session
         palette = Palette(session.world.role_ids, color=self.color)
@@ -292,7 +297,7 @@ class Repl:
         self._armed = False
         self._quit = False
         session.open()
-        self._banner(session, loaded=loaded)
+        self._banner(session, loaded=loaded, hint=after is None)
         self._changed()  # redraw: the toolbar shows the session now
         try:
             async with anyio.create_task_group() as tg:
@@ -302,6 +307,8 @@ class Repl:
                 if self.handle_signals:
                     tg.start_soon(self._watch_signals)
                 self._preload(_models_in_use(session))
+                if after is not None:  # /retry: the turn asked again, in the new branch
+                    self._spawn("retry", functools.partial(after, session))
                 with self._terminal():
                     try:
                         result = await self._loop()

@@ -20,6 +20,7 @@ class CommandSpec:
     options: tuple[str, ...] = ()  # ``--name VALUE`` options
     choices: tuple[str, ...] = ()  # allowed values of the first argument
     aliases: tuple[str, ...] = ()
+    rest: bool = False  # the words after the first argument are one argument, as typed
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
@@ -44,6 +45,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("clear", "/clear AGENT", "clear an agent's memory and turn count", 1, 1),
     CommandSpec("save", "/save [FILE]", "write the session file (default <session id>.json)", 0, 1),
     CommandSpec("load", "/load FILE", "switch to the session in FILE (or a stored id)", 1, 1),
+    CommandSpec(
+        "fork", "/fork mK [TEXT]", "fork after mK (TEXT replaces it), switch to it", 1, 2, rest=True
+    ),
+    CommandSpec("retry", "/retry", "ask the last speaker again; both answers kept as branches"),
+    CommandSpec("branch", "/branch [N|ID]", "list the branches at this point, or switch", 0, 1),
     CommandSpec(
         "export",
         "/export md|html|json [FILE]",
@@ -106,6 +112,9 @@ def parse_command(line: str) -> Command:
     if spec is None:
         hint = _closest(name, list(_SPECS) + list(_ALIASES))
         raise CommandError(f"unknown command /{head}{hint}; /help lists the commands")
+    if spec.rest and rest.strip():  # e.g. /fork m4 Let's talk about it: the text as typed
+        first, _, more = rest.strip().partition(" ")
+        rest = shlex.quote(first) + (" " + shlex.quote(more.strip()) if more.strip() else "")
     try:
         tokens = shlex.split(rest)
     except ValueError as exc:

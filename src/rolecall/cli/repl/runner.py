@@ -31,10 +31,12 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class LoadRequest:
-    """``/load``: the REPL switches to the session of ``doc``."""
+    """``/load`` (``/fork``, ``/retry``, ``/branch``): the REPL switches to the session of
+    ``doc``, then runs ``after`` there (``/retry``: the turn asked again)."""
 
     doc: SessionDocument
     source: str
+    after: Callable[[Session], Awaitable[object]] | None = None
 
 
 Job = Callable[[], Awaitable[object]]
@@ -474,6 +476,21 @@ class CommandRunner:
             return None
         return LoadRequest(doc, source)
 
+    async def _cmd_fork(self, cmd: Command) -> LoadRequest | None:
+        from rolecall.cli.repl import branching
+
+        return await branching.fork_here(self, cmd)
+
+    async def _cmd_retry(self, cmd: Command) -> LoadRequest | None:
+        from rolecall.cli.repl import branching
+
+        return await branching.retry(self, cmd)
+
+    async def _cmd_branch(self, cmd: Command) -> LoadRequest | None:
+        from rolecall.cli.repl import branching
+
+        return await branching.branch(self, cmd)
+
     async def _cmd_export(self, cmd: Command) -> None:
         from rolecall.api.compose import flush, save_to_file
 
@@ -526,9 +543,16 @@ async def run_command_line(
     def echo(text: str) -> None:
         print(text, file=stream, flush=True)
 
+    if line.split()[0].lower() in ("/retry", "/branch"):  # they switch sessions
+        echo(f"{line.split()[0].lower()} works in the interactive REPL only")
+        return True
     runner = CommandRunner(session, echo=echo, store=store, memory=memory, cwd=Path.cwd())
     result = await runner.run_line(line)
     if isinstance(result, LoadRequest):
-        echo("/load works in the interactive REPL only")
+        if line.split()[0].lower() == "/load":
+            echo("/load works in the interactive REPL only")
+        else:  # /fork, /retry, /branch: the session is there, to resume
+            sid = result.doc.session_id
+            echo(f"switching works in the interactive REPL only: `rolecall resume {sid}`")
         return True
     return result is not Outcome.QUIT
