@@ -26,6 +26,7 @@ from rolecall.cli.repl.commands import (
     Command,
     CommandError,
     CommandSpec,
+    LoadRequest,
     help_lines,
     parse_command,
 )
@@ -34,7 +35,7 @@ from rolecall.cli.repl.display import ReplDisplay
 from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
 from rolecall.cli.repl.live import mark_quit, open_live_session
 from rolecall.cli.repl.palette import Palette
-from rolecall.cli.repl.runner import CommandRunner, LoadRequest, Outcome, run_command_line
+from rolecall.cli.repl.runner import CommandRunner, Outcome, run_command_line
 
 __all__ = [
     "COMMANDS",

@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from rolecall.cli.hints import resume_command
-from rolecall.cli.repl.commands import Command, CommandError, parse_command
+from rolecall.cli.repl.commands import Command, CommandError, LoadRequest, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
@@ -25,7 +25,6 @@ from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header
 from rolecall.cli.repl.runner import (
     CommandRunner,
     Job,
-    LoadRequest,
     Outcome,
     _count,
     _models_in_use,

@@ -11,19 +11,38 @@ switches between them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import textwrap
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from rolecall.cli.repl.commands import Command, CommandError
-from rolecall.cli.repl.runner import LoadRequest, _shorten
+from rolecall.cli.repl.commands import Command, CommandError, LoadRequest
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
-    from rolecall.cli.repl.runner import CommandRunner
+    from rolecall.cli.repl.palette import Palette
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
     from rolecall.session.state import Message
     from rolecall.storage.sqlite import SqliteStore
+
+
+class CommandRunner(Protocol):
+    """What the commands use of :class:`rolecall.cli.repl.runner.CommandRunner`."""
+
+    session: Session
+    store: SqliteStore | None
+    memory: MemoryFiles | None
+    palette: Palette
+    echo: Callable[[str], None]
+    busy: Callable[[], bool]
+
+    @property
+    def driven(self) -> bool: ...
+
+
+def _shorten(text: str, limit: int) -> str:
+    return textwrap.shorten(text, limit, placeholder="…")
 
 
 def _needs(runner: CommandRunner, name: str) -> tuple[SqliteStore, MemoryFiles]:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rolecall.runtime import Session
+    from rolecall.session.document import SessionDocument
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,16 @@ class Command:
     @property
     def spec(self) -> CommandSpec:
         return _SPECS[self.name]
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What ``/load`` (``/fork``, ``/retry``, ``/branch``) asks of the REPL: switch to the
+    session of ``doc``, then run ``after`` there (``/retry``: the turn asked again)."""
+
+    doc: SessionDocument
+    source: str
+    after: Callable[[Session], Awaitable[object]] | None = None
 
 
 def _closest(name: str, choices: Iterable[str]) -> str:

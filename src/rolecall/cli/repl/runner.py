@@ -6,20 +6,24 @@ from __future__ import annotations
 import difflib
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
-from rolecall.cli.repl.commands import Command, CommandError, help_lines, parse_command
+from rolecall.cli.repl.commands import (
+    Command,
+    CommandError,
+    LoadRequest,
+    help_lines,
+    parse_command,
+)
 from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
 
 if TYPE_CHECKING:
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
     from rolecall.storage.sqlite import SqliteStore
     from rolecall.world.models import World
 
@@ -27,16 +31,6 @@ if TYPE_CHECKING:
 class Outcome(Enum):
     CONTINUE = "continue"
     QUIT = "quit"
-
-
-@dataclass(frozen=True)
-class LoadRequest:
-    """``/load`` (``/fork``, ``/retry``, ``/branch``): the REPL switches to the session of
-    ``doc``, then runs ``after`` there (``/retry``: the turn asked again)."""
-
-    doc: SessionDocument
-    source: str
-    after: Callable[[Session], Awaitable[object]] | None = None
 
 
 Job = Callable[[], Awaitable[object]]
