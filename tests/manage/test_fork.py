@@ -68,6 +68,9 @@ def test_an_edit_is_decided_on_as_if_said(data_dir: Path) -> None:
     exported = json.loads(rolecall("sessions", "export", new, "--format", "json").stdout)
     assert exported["messages"][3]["content"] == "UNDERSTOOD, thank you"
     assert exported["state"]["extra"]["fork"] == {"parent": sid, "at": "m4"}
+    for fmt in ("md", "html"):  # the status line of the readable exports says it too
+        text = rolecall("sessions", "export", new, "--format", fmt).stdout
+        assert f"forked from {sid} at m4" in text, fmt
 
 
 def test_bad_fork_points_are_usage_errors(data_dir: Path) -> None:
@@ -80,3 +83,29 @@ def test_bad_fork_points_are_usage_errors(data_dir: Path) -> None:
     missing = rolecall("sessions", "fork", "20990101-000000-abcdef", "--at", "m1")
     assert missing.returncode == 2 and "no session" in missing.stderr
     assert "Traceback" not in beyond.stderr + bad.stderr + missing.stderr
+
+
+def test_model_gives_the_fork_another_model(tmp_path: Path) -> None:
+    """A session on a provider model, forked with --model offline, goes on without it."""
+    from tests.faults import Cli, write_net_guard
+    from tests.llm.openai_server import OpenAITestServer, Reply
+    from tests.replay.test_replay_cli import provider_world, transcript
+
+    cli = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
+    with OpenAITestServer() as server:
+        server.queue(Reply("What makes tides?"), Reply("The moon, mostly."))
+        world = provider_world(tmp_path, server.base_url)
+        parent = cli.run("run", str(world), "--json", REPLAY_KEY="k")
+        assert parent.returncode == 0, parent.stderr
+    sid = json.loads(parent.stdout.splitlines()[0])["session_id"]
+    out = cli.run("sessions", "fork", sid, "--at", "m1", "--model", "offline", "--json")
+    assert out.returncode == 0, out.stderr
+    new = json.loads(out.stdout)["session_id"]
+    resumed = cli.run("resume", new, "--json")  # the server is gone: offline answers
+    assert resumed.returncode == 0, resumed.stderr
+    ((mid, sender, content, _, _),) = transcript(resumed.stdout)
+    assert (mid, sender) == ("m2", "answerer") and content != "The moon, mostly."
+    exported = json.loads(cli.run("sessions", "export", new, "--format", "json").stdout)
+    assert exported["model_override"] == "offline"
+    assert exported["messages"][0]["content"] == "What makes tides?"
+    assert cli.refused_connections() == []
