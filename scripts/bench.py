@@ -60,7 +60,7 @@ import anyio
 import yaml
 
 import rolecall
-from rolecall.api.compose import HandlerSink, Sink, assemble, attach_store, flush, save_to_file
+from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
 from rolecall.cli import logs
 from rolecall.cli.display import JsonSink
 from rolecall.flows.conditions import ConditionContext
@@ -1622,11 +1622,9 @@ async def _fork_runs(turns: int, repeats: int, root: Path) -> tuple[list[float],
     times: list[float] = []
     facts: dict[str, Any] = {}
     async with SqliteStore(db_path(data)) as store:
-        session = Session(turn_world(turns))
-        await attach_store(session, store)
-        memory.attach(session)  # the parent's memory files, as a CLI run writes them
-        await session.run()
-        await flush(session)
+        # the parent's memory files too, as a CLI run writes them
+        async with assemble(turn_world(turns), store=store, memory=memory) as session:
+            await session.run()
         sid = session.session_id
         for _ in range(repeats):
             start = time.perf_counter()

@@ -21,19 +21,17 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from rolecall.api.compose import SessionFileWriter, attach_store, flush, read_memory
+from rolecall.api.compose import assemble
 from rolecall.badges import labels_of
-from rolecall.bus import Bus, ErrorEvent, EventBus
+from rolecall.bus import Bus, ErrorEvent
 from rolecall.cli.display import attach_display, use_color
-from rolecall.errors import RolecallError, StorageError, UsageError
+from rolecall.errors import StorageError, UsageError, first_rolecall_error
 from rolecall.llm.registry import ModelRegistry
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir, db_path
-from rolecall.runtime import Session, new_session_id
+from rolecall.runtime import Session
 from rolecall.session.document import (
     SessionDocument,
-    restore_state,
-    write_session_file,
 )
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
@@ -82,65 +80,6 @@ def stream_pacing(json_mode: bool) -> Pacing:
     return {"offline_delay": 0.015 if paced else 0.0}
 
 
-async def save_to_file(
-    session: Session, store: SqliteStore, memory: MemoryFiles, path: Path
-) -> SessionDocument:
-    """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
-    await flush(session)
-    doc = await store.load(session.session_id)
-    doc.memory = read_memory(session, memory)
-    await anyio.to_thread.run_sync(write_session_file, path, doc)
-    return doc
-
-
-def new_or_restored(
-    world: World,
-    *,
-    models: ModelRegistry,
-    override: str | None,
-    doc: SessionDocument | None = None,
-    bus: Callable[[str, int], Bus] | None = None,
-    session_id: str | None = None,
-) -> Session:
-    """A new session of ``world``, or the stored one of ``doc`` ready to go on.
-
-    ``bus(session_id, first_seq)`` makes the session's bus (the NATS transport's); by
-    default the in-process one.
-    """
-    if doc is None:
-        sid = session_id or new_session_id()
-        return Session(
-            world,
-            session_id=sid,
-            models=models,
-            model_override=override,
-            bus=bus(sid, 1) if bus is not None else None,
-        )
-    state = restore_state(doc)
-    if state.state == "running":  # the process died mid-run: it is paused now
-        state.state = "paused"
-        state.pause_reason = "interrupted"
-    elif state.state == "finished" and state.stop_reason == "manual":
-        # a manual stop ends a run, not the dialogue: resume reopens it
-        state.state = "paused"
-        state.pause_reason = "manual"
-        state.stop_reason = None
-        state.stop_detail = ""
-    session = Session(
-        world,
-        state=state,
-        models=models,
-        bus=(bus or _in_process)(doc.session_id, doc.last_seq + 1),
-        model_override=override or doc.model_override,
-    )
-    session._opened = True
-    return session
-
-
-def _in_process(session_id: str, first_seq: int) -> Bus:
-    return EventBus(session_id, first_seq=first_seq)
-
-
 @asynccontextmanager
 async def session_transport(args: argparse.Namespace) -> AsyncIterator[Transport | None]:
     """The NATS transport of ``--nats URL`` (or ``ROLECALL_NATS_URL``); None for in-process."""
@@ -154,23 +93,6 @@ async def session_transport(args: argparse.Namespace) -> AsyncIterator[Transport
 
     async with open_transport(url) as transport:
         yield transport
-
-
-async def keep(
-    session: Session,
-    store: SqliteStore,
-    memory: MemoryFiles,
-    *,
-    world_source: str | None = None,
-    doc: SessionDocument | None = None,
-) -> None:
-    """Store the session from now on and keep its memory files (completed when restored)."""
-    await attach_store(
-        session, store, world_source=world_source or (doc.world_source if doc else None)
-    )
-    if doc is not None:
-        memory.reconcile(session)  # memory files hold every stored message, once
-    memory.attach(session)
 
 
 @asynccontextmanager
@@ -196,74 +118,67 @@ async def live_session(
 
     register_remote_roles(models, world, transport.link if transport is not None else None)
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
-    session = new_or_restored(
-        world,
-        models=models,
-        override=override,
-        doc=doc,
-        bus=transport.bus if transport is not None else None,
-    )
-    if transport is not None:
-        from rolecall.nats.bus import NatsBus, attach
-
-        assert isinstance(session.bus, NatsBus)
-        attach(session, session.bus, world_source=world_source)
-    if doc is not None:
-        await store.import_document(doc)
-    if display is not None:
-        display(session.bus)
-    else:
-        attach_display(
-            session.bus,
-            json_mode=json_mode,
-            role_order=world.role_ids,
-            quiet=bool(getattr(args, "quiet", False)),
-            verbose=int(getattr(args, "verbose", 0) or 0),
-            totals=(session.state.transcript.input_tokens, session.state.transcript.output_tokens),
-            cost=session.state.transcript.cost_usd,
-            labels=labels_of(world),
-            turns=session.state.transcript.agent_turns,
-        )
     from rolecall import debuglog, tracing
 
-    if debuglog.debug_enabled():
-        debuglog.log_events(session)
-    tracer = tracing.trace_session(session) if tracing.configured() else None
-    memory = memory_files(args)
-    await keep(session, store, memory, world_source=world_source, doc=doc)
-    writer = None
-    if getattr(args, "session_file", None):
-        writer = SessionFileWriter(
-            Path(args.session_file),
-            session,
-            memory,
-            created_at=doc.created_at if doc else session.clock(),
-            world_source=world_source,
-            events=doc.events if doc else None,
-        )
-    failed = False
+    tracers: list[tracing.SessionTracer] = []
+    live: list[Session] = []
+
+    def created(session: Session) -> None:
+        """Before anything is published: the transport, the display, debug logs, traces."""
+        live.append(session)
+        if transport is not None:
+            from rolecall.nats.bus import NatsBus, attach
+
+            assert isinstance(session.bus, NatsBus)
+            attach(session, session.bus, world_source=world_source)
+        if display is not None:
+            display(session.bus)
+        else:
+            transcript = session.state.transcript
+            attach_display(
+                session.bus,
+                json_mode=json_mode,
+                role_order=world.role_ids,
+                quiet=bool(getattr(args, "quiet", False)),
+                verbose=int(getattr(args, "verbose", 0) or 0),
+                totals=(transcript.input_tokens, transcript.output_tokens),
+                cost=transcript.cost_usd,
+                labels=labels_of(world),
+                turns=transcript.agent_turns,
+            )
+        if debuglog.debug_enabled():
+            debuglog.log_events(session)
+        if tracing.configured():
+            tracers.append(tracing.trace_session(session))
+
+    session_file = getattr(args, "session_file", None)
+    announced = False
     try:
-        yield session
-    except StorageError as exc:
-        failed = True
-        exc.session_id = session.session_id  # the message can say what to resume
-        _announce_storage_failure(session, exc, args)
-        raise
-    finally:
-        if tracer is not None:
-            tracer.close()
-        with anyio.CancelScope(shield=True):
+        async with assemble(
+            world,
+            store=store,
+            memory=memory_files(args),
+            models=models,
+            model_override=override,
+            doc=doc,
+            world_source=world_source,
+            session_file=Path(session_file) if session_file else None,
+            bus=transport.bus if transport is not None else None,
+            on_created=created,
+        ) as session:
             try:
-                await flush(session)
-                if writer is not None:
-                    await writer.write(session)
+                yield session
             except StorageError as exc:
-                if failed:  # the same cause again: the first report says it all
-                    log.info("final_flush_failed", session=session.session_id, error=str(exc))
-                else:
-                    exc.session_id = session.session_id
-                    _announce_storage_failure(session, exc, args)
-                    raise
+                announced = True
+                _announce_storage_failure(session, exc, args)
+                raise
+            finally:
+                for tracer in tracers:
+                    tracer.close()
+    except StorageError as exc:  # also the last flush's, on the way out
+        if not announced and live:
+            _announce_storage_failure(live[0], exc, args)
+        raise
 
 
 def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup | None:
@@ -309,19 +224,10 @@ async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]])
     try:
         await _watch_interrupts(session, body)
     except BaseExceptionGroup as group:  # report the failure itself, not the group
-        failure = _rolecall_failure(group)
+        failure = first_rolecall_error(group)
         if failure is None:
             raise
         raise failure from None
-
-
-def _rolecall_failure(group: BaseExceptionGroup[BaseException]) -> RolecallError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, RolecallError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup) and (found := _rolecall_failure(exc)):
-            return found
-    return None
 
 
 async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:

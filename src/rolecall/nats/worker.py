@@ -14,8 +14,8 @@ is never redelivered.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -135,24 +135,23 @@ class Worker:
                 values=job.values,
                 error=f"the world is invalid: {problems}",
             )
-        session: Session | None = None
+        live: list[Session] = []
         errors: list[str] = []
         failure: str | None = None
         try:
             doc = await self._stored(job.session_id)
-            session = self._session(job, world, doc)
-            await self._keep(session, job, doc)
-            try:
+            async with self._session(job, world, doc, live.append) as session:
                 errors = await run_to_end(session)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    from rolecall.api.compose import flush
-
-                    await flush(session)
         except RolecallError as exc:
             failure = str(exc)
         return result_of(
-            job.batch, job.run, job.values, session, failure, errors, time.monotonic() - started
+            job.batch,
+            job.run,
+            job.values,
+            live[0] if live else None,
+            failure,
+            errors,
+            time.monotonic() - started,
         )
 
     async def _stored(self, session_id: str) -> SessionDocument | None:
@@ -165,11 +164,25 @@ class Worker:
             log.info("job_resumed", session=session_id, messages=len(doc.messages))
         return doc
 
-    def _session(self, job: Job, world: Any, doc: SessionDocument | None) -> Session:
-        from rolecall.cli.wiring import new_or_restored
+    @asynccontextmanager
+    async def _session(
+        self,
+        job: Job,
+        world: Any,
+        doc: SessionDocument | None,
+        created: Callable[[Session], None],
+    ) -> AsyncIterator[Session]:
+        """The job's session, through the composition root: on the cluster's bus, stored
+        here, with memory files; the one the stream holds when ``doc`` is given."""
+        from rolecall.api.compose import assemble
 
         def bus(session_id: str, first_seq: int) -> NatsBus:
             return self.transport.bus(session_id, first_seq, batch=job.batch, run=job.run)
+
+        def on_created(session: Session) -> None:
+            created(session)
+            assert isinstance(session.bus, NatsBus)
+            attach(session, session.bus, world_source=job.world_source)
 
         world = doc.world_model() if doc is not None else world
         models = self.ctx.models
@@ -180,24 +193,20 @@ class Worker:
                 offline_delay=models.offline_delay, scripted_delay=models.scripted_delay
             )
             register_remote_roles(models, world, self.transport.link)
-        session = new_or_restored(
-            world,
-            models=models,
-            override=job.model_override,
-            doc=doc,
-            bus=bus,
-            session_id=job.session_id,
-        )
-        assert isinstance(session.bus, NatsBus)
-        attach(session, session.bus, world_source=job.world_source)
-        return session
-
-    async def _keep(self, session: Session, job: Job, doc: SessionDocument | None) -> None:
-        from rolecall.cli.wiring import keep
-
         store = self.ctx.store
-        if doc is not None:  # the stream is the truth: this store may hold less, or more
-            if await store.has(doc.session_id):
-                await store.delete(doc.session_id)
-            await store.import_document(doc)
-        await keep(session, store, self.ctx.memory, world_source=job.world_source, doc=doc)
+        if doc is not None and await store.has(doc.session_id):
+            # the stream is the truth: this store may hold less, or more
+            await store.delete(doc.session_id)
+        async with assemble(
+            world,
+            store=store,
+            memory=self.ctx.memory,
+            models=models,
+            model_override=job.model_override,
+            session_id=job.session_id,
+            doc=doc,
+            world_source=job.world_source,
+            bus=bus,
+            on_created=on_created,
+        ) as session:
+            yield session
