@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class RolecallError(Exception):
     """Base class of every error rolecall raises on purpose."""
@@ -97,11 +99,19 @@ class ConditionTimeout(RuntimeFailure):
     """A ``regex:`` condition took longer than its bound (flows.md, Conditions)."""
 
 
-def first_rolecall_error(group: BaseExceptionGroup[BaseException]) -> RolecallError | None:
-    """The first rolecall error inside a task group's exception group (nested or not)."""
+def first_rolecall_error(
+    group: BaseExceptionGroup[BaseException],
+    convert: Callable[[BaseException], RolecallError | None] | None = None,
+) -> RolecallError | None:
+    """The first rolecall error inside a task group's exception group (nested or not).
+
+    ``convert`` may turn another exception into one (the CLI: a damaged SQLite file).
+    """
     for exc in group.exceptions:
         if isinstance(exc, RolecallError):
             return exc
-        if isinstance(exc, BaseExceptionGroup) and (found := first_rolecall_error(exc)):
+        if convert is not None and (converted := convert(exc)) is not None:
+            return converted
+        if isinstance(exc, BaseExceptionGroup) and (found := first_rolecall_error(exc, convert)):
             return found
     return None

@@ -27,6 +27,7 @@ from rolecall.errors import (
     StorageError,
     UsageError,
     WorldError,
+    first_rolecall_error,
 )
 
 if TYPE_CHECKING:
@@ -52,7 +53,12 @@ def dispatch(args: argparse.Namespace, target: str) -> int:
             silence_stdout()
             return EXIT_OK
         except BaseExceptionGroup as group:  # a failure inside a task group
-            found = _rolecall_error(group, args)
+            found = first_rolecall_error(
+                group,
+                lambda exc: (
+                    damaged_store(args, exc) if isinstance(exc, sqlite3.DatabaseError) else None
+                ),
+            )
             if found is None:
                 raise
             raise found from group
@@ -106,21 +112,6 @@ def _stdout_broken() -> bool:
     except OSError:
         return True
     return False
-
-
-def _rolecall_error(
-    group: BaseExceptionGroup[BaseException], args: argparse.Namespace
-) -> RolecallError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, RolecallError):
-            return exc
-        if isinstance(exc, sqlite3.DatabaseError):
-            return damaged_store(args, exc)
-        if isinstance(exc, BaseExceptionGroup):
-            found = _rolecall_error(exc, args)
-            if found is not None:
-                return found
-    return None
 
 
 def damaged_store(args: argparse.Namespace, exc: sqlite3.DatabaseError) -> StorageError:

@@ -118,25 +118,8 @@ class SessionDocument(BaseModel):
 
 
 def state_doc(state: SessionState) -> StateDoc:
-    p = state.pointer
-    return StateDoc(
-        state=state.state,
-        stop_reason=state.stop_reason,
-        stop_detail=state.stop_detail,
-        pause_reason=state.pause_reason,
-        pointer=PointerDoc(
-            current=p.current,
-            exec_counts=dict(p.exec_counts),
-            execution_order=p.execution_order,
-            started=p.started,
-        ),
-        flags=sorted(state.flags),
-        turn_counts=dict(state.turn_counts),
-        limit_notified=sorted(state.limit_notified),
-        memory_start=dict(state.memory_start),
-        pending=list(state.pending),
-        extra=extra_doc(state),
-    )
+    """The session document's ``state`` object."""
+    return StateDoc.model_validate(_state_fields(state))
 
 
 def extra_doc(state: SessionState) -> dict[str, Any]:
@@ -184,27 +167,31 @@ def state_json(state: SessionState) -> str:
     The store writes it at every turn; pydantic's serializer takes the plain values (and
     the pending replies, models themselves) directly.
     """
+    return to_json(_state_fields(state)).decode()
+
+
+def _state_fields(state: SessionState) -> dict[str, Any]:
+    """The fields of the document's ``state`` object, as plain values (one definition
+    for :func:`state_doc` and :func:`state_json`)."""
     p = state.pointer
-    return to_json(
-        {
-            "state": state.state,
-            "stop_reason": state.stop_reason,
-            "stop_detail": state.stop_detail,
-            "pause_reason": state.pause_reason,
-            "pointer": {
-                "current": p.current,
-                "exec_counts": p.exec_counts,
-                "execution_order": p.execution_order,
-                "started": p.started,
-            },
-            "flags": sorted(state.flags),
-            "turn_counts": state.turn_counts,
-            "limit_notified": sorted(state.limit_notified),
-            "memory_start": state.memory_start,
-            "pending": state.pending,
-            "extra": extra_doc(state),
-        }
-    ).decode()
+    return {
+        "state": state.state,
+        "stop_reason": state.stop_reason,
+        "stop_detail": state.stop_detail,
+        "pause_reason": state.pause_reason,
+        "pointer": {
+            "current": p.current,
+            "exec_counts": p.exec_counts,
+            "execution_order": p.execution_order,
+            "started": p.started,
+        },
+        "flags": sorted(state.flags),
+        "turn_counts": state.turn_counts,
+        "limit_notified": sorted(state.limit_notified),
+        "memory_start": state.memory_start,
+        "pending": state.pending,
+        "extra": extra_doc(state),
+    }
 
 
 def world_dict(world: World) -> dict[str, Any]:
