@@ -374,7 +374,8 @@ async def test_a_changed_document_stops_instead_of_guessing() -> None:
     session = Session(study())
     rec = Recorder(session)
     await session.step()
-    session.state.extra["study"] = {**session.state.extra["study"], "fingerprint": "0" * 64}
+    study_state = session.state.extra["study"]
+    session.state.extra["study"] = study_state.model_copy(update={"fingerprint": "0" * 64})
     await session.run()
     assert rec.stop().reason == "study_document_changed"
     assert len(session.state.transcript) == 1

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field, ValidationError, model_serializer, model_validator
+
 from rolecall.bus import JudgeEvent, WarningEvent
 from rolecall.errors import WorldError
 from rolecall.modes.judge_block import DEFAULT_SCORES, JudgeBlock, check_world, parse_block
@@ -189,6 +191,44 @@ def _instruction(
     return text, retry
 
 
+class Judged(BaseModel):
+    """``extra["judged"]``: the judges done with ``message_id`` (the hooks run again on
+    resume after a failure, and skip them). Stored as ``[message_id, [judge, ...]]``."""
+
+    message_id: str
+    judges: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_stored(cls, data: Any) -> Any:
+        if isinstance(data, list) and len(data) == 2:
+            return {"message_id": data[0], "judges": data[1]}
+        return data
+
+    @model_serializer
+    def _stored(self) -> list[Any]:
+        return [self.message_id, list(self.judges)]
+
+    def add(self, session: Host, judge: str) -> None:
+        """``judge`` is done with the message: kept in the session's state."""
+        self.judges.append(judge)
+        session.state.extra["judged"] = self
+
+
+def judged(session: Host, message_id: str) -> Judged:
+    """The judges done with ``message_id`` (none for a newer message or a damaged entry);
+    stored back in ``extra`` by :meth:`Judged.add`."""
+    done = session.state.extra.get("judged")
+    if not isinstance(done, Judged):
+        try:
+            done = Judged.model_validate(done)
+        except ValidationError:
+            done = None
+    if done is None or done.message_id != message_id:
+        done = Judged(message_id=message_id)
+    return done
+
+
 def install(session: Host) -> None:
     """Attach the world's judges (top-level block and step ``judge:``) to the session."""
     plan = _plan(session)
@@ -200,13 +240,11 @@ def install(session: Host) -> None:
         step_id = message.step_id
         if step_id is None or step_id not in plan.by_step:
             return
-        done = session.state.extra.get("judged")
-        if not isinstance(done, list) or len(done) != 2 or done[0] != message.id:
-            done = [message.id, []]
+        done = judged(session, message.id)
         for judge in plan.by_step[step_id]:
             if session.finished:
                 return
-            if judge in done[1]:
+            if judge in done.judges:
                 continue  # judged already: the hooks run again on resume after a failure
             names, scale, scope, extra = _settings_for(plan, judge)
             instruction, retry = _instruction(session, message, names, scale, scope)
@@ -228,8 +266,7 @@ def install(session: Host) -> None:
                             verdict={"comment": reply.content},
                         )
                     )
-                done[1].append(judge)
-                session.state.extra["judged"] = done
+                done.add(session, judge)
                 continue
             parsed = await ask_judge(
                 session,
@@ -244,8 +281,7 @@ def install(session: Host) -> None:
                 return  # failed or cancelled: resume runs this judge again
             if parsed is not None:
                 store_scores(session, judge, parsed.scores)
-            done[1].append(judge)
-            session.state.extra["judged"] = done
+            done.add(session, judge)
 
     session.message_hooks.append(after_message)
 

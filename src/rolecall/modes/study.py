@@ -88,6 +88,34 @@ TASKS: Final[dict[str, str]] = {
 }
 
 
+class StudyProgress(BaseModel):
+    """Study's state in the session (``extra["study"]``, stored as this object's JSON):
+    the document it started on (its fingerprint and unit count), the pacing, and the
+    scheduler's state (:meth:`StudyState.to_dict`)."""
+
+    version: int = STATE_VERSION
+    fingerprint: str | None = None
+    units: int | None = None
+    delay: int | None = None
+    lock: int | None = None
+    state: dict[str, Any]
+
+
+def study_progress(session: Host) -> StudyProgress | None:
+    """The study state a session holds (a restored one is validated on first use); None
+    before the first turn, or when what is stored is not study's state."""
+    extra = session.state.extra
+    data = extra.get("study")
+    if isinstance(data, StudyProgress) or data is None:
+        return data
+    try:
+        progress = StudyProgress.model_validate(data)
+    except ValidationError:
+        return None
+    extra["study"] = progress
+    return progress
+
+
 class StudyOptions(BaseModel):
     """The ``study:`` block of a world file."""
 
@@ -306,11 +334,8 @@ class StudyDirector:
 
     # ------------------------------------------------------------ state
     def _scheduler(self, session: Host) -> Scheduler:
-        extra = session.state.extra
-        data = extra.get("study")
-        state = None
-        if isinstance(data, dict) and "state" in data:
-            state = StudyState.from_dict(data["state"])
+        progress = study_progress(session)
+        state = StudyState.from_dict(progress.state) if progress is not None else None
         sched = Scheduler(
             [list(q) for q in self.study.queues],
             self.study.weights,
@@ -324,18 +349,17 @@ class StudyDirector:
         return sched
 
     def _save(self, session: Host, sched: Scheduler) -> None:
-        session.state.extra["study"] = {
-            "version": STATE_VERSION,
-            "fingerprint": self.study.fingerprint,
-            "units": len(self.study.units),
-            "delay": self.delay,
-            "lock": self.lock,
-            "state": sched.state.to_dict(),
-        }
+        session.state.extra["study"] = StudyProgress(
+            fingerprint=self.study.fingerprint,
+            units=len(self.study.units),
+            delay=self.delay,
+            lock=self.lock,
+            state=sched.state.to_dict(),
+        )
 
     def _changed(self, session: Host) -> bool:
-        data = session.state.extra.get("study")
-        return isinstance(data, dict) and data.get("fingerprint") != self.study.fingerprint
+        progress = study_progress(session)
+        return progress is not None and progress.fingerprint != self.study.fingerprint
 
     def _plan_data(self) -> dict[str, Any]:
         return {
