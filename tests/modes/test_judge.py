@@ -269,3 +269,22 @@ async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() 
         ("judge", "m1"),
         ("second", "m1"),
     ]
+
+
+async def test_the_judges_done_are_typed_state_stored_in_their_layout() -> None:
+    from rolecall.modes.judge import Judged, judged
+    from rolecall.session.document import restore_state, snapshot
+
+    world = world_from(
+        judged_world(['{"scores": {"score": 9}}'], {"role": "judge", "after": ["two"]})
+    )
+    session, _ = await run_flow(world)
+    last = [m.id for m in session.state.transcript.messages if m.step_id == "two"][-1]
+    done = session.state.extra["judged"]
+    assert isinstance(done, Judged) and (done.message_id, done.judges) == (last, ["judge"])
+    doc = snapshot(session, created_at=session.clock())
+    assert doc.state.extra["judged"] == [last, ["judge"]]  # the layout stored sessions have
+    restored = restore_state(doc)
+    again = Session(world, state=restored)
+    assert judged(again, last).judges == ["judge"]  # validated from the stored list
+    assert judged(again, "m999").judges == []  # another message starts afresh

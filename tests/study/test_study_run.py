@@ -379,3 +379,24 @@ async def test_a_changed_document_stops_instead_of_guessing() -> None:
     await session.run()
     assert rec.stop().reason == "study_document_changed"
     assert len(session.state.transcript) == 1
+
+
+@pytest.mark.anyio
+async def test_studys_state_is_a_typed_model_stored_in_its_layout() -> None:
+    from rolecall.modes.study import StudyProgress
+
+    session = Session(study())
+    await session.step()
+    await session.step()
+    progress = session.state.extra["study"]
+    assert isinstance(progress, StudyProgress)
+    doc = snapshot(session, created_at=session.clock())
+    stored = doc.state.extra["study"]
+    assert list(stored) == ["version", "fingerprint", "units", "delay", "lock", "state"]
+    assert stored["fingerprint"] == progress.fingerprint and stored["units"] == progress.units
+    restored = Session(study(), state=restore_state(doc))
+    await restored.step()  # goes on from the stored state, validated into the model
+    assert isinstance(restored.state.extra["study"], StudyProgress)
+    assert [m.sender for m in restored.state.transcript.messages][:2] == [
+        m.sender for m in session.state.transcript.messages
+    ]
