@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.faults import Cli, write_net_guard
-from tests.replay.test_replay_cli import transcript
+from tests.faults import Cli
+from tests.replay.test_replay_cli import cli, transcript
+
+__all__ = ["cli"]  # the fixture: the net guard, a data dir of its own
 
 DOCTORED = "Doctored in the replay store."
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=ROOT)
-    yield runner
-    assert runner.refused_connections() == [], "a subprocess tried to leave the loopback"
 
 
 def doctor(store: Path) -> dict[str, Any]:
@@ -52,9 +46,12 @@ def expect_replayed(recorded: str, replayed: str, role: str) -> None:
 @pytest.mark.parametrize(
     ("args", "stdin"),
     [
-        (("chat", "worlds/panel"), "@historian what happened in 1995?\n@planner and now?\n"),
+        (
+            ("chat", str(ROOT / "worlds/panel")),
+            "@historian what happened in 1995?\n@planner and now?\n",
+        ),
         (("consensus", "Should we plant trees?", "--max-rounds", "2"), None),
-        (("study", "worlds/study/notes.md", "--max-turns", "4"), None),
+        (("study", str(ROOT / "worlds/study/notes.md"), "--max-turns", "4"), None),
     ],
     ids=["chat", "consensus", "study"],
 )
@@ -71,7 +68,7 @@ def test_a_command_records_to_the_data_dir_and_replays_the_store(
 
 def test_batch_records_every_run_and_replays_them(cli: Cli, tmp_path: Path) -> None:
     store = tmp_path / "batch.jsonl"
-    args = ("batch", "worlds/tutoring", "--runs", "2", "--replay-file", str(store))
+    args = ("batch", str(ROOT / "worlds/tutoring"), "--runs", "2", "--replay-file", str(store))
     recorded = cli.run(*args, "--record", "--name", "first")
     assert recorded.returncode == 0, recorded.stderr
     lines = [json.loads(line) for line in store.read_text(encoding="utf-8").splitlines()]

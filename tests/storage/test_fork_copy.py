@@ -8,7 +8,6 @@ steps with loops, a debate with its moderator, a judged consensus, edits include
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,23 +17,15 @@ import pytest
 import rolecall
 from rolecall.session.document import SessionDocument
 from rolecall.session.fork import fork
-from rolecall.storage.in_memory import MemoryStore
 from rolecall.storage.port import SessionStore
 from rolecall.storage.sqlite import SqliteStore
+from tests.storage.test_store_port import store
 
 pytestmark = pytest.mark.anyio
+__all__ = ["store"]  # the fixture: both stores
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", "memory"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    async with SqliteStore(tmp_path / "rolecall.db") as opened:
-        yield opened
 
 
 def comparable(doc: SessionDocument) -> dict[str, Any]:
@@ -52,7 +43,7 @@ async def test_the_copy_is_the_fork_at_every_message(store: SessionStore, world:
             copied = await store.fork_copy(
                 parent.session_id, f"m{k}", new_id=new_id, now=NOW, edit=edit, model="offline"
             )
-            expected = fork(parent, f"m{k}", new_id=new_id, now=NOW, edit=edit, model="offline")
+            _, expected = fork(parent, f"m{k}", new_id=new_id, now=NOW, edit=edit, model="offline")
             stored = await store.load(new_id)
             assert comparable(stored) == comparable(expected), (world, k, edit)
             assert (copied.new_id, copied.k, copied.last) == (new_id, k, expected.messages[-1])
@@ -86,7 +77,7 @@ async def test_a_large_session_forks_in_the_middle(tmp_path: Path) -> None:
         assert len(parent.messages) == 2000
         await store.fork_copy(parent.session_id, "m1001", new_id="20261123-120000-f0f0f0", now=NOW)
         stored = await store.load("20261123-120000-f0f0f0")
-    expected = fork(parent, "m1001", new_id="20261123-120000-f0f0f0", now=NOW)
+    _, expected = fork(parent, "m1001", new_id="20261123-120000-f0f0f0", now=NOW)
     assert comparable(stored) == comparable(expected)
     assert len(stored.messages) == 1001 and stored.messages[-1].content.startswith("ann")
     assert stored.state.pointer.current == "a" and stored.state.pointer.exec_counts == {
@@ -124,7 +115,7 @@ async def test_memory_files_are_the_parents_up_to_mk(tmp_path: Path, damage: boo
             for k in range(1, len(parent.messages) + 1):
                 for edit in (None, f"edited m{k}"):
                     plan = await fork_session(store, memory, sid, f"m{k}", edit=edit)
-                    expected = fork(parent, f"m{k}", new_id=plan.new_id, now=NOW, edit=edit)
+                    _, expected = fork(parent, f"m{k}", new_id=plan.new_id, now=NOW, edit=edit)
                     reference.rebuild(
                         plan.new_id, roles, expected.messages, expected.state.memory_start
                     )

@@ -209,13 +209,17 @@ class MemoryFiles:
             data = b"".join(
                 _encode(memory_line(m, agent)) for m in messages[starts.get(agent, 0) :]
             )
-            with slot.thread_lock:
-                self._close(path)
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
-                except OSError as exc:
-                    raise StorageError(f"memory file {path}: {_cause(exc)}") from exc
+            self._replace(path, slot, data)
+
+    def _replace(self, path: Path, slot: _Slot, data: bytes) -> None:
+        """Write ``data`` as the whole file (closing our append handle first)."""
+        with slot.thread_lock:
+            self._close(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            except OSError as exc:
+                raise StorageError(f"memory file {path}: {_cause(exc)}") from exc
 
     def fork(
         self,
@@ -234,7 +238,7 @@ class MemoryFiles:
         k = _MESSAGE_NUMBER.match(last.id)
         if k is None:
             return False
-        files: dict[Path, bytes] = {}
+        files: dict[str, bytes] = {}
         for agent in dict.fromkeys(agent_ids):
             start = starts.get(agent, 0)
             wanted = int(k.group(1)) - start
@@ -254,15 +258,9 @@ class MemoryFiles:
                 if edited:
                     lines[-1] = _encode(memory_line(last, agent))[:-1]
                 data = b"\n".join(lines) + b"\n"
-            files[self._target(session_id, agent)[0]] = data
-        for path, data in files.items():
-            with self._slot(path).thread_lock:
-                self._close(path)
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
-                except OSError as exc:
-                    raise StorageError(f"memory file {path}: {_cause(exc)}") from exc
+            files[agent] = data
+        for agent, data in files.items():
+            self._replace(*self._target(session_id, agent), data)
         return True
 
     async def record(self, session_id: str, agent_ids: Sequence[str], message: Message) -> None:

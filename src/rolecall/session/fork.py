@@ -124,21 +124,9 @@ def fork(
     now: datetime,
     edit: str | None = None,
     model: str | None = None,
-) -> SessionDocument:
-    """The document of a new session forked from ``doc`` right after message ``at``."""
-    return planned_fork(doc, at, new_id=new_id, now=now, edit=edit, model=model)[1]
-
-
-def planned_fork(
-    doc: SessionDocument,
-    at: str,
-    *,
-    new_id: str,
-    now: datetime,
-    edit: str | None = None,
-    model: str | None = None,
 ) -> tuple[ForkPlan, SessionDocument]:
-    """The fork's plan and the new session's whole document, from the parent's."""
+    """A new session forked from ``doc`` right after message ``at``: its plan (what
+    a store copies, :func:`plan_fork`) and its whole document."""
     k = message_number(at, doc.session_id, len(doc.messages))
     kept = doc.messages[:k]
     cut = _message_event_index(doc.events, kept[-1].id)

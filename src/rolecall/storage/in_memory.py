@@ -175,9 +175,9 @@ class MemoryStore:
         model: str | None = None,
     ) -> ForkPlan:
         """The fork, its lists copied from the parent's (no serialising on the way)."""
-        from rolecall.session.fork import planned_fork
+        from rolecall.session.fork import fork
 
-        plan, new = planned_fork(
+        plan, new = fork(
             await self.load(session_id), at, new_id=new_id, now=now, edit=edit, model=model
         )
         await self.import_document(new)
