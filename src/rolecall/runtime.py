@@ -18,11 +18,10 @@ import anyio
 import structlog
 
 from rolecall import chat, turns
-from rolecall.agents import Generated, GenerationFailed, Generator
+from rolecall.agents import Generated, Generator
 from rolecall.bus import (
     AgentEvent,
     Bus,
-    ErrorEvent,
     Event,
     EventBus,
     LogEvent,
@@ -31,20 +30,16 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
+from rolecall.calls import call_model
 from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
-from rolecall.flows.targets import budget_block
-from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
-from rolecall.llm.types import GenerationRequest, Persona, Price, TurnInfo, prompt_tokens
 from rolecall.modes import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
-from rolecall.prompt import build_prompt, system_text
 from rolecall.routing import find_mentions
 from rolecall.session.state import (
-    Draft,
     Message,
     SenderKind,
     SessionState,
@@ -374,7 +369,8 @@ class Session:
         generated: Generated | None = None
         text = plan.text
         if text is None:
-            generated = await self._call(
+            generated = await call_model(
+                self,
                 self.world.role(plan.speaker),
                 plan.target,
                 step_id=plan.step_id,
@@ -468,121 +464,6 @@ class Session:
             spoken = await self.speak(TurnPlan("system", text=text))
         assert spoken.message is not None
         return spoken.message
-
-    # ----------------------------------------------------------- generation
-    async def _call(
-        self,
-        role: Role,
-        target: Message | None,
-        *,
-        step_id: str | None,
-        loop_iteration: int | None,
-        instruction: str | None = None,
-        finish_on_budget: bool = True,
-    ) -> Generated | None:
-        """One model call under the budgets; None when it did not produce a message."""
-        world = self.world
-        transcript = self.state.transcript
-        system = self._system_texts.get(role.id)
-        if system is None:
-            system = self._system_texts[role.id] = system_text(world, role)
-        prompt = build_prompt(
-            world,
-            role,
-            transcript,
-            target=target,
-            instruction=instruction,
-            memory_start=self.state.memory_start.get(role.id, 0),
-            system=system,
-        )
-        settings = world.settings
-        model_name = self.model_name(role)
-        model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
-        price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
-        next_cost: float | None = 0.0
-        if settings.max_tokens is None and settings.max_cost is None:
-            next_input = prompt_tokens(prompt)
-        else:
-            guess = await pricing.estimate(
-                model,
-                model_name,
-                prompt,
-                price=price,
-                max_output=role.max_tokens,
-                want_tokens=settings.max_tokens is not None,
-                want_cost=settings.max_cost is not None,
-            )
-            next_input, next_cost = guess.input_tokens, guess.cost_usd
-        blocked = budget_block(settings, transcript, next_input, next_cost)
-        if blocked is not None:
-            if finish_on_budget:
-                self.finish(*blocked)
-            return None
-        request = GenerationRequest(
-            model=model_name,
-            messages=prompt,
-            persona=Persona(
-                role.id,
-                role.display_name,
-                role.description,
-                role.system_prompt,
-                role.style,
-                tuple(role.constraints),
-            ),
-            info=TurnInfo(
-                turn=len(transcript) + 1,
-                n=transcript.turns_by_role.get(role.id, 0) + 1,
-                speaker=role.id,
-                target=target.sender if target else None,
-                target_text=target.content if target else None,
-                topic=world.topic,
-                instruction=instruction,
-                step_id=step_id,
-                target_name=(
-                    world.role(target.sender).display_name
-                    if target is not None and target.sender in self._role_ids
-                    else None
-                ),
-            ),
-            temperature=role.temperature,
-            max_tokens=role.max_tokens,
-            api_base=role.api_base or settings.api_base,
-            api_key_env=role.api_key_env or settings.api_key_env,
-            timeout=settings.timeout,
-            retries=settings.retries,
-            script=tuple(role.script or ()),
-            world_title=world.title or world.name,
-            participants=tuple(self._role_ids),
-            price=price,
-        )
-        message_id = transcript.next_id()
-        try:
-            return await self.generator.generate(
-                model,
-                request,
-                message_id,
-                target=target.sender if target else None,
-                step_id=step_id,
-                loop_iteration=loop_iteration,
-            )
-        except GenerationFailed as failure:
-            self.state.drafts.append(
-                Draft(
-                    message_id=message_id,
-                    sender=role.id,
-                    content=failure.partial,
-                    reason=failure.reason,
-                    step_id=step_id,
-                    ts=self.clock(),
-                )
-            )
-            if failure.error is not None:
-                self.bus.publish(
-                    ErrorEvent(error=str(failure.error), source=f"model:{request.model}")
-                )
-                self.log.info("generation_failed", model=request.model, error=str(failure.error))
-            self._pause("error" if failure.reason == "error" else "cancelled")
-            return None
 
 
 def _uses_modes(world: World) -> bool:

@@ -1,0 +1,161 @@
+"""One model call for a session's turn: the prompt, the budgets, the generation.
+
+:func:`call_model` builds the speaker's prompt from the transcript (its memory window,
+the reply target, the step's instruction), checks the budgets before the call
+(``max_tokens``, ``max_cost``: over one, the session finishes), and runs the
+generation; a failed or cancelled one leaves its partial text as a draft and pauses
+the session. It sees the session only as a :class:`CallSite`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from rolecall.agents import Generated, GenerationFailed, Generator
+from rolecall.bus import Bus, ErrorEvent
+from rolecall.flows.targets import budget_block
+from rolecall.llm import pricing
+from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.types import GenerationRequest, Persona, Price, TurnInfo, prompt_tokens
+from rolecall.prompt import build_prompt, system_text
+from rolecall.session.state import Draft, Message, SessionState
+from rolecall.world.models import Role, World
+
+
+class CallSite(Protocol):
+    """What a model call needs of the session (``runtime.Session``)."""
+
+    world: World
+    state: SessionState
+    models: ModelRegistry
+    generator: Generator
+    bus: Bus
+    log: Any
+    _role_ids: list[str]
+    _system_texts: dict[str, str]
+
+    def clock(self) -> datetime: ...
+
+    def model_name(self, role: Role) -> str: ...
+
+    def finish(self, reason: str, detail: str = "") -> None: ...
+
+    def _pause(self, reason: str) -> None: ...
+
+
+async def call_model(
+    self: CallSite,
+    role: Role,
+    target: Message | None,
+    *,
+    step_id: str | None,
+    loop_iteration: int | None,
+    instruction: str | None = None,
+    finish_on_budget: bool = True,
+) -> Generated | None:
+    """One model call under the budgets; None when it did not produce a message.
+
+    Over a budget the session finishes (``finish_on_budget``); a failed or cancelled
+    generation keeps its partial text as a draft and pauses the session.
+    """
+    world = self.world
+    transcript = self.state.transcript
+    system = self._system_texts.get(role.id)
+    if system is None:
+        system = self._system_texts[role.id] = system_text(world, role)
+    prompt = build_prompt(
+        world,
+        role,
+        transcript,
+        target=target,
+        instruction=instruction,
+        memory_start=self.state.memory_start.get(role.id, 0),
+        system=system,
+    )
+    settings = world.settings
+    model_name = self.model_name(role)
+    model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
+    price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
+    next_cost: float | None = 0.0
+    if settings.max_tokens is None and settings.max_cost is None:
+        next_input = prompt_tokens(prompt)
+    else:
+        guess = await pricing.estimate(
+            model,
+            model_name,
+            prompt,
+            price=price,
+            max_output=role.max_tokens,
+            want_tokens=settings.max_tokens is not None,
+            want_cost=settings.max_cost is not None,
+        )
+        next_input, next_cost = guess.input_tokens, guess.cost_usd
+    blocked = budget_block(settings, transcript, next_input, next_cost)
+    if blocked is not None:
+        if finish_on_budget:
+            self.finish(*blocked)
+        return None
+    request = GenerationRequest(
+        model=model_name,
+        messages=prompt,
+        persona=Persona(
+            role.id,
+            role.display_name,
+            role.description,
+            role.system_prompt,
+            role.style,
+            tuple(role.constraints),
+        ),
+        info=TurnInfo(
+            turn=len(transcript) + 1,
+            n=transcript.turns_by_role.get(role.id, 0) + 1,
+            speaker=role.id,
+            target=target.sender if target else None,
+            target_text=target.content if target else None,
+            topic=world.topic,
+            instruction=instruction,
+            step_id=step_id,
+            target_name=(
+                world.role(target.sender).display_name
+                if target is not None and target.sender in self._role_ids
+                else None
+            ),
+        ),
+        temperature=role.temperature,
+        max_tokens=role.max_tokens,
+        api_base=role.api_base or settings.api_base,
+        api_key_env=role.api_key_env or settings.api_key_env,
+        timeout=settings.timeout,
+        retries=settings.retries,
+        script=tuple(role.script or ()),
+        world_title=world.title or world.name,
+        participants=tuple(self._role_ids),
+        price=price,
+    )
+    message_id = transcript.next_id()
+    try:
+        return await self.generator.generate(
+            model,
+            request,
+            message_id,
+            target=target.sender if target else None,
+            step_id=step_id,
+            loop_iteration=loop_iteration,
+        )
+    except GenerationFailed as failure:
+        self.state.drafts.append(
+            Draft(
+                message_id=message_id,
+                sender=role.id,
+                content=failure.partial,
+                reason=failure.reason,
+                step_id=step_id,
+                ts=self.clock(),
+            )
+        )
+        if failure.error is not None:
+            self.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
+            self.log.info("generation_failed", model=request.model, error=str(failure.error))
+        self._pause("error" if failure.reason == "error" else "cancelled")
+        return None
