@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
+import subprocess
 import time
 from contextlib import closing
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 from tests.cluster.conftest import scripted_world
 from tests.faults import Cli
-from tests.nats_server import NatsServer, free_port
+from tests.nats_server import NatsServer, free_port, server_binary
 
 
 def lines(text: str) -> list[dict[str, Any]]:
@@ -44,6 +45,33 @@ def test_an_unreachable_server_is_exit_1_naming_the_url_at_once(cli: Cli, tmp_pa
     assert not (cli.home / "rolecall.db").exists()  # nothing was started
     bad = cli.run("run", str(world), "--nats", "127.0.0.1:4222")
     assert bad.returncode == 2 and "--nats expects a URL like nats://" in bad.stderr
+
+
+def test_a_server_without_jetstream_is_exit_1_saying_how_to_start_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    world = scripted_world(tmp_path)
+    port = free_port()
+    log = tmp_path / "plain.log"
+    plain = subprocess.Popen(
+        [server_binary(), "-a", "127.0.0.1", "-p", str(port), "-l", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not (log.exists() and "Server is ready" in log.read_text("utf-8")):
+            assert time.monotonic() < deadline, "nats-server did not start"
+            time.sleep(0.02)
+        url = f"nats://127.0.0.1:{port}"
+        done = cli.run("run", str(world), "--nats", url)
+    finally:
+        plain.terminate()
+        plain.wait(timeout=10)
+    assert done.returncode == 1, done.stderr
+    assert f"the NATS server at {url} has no usable JetStream" in done.stderr
+    assert "start it with `nats-server -js`" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_stream_holds_the_run_watch_replays_it_and_import_stores_it(

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from rolecall.batch.results import RunResult
 from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link
 
+SUBMIT_DEADLINE_S = 30.0
 WORKERS = "rolecall-workers"  # the one durable pull consumer every worker shares
 
 
@@ -63,9 +64,8 @@ async def submit(link: Link, plan: BatchPlanMessage, jobs: Sequence[Job]) -> Non
 
     Message ids (the batch and run) make a second submission of the same job a no-op.
     """
-    import anyio
 
-    with anyio.fail_after(30):
+    async def once() -> None:
         await link.js.publish(
             plan_subject(plan.batch),
             plan.model_dump_json().encode(),
@@ -73,14 +73,35 @@ async def submit(link: Link, plan: BatchPlanMessage, jobs: Sequence[Job]) -> Non
         )
         await _publish_jobs(link, jobs, "")
 
+    await _until_stored(link, once)
+
+
+async def _until_stored(link: Link, publish: Callable[[], Awaitable[None]]) -> None:
+    """Run ``publish`` until JetStream acknowledges all of it, for at most 30 s: a server
+    restarting meanwhile times the acknowledgements out, and the message ids make the
+    messages sent again no-ops for those already stored."""
+    import anyio
+    from nats.errors import TimeoutError as NatsTimeout
+
+    from rolecall.errors import RuntimeFailure
+
+    with anyio.move_on_after(SUBMIT_DEADLINE_S):
+        while True:
+            try:
+                await publish()
+                return
+            except NatsTimeout:
+                await anyio.sleep(0.2)
+    raise RuntimeFailure(
+        f"the NATS server at {link.url} did not store the batch's jobs within "
+        f"{SUBMIT_DEADLINE_S:g} s (is it overloaded, or restarting?)"
+    )
+
 
 async def resubmit(link: Link, jobs: Sequence[Job], attempt: str) -> None:
     """Put ``jobs`` in the work queue again (``batch --resume``); ``attempt`` makes their
     message ids new, so JetStream does not drop them as duplicates."""
-    import anyio
-
-    with anyio.fail_after(30):
-        await _publish_jobs(link, jobs, f":{attempt}", copies=False)
+    await _until_stored(link, lambda: _publish_jobs(link, jobs, f":{attempt}", copies=False))
 
 
 async def _publish_jobs(link: Link, jobs: Sequence[Job], suffix: str, copies: bool = True) -> None:

@@ -36,6 +36,7 @@ RESULTS_STREAM = "ROLECALL_RESULTS"  # per batch: its plan and one result row pe
 RESULT_SUBJECTS = "rolecall_results.>"
 CONNECT_TIMEOUT_S = 1.0  # one attempt
 CONNECT_DEADLINE_S = 2.0  # every attempt of the first connection
+STREAMS_DEADLINE_S = 10.0  # a server restarting as we connect: how long its streams are awaited
 DRAIN_S = 2.0  # closing: what was sent is flushed, what was received handled
 ENV_URL = "ROLECALL_NATS_URL"
 
@@ -106,6 +107,31 @@ async def _ensure_streams(js: JetStreamContext) -> None:
                 log.info("stream_exists", stream=config.name, error=str(exc))
 
 
+async def _streams_ready(js: JetStreamContext, url: str) -> None:
+    """The streams in place; a server that is restarting (requests time out while it
+    comes back) is waited for up to :data:`STREAMS_DEADLINE_S`."""
+    from nats.errors import TimeoutError as NatsTimeout
+
+    deadline = anyio.current_time() + STREAMS_DEADLINE_S
+    while True:
+        try:
+            await _ensure_streams(js)
+            return
+        except NatsTimeout as exc:
+            if anyio.current_time() >= deadline:
+                problem: Exception = exc
+                break
+            log.info("nats_streams_retry", url=url, error=str(exc) or "timeout")
+            await anyio.sleep(0.2)
+        except Exception as exc:
+            problem = exc
+            break
+    raise RuntimeFailure(
+        f"the NATS server at {url} has no usable JetStream ({problem}); start it with "
+        "`nats-server -js`"
+    ) from None
+
+
 @asynccontextmanager
 async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
     """A connection with the streams in place; a clear error when the server is unreachable."""
@@ -147,13 +173,7 @@ async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
         ) from None
     try:
         js = nc.jetstream()
-        try:
-            await _ensure_streams(js)
-        except Exception as exc:
-            raise RuntimeFailure(
-                f"the NATS server at {url} has no usable JetStream ({exc}); start it with "
-                "`nats-server -js`"
-            ) from None
+        await _streams_ready(js, url)
         yield Link(url, nc, js)
     finally:
         with anyio.CancelScope(shield=True):
