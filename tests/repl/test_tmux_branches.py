@@ -80,13 +80,19 @@ def test_retry_keeps_both_answers_as_branches_and_branch_switches(
     edited = list(stored)[-1]
     assert f"forked {parent} at m2 → {edited} (m1..m2, m2 edited)" in screen
     assert f"/load {parent} goes back" in screen
-    t.wait_for(lambda s: edited in toolbar(s))
     t.wait_for(f"session {edited}: 2 messages, paused (fork)")
+    # ask's step is decided at once on the edited m2: the next turn is the tutor's
+    t.wait_for(lambda s: edited in toolbar(s) and "step explain" in toolbar(s))
     screen = command(t, "/branch", lambda s: s.count("/branch N switches") == 2)
     listing = screen[screen.rindex("branches at m2") :]
     assert "branches at m2 (3; what each says from it):" in listing
     assert f"* 3  {edited}  m2 learner: Is it the tilt, then? → (nothing after m2 yet)" in listing
-    command(t, "/fork m9", f"/fork m9: session {edited} has messages m1..m2")
+    t.type("/next")  # the tutor answers the edited question
+    t.key("Enter")
+    t.wait_for(
+        lambda s: edited in toolbar(s) and "explain×1" in toolbar(s) and "ready" in toolbar(s)
+    )
+    command(t, "/fork m9", f"/fork m9: session {edited} has messages m1..m3")
     t.key("C-d")
     t.wait_for("EXIT=0")
 
@@ -96,6 +102,7 @@ def test_retry_keeps_both_answers_as_branches_and_branch_switches(
     assert stored[fork]["messages"] == stored[parent]["messages"]  # the offline model
     assert len(stored[parent]["messages"]) == 3  # the old answer stayed where it was
     assert stored[edited]["messages"][1] == ("learner", "Is it the tilt, then?")
+    assert stored[edited]["messages"][2][0] == "tutor"
     memory = t.home / "memory" / fork / "tutor.jsonl"
     assert len(memory.read_text().splitlines()) == 3
 

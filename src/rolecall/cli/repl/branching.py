@@ -82,7 +82,14 @@ async def fork_here(runner: CommandRunner, cmd: Command) -> LoadRequest:
         f"forked {sid} at {at} → {doc.session_id} ({_span(at)}{edited}); switching to the fork "
         f"· /load {sid} goes back · /branch lists the branches at {at}"
     )
-    return LoadRequest(doc, f"the fork {doc.session_id}")
+    return LoadRequest(doc, f"the fork {doc.session_id}", after=_decide)
+
+
+async def _decide(session: Session) -> None:
+    """A fork at a flow step's message leaves that step undecided: decide it now (its
+    hooks, its loop or branch, on the fork's history), so the next turn speaks."""
+    if session.state.undecided is not None:
+        await session.step()
 
 
 def _who(message: Message) -> str:
