@@ -61,7 +61,7 @@ async def _fork(runner: CommandRunner, name: str, at: str, edit: str | None) -> 
     await flush(runner.session)
     try:
         plan = await fork_session(store, memory, runner.session.session_id, at, edit=edit)
-    except UsageError as exc:  # said as the command line would: --at m9, --edit
+    except UsageError as exc:  # the command line's wording (--at m9) as typed here
         text = str(exc).replace("--at ", f"/{name} ", 1).replace("--edit:", f"/{name}:", 1)
         raise CommandError(text) from None
     return await store.load(plan.new_id)
