@@ -47,6 +47,7 @@ class Subscription:
     topics: tuple[str, ...]  # the emitter's event names: topics, or topic/type tags
     filter: Filter | None
     name: str
+    active: bool = True
 
     def __call__(self, envelope: Envelope) -> None:
         try:
@@ -56,11 +57,16 @@ class Subscription:
             self.bus._failed(self, envelope, exc)
 
     def close(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        bus = self.bus
         for t in self.topics:
             with suppress(KeyError):
-                self.bus._emitter.remove_listener(t, self)
-            if "/" in t and not self.bus._emitter.listeners(t):
-                self.bus._typed.pop(EVENT_KINDS[t], None)
+                bus._emitter.remove_listener(t, self)
+            bus._listeners[t] -= 1
+            if "/" in t and not bus._listeners[t]:
+                bus._typed.pop(EVENT_KINDS[t], None)
 
 
 class EventBus:
@@ -86,6 +92,9 @@ class EventBus:
         # event class -> its topic/type tag, for the classes some subscriber asked for
         # by type: such a subscriber is an emitter listener of the tag, not of the topic
         self._typed: dict[type, str] = {}
+        # how many subscriptions listen on each emitter channel: an event nobody listens
+        # to (a streamed chunk in a session without sinks) is not emitted at all
+        self._listeners: dict[str, int] = dict.fromkeys(TOPICS, 0)
 
     @property
     def last_seq(self) -> int:
@@ -128,6 +137,7 @@ class EventBus:
             if "/" in t:
                 self._typed[EVENT_KINDS[t]] = t
             self._emitter.add_listener(t, sub)
+            self._listeners[t] = self._listeners.get(t, 0) + 1
         return sub
 
     def record_into(self, into: list[Envelope]) -> None:
@@ -170,7 +180,8 @@ class EventBus:
             while self._pending:
                 envelope = self._pending.popleft()
                 event = envelope.event
-                self._emitter.emit(event.topic, envelope)
+                if self._listeners[event.topic]:
+                    self._emitter.emit(event.topic, envelope)
                 tag = self._typed.get(type(event))
                 if tag is not None:  # then the subscribers of this type only
                     self._emitter.emit(tag, envelope)

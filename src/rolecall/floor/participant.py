@@ -82,8 +82,8 @@ class Agent:
         self._subscriptions = []
 
     # ----------------------------------------------------------------- topics
-    # the handlers run for every event of a session (each streamed chunk included), so
-    # they test the event's class by identity: isinstance on pydantic models is slow
+    # the handlers run on every turn of every session, so they test the event's class
+    # by identity (isinstance on pydantic models is slow)
     def _on_message(self, envelope: Envelope) -> None:
         event = cast(MessageEvent, envelope.event)
         self.remembered += 1
