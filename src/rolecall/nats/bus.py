@@ -10,9 +10,11 @@ after it, and the messages, execution records and drafts added since the previou
 checkpoint. With the world header on the first event, the stream alone holds what a
 resume needs (:mod:`rolecall.nats.replay`).
 
-The publisher sends a batch of messages without waiting (JetStream's asynchronous
-publish, each with its own acknowledgement inbox), then waits for all their
-acknowledgements before the next batch; :meth:`Publisher.flush` waits until everything
+The publisher sends a batch of messages without waiting for each: all but the last as
+plain publishes, the last with JetStream's acknowledgement, which comes back only once
+the stream has stored it, and so everything the same connection sent before it (a
+stream stores one connection's messages in the order sent). It waits for that
+acknowledgement before the next batch; :meth:`Publisher.flush` waits until everything
 handed to it is acknowledged. A batch that is not acknowledged in time (the connection
 was lost) is sent again once reconnected: the message ids let JetStream drop the copies
 it already stored.
@@ -94,15 +96,19 @@ class Publisher:
     async def _publish(self, batch: Sequence[Outgoing]) -> None:
         from nats.errors import Error as NatsError
 
+        nc, js = self.link.nc, self.link.js
+        *body, last = batch
         while True:
             futures: list[Any] = []
             try:
-                for item in batch:
-                    futures.append(
-                        await self.link.js.publish_async(
-                            item.subject, item.payload, headers=dict(item.headers)
-                        )
-                    )
+                # one acknowledgement per batch: the stream stores what one connection
+                # sends in the order sent, so the last message's acknowledgement means
+                # every message before it is stored too (message ids drop re-sent copies)
+                for item in body:
+                    await nc.publish(item.subject, item.payload, headers=dict(item.headers))
+                futures.append(
+                    await js.publish_async(last.subject, last.payload, headers=dict(last.headers))
+                )
                 with anyio.fail_after(ACK_TIMEOUT_S):
                     for future in futures:
                         await future
