@@ -47,10 +47,12 @@ from tests.llm.openai_server import (
     Behaviour,
     Break,
     Garbage,
+    Html,
     OpenAITestServer,
     Reply,
     Stall,
     Status,
+    Truncated,
 )
 
 KEY_ENV = "ROLECALL_FAULTS_API_KEY"
@@ -309,3 +311,24 @@ def test_stream_broken_mid_message_keeps_a_draft_and_resume_completes(
     assert s.generations == {"m1": 1, "m2": 1, "m3": 2, "m4": 1}
     assert requests_per_step(server) == {"one": 1, "two": 1, "three": 2, "four": 1}
     assert_key_sent_and_kept_secret(server, [cli.home, session_file, log_file], outputs)
+
+
+def test_an_html_page_or_a_stream_without_finish_reason_is_never_a_complete_message(
+    server: OpenAITestServer, cli: Cli, tmp_path: Path
+) -> None:
+    """HTTP 200 with an HTML page (a captive portal) is retried inside the turn; a stream
+    that ends cleanly without a finish reason or [DONE] (a proxy cutting it short) is a
+    broken stream: its text stays a draft, the session pauses, resume completes it."""
+    world = write_world(tmp_path, server, timeout=5.0, retries=2)
+    script(server, two=[Html()], three=[Truncated(PARTIAL)])
+    outputs: list[str] = []
+
+    s = run_to_a_pause(cli, world, (), outputs, what="stream broke after")
+    assert s.contents == [TEXT["one"], TEXT["two"]]  # step two: the page retried, then replied
+    assert requests_per_step(server)["two"] == 2
+    assert [(d["message_id"], d["content"], d["reason"]) for d in s.drafts] == [
+        ("m3", PARTIAL, "error")
+    ]
+    s = resume_to_the_end(cli, s.id, (), outputs)
+    assert not any(m["content"] == PARTIAL for m in s.messages)
+    assert s.generations == {"m1": 1, "m2": 1, "m3": 2, "m4": 1}

@@ -76,7 +76,22 @@ class Garbage:
     lines: tuple[str, ...] = ("data: this is not json {{{",)
 
 
-Behaviour = Reply | Status | Stall | Break | Garbage
+@dataclass(frozen=True)
+class Truncated:
+    """Stream ``text`` word by word, then end the body cleanly: no finish reason, no
+    ``[DONE]`` (a proxy that cut the reply short)."""
+
+    text: str = "This reply was cut"
+
+
+@dataclass(frozen=True)
+class Html:
+    """HTTP 200 with a ``text/html`` page instead of an event stream (a captive portal)."""
+
+    body: str = "<html><body>Please log in to continue</body></html>"
+
+
+Behaviour = Reply | Status | Stall | Break | Garbage | Truncated | Html
 
 
 @dataclass(frozen=True)
@@ -183,6 +198,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(_chunk(model, None, usage=usage))
             self._event("[DONE]")
             self._end_stream()
+            return
+        if isinstance(behaviour, Truncated):
+            self._start_stream()
+            for piece in words(behaviour.text):
+                self._event(_chunk(model, {"content": piece}))
+            self._end_stream()
+            return
+        if isinstance(behaviour, Html):
+            data = behaviour.body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
             return
         if isinstance(behaviour, Break):
             self._start_stream()

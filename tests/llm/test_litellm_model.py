@@ -27,7 +27,17 @@ from rolecall.llm.types import (
     Usage,
 )
 
-from .openai_server import Break, Garbage, OpenAITestServer, Reply, Stall, Status, words
+from .openai_server import (
+    Break,
+    Garbage,
+    Html,
+    OpenAITestServer,
+    Reply,
+    Stall,
+    Status,
+    Truncated,
+    words,
+)
 
 MODEL = "openai/test-model"
 KEY_ENV = "ROLECALL_TEST_API_KEY"
@@ -294,6 +304,32 @@ async def test_401_is_refused_without_retry_and_the_key_is_not_shown(
     assert "Incorrect API key provided: ***" in message
     assert len(srv.requests) == 1
     assert_secret_free(caught.value)
+
+
+@pytest.mark.anyio
+async def test_an_html_page_with_http_200_is_retried_not_an_empty_reply(
+    srv: OpenAITestServer,
+) -> None:
+    """A captive portal or a misconfigured proxy: 200 but no event stream (issue 13)."""
+    srv.queue(Html(), Reply(TEXT))
+    items = await collect(make_request(srv, retries=1))
+    assert text_of(items) == TEXT
+    assert len(srv.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_a_stream_ending_without_finish_reason_is_a_broken_stream(
+    srv: OpenAITestServer,
+) -> None:
+    """No finish reason and no [DONE]: the text is a draft, never a complete message."""
+    srv.queue(Truncated("This reply was cut"))
+    items: list[StreamItem] = []
+    with pytest.raises(ProviderUnavailable, match="the stream broke after 18 characters") as caught:
+        await collect(make_request(srv, retries=2), into=items)
+    assert caught.value.retryable
+    assert text_of(items) == "This reply was cut"
+    assert not any(isinstance(i, Usage) for i in items)  # never reported as complete
+    assert len(srv.requests) == 1  # text arrived: not retried (the draft is kept)
 
 
 PLAIN_KEY = "Zq9rolecallPlainKey0123456"  # 26 characters, no sk- shape to match

@@ -278,6 +278,12 @@ class LiteLLMModel:
                                 chunk = await anext(chunks)
                             text, chunk_usage = _read_chunk(chunk)
                         except StopAsyncIteration:
+                            if _ended_early(response):  # cut short, or not an event stream
+                                failure = IncompleteStream(
+                                    "the reply ended without a finish reason"
+                                    if parts
+                                    else "the provider sent no reply (not an event stream?)"
+                                )
                             break
                         except Exception as exc:
                             failure = exc
@@ -444,8 +450,24 @@ _CONNECTION_NAMES: Final = frozenset(
 _BAD_DATA: Final = "the provider sent data that is not valid JSON"
 
 
+class IncompleteStream(Exception):
+    """A stream that ended without a finish reason: a truncated reply, or an HTTP 200
+    that was not an event stream (an HTML page). Retried like a broken stream."""
+
+
+def _ended_early(response: Any) -> bool:
+    """Whether the provider never said why its stream ended (no finish_reason chunk).
+
+    litellm's stream wrapper then makes up ``finish_reason: stop`` for its last chunk;
+    what the provider really sent is kept in ``received_finish_reason``.
+    """
+    return hasattr(response, "received_finish_reason") and not response.received_finish_reason
+
+
 def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
     """Whether a failure is a timeout, transient, or a refusal, and a few plain words on it."""
+    if isinstance(exc, IncompleteStream):
+        return "transient", "incomplete stream"
     # litellm reports a broken stream as MidStreamFallbackError; judge by what broke it.
     original = getattr(exc, "original_exception", None)
     if isinstance(original, Exception) and original is not exc:
