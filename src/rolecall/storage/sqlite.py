@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -59,8 +60,18 @@ CHECKPOINT_EVERY_BYTES = 8 * 1024 * 1024
 
 
 class SqliteStore:
-    def __init__(self, path: Path) -> None:
+    """The SQLite session store.
+
+    ``read_only``: for commands that only read (sessions list/show/trace/export, memory
+    show). Where the data directory can be written they open it as usual (so SQLite
+    tidies its WAL files away on close); where it cannot (an archive, a backup, a
+    read-only mount) the file is opened with ``mode=ro``, or ``immutable=1`` when even
+    that cannot work because the WAL's shared-memory file cannot be made: nothing is
+    created, migrated or checkpointed, and any write is refused."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._db: aiosqlite.Connection | None = None
         self._writer: sqlite3.Connection | None = None
         # uncontended, a commit takes it without a trip through the event loop
@@ -69,6 +80,17 @@ class SqliteStore:
 
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> SqliteStore:
+        if self.read_only:
+            writable = all(os.access(p, os.W_OK) for p in (self.path, self.path.parent))
+            if not writable:
+                return await self._open_read_only()
+            try:
+                return await self._open()
+            except StorageError:  # writable as far as permissions say, yet not (immutable)
+                return await self._open_read_only()
+        return await self._open()
+
+    async def _open(self) -> SqliteStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = await aiosqlite.connect(self.path)
@@ -89,6 +111,32 @@ class SqliteStore:
             raise
         return self
 
+    async def _open_read_only(self) -> SqliteStore:
+        """Open for reading only: ``mode=ro``, else ``immutable=1`` (see the class)."""
+        last: sqlite3.Error | None = None
+        for flag in ("mode=ro", "immutable=1"):
+            try:
+                self._db = await aiosqlite.connect(f"{self.path.as_uri()}?{flag}", uri=True)
+                version = await self._version(self._db)  # the first read: fails here if any
+            except sqlite3.OperationalError as exc:  # e.g. the -shm file cannot be made
+                last = exc
+                await self.close()
+                continue
+            except sqlite3.DatabaseError:
+                await self.close()
+                raise  # damaged content: the command says so, and what to do (sessions.md)
+            if version < SCHEMA_VERSION:
+                await self.close()
+                raise StorageError(
+                    f"the session store {self.path} has schema version {version} and cannot "
+                    "be upgraded where it is: it is read-only (open it once with write access, "
+                    "or read a copy)"
+                )
+            if flag != "mode=ro":
+                log.info("store_opened_immutable", path=str(self.path), error=str(last))
+            return self
+        raise StorageError(f"cannot open the session store {self.path} to read it: {last}")
+
     async def close(self) -> None:
         if self._writer is not None:
             conn, self._writer = self._writer, None
@@ -97,7 +145,8 @@ class SqliteStore:
             db, self._db = self._db, None
             with anyio.CancelScope(shield=True):
                 try:
-                    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    if not self.read_only:
+                        await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 except sqlite3.Error as exc:  # another process is reading: it checkpoints later
                     log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
                 await db.close()

@@ -73,11 +73,17 @@ def _session_id(value: str, args: argparse.Namespace | None = None) -> str:
 
 
 def _with_store(
-    args: argparse.Namespace, body: Callable[[SqliteStore], Awaitable[T]], *, missing: str
+    args: argparse.Namespace,
+    body: Callable[[SqliteStore], Awaitable[T]],
+    *,
+    missing: str,
+    read_only: bool = True,
 ) -> T:
     """Run ``body`` with the data directory's store open; ``missing`` if there is none.
 
-    A command that reads never creates the data directory or the database.
+    A command that reads never creates the data directory or the database, and opens the
+    store read-only (so it works on a read-only archive); ``read_only=False`` for those
+    that write.
     """
     import anyio
 
@@ -90,7 +96,7 @@ def _with_store(
         raise UsageError(f"{missing} in {path} (no sessions stored yet)")
 
     async def main() -> T:
-        async with SqliteStore(path) as store:
+        async with SqliteStore(path, read_only=read_only) as store:
             return await body(store)
 
     return anyio.run(main)

@@ -52,7 +52,7 @@ def sessions_fork(args: argparse.Namespace) -> int:
         return await fork_session(store, memory, parent, args.at, edit=args.edit, model=args.model)
 
     try:
-        new = _with_store(args, body, missing=f"no session '{parent}'")
+        new = _with_store(args, body, missing=f"no session '{parent}'", read_only=False)
     finally:
         memory.close()
     if args.json:

@@ -76,7 +76,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         archive = memory.clear(sid, agent)
         return doc, await store.forget(sid, agent), archive
 
-    doc, start, archive = _with_store(args, body, missing=f"no session '{sid}'")
+    doc, start, archive = _with_store(
+        args, body, missing=f"no session '{sid}'", read_only=not clearing
+    )
     path = memory.path(sid, agent)
     if clearing:
         what = f"archived {path.name} as {archive.name}" if archive else "no memory file yet"

@@ -361,7 +361,7 @@ def _sessions_delete(args: argparse.Namespace) -> int:
 
     count: int | None = None
     if db_path(data).is_file():
-        count = _with_store(args, body, missing=f"no session '{sid}'")
+        count = _with_store(args, body, missing=f"no session '{sid}'", read_only=False)
     has_folder = folder.is_dir() and not folder.is_symlink()
     if count is None and not has_folder:
         raise UsageError(f"no session '{sid}' in {db_path(data)} (see `rolecall sessions list`)")
