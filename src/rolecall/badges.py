@@ -37,7 +37,7 @@ def labels_of(world: World) -> Labels:
     if world.mode != "debate":
         return NONE
     badges = {"pro": "PRO", "con": "CON", "moderator": "MODERATOR"}
-    judge = (world.debate or {}).get("judge")
+    judge = (world.block("debate") or {}).get("judge")
     if isinstance(judge, str):
         badges[judge] = "JUDGE"
     present = {rid: badge for rid, badge in badges.items() if rid in world.role_ids}

@@ -467,7 +467,7 @@ class Session:
 
 
 def _uses_modes(world: World) -> bool:
-    if world.mode is not None or world.judge is not None:
+    if world.mode is not None or world.block("judge") is not None:
         return True
     return world.flow is not None and any(step.judge for step in world.flow.steps)
 

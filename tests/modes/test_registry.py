@@ -108,3 +108,19 @@ def test_every_condition_kind_is_in_the_loader_hints_and_the_error_text() -> Non
             assert kind.key in problem
         assert set(kind.fields) <= set(conditions.fields())
     assert "concession, stalemate, consensus" in problem
+
+
+def test_a_registered_mode_has_its_own_block_in_the_world_file(quorum_mode: None) -> None:
+    from rolecall.session.document import world_dict
+    from rolecall.world.schema import world_schema
+
+    world = world_from("name: q\nmode: quorum\nmodel: scripted\nquorum: {size: 5}\n")
+    assert world.block("quorum") == {"size": 5}
+    assert world_dict(world)["quorum"] == {"size": 5}  # stored at the top level, as written
+    assert world_schema()["properties"]["quorum"]["anyOf"][0] == {"$ref": "#/$defs/QuorumOptions"}
+
+
+def test_a_block_of_an_unregistered_mode_is_an_unknown_field() -> None:
+    with pytest.raises(WorldError) as caught:
+        world_from("name: q\nroles: [{id: a}]\nquorum: {size: 5}\n")
+    assert caught.value.problems[0].startswith("quorum: unknown field")

@@ -69,15 +69,19 @@ def test_world_file_expands_to_the_five_roles() -> None:
     assert world.role_ids == list(ROLES)
     assert all(r.temperature == 0.0 for r in world.roles)  # deterministic on real models
     assert world.settings.max_turns == 1000
-    assert world.study is not None and world.study["delay"] == 3 and world.study["lock"] == 7
-    assert world.study["text"] == (FOLDER / "notes.md").read_text("utf-8")
+    assert (
+        (block := world.block("study")) is not None and block["delay"] == 3 and block["lock"] == 7
+    )
+    assert block["text"] == (FOLDER / "notes.md").read_text("utf-8")
     assert load_study(FOLDER, world) is world or load_study(FOLDER, world) == world
 
 
 def test_loader_reads_the_document_when_it_passes_the_folder() -> None:
     raw = {"name": "s", "mode": "study", "study": {"document": "notes.md"}, FOLDER_KEY: FOLDER}
     world = build(raw)
-    assert world.study is not None and world.study["text"].startswith("These study notes")
+    assert (block := world.block("study")) is not None and block["text"].startswith(
+        "These study notes"
+    )
     assert world.topic == "Studying Spacing Out Practice: How Review Timing Shapes Memory"
     missing = {**raw, "study": {"document": "nope.md"}}
     with pytest.raises(WorldError) as err:
@@ -159,8 +163,8 @@ def test_study_block_problems(
 
 def test_loading_reads_the_document_and_a_world_without_it_cannot_start() -> None:
     world = load_world(FOLDER).world
-    assert world.study is not None and "spaced" in world.study["text"].lower()
-    unread = world.model_copy(update={"study": {"document": "notes.md"}})
+    assert (block := world.block("study")) is not None and "spaced" in block["text"].lower()
+    unread = world.with_block("study", {"document": "notes.md"})
     with pytest.raises(UsageError, match="was not read"):
         Session(unread)
 

@@ -207,7 +207,7 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
 def install(host: Host) -> None:
     if host.world.flow is None:
         return
-    raw = dict(host.world.consensus or {})
+    raw = dict(host.world.block("consensus") or {})
     people = participants_of(raw)
     opts = ConsensusOptions.model_validate({**raw, "participants": people})
     attach(host, ConsensusHook(host, people, judge=opts.judge, max_rounds=opts.max_rounds))

@@ -215,7 +215,7 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
 def install(host: Host) -> None:
     if host.world.flow is None:
         return
-    opts = DebateOptions.model_validate(host.world.debate or {})
+    opts = DebateOptions.model_validate(host.world.block("debate") or {})
     hook = DebateHook(
         host, judge=opts.judge, max_turns=opts.max_turns, dynamic=opts.dynamic_termination
     )

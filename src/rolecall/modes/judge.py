@@ -129,9 +129,12 @@ class _Plan:
 
 def _plan(session: Host) -> _Plan | None:
     world = session.world
-    block, _ = parse_block(world.judge)
-    if world.judge is not None:
-        data: dict[str, Any] = {"judge": world.judge, "roles": [{"id": r} for r in world.role_ids]}
+    block, _ = parse_block(world.block("judge"))
+    if world.block("judge") is not None:
+        data: dict[str, Any] = {
+            "judge": world.block("judge"),
+            "roles": [{"id": r} for r in world.role_ids],
+        }
         if world.flow is not None:
             data["flow"] = {"steps": [{"id": s.id} for s in world.flow.steps]}
         problems = check_world(data)

@@ -282,10 +282,10 @@ def load_study(world_folder: Path, world: World) -> World:
         return world
     source = str(world_folder / "world.yaml")
     problems: list[str] = []
-    options = parse_options(world.study, problems)
+    options = parse_options(world.block("study"), problems)
     if options is None:
         raise WorldError(source, problems)
-    study = dict(world.study or {})
+    study = dict(world.block("study") or {})
     if options.text is None:
         assert options.document is not None
         try:
@@ -298,16 +298,16 @@ def load_study(world_folder: Path, world: World) -> World:
         raise WorldError(
             source, ["study.document: nothing to study: no paragraph of 20 characters or more"]
         )
-    update: dict[str, Any] = {"study": study}
+    world = world.with_block("study", study)
     if not world.topic:
-        update["topic"] = default_topic(options.document, text)
-    return world.model_copy(update=update)
+        world = world.model_copy(update={"topic": default_topic(options.document, text)})
+    return world
 
 
 # ------------------------------------------------------------------ director
 def _options(world: World) -> StudyOptions:
     problems: list[str] = []
-    options = parse_options(world.study, problems)
+    options = parse_options(world.block("study"), problems)
     if options is None:
         raise UsageError(f"world '{world.name}': " + "; ".join(problems))
     return options

@@ -197,7 +197,7 @@ def _turns(world: World, walk: list[str], judges: dict[str, list[str]]) -> list[
     out: list[_Turn] = []
     last_by_role: dict[str, str] = {}
     last_by_step: dict[str, str] = {}
-    block, _ = parse_block(world.judge)
+    block, _ = parse_block(world.block("judge"))
     judge_chars = JUDGE_INSTRUCTION_CHARS + len((block.instruction if block else None) or "")
 
     def target_of(reply_to: object) -> str | None:
@@ -238,7 +238,7 @@ def check(world: World, rates: Rates, max_output: MaxOutput) -> Report:
         return Report(world.name, False, None, None)
     flow = world.flow
     g = graph(flow)
-    judges = judges_by_step(world, parse_block(world.judge)[0])
+    judges = judges_by_step(world, parse_block(world.block("judge"))[0])
     report = Report(world.name, True, None, None, unreachable=unreachable(g), cap_only=cap_only(g))
     caps = [c.max_turns for c in flow.stop if isinstance(c, MaxTurnsCond)]
     max_turns = world.settings.max_turns

@@ -23,7 +23,6 @@ from rolecall.world.models import Role, Settings, World
 from rolecall.world.positions import positions
 
 _FIELDS: dict[str, tuple[str, ...]] = {
-    "world": tuple(World.model_fields),
     "role": tuple(Role.model_fields),
     "settings": tuple(Settings.model_fields),
     "flow": tuple(Flow.model_fields),
@@ -32,6 +31,14 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "branch": tuple(Branch.model_fields),
 }
 _COND_FIELDS: tuple[str, ...] = conditions.fields()
+
+
+def _world_fields() -> tuple[str, ...]:
+    """A world's keys: its fields, each registered mode's options block and ``judge``."""
+    from rolecall.modes.registry import known_modes
+
+    own = tuple(f for f in World.model_fields if f != "blocks")
+    return (*own, *known_modes(), "judge")
 
 
 @dataclass
@@ -191,6 +198,8 @@ def _apply_templates(roles: list[Any], library: RoleLibrary, problems: list[str]
 
 # ------------------------------------------------------------ pydantic errors
 def _path(loc: tuple[Any, ...]) -> str:
+    if loc[:1] == ("blocks",):  # a mode's block is written at the top level
+        loc = loc[1:]
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -229,7 +238,7 @@ def _format_validation(exc: ValidationError) -> list[str]:
         if kind == "extra_forbidden":
             key = str(loc[-1]) if str(loc[-1]).isprintable() else repr(loc[-1])
             kind = _kind_of(loc)
-            fields = _FIELDS.get(kind, _COND_FIELDS)
+            fields = _world_fields() if kind == "world" else _FIELDS.get(kind, _COND_FIELDS)
             if key in fields:  # a real field, but not of this kind of thing
                 what = "this kind of condition" if kind == "condition" else f"a {kind}"
                 out.append(f"{where}: '{key}' does not apply to {what}")

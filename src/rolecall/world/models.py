@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from rolecall.flows.model import ID_PATTERN, Flow, Ident
@@ -89,11 +99,45 @@ class World(_Model):
     settings: Settings = Field(default_factory=Settings)
     roles: list[Role] = Field(min_length=1)
     flow: Flow | None = None
-    # preset options (modes.md); validated by the mode when the world is expanded
-    debate: dict[str, Any] | None = None
-    consensus: dict[str, Any] | None = None
-    study: dict[str, Any] | None = None
-    judge: dict[str, Any] | None = None
+    # each mode's options block (`debate:`, `study:`, ...; and `judge:`), by its name:
+    # written at the top level of world.yaml, validated by the mode (its ModeSpec
+    # options) when the world is expanded; any registered mode may have one
+    blocks: Annotated[dict[str, dict[str, Any]], SkipJsonSchema()] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_blocks(cls, data: Any) -> Any:
+        """Move the top-level ``<mode>:`` blocks (and ``judge:``) into :attr:`blocks`."""
+        if not isinstance(data, dict):
+            return data
+        names = {*known_modes(), "judge"} - set(cls.model_fields)
+        found = [key for key in data if key in names]
+        if not found:
+            return data
+        data = dict(data)
+        blocks = dict(data.get("blocks") or {})
+        for key in found:
+            value = data.pop(key)
+            if value is not None:
+                blocks[key] = value
+        data["blocks"] = blocks
+        return data
+
+    @model_serializer(mode="wrap")
+    def _flatten_blocks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The blocks back at the top level, as world.yaml (and stored worlds) have them."""
+        out: dict[str, Any] = handler(self)
+        blocks = out.pop("blocks", None) or {}
+        out.update(blocks)
+        return out
+
+    def block(self, name: str) -> dict[str, Any] | None:
+        """The options block of mode ``name`` (or ``judge``), None when the world has none."""
+        return self.blocks.get(name)
+
+    def with_block(self, name: str, options: dict[str, Any]) -> World:
+        """This world with ``name``'s options block replaced."""
+        return self.model_copy(update={"blocks": {**self.blocks, name: options}})
 
     def role(self, role_id: str) -> Role:
         for role in self.roles:
