@@ -1707,6 +1707,74 @@ def bench_worlds_check(quick: bool) -> Bench:
     return b
 
 
+# --------------------------------------------------------------------------- long reply
+def _peak_rss_mb(proc: subprocess.Popen[bytes]) -> float:
+    """VmHWM of ``proc`` (its peak resident memory) read until it exits, in MB."""
+    peak = 0.0
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            break
+        time.sleep(0.05)
+    proc.wait()
+    return peak
+
+
+def bench_long_reply(quick: bool) -> Bench:
+    b = Bench(
+        "long_reply",
+        "one very long streamed reply (a word per chunk) through `rolecall run`: time, "
+        "peak memory and database size against the text's size",
+    )
+    words = 100_000 if quick else 1_000_000
+    text = " ".join(["word"] * words)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "worlds" / "long"
+        folder.mkdir(parents=True)
+        world = {
+            "name": "long",
+            "topic": "t",
+            "model": "scripted",
+            "roles": [{"id": "a", "script": [text]}],
+            "flow": {"steps": [{"id": "s1", "speaker": "a"}]},
+        }
+        (folder / "world.yaml").write_text(json.dumps(world), encoding="utf-8")
+        data = Path(tmp) / "data"
+        started = time.perf_counter()
+        argv = ["run", str(folder), "-q", "--data-dir", str(data)]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rolecall.cli.main", *argv],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        peak = _peak_rss_mb(proc)
+        seconds = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"rolecall run exited {proc.returncode}")
+        size = (data / "rolecall.db").stat().st_size
+    mb = len(text.encode()) / 1e6
+    progress(f"long_reply: {mb:.1f} MB of text in {seconds:.1f} s, peak {peak:.0f} MB")
+    b.add("text_mb", mb, "MB")
+    b.add("chunks", words, "chunks")
+    b.add("seconds", seconds, "s")
+    b.add("peak_rss_mb", peak, "MB")
+    b.add("db_mb", size / 1e6, "MB")
+    b.add("db_per_text", size / 1e6 / mb, "ratio")
+    b.method = {
+        "run": f"`rolecall run` of a world whose one step says {words:,} words (the scripted "
+        "model streams a word per chunk) into a fresh data directory",
+        "peak_rss_mb": "the process's VmHWM, read every 50 ms until it exits",
+        "before": "issue 13 measured 20 s, 1.7 GB and 207 MB for 1,000,000 words when every "
+        "chunk was a stored event object; chunks are now one compact row per generation",
+    }
+    return b
+
+
 # ---------------------------------------------------------------------------- the run
 BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "turn_overhead": bench_turn_overhead,
@@ -1720,6 +1788,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "worlds_check": bench_worlds_check,
     "replay_overhead": bench_replay_overhead,
     "fork": bench_fork,
+    "long_reply": bench_long_reply,
 }
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 

@@ -32,6 +32,7 @@ BENCHMARKS = {
     "worlds_check",
     "replay_overhead",
     "fork",
+    "long_reply",
 }
 
 

@@ -24,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pyee import EventEmitter
 
 from rolecall.bus.events import EVENT_KINDS, TOPICS, Envelope, ErrorEvent, Event, Topic
-from rolecall.bus.protocol import Filter, Handler
+from rolecall.bus.protocol import EnvelopeSink, Filter, Handler
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +87,7 @@ class EventBus:
         self._emitter = EventEmitter()
         self._pending: deque[Envelope] = deque()
         self._delivering = False
-        self._recorders: list[list[Envelope]] = []
+        self._recorders: list[EnvelopeSink] = []
         self._streams: set[MemoryObjectSendStream[Envelope]] = set()
         # event class -> its topic/type tag, for the classes some subscriber asked for
         # by type: such a subscriber is an emitter listener of the tag, not of the topic
@@ -140,7 +140,7 @@ class EventBus:
             self._listeners[t] = self._listeners.get(t, 0) + 1
         return sub
 
-    def record_into(self, into: list[Envelope]) -> None:
+    def record_into(self, into: EnvelopeSink) -> None:
         """Append every envelope stamped from now on to ``into``, at stamp time, in order.
 
         For the store, which writes events in its own transactions: unlike a subscriber

@@ -252,7 +252,7 @@ class Envelope:
             payload = event.__pydantic_serializer__.to_json(event, exclude=_ROUTING).decode()
             head = (
                 f'{{"topic":"{event.topic}","type":"{event.type}","seq":{self.seq},'
-                f'"session_id":{_json_string(self.session_id)},"ts":"{_iso(self.ts)}"'
+                f'"session_id":{_json_string(self.session_id)},"ts":"{iso(self.ts)}"'
             )
             self._json = head + ("}" if payload == "{}" else "," + payload[1:])
         return self._json
@@ -288,7 +288,7 @@ def _json_string(value: str) -> str:
 _second: tuple[tuple[int, ...], str] = ((), "")
 
 
-def _iso(ts: datetime) -> str:
+def iso(ts: datetime) -> str:
     """ISO 8601 as pydantic writes datetimes (UTC as ``Z``), so one record has one style.
 
     Events come many to a second: in UTC, the text up to the second is reused while the

@@ -25,6 +25,12 @@ Filter = Callable[[Envelope], bool]
 Topics = Topic | Iterable[Topic] | None
 
 
+class EnvelopeSink(Protocol):
+    """Where :meth:`Bus.record_into` appends stamped envelopes (a list will do)."""
+
+    def append(self, envelope: Envelope, /) -> None: ...
+
+
 class Closable(Protocol):
     """A live subscription."""
 
@@ -56,7 +62,7 @@ class Bus(Protocol):
         """Deliver stamped envelopes, in order, after any delivery in progress."""
         ...
 
-    def record_into(self, into: list[Envelope]) -> None:
+    def record_into(self, into: EnvelopeSink) -> None:
         """Append every envelope stamped from now on to ``into``, at stamp time (the store)."""
         ...
 

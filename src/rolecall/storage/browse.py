@@ -16,6 +16,7 @@ from typing import Any
 from rolecall.paths import safe_id
 from rolecall.session.state import Message
 from rolecall.storage.catalog import fts_query
+from rolecall.storage.rows import CHUNKS, chunk_lines
 from rolecall.storage.sqlite import SqliteStore
 
 __all__ = [
@@ -173,8 +174,8 @@ async def events_after(
     sid = safe_id(session_id, "session id")
     topic = "" if streamed else "AND topic != 'sse' "
     out: list[tuple[int, str]] = []
-    for seq, record, count in await store._all(
-        "SELECT seq, record, count FROM events_packed WHERE session_id = ? "
+    for seq, kind, record, count in await store._all(
+        "SELECT seq, type, record, count FROM events_packed WHERE session_id = ? "
         f"AND seq + count - 1 > ? {topic}ORDER BY seq",
         sid,
         after,
@@ -182,6 +183,9 @@ async def events_after(
         if count == 1:
             if seq > after:
                 out.append((int(seq), record))
+            continue
+        if kind == CHUNKS:
+            out.extend(line for line in chunk_lines(sid, int(seq), record) if line[0] > after)
             continue
         for i, item in enumerate(json.loads(record)):
             if seq + i > after:

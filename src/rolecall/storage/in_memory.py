@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rolecall.bus import Envelope
 from rolecall.errors import UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, StateDoc
@@ -68,7 +69,9 @@ class MemoryStore:
         stored.messages.extend(batch.messages)
         stored.records.extend(batch.records)
         stored.drafts.extend(batch.drafts)
-        stored.events.extend(e.to_record() for e in batch.events if e.event.topic != "sse")
+        stored.events.extend(
+            e.to_record() for e in batch.events if isinstance(e, Envelope) and e.topic != "sse"
+        )
         if batch.events:
             stored.last_seq = batch.events[-1].seq
         stored.state = batch.state

@@ -40,6 +40,27 @@ class NewSession:
     created_at: str
 
 
+@dataclass(slots=True)
+class ChunkRun:
+    """One generation's consecutive streamed chunks, kept compactly until they are
+    stored (a long reply is a million of them): what the store writes of each chunk."""
+
+    first_seq: int
+    message_id: str
+    sender: str
+    stamps: list[datetime]
+    deltas: list[str]
+    tokens: list[int]
+
+    @property
+    def seq(self) -> int:
+        """The seq of its last chunk."""
+        return self.first_seq + len(self.deltas) - 1
+
+
+Stamped = Envelope | ChunkRun  # what a turn's batch holds, in seq order
+
+
 @dataclass(frozen=True, slots=True)
 class TurnBatch:
     """What happened in a session since its last commit: written in one transaction.
@@ -49,7 +70,7 @@ class TurnBatch:
     """
 
     session_id: str
-    events: tuple[Envelope, ...]
+    events: tuple[Stamped, ...]
     messages: tuple[Message, ...]
     records: tuple[ExecutionRecord, ...]
     drafts: tuple[Draft, ...]

@@ -14,11 +14,19 @@ from datetime import datetime
 from typing import Protocol
 
 from rolecall.bus import Bus, Envelope
+from rolecall.bus.events import StreamChunk
 from rolecall.errors import StorageError
 from rolecall.paths import safe_id
 from rolecall.session.document import state_json, world_dict
 from rolecall.session.state import SessionState
-from rolecall.storage.port import NewSession, SessionStore, StoredCounts, TurnBatch
+from rolecall.storage.port import (
+    ChunkRun,
+    NewSession,
+    SessionStore,
+    Stamped,
+    StoredCounts,
+    TurnBatch,
+)
 from rolecall.world.models import World
 
 
@@ -35,13 +43,45 @@ class Recordable(Protocol):
     model_override: str | None
 
 
+class EventBuffer(list[Stamped]):
+    """The envelopes stamped since the last commit, in order (the bus appends them). A
+    generation's streamed chunks are folded into one :class:`ChunkRun` as they come, so
+    a long reply is held as about its text, not as an event object per word."""
+
+    def append(self, envelope: Stamped) -> None:
+        event = envelope.event if isinstance(envelope, Envelope) else None
+        if not isinstance(event, StreamChunk):
+            super().append(envelope)
+            return
+        assert isinstance(envelope, Envelope)
+        last = self[-1] if self else None
+        if (
+            isinstance(last, ChunkRun)
+            and last.message_id == event.message_id
+            and last.seq + 1 == envelope.seq
+        ):
+            last.stamps.append(envelope.ts)
+            last.deltas.append(event.delta)
+            last.tokens.append(event.output_tokens)
+            return
+        run = ChunkRun(
+            envelope.seq,
+            event.message_id,
+            event.sender,
+            [envelope.ts],
+            [event.delta],
+            [event.output_tokens],
+        )
+        super().append(run)
+
+
 class Recorder:
     """Writes one live session to a :class:`SessionStore`, a turn at a time."""
 
     def __init__(self, store: SessionStore, session_id: str) -> None:
         self.store = store
         self.session_id = session_id
-        self.buffer: list[Envelope] = []  # stamped since the last commit (the bus appends)
+        self.buffer = EventBuffer()  # stamped since the last commit (the bus appends)
         self.messages = self.records = self.drafts = 0  # how many of each are stored
         self.state_json = ""
         # why a commit failed: the session in memory is then ahead of what is stored (its

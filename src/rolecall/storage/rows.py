@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from rolecall.bus import Envelope
+from rolecall.bus.events import iso
 from rolecall.session.state import ExecutionRecord
+from rolecall.storage.port import ChunkRun, Stamped
 
 
 @dataclass(frozen=True)
@@ -31,30 +35,93 @@ class Batch:
         )
 
 
-def event_rows(sid: str, events: list[Envelope]) -> list[tuple[Any, ...]]:
+CHUNKS = "chunks"  # the type of a row holding one long generation's chunks, compactly
+COMPACT_FROM = 256  # chunks: a generation this long gets a compact row of its own
+
+# one event ready for a row: (seq, streamed, topic, type, JSON line)
+_Unit = tuple[int, bool, str, str, str]
+
+
+def event_rows(sid: str, events: Sequence[Stamped]) -> list[tuple[Any, ...]]:
     """Rows of ``events_packed``: each run of consecutive events of one kind (streamed,
-    ``sse``, or not) becomes one row. A row of one event keeps its topic and type; a
-    packed row (a JSON array) says ``sse`` or ``*`` and ``*``: its elements say."""
+    ``sse``, or not) becomes one row, so a turn writes a couple of rows. A row of one
+    event keeps its topic and type; a longer one is a JSON array of records saying
+    ``sse`` or ``*`` and ``*`` (its elements say). A generation of at least
+    :data:`COMPACT_FROM` chunks is one ``chunks`` row instead: ``{"message_id",
+    "sender", "chunks": [[ts, delta, output_tokens], ...]}``, about the size of its text
+    (the ``events`` view still gives one full record per chunk)."""
     rows: list[tuple[Any, ...]] = []
-    end = len(events)
+    units: list[_Unit] = []
+    for item in events:
+        if isinstance(item, Envelope):
+            event = item.event
+            units.append((item.seq, event.topic == "sse", event.topic, event.type, item.to_json()))
+        elif len(item.deltas) >= COMPACT_FROM:
+            rows.extend(_packed(sid, units))
+            units = []
+            rows.append(
+                (sid, item.first_seq, "sse", CHUNKS, _chunks_record(item), len(item.deltas))
+            )
+        else:
+            units.extend((seq, True, "sse", "chunk", line) for seq, line in _lines_of(sid, item))
+    rows.extend(_packed(sid, units))
+    return rows
+
+
+def _packed(sid: str, units: list[_Unit]) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
     i = 0
-    while i < end:
-        first = events[i]
-        sse = first.event.topic == "sse"
+    while i < len(units):
+        seq, sse, topic, kind, line = units[i]
         j = i + 1
-        while (
-            j < end
-            and events[j].seq == first.seq + j - i
-            and (events[j].event.topic == "sse") == sse
-        ):
+        while j < len(units) and units[j][0] == seq + j - i and units[j][1] == sse:
             j += 1
         if j == i + 1:
-            rows.append((sid, first.seq, first.event.topic, first.event.type, first.to_json(), 1))
+            rows.append((sid, seq, topic, kind, line, 1))
         else:
-            record = "[" + ",".join([e.to_json() for e in events[i:j]]) + "]"
-            rows.append((sid, first.seq, "sse" if sse else "*", "*", record, j - i))
+            record = "[" + ",".join([u[4] for u in units[i:j]]) + "]"
+            rows.append((sid, seq, "sse" if sse else "*", "*", record, j - i))
         i = j
     return rows
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _chunk_line(
+    sid: str, seq: int, ts: str, message_id: str, sender: str, delta: str, tokens: int
+) -> str:
+    """A chunk's event as ``--json`` prints it."""
+    return (
+        f'{{"topic":"sse","type":"chunk","seq":{seq},"session_id":{_dumps(sid)},'
+        f'"ts":{_dumps(ts)},"message_id":{_dumps(message_id)},"sender":{_dumps(sender)},'
+        f'"delta":{_dumps(delta)},"output_tokens":{tokens}}}'
+    )
+
+
+def _lines_of(sid: str, run: ChunkRun) -> list[tuple[int, str]]:
+    return [
+        (seq, _chunk_line(sid, seq, iso(ts), run.message_id, run.sender, delta, tokens))
+        for seq, ts, delta, tokens in zip(
+            range(run.first_seq, run.seq + 1), run.stamps, run.deltas, run.tokens, strict=True
+        )
+    ]
+
+
+def _chunks_record(run: ChunkRun) -> str:
+    chunks = [[iso(ts), d, t] for ts, d, t in zip(run.stamps, run.deltas, run.tokens, strict=True)]
+    body = {"message_id": run.message_id, "sender": run.sender, "chunks": chunks}
+    return str(_dumps(body))
+
+
+def chunk_lines(sid: str, seq: int, record: str) -> list[tuple[int, str]]:
+    """The events of a ``chunks`` row as (seq, JSON line), as ``--json`` prints them."""
+    body = json.loads(record)
+    mid, sender = body["message_id"], body["sender"]
+    return [
+        (seq + i, _chunk_line(sid, seq + i, ts, mid, sender, delta, tokens))
+        for i, (ts, delta, tokens) in enumerate(body["chunks"])
+    ]
 
 
 def record_row(sid: str, r: ExecutionRecord) -> tuple[Any, ...]:

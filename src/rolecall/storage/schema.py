@@ -136,6 +136,34 @@ MIGRATIONS: list[str] = [
         DELETE FROM messages_fts WHERE session_id = old.id;
     END;
     """,
+    # 5: a generation's streamed chunks in one compact row (type `chunks`): the message
+    # id and sender once, then `[ts, delta, output_tokens]` per chunk, so a long reply
+    # costs about its text, not a whole event object per word; the `events` view still
+    # gives one full record per chunk. Rows written before keep their form.
+    """
+    DROP VIEW events;
+    CREATE VIEW events (session_id, seq, topic, type, record) AS
+        SELECT session_id, seq, topic, type, record FROM events_packed WHERE count = 1
+        UNION ALL
+        SELECT p.session_id, p.seq + j.key, json_extract(j.value, '$.topic'),
+            json_extract(j.value, '$.type'), j.value
+        FROM events_packed AS p, json_each(p.record) AS j
+        WHERE p.count > 1 AND p.type != 'chunks'
+        UNION ALL
+        SELECT p.session_id, p.seq + j.key, 'sse', 'chunk',
+            json_object('topic', 'sse', 'type', 'chunk', 'seq', p.seq + j.key,
+                'session_id', p.session_id, 'ts', json_extract(j.value, '$[0]'),
+                'message_id', m.value, 'sender', s.value,
+                'delta', json_extract(j.value, '$[1]'),
+                'output_tokens', json_extract(j.value, '$[2]'))
+        -- CROSS JOIN keeps this nesting: the row's message id and sender are read once
+        -- per row, not once per chunk (each read parses the whole record)
+        FROM events_packed AS p
+            CROSS JOIN json_each(p.record, '$.message_id') AS m
+            CROSS JOIN json_each(p.record, '$.sender') AS s
+            CROSS JOIN json_each(p.record, '$.chunks') AS j
+        WHERE p.count > 1 AND p.type = 'chunks';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
