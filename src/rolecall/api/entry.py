@@ -16,10 +16,9 @@ from rolecall.api.session import Mode, Result, Session
 from rolecall.errors import UsageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.memory import MemoryFiles
-from rolecall.paths import db_path
 from rolecall.session.document import SessionDocument, read_session_file
+from rolecall.storage.data_store import open_data_store
 from rolecall.storage.port import SessionStore
-from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
 
 log = structlog.get_logger(__name__)
@@ -68,7 +67,7 @@ async def _store(
         if data_dir is None:
             yield None
             return
-        store = await stack.enter_async_context(SqliteStore(db_path(Path(data_dir))))
+        store = await stack.enter_async_context(open_data_store(Path(data_dir)))
     yield store
 
 

@@ -26,7 +26,7 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session
 from rolecall.storage.batches import BatchTables
-from rolecall.storage.sqlite import SqliteStore
+from rolecall.storage.port import SessionStore
 
 log = structlog.get_logger(__name__)
 
@@ -37,7 +37,7 @@ Listener = Callable[[RunResult], None]
 class BatchContext:
     """What every run of the batch shares."""
 
-    store: SqliteStore
+    store: SessionStore
     memory: MemoryFiles
     models: ModelRegistry
     model_override: str | None = None

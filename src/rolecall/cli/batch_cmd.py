@@ -184,9 +184,10 @@ async def _main(
 ) -> int:
     from rolecall.cli.wiring import memory_files, open_store
     from rolecall.storage.batches import BatchTables
+    from rolecall.storage.data_store import sqlite_only
 
     async with open_store(args) as store:
-        tables = BatchTables(store)
+        tables = BatchTables(sqlite_only(store, "rolecall batch"))
         if doc is None:
             doc = await tables.plan(name)
             if doc is None:

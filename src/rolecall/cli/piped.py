@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
 
 
 async def run_piped(
     session: Session,
     stream: TextIO,
     *,
-    store: SqliteStore | None = None,
+    store: DataStore | None = None,
     memory: MemoryFiles | None = None,
 ) -> None:
     """Handle each line after every reply it triggered is complete; settle at the end.

@@ -28,12 +28,13 @@ from rolecall.cli.display import attach_display, use_color
 from rolecall.errors import StorageError, UsageError, first_rolecall_error
 from rolecall.llm.registry import ModelRegistry
 from rolecall.memory import MemoryFiles
-from rolecall.paths import data_dir, db_path
+from rolecall.paths import data_dir
 from rolecall.runtime import Session
 from rolecall.session.document import (
     SessionDocument,
 )
-from rolecall.storage.sqlite import SqliteStore
+from rolecall.storage.data_store import DataStore, open_data_store
+from rolecall.storage.port import SessionStore
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ log = structlog.get_logger(__name__)
 
 
 @asynccontextmanager
-async def open_store(args: argparse.Namespace) -> AsyncIterator[SqliteStore]:
-    async with SqliteStore(db_path(data_dir(getattr(args, "data_dir", None)))) as store:
+async def open_store(args: argparse.Namespace) -> AsyncIterator[DataStore]:
+    async with open_data_store(data_dir(getattr(args, "data_dir", None))) as store:
         yield store
 
 
@@ -99,7 +100,7 @@ async def session_transport(args: argparse.Namespace) -> AsyncIterator[Transport
 async def live_session(
     args: argparse.Namespace,
     world: World,
-    store: SqliteStore,
+    store: SessionStore,
     *,
     world_source: str | None = None,
     doc: SessionDocument | None = None,

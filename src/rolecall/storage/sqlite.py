@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
-from rolecall.paths import safe_id
+from rolecall.paths import db_path, safe_id
 from rolecall.session.document import SessionDocument, StateDoc
 from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, Message
@@ -150,6 +150,16 @@ class SqliteStore:
                 except sqlite3.Error as exc:  # another process is reading: it checkpoints later
                     log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
                 await db.close()
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path, *, read_only: bool = False) -> SqliteStore:
+        """The store of a data directory: ``<data_dir>/rolecall.db``."""
+        return cls(db_path(data_dir), read_only=read_only)
+
+    @classmethod
+    def exists_in(cls, data_dir: Path) -> bool:
+        """Whether the data directory has a database file."""
+        return db_path(data_dir).is_file()
 
     async def __aenter__(self) -> SqliteStore:
         return await self.open()

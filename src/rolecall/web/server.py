@@ -20,8 +20,7 @@ import uvicorn
 
 from rolecall.errors import UsageError
 from rolecall.nats.link import connect
-from rolecall.paths import db_path
-from rolecall.storage.sqlite import SqliteStore
+from rolecall.storage.data_store import open_data_store, sqlite_only
 from rolecall.web.app import create_app
 from rolecall.web.cluster import Cluster
 from rolecall.web.context import WebContext
@@ -84,7 +83,9 @@ async def serve(
     check_host(host, token)
     async with contextlib.AsyncExitStack() as stack:
         link = await stack.enter_async_context(connect(nats, name="rolecall-web")) if nats else None
-        store = await stack.enter_async_context(SqliteStore(db_path(data_dir)))
+        store = sqlite_only(
+            await stack.enter_async_context(open_data_store(data_dir)), "the web view"
+        )
         tg = await stack.enter_async_context(anyio.create_task_group())
         ctx = WebContext(
             store=store,

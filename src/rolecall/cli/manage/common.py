@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from rolecall.session.document import SessionDocument
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
 
 
 T = TypeVar("T")
@@ -66,7 +66,7 @@ def _session_id(value: str, args: argparse.Namespace | None = None) -> str:
     if args is None or not db_path(_data(args)).is_file():
         return sid
 
-    async def body(store: SqliteStore) -> str:
+    async def body(store: DataStore) -> str:
         return await store.resolve_id(sid)
 
     return _with_store(args, body, missing=f"no session '{sid}'")
@@ -74,7 +74,7 @@ def _session_id(value: str, args: argparse.Namespace | None = None) -> str:
 
 def _with_store(
     args: argparse.Namespace,
-    body: Callable[[SqliteStore], Awaitable[T]],
+    body: Callable[[DataStore], Awaitable[T]],
     *,
     missing: str,
     read_only: bool = True,
@@ -88,15 +88,15 @@ def _with_store(
     import anyio
 
     from rolecall.errors import UsageError
-    from rolecall.paths import db_path
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import has_store, open_data_store
 
-    path = db_path(_data(args))
-    if not path.is_file():
-        raise UsageError(f"{missing} in {path} (no sessions stored yet)")
+    data = _data(args)
+    store = open_data_store(data, read_only=read_only)
+    if not has_store(data):
+        raise UsageError(f"{missing} in {store.location} (no sessions stored yet)")
 
     async def main() -> T:
-        async with SqliteStore(path, read_only=read_only) as store:
+        async with store:
             return await body(store)
 
     return anyio.run(main)

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from rolecall.memory import MemoryFiles
     from rolecall.session.fork import ForkPlan
     from rolecall.storage.catalog import SessionRow
+    from rolecall.storage.data_store import DataStore
     from rolecall.storage.port import SessionStore
-    from rolecall.storage.sqlite import SqliteStore
 
 
 async def fork_session(
@@ -48,7 +48,7 @@ def sessions_fork(args: argparse.Namespace) -> int:
     parent = _session_id(args.session)
     memory = MemoryFiles.in_data_dir(_data(args))
 
-    async def body(store: SqliteStore) -> ForkPlan:
+    async def body(store: DataStore) -> ForkPlan:
         return await fork_session(store, memory, parent, args.at, edit=args.edit, model=args.model)
 
     try:

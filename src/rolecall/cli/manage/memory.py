@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from rolecall.session.document import SessionDocument
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,7 +66,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     memory = MemoryFiles.in_data_dir(_data(args))
     clearing = args.memory_command == "clear"
 
-    async def body(store: SqliteStore) -> tuple[SessionDocument, int, Path | None]:
+    async def body(store: DataStore) -> tuple[SessionDocument, int, Path | None]:
         doc = await store.load(sid, with_events=False)
         agents = _role_ids_of(doc)
         if agent not in agents:

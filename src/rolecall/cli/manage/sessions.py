@@ -21,7 +21,7 @@ from rolecall.cli.manage.common import (
 
 if TYPE_CHECKING:
     from rolecall.session.document import SessionDocument
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -212,13 +212,14 @@ def _sessions_list(args: argparse.Namespace) -> int:
     )
 
     async def body(
-        store: SqliteStore,
+        store: DataStore,
     ) -> tuple[list[SessionRow], dict[str, float | None], dict[str, tuple[str, str]]]:
         from rolecall.storage.batches import BatchTables
+        from rolecall.storage.data_store import sqlite_only
 
         rows = await store.list_sessions(where)
         if batch is not None:
-            tables = BatchTables(store)
+            tables = BatchTables(sqlite_only(store, "sessions list --batch"))
             if await tables.plan(batch) is None:
                 from rolecall.errors import UsageError
 
@@ -279,8 +280,8 @@ def _depth(sid: str, forks: dict[str, tuple[str, str]]) -> int:
     return depth - 1
 
 
-async def session_costs(store: SqliteStore) -> dict[str, float | None]:
-    """Each stored session's cost in USD (see :meth:`SqliteStore.costs`)."""
+async def session_costs(store: DataStore) -> dict[str, float | None]:
+    """Each stored session's cost in USD (see :meth:`DataStore.costs`)."""
     return await store.costs()
 
 
@@ -299,7 +300,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
             "--format json is always the whole session document"
         )
 
-    async def body(store: SqliteStore) -> SessionDocument:
+    async def body(store: DataStore) -> SessionDocument:
         return await store.load(sid, with_events=(fmt == "json"))
 
     doc = _with_store(args, body, missing=f"no session '{sid}'")
@@ -354,7 +355,7 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     data = _data(args)
     folder = MemoryFiles.in_data_dir(data).root / sid
 
-    async def body(store: SqliteStore) -> int | None:
+    async def body(store: DataStore) -> int | None:
         return await store.delete(sid)
 
     from rolecall.paths import db_path

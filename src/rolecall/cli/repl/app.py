@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
 
 
@@ -96,7 +96,7 @@ class Repl:
     def __init__(
         self,
         args: argparse.Namespace,
-        store: SqliteStore | None,
+        store: DataStore | None,
         *,
         memory: MemoryFiles | None = None,
         input: Input | None = None,

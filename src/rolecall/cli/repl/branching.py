@@ -24,14 +24,14 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
     from rolecall.session.state import Message
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
 
 
 class CommandRunner(Protocol):
     """What the commands use of :class:`rolecall.cli.repl.runner.CommandRunner`."""
 
     session: Session
-    store: SqliteStore | None
+    store: DataStore | None
     memory: MemoryFiles | None
     palette: Palette
     echo: Callable[[str], None]
@@ -45,7 +45,7 @@ def _shorten(text: str, limit: int) -> str:
     return textwrap.shorten(text, limit, placeholder="…")
 
 
-def _needs(runner: CommandRunner, name: str) -> tuple[SqliteStore, MemoryFiles]:
+def _needs(runner: CommandRunner, name: str) -> tuple[DataStore, MemoryFiles]:
     if runner.store is None or runner.memory is None:
         raise CommandError(f"/{name} needs the session store")
     if runner.busy() or runner.session.generator.busy:

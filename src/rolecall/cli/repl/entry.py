@@ -15,10 +15,10 @@ from rolecall.cli.repl.live import open_live_session
 if TYPE_CHECKING:
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
 
 
-async def run_repl(args: argparse.Namespace, session: Session, store: SqliteStore) -> None:
+async def run_repl(args: argparse.Namespace, session: Session, store: DataStore) -> None:
     """The REPL over ``session`` until the human quits (``cmd_chat`` on a terminal).
 
     ``session`` must have been opened without the plain terminal display (see
@@ -67,9 +67,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
     return outcome(holder[0], args)
 
 
-async def resume_repl(
-    args: argparse.Namespace, store: SqliteStore, doc: SessionDocument
-) -> Session:
+async def resume_repl(args: argparse.Namespace, store: DataStore, doc: SessionDocument) -> Session:
     """The REPL over a stored session (``cmd_resume`` on a terminal); the last session."""
     from rolecall.cli.repl.live import left_from_repl
     from rolecall.cli.running import apply_overrides

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rolecall.bus import Bus
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
 
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 async def open_live_session(
     args: argparse.Namespace,
     world: World,
-    store: SqliteStore,
+    store: DataStore,
     *,
     world_source: str | None = None,
     doc: SessionDocument | None = None,

@@ -24,7 +24,7 @@ from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, t
 if TYPE_CHECKING:
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
-    from rolecall.storage.sqlite import SqliteStore
+    from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
 
 
@@ -119,7 +119,7 @@ class CommandRunner:
         session: Session,
         *,
         echo: Callable[[str], None],
-        store: SqliteStore | None = None,
+        store: DataStore | None = None,
         memory: MemoryFiles | None = None,
         spawn: Spawner | None = None,
         busy: Callable[[], bool] = lambda: False,
@@ -523,7 +523,7 @@ async def run_command_line(
     session: Session,
     line: str,
     *,
-    store: SqliteStore | None = None,
+    store: DataStore | None = None,
     memory: MemoryFiles | None = None,
     out: TextIO | None = None,
 ) -> bool:
