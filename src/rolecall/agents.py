@@ -62,6 +62,7 @@ class Generator:
         target: str | None,
         step_id: str | None,
         loop_iteration: int | None,
+        reply_to: str | None = None,
     ) -> Generated:
         bus = self.bus
         sender = request.info.speaker
@@ -73,6 +74,7 @@ class Generator:
                 target=target,
                 step_id=step_id,
                 loop_iteration=loop_iteration,
+                reply_to=reply_to,
             )
         )
         parts: list[str] = []

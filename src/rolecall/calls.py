@@ -142,6 +142,7 @@ async def call_model(
             target=target.sender if target else None,
             step_id=step_id,
             loop_iteration=loop_iteration,
+            reply_to=target.id if target else None,
         )
     except GenerationFailed as failure:
         self.state.drafts.append(

@@ -152,7 +152,8 @@ def test_completion_streamed_reply_above_the_prompt_and_ctrl_d(
         )
     )
     lines = screen.splitlines()
-    header = lines.index("ecologist → human")
+    # the header says which message the reply answers (issue 16)
+    header = lines.index('ecologist → human  ↩ m1 "@ecologist where should a city start?"')
     assert lines[header - 1] == "› @ecologist where should a city start?"
     assert lines[header + 1].startswith("│ ")
     assert header < last_prompt_line(screen)  # the reply is printed above the prompt

@@ -49,6 +49,7 @@ class StreamStart(_Event):
     target: str | None = None
     step_id: str | None = None
     loop_iteration: int | None = None
+    reply_to: str | None = None  # the id of the message it answers
 
 
 class StreamChunk(_Event):

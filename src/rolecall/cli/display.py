@@ -30,6 +30,7 @@ from rolecall.bus import (
     WarningEvent,
 )
 from rolecall.cli.wrap import StreamWrap
+from rolecall.export.common import answered, snippet
 from rolecall.money import money
 
 _PALETTE = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
@@ -111,6 +112,7 @@ class TerminalDisplay:
         self._open_line = False
         self.closed = False
         self._wrap: StreamWrap | None = None  # live on a terminal: word-wrapped
+        self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
@@ -131,6 +133,7 @@ class TerminalDisplay:
         step: str | None,
         iteration: int | None,
         turn: int | None = None,
+        reply_to: str | None = None,
     ) -> str:
         label = self.labels.label(sender, turn)
         head = self.paint(sender, label if label is not None else sender)
@@ -141,6 +144,8 @@ class TerminalDisplay:
             if iteration:
                 where += f" · loop {iteration}"
             head += " " + self.dim(f"[{where}]")
+        if reply_to:
+            head += " " + self.dim(answered(reply_to, self.said.get(reply_to)))
         return head
 
     def _stream(self, event: StreamStart | StreamChunk | StreamEnd) -> None:
@@ -150,7 +155,12 @@ class TerminalDisplay:
             self._wrap = StreamWrap(_columns(self.out)) if self.live else None
             self._line(
                 self.header(
-                    event.sender, event.target, event.step_id, event.loop_iteration, self.turns + 1
+                    event.sender,
+                    event.target,
+                    event.step_id,
+                    event.loop_iteration,
+                    self.turns + 1,
+                    event.reply_to,
                 )
             )
         elif isinstance(event, StreamChunk):
@@ -183,7 +193,14 @@ class TerminalDisplay:
         self.total_in += event.input_tokens
         self.total_out += event.output_tokens
         self._line(
-            self.header(event.sender, event.target, event.step_id, event.loop_iteration, event.turn)
+            self.header(
+                event.sender,
+                event.target,
+                event.step_id,
+                event.loop_iteration,
+                event.turn,
+                event.reply_to,
+            )
         )
         self._line(event.content)
         if not self.quiet:
@@ -209,6 +226,8 @@ class TerminalDisplay:
 
     def _show(self, envelope: Envelope) -> None:
         event = envelope.event
+        if isinstance(event, MessageEvent):  # what a later reply's header may quote
+            self.said[event.message_id] = snippet(event.content)
         if isinstance(event, StreamStart | StreamChunk | StreamEnd):
             if self.live:
                 self._stream(event)

@@ -236,3 +236,18 @@ def _tokens(m: Message) -> str:
     if not (m.input_tokens or m.output_tokens):
         return ""
     return f"↑{m.input_tokens:,} ↓{m.output_tokens:,}"
+
+
+SNIPPET = 40  # characters of the answered message shown beside a reply
+
+
+def snippet(text: str, width: int = SNIPPET) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1].rstrip() + "…"
+
+
+def answered(message_id: str, text: str | None) -> str:
+    """``↩ m7 "what would you build first?"``: which message a reply answers, shortened
+    (the terminal, the REPL and the exports show it alike)."""
+    return f'↩ {message_id} "{snippet(text)}"' if text is not None else f"↩ {message_id}"

@@ -19,6 +19,7 @@ from rolecall.export.common import (
     _totals,
     _when,
     select,
+    snippet,
     status,
     title,
     token_table,
@@ -155,6 +156,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
     if not sel.messages:
         out.append(f"<p>{'No messages match.' if sel.filtered else 'No messages yet.'}</p>")
     labels = _labels(doc)
+    texts = {m.id: m.content for m in doc.messages}
     for m in sel.messages:
         color = colors.get(m.sender, _GREY)
         head = [f'<span class="id">{_h(m.id)}</span>', _who_span(_sender(labels, m), color)]
@@ -169,7 +171,9 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         if m.reply_to:
             ref = _h(m.reply_to)
             link = f'<a href="#{ref}">{ref}</a>' if m.reply_to in ids else ref
-            head.append(f"<span>replying to {link}</span>")
+            said = texts.get(m.reply_to)
+            quoted = f' <q class="answered">{_h(snippet(said))}</q>' if said is not None else ""
+            head.append(f"<span>↩ replying to {link}{quoted}</span>")
         if _tokens(m):
             head.append(f'<span class="tokens">{_h(_tokens(m))}</span>')
         head.append(f'<time datetime="{_h(m.ts.isoformat())}">{_h(_when(m.ts))}</time>')

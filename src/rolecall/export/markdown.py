@@ -14,6 +14,7 @@ from rolecall.export.common import (
     _where,
     _who,
     select,
+    snippet,
     status,
     title,
     token_table,
@@ -105,6 +106,7 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
     if not sel.messages:
         out += ["No messages match." if sel.filtered else "No messages yet.", ""]
     labels = _labels(doc)
+    texts = {m.id: m.content for m in doc.messages}
     for m in sel.messages:
         out.append(f"### {e(m.id)} · {e(_who(doc, m, labels))}")
         out.append("")
@@ -113,7 +115,9 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         if where:
             badges.append(f"*{e(where)}*")
         if m.reply_to:
-            badges.append(f"replying to {e(m.reply_to)}")
+            said = texts.get(m.reply_to)
+            quoted = f' "{e(snippet(said))}"' if said is not None else ""
+            badges.append(f"replying to {e(m.reply_to)}{quoted}")
         if _tokens(m):
             badges.append(_tokens(m))
         badges.append(_when(m.ts))

@@ -9,6 +9,7 @@ from rolecall.export.common import (
     _when,
     _where,
     _who,
+    answered,
     select,
     status,
     title,
@@ -36,12 +37,15 @@ def to_text(
     lines.append(f"status: {status(doc)}")
     lines.append(f"{_when(doc.created_at)} → {_when(doc.updated_at)} · {sel.describe()}")
     labels = _labels(doc)
+    texts = {m.id: m.content for m in doc.messages}
     for m in sel.messages:
         lines.append("")
         parts = [f"[{m.id}] {_who(doc, m, labels)}"]
         where = _where(m.step_id, m.loop_iteration)
         if where:
             parts.append(f"[{where}]")
+        if m.reply_to:
+            parts.append(answered(m.reply_to, texts.get(m.reply_to)))
         if _tokens(m):
             parts.append(_tokens(m))
         if times:

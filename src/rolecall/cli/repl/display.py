@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
+from rolecall.export.common import answered, snippet
 
 if TYPE_CHECKING:
     from rolecall.bus import Envelope
@@ -55,6 +56,7 @@ class ReplDisplay:
         self._seen_in = 0
         self._seen_out = 0
         self._blank = True  # the last line printed was blank (or nothing was printed)
+        self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
 
     # -- output -----------------------------------------------------------------------
     def emit(self, line: str = "") -> None:
@@ -172,7 +174,12 @@ class ReplDisplay:
         elif isinstance(event, StreamStart):
             self._end_live()
             self.gap()
-            self.emit(header(p, event.sender, event.target, event.step_id, event.loop_iteration))
+            note = (
+                answered(event.reply_to, self.said.get(event.reply_to)) if event.reply_to else None
+            )
+            self.emit(
+                header(p, event.sender, event.target, event.step_id, event.loop_iteration, note)
+            )
             self.live = _Live(event.message_id, event.sender, self.clock())
         elif isinstance(event, StreamEnd):
             live = self._end_live()
@@ -192,6 +199,7 @@ class ReplDisplay:
             else:
                 self.error(f"{event.sender}'s reply ({event.message_id}) failed: {event.error}")
         elif isinstance(event, MessageEvent):
+            self.said[event.message_id] = snippet(event.content)
             if event.sender == "system":
                 self.gap()
                 self.emit(p.yellow(f"⚑ system: {event.content}"))

@@ -50,9 +50,16 @@ def tokens(n_in: int, n_out: int) -> str:
 
 
 def header(
-    palette: Palette, sender: str, target: str | None, step: str | None, it: int | None
+    palette: Palette,
+    sender: str,
+    target: str | None,
+    step: str | None,
+    it: int | None,
+    answering: str | None = None,
 ) -> str:
-    """``speaker → target  step S · loop n`` (the loop iteration when it is not the first)."""
+    """``speaker → target  step S · loop n  ↩ m7 "…"`` (``answering``: the answered
+    message, as :func:`rolecall.export.common.answered` says it; the loop iteration when
+    it is not the first)."""
     head = palette.role(sender)
     if target:
         head += " → " + palette.role(target)
@@ -61,6 +68,8 @@ def header(
         if it:
             where += f" · loop {it}"
         head += "  " + palette.dim(where)
+    if answering:
+        head += "  " + palette.dim(answering)
     return head
 
 
