@@ -49,6 +49,7 @@ from rolecall.cli.repl import (
     parse_command,
     run_command_line,
 )
+from rolecall.cli.repl.display import StreamMode
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session
 from rolecall.session.document import read_session_file
@@ -152,7 +153,7 @@ def test_bad_command_lines_give_one_clear_line(line: str, message: str) -> None:
 
 def test_every_command_of_the_spec_is_known_and_documented() -> None:
     spec = "help agents roles flow run next pause resume stop flag history memory clear save load export model quit"
-    beyond_the_spec = {"skip", "fork", "retry", "branch"}  # issues 16 (skip) and 21 (branches)
+    beyond_the_spec = {"skip", "stream", "fork", "retry", "branch"}  # issues 16 and 21
     assert [c.name for c in COMMANDS if c.name not in beyond_the_spec] == spec.split()
     text = "\n".join(help_lines())
     for command in COMMANDS:
@@ -175,9 +176,13 @@ class Clock:
         return self.now
 
 
-def make_display(*, color: bool = False, width: int = 40) -> tuple[ReplDisplay, EventBus, Clock]:
+def make_display(
+    *, color: bool = False, width: int = 40, stream: StreamMode = "full"
+) -> tuple[ReplDisplay, EventBus, Clock]:
     clock = Clock()
-    display = ReplDisplay(Palette(["alice", "bob"], color=color), width=lambda: width, clock=clock)
+    display = ReplDisplay(
+        Palette(["alice", "bob"], color=color), width=lambda: width, clock=clock, stream=stream
+    )
     bus = EventBus("s1")
     bus.subscribe(display)
     return display, bus, clock

@@ -8,6 +8,7 @@ end whatever happened.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import sqlite3
@@ -204,7 +205,7 @@ def test_next_in_step_mode_on_a_flow_world(terminal: Callable[[], Terminal]) -> 
 
 def test_ctrl_c_cancels_a_generation_and_resume_continues(terminal: Callable[[], Terminal]) -> None:
     t = terminal()
-    t.start("worlds/panel", env={"ROLECALL_STREAM_DELAY": "0.05"})
+    t.start("worlds/panel", "--stream", "full", env={"ROLECALL_STREAM_DELAY": "0.05"})
     t.ready()
     t.type("@historian what happened in Chicago in 1995?")
     t.key("Enter")
@@ -256,3 +257,46 @@ def test_the_toolbar_shows_the_sessions_cost(
     from rolecall.money import money
 
     assert f" · {money(cost)} │" in toolbar(screen)
+
+
+def test_a_streaming_reply_is_a_one_line_preview_then_printed_whole(
+    terminal: Callable[[], Terminal],
+) -> None:
+    """Preview mode, the default (issue 16): while a reply streams the scrollback holds
+    none of it, one line shows the speaker, its ↓ count and the latest words, and what
+    the user types stays on the prompt; then the reply is printed once, whole."""
+    t = terminal()
+    t.start("worlds/panel", env={"ROLECALL_STREAM_DELAY": "0.05"})
+    t.ready()
+    t.type("@historian what happened in Chicago in 1995?")
+    t.key("Enter")
+    counts = []
+    for _ in range(2):  # the preview updates in place: its ↓ count grows
+        screen = t.wait_for(
+            lambda s: (
+                re.search(r"historian · [\d.]+s · ↓(\d+) ", s) is not None
+                and (not counts or int(re.findall(r"↓(\d+) ", s)[-1]) > counts[-1])
+            )
+        )
+        printed = screen.splitlines()
+        assert not any(line.startswith(("historian → human", "│ ")) for line in printed)
+        counts.append(int(re.findall(r"↓(\d+) ", screen)[-1]))
+    t.type("typed meanwhile")
+    screen = t.wait_for(lambda s: "historian → human" in s and "  ↑" in s, timeout=30)
+    lines = screen.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("historian → human"))
+    assert lines[header].endswith('↩ m1 "@historian what happened in Chicago in…"')
+    body = []
+    for line in lines[header + 1 :]:
+        if not line.startswith("│ "):
+            break
+        body.append(line)
+    assert body and lines[header + 1 + len(body)].startswith("  ↑")  # whole, then tokens
+    assert screen.count("historian → human") == 1
+    assert "› typed meanwhile" in screen  # the input was left alone
+    t.key("C-u")
+    t.type("/stream full")
+    t.key("Enter")
+    t.wait_for("replies stream as: full (every line of a reply as it streams)")
+    t.key("C-d")
+    t.wait_for("EXIT=0")

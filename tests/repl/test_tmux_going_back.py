@@ -41,7 +41,7 @@ def test_resume_reopens_the_repl_in_step_mode_with_the_data_dir_of_the_hint(
     assert f"session {sid}: " in screen
     again.wait_for(lambda s: "step " in toolbar(s))  # step mode: the next step is shown
     again.key("Enter")  # an empty line runs one turn, and only one
-    again.wait_for(lambda s: "step ask\n" in s and "  ↑" in s)
+    again.wait_for(lambda s: "step ask  ↩ m1 " in s and "  ↑" in s)  # ↩: what it answers
     again.key("C-d")
     again.wait_for("EXIT=0")
     with sqlite3.connect(data / "rolecall.db") as db:

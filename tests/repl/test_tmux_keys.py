@@ -59,7 +59,7 @@ def test_ctrl_c_twice_quits_only_within_its_window_and_ctrl_d_asks_during_a_repl
     terminal: Callable[[], Terminal],
 ) -> None:
     t = terminal()
-    t.start("worlds/panel", env={"ROLECALL_STREAM_DELAY": "0.2"})
+    t.start("worlds/panel", "--stream", "full", env={"ROLECALL_STREAM_DELAY": "0.2"})
     t.ready()
     t.key("C-c")
     t.wait_for("press Ctrl-C again to quit, within 2 s")

@@ -64,6 +64,17 @@ def add_chat(sub: Sub) -> None:
     add_web_flags(chat)
     add_common_flags(chat)
     add_nats_flag(chat)
+    add_stream_flag(chat)
+
+
+def add_stream_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--stream",
+        choices=("preview", "full"),
+        default=None,
+        help="the REPL while a reply streams: a one-line preview, the reply printed whole "
+        "when complete (default), or every line as it streams",
+    )
 
 
 def add_resume(sub: Sub) -> None:
@@ -84,3 +95,4 @@ def add_resume(sub: Sub) -> None:
     )
     add_common_flags(resume)
     add_nats_flag(resume)
+    add_stream_flag(resume)

@@ -19,7 +19,7 @@ import structlog
 from rolecall.cli.hints import resume_command
 from rolecall.cli.repl.commands import Command, CommandError, LoadRequest, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
-from rolecall.cli.repl.display import ReplDisplay
+from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
 from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header
 from rolecall.cli.repl.runner import (
@@ -32,6 +32,7 @@ from rolecall.cli.repl.runner import (
     drop_queue,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
+from rolecall.export.common import snippet
 from rolecall.money import money
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ class Repl:
         self.step_mode = getattr(args, "mode", "auto") == "step"
         self.verbose = int(getattr(args, "verbose", 0) or 0)
         self.quiet = bool(getattr(args, "quiet", False))
+        self.stream_mode: StreamMode = getattr(args, "stream", None) or "preview"
         self.cwd = cwd
         self._width = width or _terminal_width
         self._sink = sink
@@ -263,6 +265,14 @@ class Repl:
         for line in lines[3:]:
             d.emit(line)
 
+    def _stream(self, mode: StreamMode | None) -> StreamMode:
+        """``/stream``: how replies show while they stream (from the next one on)."""
+        if mode is not None:
+            self.stream_mode = mode
+            if self.display is not None:
+                self.display.stream = mode
+        return self.stream_mode
+
     async def _serve(self, session: Session, after: After | None = None) -> Outcome | LoadRequest:
         loaded = self.session is not None
         self.session = session
@@ -279,7 +289,10 @@ class Repl:
             verbose=self.verbose,
             on_change=self._changed,
             totals=totals,
+            stream=self.stream_mode,
         )
+        for m in transcript.messages:  # what a reply may answer (its ↩ quote)
+            self.display.said[m.id] = snippet(m.content)
         self.runner = CommandRunner(
             session,
             echo=self.display.info,
@@ -291,6 +304,7 @@ class Repl:
             cwd=self.cwd,
             data_dir=self.data_dir,
             on_model=lambda name: self._preload([name]),
+            stream=self._stream,
         )
         subscription = session.bus.subscribe(self.display, name="repl")
         self._armed = False

@@ -38,6 +38,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("pause", "/pause", "pause after the current turn"),
     CommandSpec("resume", "/resume", "continue a paused session in the background"),
     CommandSpec("skip", "/skip", "drop the replies still due (the one streaming finishes)"),
+    CommandSpec(
+        "stream",
+        "/stream [preview|full]",
+        "replies while streaming: one-line preview or full",
+        0,
+        1,
+    ),
     CommandSpec("stop", "/stop", "finish the session (reason manual)"),
     CommandSpec("flag", "/flag NAME", "set flag NAME (for {flag: NAME} conditions)", 1, 1),
     CommandSpec(

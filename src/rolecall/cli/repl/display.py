@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
+from rolecall.cli.repl.toolbar import width_of
 from rolecall.export.common import answered, snippet
 
 if TYPE_CHECKING:
     from rolecall.bus import Envelope
+
+StreamMode = Literal["preview", "full"]
+STREAM_MODES: tuple[StreamMode, ...] = ("preview", "full")
 
 
 @dataclass
@@ -24,11 +28,19 @@ class _Live:
     partial: str = ""
     first_token: float | None = None
     out_tokens: int = 0
+    header: str = ""
+    parts: list[str] = field(default_factory=list)  # preview: the reply so far, held
 
 
 class ReplDisplay:
-    """Bus subscriber: finished lines go to an outbox printed above the prompt; the line
-    being streamed and a spinner make up the live region drawn just above the input.
+    """Bus subscriber: finished lines go to an outbox printed above the prompt; the live
+    region drawn just above the input shows the reply being streamed.
+
+    ``stream="preview"`` (the default): while a reply streams, the live region holds one
+    line (the speaker, elapsed time, its ↓ count and the latest words, cut to the
+    width) and the reply is printed once, whole, when it completes, so nothing printed
+    meanwhile can split it. ``"full"``: its lines are printed as they complete, and
+    other output waits until the reply ends.
 
     Headless: call it with envelopes, read :meth:`take_output` and :meth:`live_lines`.
     """
@@ -43,8 +55,11 @@ class ReplDisplay:
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[], None] | None = None,
         totals: Callable[[], tuple[int, int]] | None = None,
+        stream: StreamMode = "preview",
     ) -> None:
         self.palette = palette
+        self.stream: StreamMode = stream
+        self._held: list[str] = []  # full mode: other output while a reply streams
         self.width = width
         self.quiet = quiet
         self.verbose = verbose
@@ -60,14 +75,27 @@ class ReplDisplay:
 
     # -- output -----------------------------------------------------------------------
     def emit(self, line: str = "") -> None:
+        """A line for the scrollback; in full mode, held while a reply streams."""
+        if self.stream == "full" and self.live is not None:
+            self._held.append(line)
+            self.on_change()
+            return
+        self._put(line)
+
+    def _put(self, line: str = "") -> None:
         self.outbox.append(line)
         self._blank = line == ""
         self.on_change()
 
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for line in held:
+            self._put(line)
+
     def gap(self) -> None:
         """A blank line, unless the last one was blank already."""
         if not self._blank:
-            self.emit()
+            self._put()
 
     def info(self, text: str) -> None:
         for line in text.split("\n"):
@@ -109,14 +137,18 @@ class ReplDisplay:
         if live.first_token is None:
             status = f"{frame} {name} {self.palette.dim('is thinking · ' + elapsed)}"
         else:
-            status = f"{frame} {name} " + self.palette.dim(f"· {elapsed} · ↓{live.out_tokens:,}")
+            facts = f"· {elapsed} · ↓{live.out_tokens:,}"
+            status = f"{frame} {name} " + self.palette.dim(facts)
+            if live.parts:  # preview: the latest words, on this one line
+                used = 3 + width_of(live.sender) + width_of(facts) + 3
+                status += " " + self.palette.dim(_tail(live.parts, self.width() - used))
         lines.append(status)
         return lines
 
     # -- streaming --------------------------------------------------------------------
     def _body(self, sender: str, line: str) -> None:
         for piece in _wrap(line, self.width() - 3):
-            self.emit(self.palette.bar(sender) + piece)
+            self._put(self.palette.bar(sender) + piece)
 
     def _feed(self, live: _Live, delta: str) -> None:
         live.partial += delta
@@ -128,14 +160,22 @@ class ReplDisplay:
             cut = live.partial.rfind(" ", 0, limit + 1)
             if cut <= 0:
                 cut = limit
-            self.emit(self.palette.bar(live.sender) + live.partial[:cut].rstrip(" "))
+            self._put(self.palette.bar(live.sender) + live.partial[:cut].rstrip(" "))
             live.partial = live.partial[cut:].lstrip(" ")
 
     def _end_live(self) -> _Live | None:
+        """The reply ends: what is left of it is printed (in preview mode: all of it,
+        under its header), then whatever waited for it."""
         live, self.live = self.live, None
+        if live is not None and live.header:  # preview: the reply, whole, at once
+            self.gap()
+            self._put(live.header)
+            for line in "".join(live.parts).split("\n"):
+                self._body(live.sender, line)
         if live is not None and live.partial:
-            self.emit(self.palette.bar(live.sender) + live.partial)
+            self._put(self.palette.bar(live.sender) + live.partial)
             live.partial = ""
+        self._release()
         return live
 
     def _session_totals(self) -> tuple[int, int]:
@@ -169,18 +209,22 @@ class ReplDisplay:
             if live.first_token is None:
                 live.first_token = self.clock()
             live.out_tokens = event.output_tokens
-            self._feed(live, event.delta)
+            if live.header:  # preview: held until the reply is complete
+                live.parts.append(event.delta)
+            else:
+                self._feed(live, event.delta)
             self.on_change()
         elif isinstance(event, StreamStart):
             self._end_live()
-            self.gap()
-            note = (
-                answered(event.reply_to, self.said.get(event.reply_to)) if event.reply_to else None
-            )
-            self.emit(
-                header(p, event.sender, event.target, event.step_id, event.loop_iteration, note)
-            )
+            reply_to = event.reply_to
+            note = answered(reply_to, self.said.get(reply_to)) if reply_to else None
+            head = header(p, event.sender, event.target, event.step_id, event.loop_iteration, note)
             self.live = _Live(event.message_id, event.sender, self.clock())
+            if self.stream == "full":
+                self.gap()
+                self._put(head)
+            else:
+                self.live.header = head
         elif isinstance(event, StreamEnd):
             live = self._end_live()
             self._seen_in += event.input_tokens
@@ -231,3 +275,27 @@ class ReplDisplay:
             self.note(f"  {mark} {event.context} {event.condition}: {event.detail}")
         elif self.verbose and isinstance(event, StepEvent):
             self.note(f"  ↳ #{event.execution_order} {event.step_id}: {event.result}")
+
+
+def _tail(parts: list[str], width: int) -> str:
+    """The end of the text in ``parts`` on one line, at most ``width`` columns (``…``
+    before it when cut). Reads only the last pieces: a long reply costs nothing more."""
+    width = max(width, 8)
+    recent: list[str] = []
+    chars = 0
+    for piece in reversed(parts):
+        recent.append(piece)
+        chars += len(piece)
+        if chars > 2 * width:
+            break
+    flat = " ".join("".join(reversed(recent)).split())
+    if width_of(flat) <= width and len(recent) == len(parts):
+        return flat
+    out: list[str] = []
+    used = 1  # the ellipsis
+    for ch in reversed(flat):
+        used += max(width_of(ch), 0)
+        if used > width:
+            break
+        out.append(ch)
+    return "…" + "".join(reversed(out))

@@ -19,6 +19,7 @@ from rolecall.cli.repl.commands import (
     help_lines,
     parse_command,
 )
+from rolecall.cli.repl.display import STREAM_MODES, StreamMode
 from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
 
 if TYPE_CHECKING:
@@ -127,8 +128,10 @@ class CommandRunner:
         cwd: Path | None = None,
         data_dir: Path | None = None,
         on_model: Callable[[str], None] | None = None,
+        stream: Callable[[StreamMode | None], StreamMode] | None = None,
     ) -> None:
         self.session = session
+        self.stream = stream
         self.echo = echo
         self.store = store
         self.memory = memory
@@ -400,6 +403,24 @@ class CommandRunner:
         s.stop()
         if running:
             self.echo("stopping after the current turn")
+
+    async def _cmd_stream(self, cmd: Command) -> None:
+        if self.stream is None:
+            raise CommandError("/stream needs the interactive REPL")
+        if not cmd.args:
+            mode = self.stream(None)
+            self.echo(f"replies stream as: {mode} (/stream preview or /stream full)")
+            return
+        wanted = cmd.args[0].lower()
+        if wanted not in STREAM_MODES:
+            raise CommandError(f"/stream takes preview or full, not {cmd.args[0]!r}")
+        mode = self.stream(wanted)
+        what = (
+            "a one-line preview while a reply streams, then the whole reply"
+            if mode == "preview"
+            else "every line of a reply as it streams"
+        )
+        self.echo(f"replies stream as: {mode} ({what})")
 
     async def _cmd_flag(self, cmd: Command) -> None:
         name = cmd.args[0]
