@@ -29,23 +29,10 @@ from rolecall.bus import (
     TurnLimitEvent,
     WarningEvent,
 )
+from rolecall.cli.palette import Palette, tokens, use_color
 from rolecall.cli.wrap import StreamWrap
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
-
-_PALETTE = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
-_RESET = "\033[0m"
-
-
-def use_color(stream: TextIO) -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
-def tokens(n_in: int, n_out: int) -> str:
-    return f"↑{n_in:,} ↓{n_out:,}"
 
 
 class JsonSink:
@@ -103,7 +90,8 @@ class TerminalDisplay:
         self._streamed: list[str] = []
         self.err = err
         self.color = use_color(out) if color is None else color
-        self.colors = {rid: _PALETTE[i % len(_PALETTE)] for i, rid in enumerate(role_order)}
+        self.palette = Palette(role_order, color=self.color)
+        self.colors = self.palette.colors
         self.show_conditions = show_conditions
         self.quiet = quiet
         self.total_in = 0
@@ -118,13 +106,10 @@ class TerminalDisplay:
         bus.subscribe(self, name="terminal")
 
     def paint(self, who: str, text: str) -> str:
-        code = self.colors.get(who)
-        if not self.color or code is None:
-            return text
-        return f"\033[{code}m{text}{_RESET}"
+        return self.palette.paint(who, text)
 
     def dim(self, text: str) -> str:
-        return f"\033[2m{text}{_RESET}" if self.color else text
+        return self.palette.dim(text)
 
     def header(
         self,

@@ -24,7 +24,8 @@ from anyio.abc import TaskStatus
 from rolecall.api.compose import assemble
 from rolecall.badges import labels_of
 from rolecall.bus import Bus, ErrorEvent
-from rolecall.cli.display import attach_display, use_color
+from rolecall.cli.display import attach_display
+from rolecall.cli.palette import use_color
 from rolecall.errors import StorageError, UsageError, first_rolecall_error
 from rolecall.llm.registry import ModelRegistry
 from rolecall.memory import MemoryFiles
