@@ -61,7 +61,7 @@ def current_umask() -> int:
     return mask
 
 
-def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
+def write_atomically(path: Path, text: str | bytes, *, replace: bool = True) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
 
     A temporary file beside ``path``, fsynced, then renamed over it; with
@@ -71,17 +71,18 @@ def write_atomically(path: Path, text: str, *, replace: bool = True) -> None:
     An existing special file (``/dev/null``, ``/dev/stdout``, a named pipe) is written
     to directly: renaming over it would replace the device with a regular file.
     """
+    data = text.encode() if isinstance(text, str) else text
     if replace and _is_special(path):
-        with path.open("w", encoding="utf-8") as out:
-            out.write(text)
+        with path.open("wb") as out:
+            out.write(data)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes the file 0600; the result follows the umask like any new file
         os.chmod(tmp, 0o666 & ~current_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         if replace:

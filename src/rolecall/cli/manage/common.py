@@ -119,7 +119,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` atomically; StorageError naming the file on failure."""
     from pathlib import Path as _Path
 

@@ -142,11 +142,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "rolecall sessions export 20261122-101500-a1b2c3 --format html --role teacher "
             "--out teacher.html",
             "rolecall sessions export 20261122-101500-a1b2c3 --format json --out saved.json",
+            "rolecall sessions export 20261122-101500-a1b2c3 --format pdf --out lesson.pdf",
         ],
     )
     p.add_argument("session", metavar="ID", help="a session id")
     p.add_argument(
-        "--format", required=True, choices=("md", "html", "json"), help="md, html or json"
+        "--format",
+        required=True,
+        choices=("md", "html", "json", "pdf"),
+        help="md, html, json or pdf (pdf needs --out and `pip install 'rolecall[pdf]'`)",
     )
     p.add_argument("--out", metavar="FILE", help="write here (atomically) instead of stdout")
     _filters(p)
@@ -329,6 +333,14 @@ def _sessions_read(args: argparse.Namespace) -> int:
             write_session_file(Path(args.out), doc)
         else:
             print(doc.model_dump_json())
+    elif fmt == "pdf":
+        from pathlib import Path
+
+        from rolecall.export.pdf import to_pdf
+
+        if not args.out:
+            raise UsageError("--format pdf writes a file: give --out FILE.pdf")
+        _atomic_write(Path(args.out), to_pdf(doc, role=role, search=search))
     else:
         text = (export.to_markdown if fmt == "md" else export.to_html)(
             doc, role=role, search=search

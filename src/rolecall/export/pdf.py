@@ -1,0 +1,104 @@
+"""A stored session as a PDF document (``sessions export --format pdf``), through fpdf2.
+
+fpdf2 is pure Python (the optional extra ``rolecall[pdf]``); the text is set in a Unicode
+TrueType font, DejaVu Sans from Debian's ``fonts-dejavu-core`` (or the font named by
+``ROLECALL_PDF_FONT``), so names and messages in any script the font covers print as
+written; characters it lacks are left out, never an error. Shows what the other
+exports show: the title, world, topic and status, then each message with who answers
+whom, its step and loop iteration, the message it answers and its tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rolecall.errors import UsageError
+from rolecall.export.common import _labels as labels_of
+from rolecall.export.common import _sender, _target, _tokens, _when, _where, answered, select
+from rolecall.export.common import status as status_of
+from rolecall.export.common import title as title_of
+from rolecall.session.document import SessionDocument
+
+FONT_ENV = "ROLECALL_PDF_FONT"
+FONT_DIRS = (
+    Path("/usr/share/fonts/truetype/dejavu"),  # Debian, Ubuntu: fonts-dejavu-core
+    Path("/usr/share/fonts/dejavu"),  # Fedora, Arch
+    Path("/usr/share/fonts/TTF"),
+)
+INSTALL = "pip install 'rolecall[pdf]'"
+
+
+def font_files() -> tuple[Path, Path]:
+    """The regular and bold TrueType fonts to use; a usage error saying how to get one."""
+    chosen = os.environ.get(FONT_ENV)
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not path.is_file():
+            raise UsageError(f"{FONT_ENV}={chosen}: no such font file")
+        return path, path
+    for folder in FONT_DIRS:
+        regular, bold = folder / "DejaVuSans.ttf", folder / "DejaVuSans-Bold.ttf"
+        if regular.is_file():
+            return regular, bold if bold.is_file() else regular
+    raise UsageError(
+        "the PDF export needs a Unicode TrueType font: install DejaVu Sans "
+        f"(`apt-get install fonts-dejavu-core`) or set {FONT_ENV}=/path/to/font.ttf"
+    )
+
+
+def to_pdf(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> bytes:
+    """The session as a PDF document."""
+    try:
+        from fpdf import FPDF
+    except ModuleNotFoundError:
+        raise UsageError(f"the PDF export needs fpdf2: {INSTALL}") from None
+    regular, bold = font_files()
+    sel = select(doc, role=role, search=search)
+    pdf = FPDF(format="A4")
+    pdf.set_title(title_of(doc))
+    pdf.set_creator("rolecall")
+    pdf.add_font("body", "", str(regular))
+    pdf.add_font("body", "B", str(bold))
+    pdf.set_auto_page_break(auto=True, margin=15)
+    pdf.add_page()
+    width = pdf.epw
+
+    def para(text: str, size: float, style: str = "", gap: float = 1.5) -> None:
+        pdf.set_font("body", style, size)
+        pdf.multi_cell(width, size * 0.5, text, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(gap)
+
+    para(title_of(doc), 16, "B", 3)
+    world = doc.world
+    facts = [f"World: {world.get('name', '?')}"]
+    if world.get("topic"):
+        facts.append(f"Topic: {world['topic']}")
+    facts += [
+        f"Session: {doc.session_id}",
+        f"Created: {_when(doc.created_at)} · Updated: {_when(doc.updated_at)}",
+        f"Status: {status_of(doc)}",
+        sel.describe(),
+    ]
+    para("\n".join(facts), 9, gap=4)
+    labels = labels_of(doc)
+    texts = {m.id: m.content for m in doc.messages}
+    for m in sel.messages:
+        target = _target(doc, m)
+        who = _sender(labels, m) + (f" → {target}" if target else "")
+        head = [f"{m.id} · {who}"]
+        where = _where(m.step_id, m.loop_iteration)
+        if where:
+            head.append(where)
+        if m.reply_to:
+            head.append(answered(m.reply_to, texts.get(m.reply_to)))
+        if _tokens(m):
+            head.append(_tokens(m))
+        para("  ·  ".join(head), 9, "B", 0.5)
+        para(m.content or " ", 10, gap=3)
+    if sel.drafts:
+        para("Drafts (incomplete; not part of the history)", 11, "B", 2)
+        for d in sel.drafts:
+            para(f"{d.message_id} · {d.sender} ({d.reason})", 9, "B", 0.5)
+            para(d.content or " ", 10, gap=3)
+    return bytes(pdf.output())
