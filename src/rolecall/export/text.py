@@ -77,7 +77,8 @@ def to_trace(doc: SessionDocument) -> str:
     """The execution log as a table (``rolecall sessions trace``)."""
     head = f"{title(doc)} — session {doc.session_id} · {status(doc)}"
     if not doc.execution_log:
-        return f"{head}\nno steps executed (a chat session, or the flow has not started)\n"
+        none = "no steps executed (a chat session, or the flow has not started)"
+        return "\n".join([head, none, *_study_turns(doc)]) + "\n"
     header = ("#", "step", "speaker", "message", "loop", "result", "in", "out", "started", "took")
     rows: list[tuple[str, ...]] = []
     for r in doc.execution_log:
@@ -109,4 +110,40 @@ def to_trace(doc: SessionDocument) -> str:
     total_out = sum(r.output_tokens for r in doc.execution_log)
     lines = [head, "", fmt(header), *(fmt(row) for row in rows), ""]
     lines.append(f"{len(rows)} steps · tokens ↑{total_in:,} ↓{total_out:,}")
+    lines += _study_turns(doc)
     return "\n".join(lines) + "\n"
+
+
+def _study_turns(doc: SessionDocument) -> list[str]:
+    """A study session's per-turn history (its ``study/turn`` records), as a table."""
+    records = [
+        e.get("data") or {}
+        for e in doc.events
+        if e.get("type") == "mode" and e.get("mode") == "study" and e.get("name") == "turn"
+    ]
+    if not records:
+        return []
+    header = ("turn", "message", "speaker", "unit", "intent", "realloc", "queue before → after")
+    rows = []
+    for r in records:
+        intent = f"{r['intent']} {r['confidence']:.2f}" if r.get("intent") else "-"
+        queues = f"{' '.join(r.get('queue_before') or [])} → {' '.join(r.get('queue_after') or [])}"
+        rows.append(
+            (
+                str(r.get("turn", "")),
+                str(r.get("message_id", "")),
+                str(r.get("speaker", "")),
+                str(r.get("unit", "")),
+                intent,
+                "yes" if r.get("reallocation") else "-",
+                queues,
+            )
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+
+    return ["", "study turns (intent, reallocation, the unit's queue):", fmt(header)] + [
+        fmt(row) for row in rows
+    ]

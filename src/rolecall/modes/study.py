@@ -43,10 +43,10 @@ from rolecall.plans import Host, Stop, TurnPlan
 from rolecall.session.state import Message
 from rolecall.study.document import DocumentError, check_relative, read_document
 from rolecall.study.document import resolve_in_folder as _resolve
-from rolecall.study.intent import classify
+from rolecall.study.intent import Classification, classify
 from rolecall.study.queue import ROLES, StudyPlan, build_plan
 from rolecall.study.realloc import DELAY_DEFAULT, LOCK_DEFAULT
-from rolecall.study.scheduler import Scheduler, StudyState
+from rolecall.study.scheduler import Scheduler, StudyState, unit_id
 from rolecall.study.segment import Unit, segment, title
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.models import World
@@ -408,7 +408,7 @@ class StudyDirector:
         )
 
     def completed(self, session: Host, turn: TurnPlan, message: Message) -> list[Event]:
-        """The turn's decisions, stored and published with its message."""
+        """The turn's decisions, stored and published with its message, then its record."""
         sched = self._scheduler(session)
         nxt = sched.next_turn()
         events: list[tuple[str, dict[str, Any]]] = []
@@ -416,17 +416,60 @@ class StudyDirector:
             avoided = sched.note_avoided(nxt)
             if avoided is not None:
                 events.append(avoided)
+        before = self._snapshot(sched)
+        in_reallocation = sched.state.active is not None
         events.extend(sched.record(message.sender))
         self._save(session, sched)
+        events.append(self._record(sched, message, before, None, in_reallocation))
         return [ModeEvent(mode="study", name=name, data=data) for name, data in events]
 
     def human(self, session: Host, message: Message) -> bool:
         sched = self._scheduler(session)
-        events = sched.interrupt(classify(message.content), message.id)
+        before = self._snapshot(sched)
+        found = classify(message.content)
+        events = sched.interrupt(found, message.id)
         self._save(session, sched)
+        reallocated = any(name == "reallocation" for name, _ in events)
+        events.append(self._record(sched, message, before, found, reallocated))
         for name, data in events:
             self._publish(session, name, data)
         return True
+
+    def _snapshot(self, sched: Scheduler) -> tuple[int, list[str]]:
+        """The unit and the speakers still due in it, in order."""
+        st = sched.state
+        spoken = st.spoken[st.unit] if st.unit < len(st.spoken) else []
+        return st.unit, [r for r in st.order if r not in spoken]
+
+    def _record(
+        self,
+        sched: Scheduler,
+        message: Message,
+        before: tuple[int, list[str]],
+        found: Classification | None,
+        reallocation: bool,
+    ) -> tuple[str, dict[str, Any]]:
+        """The turn's history record (one per turn, the learner's included): who spoke in
+        which unit, the learner's intent and its confidence (on the learner's turns),
+        whether a reallocation decided it, the unit's role scores, the queue before and
+        after."""
+        unit, queue_before = before
+        _, queue_after = self._snapshot(sched)
+        return (
+            "turn",
+            {
+                "turn": sched.state.turn,
+                "message_id": message.id,
+                "speaker": message.sender,
+                "unit": unit_id(unit),
+                "intent": found.intent if found is not None else None,
+                "confidence": found.confidence if found is not None else None,
+                "reallocation": reallocation,
+                "scores": {s.role: s.score for s in self.study.scores[unit]},
+                "queue_before": queue_before,
+                "queue_after": queue_after,
+            },
+        )
 
 
 def instruction(unit: Unit, units: int, role_id: str, request: Message | None) -> str:

@@ -305,7 +305,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
         )
 
     async def body(store: DataStore) -> SessionDocument:
-        return await store.load(sid, with_events=(fmt == "json"))
+        return await store.load(sid, with_events=(fmt == "json" or action == "trace"))
 
     doc = _with_store(args, body, missing=f"no session '{sid}'")
     _check_role_filter(doc, role)
