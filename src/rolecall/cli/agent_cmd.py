@@ -17,7 +17,7 @@ EXAMPLES = [
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from rolecall.cli.flags import add_nats_flag
+    from rolecall.cli.flags import add_nats_flag, add_service_flags
 
     p = sub.add_parser(
         "agent",
@@ -40,21 +40,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--concurrency", type=int, default=8, metavar="K", help="generations at once (default 8)"
     )
     p.add_argument("--data-dir", help="where role templates are found (env ROLECALL_HOME)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no ready line")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs")
-    p.add_argument("--log-file", help="write structured JSON logs to this file")
+    add_service_flags(p, quiet="no ready line")
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from rolecall.api.entry import load_world
-    from rolecall.nats.link import nats_url
+    from rolecall.cli.flags import at_least_one
+    from rolecall.nats.link import required_nats_url
     from rolecall.paths import data_dir
 
-    url = nats_url(args.nats)
-    if url is None:
-        raise UsageError("agent needs --nats URL (or ROLECALL_NATS_URL)")
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    url = required_nats_url(args.nats, "agent")
+    at_least_one(args.concurrency, "--concurrency")
     world = load_world(args.world, data_dir=data_dir(args.data_dir))
     if args.role not in world.role_ids:
         raise UsageError(

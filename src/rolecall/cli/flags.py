@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from rolecall.errors import UsageError
+
 
 def add_common_flags(
     p: argparse.ArgumentParser,
@@ -87,3 +89,18 @@ def add_nats_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None
         required=required,
         help="a NATS server with JetStream, e.g. nats://127.0.0.1:4222 (env ROLECALL_NATS_URL)",
     )
+
+
+def add_service_flags(p: argparse.ArgumentParser, *, quiet: str) -> None:
+    """``-q`` (``quiet`` says what it hides), ``-v`` and ``--log-file``: the flags of the
+    long-running NATS commands (``worker``, ``agent``)."""
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet)
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs")
+    p.add_argument("--log-file", help="write structured JSON logs to this file")
+
+
+def at_least_one(value: int, flag: str) -> int:
+    """``value`` of ``flag``, a usage error below 1."""
+    if value < 1:
+        raise UsageError(f"{flag} must be at least 1, got {value}")
+    return value

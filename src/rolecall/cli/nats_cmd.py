@@ -46,13 +46,11 @@ def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from rolecall.nats.link import nats_url
+    from rolecall.nats.link import required_nats_url
 
     if sum(1 for x in (args.session, args.batch, args.all) if x) != 1:
         raise UsageError("watch needs one of SESSION, --batch NAME or --all")
-    url = nats_url(args.nats)
-    if url is None:
-        raise UsageError("watch needs --nats URL (or ROLECALL_NATS_URL)")
+    url = required_nats_url(args.nats, "watch")
     anyio.run(_watch, args, url)
     return 0
 
@@ -154,11 +152,9 @@ def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rolecall.nats.link import nats_url
+    from rolecall.nats.link import required_nats_url
 
-    url = nats_url(args.nats)
-    if url is None:
-        raise UsageError("sessions import needs --nats URL (or ROLECALL_NATS_URL)")
+    url = required_nats_url(args.nats, "sessions import")
     if args.session and args.batch:
         raise UsageError("give SESSION or --batch NAME, not both")
     return anyio.run(_import, args, url)
@@ -199,7 +195,7 @@ async def _import(args: argparse.Namespace, url: str) -> int:
 
 
 def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from rolecall.cli.flags import add_nats_flag
+    from rolecall.cli.flags import add_nats_flag, add_service_flags
 
     p = sub.add_parser(
         "worker",
@@ -226,19 +222,15 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="seconds a silent job waits before another worker takes it (default 30)",
     )
     p.add_argument("--data-dir", help="where this worker stores sessions (env ROLECALL_HOME)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no line per job")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs")
-    p.add_argument("--log-file", help="write structured JSON logs to this file")
+    add_service_flags(p, quiet="no line per job")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from rolecall.nats.link import nats_url
+    from rolecall.cli.flags import at_least_one
+    from rolecall.nats.link import required_nats_url
 
-    url = nats_url(args.nats)
-    if url is None:
-        raise UsageError("worker needs --nats URL (or ROLECALL_NATS_URL)")
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    url = required_nats_url(args.nats, "worker")
+    at_least_one(args.concurrency, "--concurrency")
     if args.ack_wait < 1:
         raise UsageError(f"--ack-wait must be at least 1 second, got {args.ack_wait:g}")
     return anyio.run(_work, args, url)

@@ -64,6 +64,14 @@ def nats_url(explicit: str | None) -> str | None:
     return url
 
 
+def required_nats_url(explicit: str | None, command: str) -> str:
+    """``--nats URL`` (or ``ROLECALL_NATS_URL``) for a command that only works on NATS."""
+    url = nats_url(explicit)
+    if url is None:
+        raise UsageError(f"{command} needs --nats URL (or ROLECALL_NATS_URL)")
+    return url
+
+
 @dataclass
 class Link:
     url: str
