@@ -27,7 +27,10 @@ def test_run_and_the_exports_show_the_answered_message(tmp_path: Path) -> None:
     md = rolecall("sessions", "export", "last", "--format", "md", "--data-dir", data)
     assert f'replying to m1 "{quoted}"' in md.stdout
     html = rolecall("sessions", "export", "last", "--format", "html", "--data-dir", data)
-    assert '↩ replying to <a href="#m1">m1</a> <q class="answered">' in html.stdout
+    assert (
+        f'↩ replying to <a href="#m1">m1</a> <span class="answered">“{quoted}”</span>'
+        in html.stdout
+    )
 
 
 def test_a_piped_chat_shows_which_question_each_reply_answers(tmp_path: Path) -> None:

@@ -172,7 +172,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
             ref = _h(m.reply_to)
             link = f'<a href="#{ref}">{ref}</a>' if m.reply_to in ids else ref
             said = texts.get(m.reply_to)
-            quoted = f' <q class="answered">{_h(snippet(said))}</q>' if said is not None else ""
+            quoted = f' <span class="answered">“{_h(snippet(said))}”</span>' if said else ""
             head.append(f"<span>↩ replying to {link}{quoted}</span>")
         if _tokens(m):
             head.append(f'<span class="tokens">{_h(_tokens(m))}</span>')
