@@ -27,8 +27,9 @@ def test_run_and_the_exports_show_the_answered_message(tmp_path: Path) -> None:
     md = rolecall("sessions", "export", "last", "--format", "md", "--data-dir", data)
     assert f'replying to m1 "{quoted}"' in md.stdout
     html = rolecall("sessions", "export", "last", "--format", "html", "--data-dir", data)
+    escaped = quoted.replace("'", "&#x27;")  # the page escapes the message's text
     assert (
-        f'↩ replying to <a href="#m1">m1</a> <span class="answered">“{quoted}”</span>'
+        f'↩ replying to <a href="#m1">m1</a> <span class="answered">“{escaped}”</span>'
         in html.stdout
     )
 
