@@ -150,7 +150,9 @@ def test_lines_of_a_paragraph_are_joined_with_single_spaces() -> None:
     ("count", "sizes"),
     [(1, [1]), (5, [5]), (6, [3, 3]), (7, [4, 3]), (10, [5, 5]), (11, [4, 4, 3]), (12, [4, 4, 4])],
 )
-def test_units_of_at_most_5_paragraphs_balanced(count: int, sizes: list[int]) -> None:
+def test_evenly_cohesive_paragraphs_make_balanced_units_of_at_most_5(
+    count: int, sizes: list[int]
+) -> None:
     paragraphs = tuple(f"paragraph number {i:02d} of the section" for i in range(count))
     chunks = split_units(paragraphs)
     assert [len(c) for c in chunks] == sizes
@@ -167,6 +169,38 @@ def test_long_section_splits_into_numbered_parts() -> None:
         ("u4", "Short", 1, 1, 1),
     ]
     assert all(len(u.paragraphs) <= 5 for u in units)
+
+
+TOPIC_A = (
+    "Glaciers carve valleys as the glacier ice grinds bedrock; glacier valleys are wide.",
+    "A glacier moving downhill plucks bedrock, and glacier ice leaves valleys shaped like U.",
+    "Moraines mark where glacier ice stopped, piling bedrock debris along valleys.",
+)
+TOPIC_B = (
+    "Volcanoes erupt when magma pressure rises; volcanic magma carries dissolved gases.",
+    "Magma chambers feed volcanoes, and gases escaping the magma drive explosive eruptions.",
+    "Lava from volcanoes cools into basalt when magma reaches the surface during eruptions.",
+)
+
+
+def test_a_section_is_cut_where_the_topic_changes() -> None:
+    # 3 + 3 paragraphs on two topics: cut between them, not after the fourth paragraph
+    # (7 would be 4 + 3 balanced; 6 is cut 3 + 3 here only because of the topics)
+    paragraphs = (*TOPIC_A, *TOPIC_B, TOPIC_B[0])
+    assert [len(c) for c in split_units(paragraphs)] == [3, 4]
+    assert split_units(paragraphs)[0] == TOPIC_A
+    # the same paragraphs in the other order: cut after the first topic again
+    assert [len(c) for c in split_units((*TOPIC_B, TOPIC_B[1], *TOPIC_A))] == [4, 3]
+
+
+def test_each_unit_reports_its_cohesion() -> None:
+    body = "\n\n".join((*TOPIC_A, *TOPIC_B, TOPIC_B[0]))
+    first, second = segment_document(f"# Earth\n\n{body}\n\n# One\n\n{P}")[:2]
+    assert 0.3 < first.cohesion <= 1.0 and 0.3 < second.cohesion <= 1.0
+    assert first.to_dict()["cohesion"] == first.cohesion
+    mixed = "\n\n".join((TOPIC_A[0], TOPIC_B[0], TOPIC_A[1]))
+    assert segment_document(f"# Mixed\n\n{mixed}")[0].cohesion == 0.0  # no stem in common
+    assert segment_document(f"# One\n\n{P}")[0].cohesion == 1.0
 
 
 # ------------------------------------------------------------------- kinds
@@ -222,8 +256,9 @@ def test_sample_notes_segments() -> None:
         (None, "introduction", 1),
         ("1. Introduction", "introduction", 2),
         ("2. Methods: How the Evidence Is Gathered", "methodology", 3),
-        ("3. The Forgetting Curve", "body", 3),
-        ("3. The Forgetting Curve", "body", 3),
+        # six paragraphs: cut before the last, which shares no stem with the one before it
+        ("3. The Forgetting Curve", "body", 5),
+        ("3. The Forgetting Curve", "body", 1),
         ("3.1. Why Spacing Helps", "body", 1),
         ("Common Misunderstandings", "body", 1),
         ("PUTTING IT INTO PRACTICE", "body", 1),

@@ -43,3 +43,25 @@ def test_every_turn_has_its_record_and_the_trace_shows_them(tmp_path: Path) -> N
     assert trace.returncode == 0, trace.stderr
     assert "study turns (intent, reallocation, the unit's queue):" in trace.stdout
     assert "m1       human" in trace.stdout and "example_request 1.00" in trace.stdout
+
+
+def test_the_plan_event_reports_each_units_cohesion(tmp_path: Path) -> None:
+    doc = tmp_path / "earth.md"
+    doc.write_text(
+        "# Earth\n\n"
+        "Glaciers carve valleys as the glacier ice grinds bedrock; glacier valleys are wide.\n\n"
+        "A glacier moving downhill plucks bedrock, and glacier ice leaves valleys shaped like U.\n\n"
+        "Moraines mark where glacier ice stopped, piling bedrock debris along valleys.\n\n"
+        "Volcanoes erupt when magma pressure rises; volcanic magma carries dissolved gases.\n\n"
+        "Magma chambers feed volcanoes, and gases escaping the magma drive explosive eruptions.\n\n"
+        "Lava from volcanoes cools into basalt when magma reaches the surface during eruptions.\n\n"
+        "Volcanoes erupt when magma pressure rises, and the magma gases expand violently.\n",
+        encoding="utf-8",
+    )
+    done = rolecall("study", str(doc), "--json", "--max-turns", "1", "--data-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    (plan,) = [e["data"] for e in events if e["type"] == "mode" and e["name"] == "plan"]
+    # 7 paragraphs: cut where the topic changes (3 + 4), not balanced (4 + 3)
+    assert [(u["id"], u["paragraphs"]) for u in plan["units"]] == [("u1", 3), ("u2", 4)]
+    assert all(0.3 < u["cohesion"] <= 1.0 for u in plan["units"])

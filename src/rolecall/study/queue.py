@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rolecall.study.cohesion import content_words
 from rolecall.study.segment import Kind, Unit, segment_document, words_of
 
 __all__ = [
@@ -174,16 +175,6 @@ ROLE_CUES: Final[dict[str, tuple[str, ...]]] = {
     ),
 }
 
-# fmt: off
-_STOP: Final[frozenset[str]] = frozenset({
-    "about", "after", "again", "against", "also", "always", "among", "another", "because",
-    "before", "being", "below", "between", "could", "every", "first", "itself", "might", "never",
-    "often", "other", "quite", "rather", "shall", "should", "since", "still", "their",
-    "themselves", "there", "these", "those", "through", "under", "until", "where", "which",
-    "while", "whose", "within", "without", "would",
-})
-# fmt: on
-
 
 @dataclass(frozen=True)
 class RoleScore:
@@ -225,10 +216,6 @@ def count_cues(words: Sequence[str], cues: Sequence[str]) -> int:
 def lexical_score(words: Sequence[str], role: str) -> float:
     hits = count_cues(words, ROLE_CUES.get(role, ()))
     return round(min(hits, _LEXICAL_CAP) / _LEXICAL_CAP, 6)
-
-
-def content_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in words_of(text) if len(w) >= 5 and w.isalpha() and w not in _STOP)
 
 
 def topic_score(unit_words: frozenset[str], profile: str) -> float:

@@ -22,8 +22,11 @@ Paragraphs are runs of non-blank lines, joined with single spaces; thematic brea
 own section (without a heading). Sections left without paragraphs are dropped.
 
 Units: a section of more than :data:`MAX_PARAGRAPHS` (5) paragraphs is split into
-``ceil(n / 5)`` consecutive units of balanced size (12 paragraphs: 4 + 4 + 4; 6: 3 + 3),
-earlier units taking the extra paragraph.
+``ceil(n / 5)`` consecutive units of 1 to 5 paragraphs, cut where adjacent paragraphs
+are least cohesive lexically (:mod:`rolecall.study.cohesion`); evenly cohesive
+paragraphs give balanced units (12 paragraphs: 4 + 4 + 4; 6: 3 + 3), earlier units
+taking the extra paragraph. Each unit reports its cohesion: the mean cohesion of its
+adjacent paragraphs (1.0 for a single paragraph).
 
 Kinds (``introduction``, ``body``, ``methodology``, ``conclusion``), per section, first
 rule that applies:
@@ -40,6 +43,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from rolecall.study.cohesion import MAX_PARAGRAPHS, adjacent_cohesion, cut_points, unit_cohesion
+from rolecall.study.cohesion import words_of as words_of
 
 __all__ = [
     "KINDS",
@@ -63,7 +69,6 @@ KINDS: Final[tuple[Kind, ...]] = ("introduction", "body", "methodology", "conclu
 HeadingStyle = Literal["markdown", "numbered", "caps", "underline"]
 
 MIN_PARAGRAPH: Final = 20
-MAX_PARAGRAPHS: Final = 5
 _MAX_TITLE_WORDS: Final = 12
 _MAX_TITLE_CHARS: Final = 100
 
@@ -123,7 +128,6 @@ _NUMBERED = re.compile(r"^(\d{1,3}(?:\.\d{1,3})*)\.\s+(\S.*)$|^(\d{1,3}(?:\.\d{1
 _UNDERLINE = re.compile(r"^(={3,}|-{3,})$")
 _BREAK = re.compile(r"^([-*_])(?:\s*\1){2,}$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,7 @@ class Unit:
     path: tuple[str, ...]
     kind: Kind
     paragraphs: tuple[str, ...]
+    cohesion: float = 1.0  # mean lexical cohesion of adjacent paragraphs
 
     @property
     def id(self) -> str:
@@ -173,12 +178,8 @@ class Unit:
             "heading": self.heading,
             "kind": self.kind,
             "paragraphs": len(self.paragraphs),
+            "cohesion": self.cohesion,
         }
-
-
-def words_of(text: str) -> list[str]:
-    """Lowercased words (letters, digits, inner apostrophes), in order."""
-    return _WORD.findall(text.lower())
 
 
 def _plausible_title(text: str) -> bool:
@@ -299,16 +300,12 @@ def segment(text: str) -> list[Segment]:
 
 
 def split_units(paragraphs: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Balanced consecutive chunks of at most :data:`MAX_PARAGRAPHS` paragraphs."""
-    count = len(paragraphs)
-    if count == 0:
+    """Consecutive chunks of at most 5 paragraphs, cut where cohesion is weakest."""
+    if not paragraphs:
         return []
-    chunks = -(-count // MAX_PARAGRAPHS)
-    base, extra = divmod(count, chunks)
     out: list[tuple[str, ...]] = []
     start = 0
-    for i in range(chunks):
-        size = base + (1 if i < extra else 0)
+    for size in cut_points(adjacent_cohesion(paragraphs)):
         out.append(paragraphs[start : start + size])
         start += size
     return out
@@ -363,6 +360,7 @@ def segment_document(text: str) -> list[Unit]:
                 path=seg.path,
                 kind=kind,
                 paragraphs=chunk,
+                cohesion=unit_cohesion(adjacent_cohesion(chunk)),
             )
         )
     return units
