@@ -21,12 +21,16 @@ The ``study:`` block (:class:`StudyOptions`)::
       text: "..."          # or the document inline (the loader stores what it read here)
       delay: 3             # D: turns before a reallocation takes effect (2-3)
       lock: 7              # H: turns a role pushed back stays locked (5-10)
+      contradictions: true # find contradictions between the roles (module 7)
 
 The director's state lives in ``session.state.extra["study"]`` (JSON): a restored
 session continues exactly where it stopped. Its decisions are ``system/mode`` events
 (``mode: study``): ``plan``, ``unit``, ``classification``, ``reallocation``,
 ``reallocation_skipped``, ``reallocation_applied``, ``reallocation_ended``,
-``reallocation_expired`` and ``oscillation_avoided``, each with its reasons.
+``reallocation_expired``, ``oscillation_avoided`` and ``contradiction`` (a role's message
+says the opposite of an earlier statement: the challenger, when it still has its slot in
+the unit, speaks next and addresses it; otherwise the next speaker does), each with its
+reasons.
 """
 
 from __future__ import annotations
@@ -34,13 +38,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError, WorldError
 from rolecall.modes.registry import ModeSpec, register
 from rolecall.plans import Host, Stop, TurnPlan
 from rolecall.session.state import Message
+from rolecall.study.contradiction import Contradiction, Statement, find_contradiction
 from rolecall.study.document import DocumentError, check_relative, read_document
 from rolecall.study.document import resolve_in_folder as _resolve
 from rolecall.study.intent import Classification, classify
@@ -125,6 +138,7 @@ class StudyOptions(BaseModel):
     text: str | None = None
     delay: Annotated[StrictInt, Field(ge=2, le=3)] = DELAY_DEFAULT
     lock: Annotated[StrictInt, Field(ge=5, le=10)] = LOCK_DEFAULT
+    contradictions: StrictBool = True  # module 7: find them and have them addressed
 
     @field_validator("document")
     @classmethod
@@ -331,6 +345,13 @@ class StudyDirector:
             )
         self.delay = options.delay
         self.lock = options.lock
+        self.contradictions = options.contradictions
+        self.names = [
+            "human",
+            "learner",
+            *(r.id for r in world.roles),
+            *(r.name for r in world.roles),
+        ]
 
     # ------------------------------------------------------------ state
     def _scheduler(self, session: Host) -> Scheduler:
@@ -398,13 +419,18 @@ class StudyDirector:
         unit = self.study.units[nxt.unit]
         transcript = session.state.transcript
         request = transcript.by_id.get(nxt.answer) if nxt.answer else None
-        target = request or transcript.latest()
+        found = nxt.contradiction
+        contradicting = transcript.by_id.get(found["message_id"]) if found else None
+        target = request or contradicting or transcript.latest()
+        text = instruction(unit, len(self.study.units), nxt.speaker, request)
+        if found is not None:
+            text = f"{address_note(found)}\n{text}"
         return TurnPlan(
             nxt.speaker,
             target,
             loop_iteration=0,
             step_id=f"{unit.id}:{nxt.speaker}",
-            instruction=instruction(unit, len(self.study.units), nxt.speaker, request),
+            instruction=text,
         )
 
     def completed(self, session: Host, turn: TurnPlan, message: Message) -> list[Event]:
@@ -418,10 +444,29 @@ class StudyDirector:
                 events.append(avoided)
         before = self._snapshot(sched)
         in_reallocation = sched.state.active is not None
+        addressed = sched.state.contradiction
         events.extend(sched.record(message.sender))
+        found = self._contradiction(session, message)
+        if found is not None:
+            events.append(sched.contradicted(found.to_dict()))
         self._save(session, sched)
-        events.append(self._record(sched, message, before, None, in_reallocation))
+        record = self._record(sched, message, before, None, in_reallocation)
+        record[1]["addresses"] = addressed["id"] if addressed is not None else None
+        events.append(record)
         return [ModeEvent(mode="study", name=name, data=data) for name, data in events]
+
+    def _contradiction(self, session: Host, message: Message) -> Contradiction | None:
+        """Whether ``message`` contradicts an earlier role's statement (module 7)."""
+        if not self.contradictions:
+            return None
+        said = [
+            Statement(m.id, m.sender, m.content)
+            for m in session.state.transcript.messages
+            if m.kind == "agent" and m.id != message.id
+        ]
+        return find_contradiction(
+            Statement(message.id, message.sender, message.content), said, self.names
+        )
 
     def human(self, session: Host, message: Message) -> bool:
         sched = self._scheduler(session)
@@ -485,6 +530,15 @@ def instruction(unit: Unit, units: int, role_id: str, request: Message | None) -
         lines.append(f'The learner asked ({request.id}): "{request.content}". Answer that first.')
     lines += ["", "The passage:", unit.text]
     return "\n".join(lines)
+
+
+def address_note(found: dict[str, Any]) -> str:
+    """What the turn after a contradiction is asked to do about it."""
+    return (
+        f"A contradiction ({found['id']}): {found['message_id']} ({found['speaker']}) says "
+        f'"{found["sentence"]}", but {found["earlier_id"]} ({found["earlier_speaker"]}) said '
+        f'"{found["earlier_sentence"]}". Point it out and settle which holds before going on.'
+    )
 
 
 def install(session: Host) -> None:

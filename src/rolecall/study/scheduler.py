@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolecall.study.intent import Classification
-from rolecall.study.queue import OPENER, ROLES, scaffold
+from rolecall.study.queue import CHALLENGER, OPENER, ROLES, scaffold
 from rolecall.study.realloc import (
     ALIGNMENT,
     DELAY_DEFAULT,
@@ -68,6 +68,8 @@ class StudyState:
     active: Active | None = None
     locks: dict[str, int] = field(default_factory=dict)  # role -> turn it is free again
     next_id: int = 1
+    # a contradiction found and not yet addressed: {"id", "message_id", "speaker", ...}
+    contradiction: dict[str, Any] | None = None
     counters: dict[str, int] = field(
         default_factory=lambda: {
             "classifications": 0,
@@ -90,6 +92,7 @@ class StudyState:
             "active": None if self.active is None else vars(self.active).copy(),
             "locks": dict(sorted(self.locks.items())),
             "next_id": self.next_id,
+            "contradiction": None if self.contradiction is None else dict(self.contradiction),
             "counters": dict(self.counters),
         }
 
@@ -108,6 +111,7 @@ class StudyState:
             active=Active(**active) if active else None,
             locks={str(k): int(v) for k, v in data["locks"].items()},
             next_id=int(data["next_id"]),
+            contradiction=dict(data["contradiction"]) if data.get("contradiction") else None,
             counters={str(k): int(v) for k, v in data["counters"].items()},
         )
 
@@ -118,6 +122,7 @@ class NextTurn:
     speaker: str
     skipped: list[str]  # candidates passed over to avoid an oscillation
     answer: str | None  # the learner's message this turn answers, if any
+    contradiction: dict[str, Any] | None = None  # the contradiction this turn addresses
 
 
 Event = tuple[str, dict[str, Any]]
@@ -176,6 +181,10 @@ class Scheduler:
         spoken = st.spoken[st.unit]
         candidates = [r for r in st.order if r not in spoken]
         candidates += [r for r in self.roles if r not in spoken and r not in candidates]
+        found = st.contradiction
+        if found is not None and CHALLENGER in candidates and found["speaker"] != CHALLENGER:
+            candidates.remove(CHALLENGER)  # the challenger addresses a contradiction next
+            candidates.insert(0, CHALLENGER)
         candidates = scaffold(candidates)  # a reallocation keeps explainer before challenger
         if st.unit == 0 and not spoken and OPENER in candidates:
             candidates.remove(OPENER)
@@ -184,7 +193,7 @@ class Scheduler:
         answer = None
         if st.active is not None and not st.active.answered:
             answer = st.active.message_id
-        return NextTurn(st.unit, speaker, skipped, answer)
+        return NextTurn(st.unit, speaker, skipped, answer, st.contradiction)
 
     # ------------------------------------------------------------- updates
     def record(self, speaker: str) -> list[Event]:
@@ -196,6 +205,7 @@ class Scheduler:
         st.turn += 1
         if st.active is not None:
             st.active.answered = True
+        st.contradiction = None  # this turn addressed it
         if set(self.roles) <= set(st.spoken[st.unit]) and st.unit + 1 < st.units:
             st.unit += 1
             st.spoken.append([])
@@ -365,6 +375,19 @@ class Scheduler:
             )
         )
         return events
+
+    def contradicted(self, found: Mapping[str, Any]) -> Event:
+        """A role's message contradicts an earlier statement: the next turn addresses it."""
+        st = self.state
+        cid = f"c{st.counters.get('contradictions', 0) + 1}"
+        st.counters["contradictions"] = st.counters.get("contradictions", 0) + 1
+        st.contradiction = {"id": cid, **found}
+        nxt = self.next_turn()
+        by = nxt.speaker if nxt is not None else None
+        return (
+            "contradiction",
+            {"id": cid, "turn": st.turn, "unit": unit_id(st.unit), **found, "addressed_by": by},
+        )
 
     def note_avoided(self, turn: NextTurn) -> Event | None:
         """The event for a turn that passed over candidates to avoid an oscillation."""
