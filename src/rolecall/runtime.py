@@ -32,7 +32,7 @@ from rolecall.bus import (
 )
 from rolecall.calls import call_model
 from rolecall.errors import ConditionTimeout, UsageError
-from rolecall.floor import Agent, Floor
+from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.llm.registry import ModelRegistry
@@ -99,6 +99,7 @@ class Session:
                 self.floor,
                 remembered=transcript_size - self.state.memory_start.get(rid, 0),
                 session_state=self.state.state,
+                judge=self._judge_for(world.role(rid)),
             )
             for rid in world.role_ids
         }
@@ -123,6 +124,19 @@ class Session:
         self.log = log.bind(session=self.state.session_id, world=world.name)
         if _uses_modes(world):
             install_modes(self)
+
+    def _judge_for(self, role: Role) -> Callable[[str], Awaitable[bool]] | None:
+        """The agent's own decision on messages that address nobody, when it asks for one."""
+        if role.respond is None or not role.respond.judge:
+            return None
+
+        async def judge(message_id: str) -> bool:
+            if self.flow_active:  # a flow admits direct addresses only (flows.md)
+                return False
+            message = self.state.transcript.by_id[message_id]
+            return await respond.decide(self, role, message)
+
+        return judge
 
     # ------------------------------------------------------------------ state
     @property

@@ -120,6 +120,21 @@ class PassEvent(_Event):
     message_id: str | None = None
 
 
+class RespondEvent(_Event):
+    """An agent's decision whether to answer a message nobody was addressed in (chat.md,
+    ``respond: {judge: true}``): its model's yes or no and the reason it gave."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["respond"] = "respond"
+    agent: str
+    message_id: str
+    respond: bool
+    reason: str
+    model: str | None = None  # None: decided without asking (e.g. its turn limit)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class WarningEvent(_Event):
     topic: Literal["system"] = "system"
     type: Literal["warning"] = "warning"
@@ -202,6 +217,7 @@ Event = Annotated[
     | Annotated[ConditionEvent, Tag("system/condition")]
     | Annotated[TurnLimitEvent, Tag("system/turn_limit")]
     | Annotated[PassEvent, Tag("system/pass")]
+    | Annotated[RespondEvent, Tag("system/respond")]
     | Annotated[WarningEvent, Tag("system/warning")]
     | Annotated[ErrorEvent, Tag("system/error")]
     | Annotated[LogEvent, Tag("system/log")]

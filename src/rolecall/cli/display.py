@@ -20,6 +20,7 @@ from rolecall.bus import (
     ErrorEvent,
     MessageEvent,
     PassEvent,
+    RespondEvent,
     SessionEvent,
     StopEvent,
     StreamChunk,
@@ -225,6 +226,8 @@ class TerminalDisplay:
             self._agent_message(event)
         elif isinstance(event, PassEvent):
             self._line(self.dim(f"({event.agent} passes the floor to the human)"))
+        elif isinstance(event, RespondEvent):
+            self._line(self.dim(respond_note(event)))
         elif isinstance(event, TurnLimitEvent):
             pass  # the system message says it
         elif isinstance(event, WarningEvent):
@@ -309,3 +312,9 @@ def display_sink(
 def attach_display(bus: Bus, **options: Any) -> None:
     """Attach :func:`display_sink` (same keywords) to ``bus``."""
     display_sink(**options).attach(bus)
+
+
+def respond_note(event: RespondEvent) -> str:
+    """An agent's decision on a message that addressed nobody, as one line."""
+    verb = "will answer" if event.respond else "stays quiet"
+    return f"({event.agent} {verb} {event.message_id}: {event.reason})"

@@ -4,7 +4,10 @@ Every participant answers every committed ``messages/message`` event: a
 :class:`FloorRequest` (it wants to answer that message) or a decline. The driver that
 owns the message (chat routing in :mod:`rolecall.chat`) calls :meth:`Floor.collect`
 once the message is delivered: it returns the requests in world role order, the order
-the routing table gives answerers, once every participant has answered. In-process
+the routing table gives answerers, once every participant has answered. An agent that
+decides with its model (``respond: {judge: true}``) defers its answer
+(:meth:`Floor.defer`): :meth:`Floor.collect` runs the deferred decisions first, one at a
+time in role order, so they never overlap a generation. In-process
 agents answer during the delivery itself, so nothing waits; a participant on another
 transport answers later, and :meth:`Floor.collect` waits for it (at most
 ``answer_timeout`` seconds, then its silence counts as a decline).
@@ -18,9 +21,9 @@ happen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import anyio
 import structlog
@@ -44,8 +47,10 @@ class FloorRequest:
 
     agent: str
     message_id: str
-    reason: Reason
+    reason: Reason | Literal["judged"]  # judged: its own model said yes (floor/respond.py)
 
+
+Deliberation: TypeAlias = Callable[[], Awaitable["FloorRequest | None"]]
 
 ReplyKind = Literal["chat", "interjection"]
 
@@ -71,6 +76,8 @@ class Floor:
         # message id -> agent -> its request (None: it declined), newest message last
         self._answers: dict[str, dict[str, FloorRequest | None]] = {}
         self._complete: dict[str, anyio.Event] = {}
+        # message id -> agent -> the decision it deferred to collect time
+        self._deferred: dict[str, dict[str, Deliberation]] = {}
         self._watchers: list[FloorWatcher] = []
 
     @property
@@ -99,6 +106,7 @@ class Floor:
                 oldest = next(iter(self._answers))
                 del self._answers[oldest]
                 self._complete.pop(oldest, None)
+                self._deferred.pop(oldest, None)
         answers[agent] = request
         if request is not None:
             for watcher in self._watchers:
@@ -108,11 +116,21 @@ class Floor:
             if done is not None:
                 done.set()
 
+    def defer(self, agent: str, message_id: str, deliberation: Deliberation) -> None:
+        """``agent`` answers ``message_id`` once ``deliberation`` (run by :meth:`collect`)
+        has decided: it returns the agent's request, or None to decline."""
+        self._answers.setdefault(message_id, {})
+        self._deferred.setdefault(message_id, {})[agent] = deliberation
+
     async def collect(self, message_id: str) -> list[FloorRequest]:
         """The requests to answer ``message_id``, in role order, once everyone answered.
 
-        Each message is collected once: its answers are forgotten afterwards.
+        Deferred decisions run first, one at a time in role order. Each message is
+        collected once: its answers are forgotten afterwards.
         """
+        deferred = self._deferred.pop(message_id, {})
+        for agent in sorted(deferred, key=self._order.__getitem__):
+            self.answer(agent, message_id, await deferred[agent]())
         answers = self._answers.get(message_id)
         if answers is None or len(answers) < len(self._order):
             done = self._complete.setdefault(message_id, anyio.Event())

@@ -331,10 +331,32 @@ def _capitalise(sentence: str) -> str:
     return sentence[:1].upper() + sentence[1:] if sentence else sentence
 
 
+def respond_answer(request: GenerationRequest) -> str:
+    """Whether to answer ``info.target_text`` (``purpose: respond``): ``YES`` when the
+    message names the persona or shares a word (its first 5 letters) with the persona's
+    name, description or system prompt; else ``NO``. Pure and deterministic."""
+    persona = request.persona
+    name = _clean(persona.name) or _display(persona.id)
+    text = request.info.target_text or ""
+    words = _tokens(text)
+    own = {t for t in (*_tokens(persona.id), *_tokens(persona.name)) if len(t) >= 3}
+    named = [t for t in words if t in own]
+    if named:
+        return f"YES. It names me ({named[0]}), so I should answer as {name}."
+    profile = f"{persona.name} {persona.description} {persona.system_prompt}"
+    mine = {w[:5]: w for w in _salient(profile, frozenset())}
+    shared = [w for w in _salient(text, frozenset()) if w[:5] in mine]
+    if shared:
+        return f"YES. It is about {shared[0]}, which is part of my role as {name}."
+    return f"NO. Nothing in it concerns my role as {name}; others are better placed."
+
+
 def compose(request: GenerationRequest) -> str:
     """The full reply of the offline model to ``request`` (pure and deterministic)."""
     persona = request.persona
     info = request.info
+    if info.purpose == "respond":
+        return respond_answer(request)
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]

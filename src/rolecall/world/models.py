@@ -10,6 +10,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    StrictBool,
     StrictInt,
     model_serializer,
     model_validator,
@@ -66,6 +67,14 @@ class Settings(_Model):
     agent_timeout: Annotated[float, Field(gt=0)] = 30.0
 
 
+class Respond(_Model):
+    """How an agent decides whether to answer a message nobody was addressed in (chat.md)."""
+
+    # ask its own model, yes or no with a reason, instead of the routing rule alone
+    judge: StrictBool = False
+    history: Annotated[StrictInt, Field(ge=1, le=50)] = 6  # recent messages it is shown
+
+
 class Role(_Model):
     id: Ident
     name: str = ""
@@ -82,6 +91,7 @@ class Role(_Model):
     price: Price | None = None
     # nats: the role's generations are served by `rolecall agent ROLE` processes (scale.md)
     transport: Literal["local", "nats"] = "local"
+    respond: Respond | None = None  # None: the routing rules alone decide
     template: str | None = None  # where it came from (kept for display)
 
     @property

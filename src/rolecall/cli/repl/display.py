@@ -190,6 +190,7 @@ class ReplDisplay:
             MessageEvent,
             ModeEvent,
             PassEvent,
+            RespondEvent,
             SessionEvent,
             StepEvent,
             StopEvent,
@@ -249,6 +250,10 @@ class ReplDisplay:
                 self.emit(p.yellow(f"⚑ system: {event.content}"))
         elif isinstance(event, PassEvent):
             self.note(f"  ({event.agent} passes the floor to you)")
+        elif isinstance(event, RespondEvent):
+            from rolecall.cli.display import respond_note
+
+            self.note(f"  {respond_note(event)}")
         elif isinstance(event, WarningEvent):
             self.warn(event.message)
         elif isinstance(event, ErrorEvent):
