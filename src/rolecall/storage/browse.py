@@ -15,6 +15,7 @@ from typing import Any
 
 from rolecall.paths import safe_id
 from rolecall.session.state import Message
+from rolecall.storage import fts
 from rolecall.storage.catalog import fts_query
 from rolecall.storage.rows import CHUNKS, chunk_lines
 from rolecall.storage.sqlite import SqliteStore
@@ -83,11 +84,9 @@ async def browse(
         where.append("s.id IN (SELECT session_id FROM batch_runs WHERE batch = ?)")
         params.append(batch)
     if search and search.split():  # the title, or every word in the session's messages
-        where.append(
-            "(s.title LIKE ? ESCAPE '\\' OR s.id IN "
-            "(SELECT session_id FROM messages_fts WHERE messages_fts MATCH ?))"
-        )
-        params += [_like(search), fts_query(search)]
+        await store.prepare_search()
+        where.append(f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}))")
+        params += [_like(search), *[fts_query(search)] * 2]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
     rows = await store._all(

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rolecall.storage import fts
+
 STATES = ("created", "running", "paused", "finished")
 
 
@@ -80,8 +82,8 @@ def list_query(f: SessionFilter) -> tuple[str, list[Any]]:
         where.append("s.state = ?")
         params.append(f.status)
     if f.search is not None and f.search.split():
-        where.append("s.id IN (SELECT session_id FROM messages_fts WHERE messages_fts MATCH ?)")
-        params.append(fts_query(f.search))
+        where.append(f"s.id IN ({fts.MATCH})")  # the store prepared it (fts.prepare)
+        params += [fts_query(f.search)] * 2
     if not f.with_empty:
         where.append("EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)")
     clause = f" WHERE {' AND '.join(where)}" if where else ""

@@ -164,6 +164,18 @@ MIGRATIONS: list[str] = [
             CROSS JOIN json_each(p.record, '$.chunks') AS j
         WHERE p.count > 1 AND p.type = 'chunks';
     """,
+    # 6: the messages are indexed for search in batches, not in each turn's transaction
+    # (rolecall.storage.fts): how many of each session's messages the index holds; the
+    # trigger that indexed every message as it was inserted is dropped.
+    """
+    CREATE TABLE fts_progress (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        indexed INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO fts_progress (session_id, indexed)
+        SELECT session_id, MAX(idx) + 1 FROM messages GROUP BY session_id;
+    DROP TRIGGER messages_fts_insert;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -181,6 +193,7 @@ EXPECTED_OBJECTS = frozenset(
         "batches",
         "batch_runs",
         "batch_runs_session",
+        "fts_progress",
     }
 )
 

@@ -45,7 +45,7 @@ from rolecall.paths import db_path, safe_id
 from rolecall.session.document import SessionDocument, StateDoc
 from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, Message
-from rolecall.storage import catalog, writer
+from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
@@ -138,6 +138,12 @@ class SqliteStore:
         raise StorageError(f"cannot open the session store {self.path} to read it: {last}")
 
     async def close(self) -> None:
+        if self._writer is not None and self._db is not None:
+            with anyio.CancelScope(shield=True):
+                try:  # index what the turns stored since the last catch-up
+                    await fts.catch_up(self._db)
+                except sqlite3.Error as exc:  # another process writes: a later one will
+                    log.info("fts_catch_up_skipped", path=str(self.path), error=str(exc))
         if self._writer is not None:
             conn, self._writer = self._writer, None
             conn.close()
@@ -350,8 +356,19 @@ class SqliteStore:
 
         Without a filter every session is listed, empty ones included.
         """
-        query, params = catalog.list_query(where or SessionFilter(with_empty=True))
+        where = where or SessionFilter(with_empty=True)
+        if where.search is not None and where.search.split():
+            await self.prepare_search()
+        query, params = catalog.list_query(where)
         return [SessionRow(*row) for row in await self._all(query, *params)]
+
+    async def prepare_search(self) -> None:
+        """Bring the messages' full-text index up to date for a search (storage/fts.py)."""
+        async with self._lock:
+            try:
+                await fts.prepare(self.db, writable=self._writer is not None)
+            except sqlite3.Error as exc:
+                raise StorageError(f"cannot search the session store {self.path}: {exc}") from exc
 
     async def resolve_id(self, text: str) -> str:
         """The full session id ``text`` stands for: itself, ``last`` or a unique prefix.
