@@ -37,6 +37,7 @@ import contextlib
 import functools
 import gc
 import hashlib
+import importlib
 import inspect
 import itertools
 import json
@@ -61,6 +62,7 @@ import yaml
 
 import rolecall
 from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
+from rolecall.api.tuning import tune_gc
 from rolecall.cli import logs
 from rolecall.cli.display import JsonSink
 from rolecall.flows.conditions import ConditionContext
@@ -75,6 +77,7 @@ from rolecall.session.document import (
     write_session_file,
 )
 from rolecall.session.state import FlowPointer, Message, Transcript
+from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
@@ -153,6 +156,14 @@ class Bench:
         if self.error is not None:
             out["error"] = self.error
         return out
+
+
+def sibling(name: str) -> Any:
+    """A module of scripts/ beside this one (bench_floor, bench_sharing, bench_scale...)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(name)
 
 
 def progress(message: str) -> None:
@@ -331,7 +342,8 @@ class WriteProbe:
     def __init__(self) -> None:
         self.sqlite = [0.0, 0.0, 0]
         self.memory = [0.0, 0.0, 0]
-        self._saved: tuple[Any, Any] | None = None
+        self.checkpoint_waits: list[float] = []  # each finish_checkpoint inside a commit
+        self._saved: tuple[Any, Any, Any] | None = None
 
     @staticmethod
     def _timed(fn: Callable[..., None], acc: list[Any]) -> Callable[..., None]:
@@ -347,14 +359,28 @@ class WriteProbe:
         return wrapper
 
     def __enter__(self) -> WriteProbe:
-        self._saved = (store_writer.write_batch, MemoryFiles._append)
+        self._saved = (
+            store_writer.write_batch,
+            MemoryFiles._append,
+            sqlite_store.finish_checkpoint,
+        )
         store_writer.write_batch = self._timed(self._saved[0], self.sqlite)
         MemoryFiles._append = self._timed(self._saved[1], self.memory)  # type: ignore[method-assign]
+        finish, waits = self._saved[2], self.checkpoint_waits
+
+        def timed_finish(conn: Any) -> None:
+            start = time.perf_counter()
+            finish(conn)
+            waits.append(time.perf_counter() - start)
+
+        sqlite_store.finish_checkpoint = timed_finish
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._saved is not None
-        store_writer.write_batch, MemoryFiles._append = self._saved  # type: ignore[method-assign]
+        store_writer.write_batch, MemoryFiles._append, sqlite_store.finish_checkpoint = (  # type: ignore[method-assign]
+            self._saved
+        )
 
 
 async def _timed_run(session: Session) -> tuple[float, float, float]:
@@ -394,6 +420,7 @@ async def run_attached(
                 sinks=sinks,
             )
         )
+        tune_gc()  # as the CLI does once a session is set up (api/tuning.py)
         timings = await _timed_run(session)
         if db is None:
             return timings, None, session
@@ -452,6 +479,8 @@ def add_turn_figures(b: Bench, prefix: str, suffix: str, best: TurnRun) -> None:
     b.add(f"{prefix}mean_ms_per_turn{suffix}", ms(best.wall / n), "ms")
     b.add(f"{prefix}median_ms_per_turn{suffix}", ms(best.median), "ms")
     b.add(f"{prefix}p95_ms_per_turn{suffix}", ms(percentile(best.durations, 95)), "ms")
+    b.add(f"{prefix}p999_ms_per_turn{suffix}", ms(percentile(best.durations, 99.9)), "ms")
+    b.add(f"{prefix}max_ms_per_turn{suffix}", ms(max(best.durations)), "ms")
     b.add(f"{prefix}cpu_mean_ms_per_turn{suffix}", ms(best.cpu / n), "ms")
     b.add(f"{prefix}main_thread_cpu_ms_per_turn{suffix}", ms(best.main_cpu / n), "ms")
 
@@ -521,6 +550,20 @@ def bench_turn_overhead(quick: bool) -> Bench:
     with WriteProbe() as probe:
         probed = run_turns(mid, store=True, memory=True)
     progress(f"turn_overhead N={mid} probed: {ms(probed.cpu / mid):.3f} ms CPU per turn")
+    with WriteProbe() as long_probe:
+        run_turns(large, store=True, memory=True)
+    waits = long_probe.checkpoint_waits
+    b.add(f"n{large}_checkpoints_in_turns", len(waits), "checkpoint tails")
+    b.add(f"n{large}_max_checkpoint_wait_ms", ms(max(waits, default=0.0)), "ms")
+    floor = sibling("bench_floor").floor_figures(mid, 3 if quick else 5)
+    b.add(f"n{mid}_floor_median_ms_per_turn", floor["median_ms"], "ms")
+    b.add(f"n{mid}_floor_cpu_mean_ms_per_turn", floor["cpu_mean_ms"], "ms")
+    b.add(f"n{mid}_ratio_to_floor", medians[mid] / (floor["median_ms"] / 1000), "ratio")
+    b.add(
+        f"n{mid}_cpu_ratio_to_floor",
+        b.figures[f"n{mid}_cpu_mean_ms_per_turn"] / floor["cpu_mean_ms"],
+        "ratio",
+    )
     for name, (wall, cpu, calls) in (("sqlite", probe.sqlite), ("memory", probe.memory)):
         b.add(f"n{mid}_{name}_write_wall_ms_per_turn", ms(wall / mid), "ms")
         b.add(f"n{mid}_{name}_write_thread_cpu_ms_per_turn", ms(cpu / mid), "ms")
@@ -530,14 +573,24 @@ def bench_turn_overhead(quick: bool) -> Bench:
     for turns, _ in plan:
         b.target(
             f"n{turns}_median_ms_per_turn",
-            0.5,
-            f"median per-turn overhead at N={turns}, store and memory files on",
+            0.25,
+            f"issue 18: median per-turn overhead at N={turns}, store and memory files on",
+        )
+        b.target(
+            f"n{turns}_cpu_mean_ms_per_turn",
+            0.30,
+            f"issue 18: mean CPU per turn at N={turns}, checkpoints included",
         )
     b.target(
         "ratio_10k_to_1k",
-        1.2,
-        f"median at N={large} / median at N={mid}, store and memory files on: no growth "
-        "with history",
+        1.1,
+        f"issue 18: median at N={large} / median at N={mid}, store and memory files on: "
+        "flat with history",
+    )
+    b.target(
+        f"n{large}_max_checkpoint_wait_ms",
+        5.0,
+        "issue 18: no turn waits more than 5 ms for a checkpoint (the tail a commit copies)",
     )
     b.check(
         "every_turn_stored",
@@ -1236,7 +1289,7 @@ async def _many_worlds(
             )
             for sid, times in stamps.items()
         ]
-        gc.collect()
+        tune_gc()  # as `rolecall batch` does before its runs (api/tuning.py)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         async with anyio.create_task_group() as tg:
             for s in sessions:
@@ -1304,7 +1357,26 @@ def bench_many_worlds(quick: bool) -> Bench:
         else "; ".join(problems[:10]),
     )
     b.details["total_s_all_runs"] = [round(x[0], 3) for x in runs]
+    big_w, big_t = (20, 20) if quick else (100, 100)
+    big = sibling("bench_sharing").run_many(big_w, big_t)
+    progress(f"many_worlds {big_w}x{big_t} child: {big['peak_rss_mb']:.0f} MB peak")
+    key = f"s{big_w}x{big_t}"
+    b.add(f"{key}_cpu_ms_per_turn", ms(big["cpu_s"] / (big_w * big_t)), "ms")
+    b.add(f"{key}_ms_per_turn", ms(big["wall_s"] / (big_w * big_t)), "ms")
+    b.add(f"{key}_peak_rss_mb", big["peak_rss_mb"], "MB")
+    b.target(f"{key}_cpu_ms_per_turn", 0.45, "issue 18: CPU per turn, 100 sessions x 100 turns")
+    b.target(f"{key}_peak_rss_mb", 120.0, "issue 18: peak RSS, 100 sessions x 100 turns")
+    b.check(
+        f"{key}_every_session_stored",
+        not big["problems"],
+        "every session of the child's run stored its messages and events"
+        if not big["problems"]
+        else "; ".join(big["problems"]),
+    )
     b.method = {
+        "big": f"{key}_*: a child process (scripts/bench_sharing.py --many {big_w} {big_t}) "
+        "runs the same setup with that many sessions and turns; its CPU, wall time and "
+        "VmHWM (peak RSS, imports included)",
         "setup": f"{worlds} sessions of the turn_overhead world with max_turns = {turns} "
         "(ids bench-000...), every one attached to one SqliteStore and one MemoryFiles in a "
         "fresh temporary data directory, no sink; all run() at once in one anyio task group",
@@ -1319,6 +1391,44 @@ def bench_many_worlds(quick: bool) -> Bench:
         "check": "after the run: store.load(id) of each session compared with its live "
         "transcript, the count of its messages and events in the database (= N and the "
         "bus's last_seq, streamed chunks included), every agent's memory file's message ids",
+    }
+    return b
+
+
+# ------------------------------------------------------------------------ shared store
+def bench_shared_store(quick: bool) -> Bench:
+    b = Bench(
+        "shared_store",
+        "processes running sessions at once, sharing one data directory (one SQLite "
+        "database, one set of memory files) or each with its own",
+    )
+    turns = 300 if quick else 3000
+    for processes in (1, 2, 4):
+        for shared in (True, False) if processes > 1 else (True,):
+            rate = sibling("bench_sharing").turns_per_s(processes, turns, shared=shared)
+            where = "shared" if shared else "separate"
+            progress(f"shared_store {processes} processes, {where}: {rate:.0f} turns/s")
+            b.add(f"p{processes}_{where}_turns_per_s", rate, "turns/s")
+    for processes in (2, 4):
+        b.add(
+            f"p{processes}_shared_to_separate",
+            b.figures[f"p{processes}_shared_turns_per_s"]
+            / b.figures[f"p{processes}_separate_turns_per_s"],
+            "ratio",
+        )
+    b.target(
+        "p2_shared_to_separate",
+        0.85,
+        "issue 18: 2 processes on one database reach 85% of 2 on a database each",
+        op=">=",
+    )
+    b.method = {
+        "children": f"each process is `python scripts/bench_sharing.py --turns {turns} DIR "
+        "START`: one session of the turn_overhead world with the store and memory files of "
+        "DIR, set up, then started at the same wall-clock START as the others",
+        "turns_per_s": "processes x turns / (last child's end - START)",
+        "shared": "every child's DIR is the same data directory; separate: one each",
+        "machine": "2 CPUs here: 4 processes share them, so 4 cannot beat 2",
     }
     return b
 
@@ -1786,6 +1896,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "save_restore": bench_save_restore,
     "memory_rss": bench_memory_rss,
     "many_worlds": bench_many_worlds,
+    "shared_store": bench_shared_store,
     "worlds_check": bench_worlds_check,
     "replay_overhead": bench_replay_overhead,
     "fork": bench_fork,
@@ -1798,10 +1909,7 @@ def _scale(name: str) -> Callable[[bool], Bench]:
     """A benchmark of scripts/bench_scale.py (batches, NATS): servers and processes."""
 
     def run(quick: bool) -> Bench:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import bench_scale
-
-        bench: Bench = getattr(bench_scale, f"bench_{name}")(quick, Bench)
+        bench: Bench = getattr(sibling("bench_scale"), f"bench_{name}")(quick, Bench)
         return bench
 
     return run
@@ -1816,10 +1924,7 @@ SCALE: dict[str, Callable[[bool], Bench]] = {
 
 def _web(quick: bool) -> Bench:
     """scripts/bench_web.py: a real `rolecall web` process and HTTP/SSE clients."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_web
-
-    bench: Bench = bench_web.bench_web(quick, Bench)
+    bench: Bench = sibling("bench_web").bench_web(quick, Bench)
     return bench
 
 

@@ -33,6 +33,7 @@ BENCHMARKS = {
     "replay_overhead",
     "fork",
     "long_reply",
+    "shared_store",
 }
 
 

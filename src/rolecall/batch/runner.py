@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
+from rolecall.api.tuning import tune_gc
 from rolecall.batch.plan import BatchPlan, RunSpec
 from rolecall.batch.results import RunResult
 from rolecall.bus import Envelope, ErrorEvent
@@ -96,6 +97,7 @@ class BatchRunner:
 
     async def run(self, todo: Sequence[RunSpec], sessions: dict[int, str]) -> list[RunResult]:
         """Run ``todo`` (``sessions``: the stored session of a run to resume); the results."""
+        tune_gc()  # many sessions at once: collect less often (api/tuning.py)
         async with anyio.create_task_group() as tg:
             for spec in todo:
                 tg.start_soon(self._one, spec, sessions.get(spec.run))

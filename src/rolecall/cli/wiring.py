@@ -22,6 +22,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rolecall.api.compose import assemble
+from rolecall.api.tuning import tune_gc
 from rolecall.badges import labels_of
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.cli.display import attach_display
@@ -168,6 +169,7 @@ async def live_session(
             bus=transport.bus if transport is not None else None,
             on_created=created,
         ) as session:
+            tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
             try:
                 yield session
             except StorageError as exc:

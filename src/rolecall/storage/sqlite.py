@@ -13,9 +13,10 @@ Two connections to one database file:
   two thread wake-ups per turn. Whatever could block is sent to a worker thread: a
   write lock held by another process (the inline attempt never waits, ``busy_timeout``
   0, and the same transaction is retried on a thread that waits up to
-  ``writer.BUSY_TIMEOUT_S``), and checkpoints (fsync), which the writer never runs itself;
-* the aiosqlite connection (its own thread) reads, migrates, runs the management
-  writes (create, import, delete, forget) and the periodic checkpoints.
+  ``writer.BUSY_TIMEOUT_S``); it never checkpoints (that fsyncs);
+* the aiosqlite connection (its own thread) reads, migrates and runs the management
+  writes (create, import, delete, forget); the periodic checkpoints run on a thread of
+  their own (:mod:`rolecall.storage.checkpointer`), never waited for by a turn.
 
 It implements :class:`~rolecall.storage.port.SessionStore`; a session's turns reach it
 as :class:`~rolecall.storage.port.TurnBatch` values from its recorder. All of rolecall's
@@ -47,14 +48,16 @@ from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
+from rolecall.storage.checkpointer import Checkpointer
+from rolecall.storage.checkpointer import finish as finish_checkpoint
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION, statements
 
 log = structlog.get_logger(__name__)
 
-# the writer never checkpoints (that fsyncs); the store checkpoints, on aiosqlite's thread,
-# after this many turn commits or this many bytes of rows, whichever comes first
+# the writer never checkpoints (that fsyncs); the store asks its checkpointer's thread for
+# one after this many turn commits or this many bytes of rows, whichever comes first
 CHECKPOINT_EVERY_COMMITS = 500
 CHECKPOINT_EVERY_BYTES = 8 * 1024 * 1024
 
@@ -77,6 +80,7 @@ class SqliteStore:
         # uncontended, a commit takes it without a trip through the event loop
         self._lock = anyio.Lock(fast_acquire=True)
         self._since_checkpoint = (0, 0)  # (commits, bytes) written since the last checkpoint
+        self._checkpointer: Checkpointer | None = None
 
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> SqliteStore:
@@ -99,6 +103,7 @@ class SqliteStore:
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._migrate(self._db)
             self._writer = writer.open_writer(self.path)
+            self._checkpointer = Checkpointer(self.path)
         except (OSError, sqlite3.Error) as exc:
             await self.close()
             if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
@@ -144,6 +149,10 @@ class SqliteStore:
                     await fts.catch_up(self._db)
                 except sqlite3.Error as exc:  # another process writes: a later one will
                     log.info("fts_catch_up_skipped", path=str(self.path), error=str(exc))
+        if self._checkpointer is not None:
+            checkpointer, self._checkpointer = self._checkpointer, None
+            with anyio.CancelScope(shield=True):  # a checkpoint under way finishes first
+                await anyio.to_thread.run_sync(checkpointer.close)
         if self._writer is not None:
             conn, self._writer = self._writer, None
             conn.close()
@@ -305,7 +314,7 @@ class SqliteStore:
         if started:
             took = round((time.perf_counter() - started) * 1000, 3)
             log.debug("store_commit", session=sid, ms=took, events=len(batch.events))
-        await self._checkpoint_when_due(rows.size)
+        self._checkpoint_when_due(rows.size)
 
     async def _run(self, fn: Callable[[sqlite3.Connection, Batch], None], batch: Batch) -> None:
         """Run ``fn(conn, batch)`` (one transaction) under the lock, inline if it can be.
@@ -321,6 +330,10 @@ class SqliteStore:
                 await self._lock.acquire()
         try:
             conn = self.writer
+            checkpointer = self._checkpointer
+            if checkpointer is not None and checkpointer.finish_wanted:
+                checkpointer.finish_wanted = False
+                finish_checkpoint(conn)
             if not writer.try_inline(fn, conn, batch):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(writer.run_waiting, fn, conn, batch)
@@ -329,26 +342,17 @@ class SqliteStore:
         finally:
             self._lock.release()
 
-    async def _checkpoint_when_due(self, size: int) -> None:
-        """A checkpoint on aiosqlite's thread when enough has been written.
-
-        Under the store's lock: with no commit of another session in between, it copies
-        the whole WAL back, and the next commit starts the WAL over from its beginning
-        (a checkpoint racing with commits never catches up, and the WAL would only grow).
-        """
+    def _checkpoint_when_due(self, size: int) -> None:
+        """Ask for a checkpoint when enough has been written; the checkpointer's thread
+        runs it while the turns go on (storage/checkpointer.py)."""
         commits, written = self._since_checkpoint
         commits, written = commits + 1, written + size
         if commits < CHECKPOINT_EVERY_COMMITS and written < CHECKPOINT_EVERY_BYTES:
             self._since_checkpoint = (commits, written)
             return
         self._since_checkpoint = (0, 0)
-        # shielded: the turn's message is stored, and must be published once this returns
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                try:
-                    await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error as exc:  # the rows are in the WAL: a later one will do
-                    log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
+        if self._checkpointer is not None:
+            self._checkpointer.request()
 
     # ------------------------------------------------------------- reading
     async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
