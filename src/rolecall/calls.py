@@ -132,6 +132,7 @@ async def call_model(
         world_title=world.title or world.name,
         participants=tuple(self._role_ids),
         price=price,
+        client=settings.client,
     )
     message_id = transcript.next_id()
     try:

@@ -130,7 +130,9 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
     assert runner.refused_connections() == [], "a subprocess tried to leave the loopback"
 
 
-def write_world(folder: Path, server: OpenAITestServer, *, timeout: float, retries: int) -> Path:
+def write_world(
+    folder: Path, server: OpenAITestServer, *, timeout: float, retries: int, client: str = "litellm"
+) -> Path:
     world = folder / "faults"
     world.mkdir()
     steps = "\n".join(
@@ -147,6 +149,7 @@ settings:
   retries: {retries}
   api_base: "{server.base_url}"
   api_key_env: {KEY_ENV}
+  client: {client}
 roles:
   - {{id: asker, name: Asker}}
   - {{id: answerer, name: Answerer}}
@@ -201,10 +204,11 @@ def test_subprocesses_cannot_leave_the_loopback_interface(cli: Cli) -> None:
     cli.net_log.unlink()  # the fixture checks that nothing else was refused
 
 
+@pytest.mark.parametrize("client", ["litellm", "http"])  # http: llm/openai_http.py
 def test_transient_failures_are_retried_and_the_run_completes(
-    server: OpenAITestServer, cli: Cli, tmp_path: Path
+    server: OpenAITestServer, cli: Cli, tmp_path: Path, client: str
 ) -> None:
-    world = write_world(tmp_path, server, timeout=5.0, retries=2)
+    world = write_world(tmp_path, server, timeout=5.0, retries=2, client=client)
     script(
         server,
         one=[Status(429, "slow down", type="rate_limit_error")],

@@ -292,6 +292,7 @@ def _chunk(
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256  # the listen backlog: a hundred clients connect at once
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)

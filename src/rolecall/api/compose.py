@@ -8,6 +8,7 @@ is shown. On the way out the last events are stored whatever happened.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -170,6 +171,18 @@ def model_registry(models: Mapping[str, ChatModel] | None = None) -> ModelRegist
     return registry
 
 
+# sessions assembled and not yet closed in this process: the lean HTTP client's
+# connections are closed when the last one ends (a batch's runs share them)
+_live = [0]
+
+
+async def _close_http_clients() -> None:
+    """Close the lean OpenAI-compatible client's connections, if it was ever used."""
+    lean = sys.modules.get("rolecall.llm.openai_http")
+    if lean is not None:
+        await lean.aclose()
+
+
 @asynccontextmanager
 async def assemble(
     world: World,
@@ -236,6 +249,7 @@ async def assemble(
             events=doc.events if doc else None,
         )
     failed = False
+    _live[0] += 1
     try:
         yield session
     except StorageError as exc:
@@ -243,7 +257,10 @@ async def assemble(
         exc.session_id = session.session_id  # the message can say what to resume
         raise
     finally:
+        _live[0] -= 1
         with anyio.CancelScope(shield=True):
+            if not _live[0]:
+                await _close_http_clients()
             try:
                 await flush(session)
                 if writer is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import json
 import os
 import random
@@ -118,6 +119,9 @@ async def aclose_clients() -> None:
     left open when its event loop ends leaks sockets. Does nothing if litellm was never
     loaded. Do not call it while a stream is still running.
     """
+    lean = sys.modules.get("rolecall.llm.openai_http")
+    if lean is not None:  # settings.client: http
+        await lean.aclose()
     if _litellm is None:
         return
     lit: Any = _litellm
@@ -134,6 +138,7 @@ async def aclose_clients() -> None:
 # -- prices and tokens (litellm's bundled map; no network) ---------------------------------
 
 
+@functools.lru_cache(maxsize=256)  # the bundled map does not change while we run
 def price_rates(model: str) -> tuple[float, float] | None:
     """USD per input and per output token of ``model`` in litellm's map; None if unknown."""
     try:
@@ -252,6 +257,12 @@ class LiteLLMModel:
         if secret is not None:
             kwargs["api_key"] = secret
 
+        call = lit.acompletion
+        lean = request.client == "http" and model.startswith("openai/")
+        if lean:
+            from rolecall.llm import openai_http  # imports aiohttp; only when asked for
+
+            call = openai_http.acompletion
         attempts = max(0, request.retries) + 1
         timeout = request.timeout
         for attempt in range(1, attempts + 1):
@@ -264,7 +275,7 @@ class LiteLLMModel:
             chunks: AsyncIterator[Any] | None = None
             try:
                 with anyio.fail_after(timeout):
-                    response = await lit.acompletion(**kwargs)
+                    response = await call(**kwargs)
                 chunks = aiter(response)
             except Exception as exc:
                 failure = exc
@@ -274,8 +285,11 @@ class LiteLLMModel:
                 try:
                     while True:
                         try:
-                            with anyio.fail_after(timeout):
+                            if lean:  # the client's own read timeout bounds each wait
                                 chunk = await anext(chunks)
+                            else:
+                                with anyio.fail_after(timeout):
+                                    chunk = await anext(chunks)
                             text, chunk_usage = _read_chunk(chunk)
                         except StopAsyncIteration:
                             if _ended_early(response):  # cut short, or not an event stream

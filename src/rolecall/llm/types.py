@@ -83,6 +83,7 @@ class GenerationRequest:
     world_title: str = ""
     participants: tuple[str, ...] = field(default_factory=tuple)
     price: Price | None = None  # the role's own price; wins over what the model reports
+    client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,9 @@ class Settings(_Model):
     retries: Annotated[StrictInt, Field(ge=0, le=10)] = 2
     # a remote agent (transport: nats) silent this long is gone (scale.md); seconds
     agent_timeout: Annotated[float, Field(gt=0)] = 30.0
+    # how openai/... models are called: through litellm, or rolecall's lean HTTP client
+    # (llm/openai_http.py: the same request, a tenth of the CPU; docs/batch.md)
+    client: Literal["litellm", "http"] = "litellm"
 
 
 class Respond(_Model):
