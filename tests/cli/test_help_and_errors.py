@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +102,24 @@ def test_exports_and_session_files_follow_the_umask(data_dir: Path, tmp_path: Pa
         assert stat.S_IMODE(session_file.stat().st_mode) == 0o640
     finally:
         os.umask(old)
+
+
+def test_help_does_not_load_the_runtime() -> None:
+    """`rolecall --help` stays fast (issue 18: <= 0.1 s): no command's help text imports
+    the runtime, pydantic or the bus (the batch keys' help once pulled them all in)."""
+    probe = (
+        "import sys, io, contextlib\n"
+        "from rolecall.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = ('rolecall.runtime', 'rolecall.batch.plan', 'rolecall.bus', 'pydantic')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -30,7 +30,9 @@ BEHAVIOURS = sorted(
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", BEHAVIOURS)
 async def test_the_lean_client_behaves_as_litellm(
-    name: str, srv: OpenAITestServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    name: str,
+    srv: OpenAITestServer,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     original: Callable[..., Any] = base.make_request
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import yaml
 
+from rolecall.batch import KEYS_HELP
 from rolecall.errors import UsageError, WorldError
 from rolecall.modes.debate import persona_prompt
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.loader import build_world
 from rolecall.world.models import Settings, World
 
-KEYS_HELP = "topic, model, max_turns, role.ID.model, role.ID.persona, settings.NAME"
 _ROLE_KEY = re.compile(r"^role\.([^.]+)\.(model|persona)$")
 _SETTINGS_KEY = re.compile(r"^settings\.([^.]+)$")
 

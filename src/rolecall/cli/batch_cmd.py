@@ -31,7 +31,7 @@ EXAMPLES = [
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from rolecall.batch.plan import KEYS_HELP
+    from rolecall.batch import KEYS_HELP
     from rolecall.cli.flags import add_common_flags, add_nats_flag
 
     p = sub.add_parser(
