@@ -86,7 +86,7 @@ def bench_batch_throughput(quick: bool, bench_cls: Any) -> Any:
     b.target("scripted_k8_turns_per_s", 100.0, "a useful floor for scripted turns", op=">=")
 
     sessions = 20 if quick else 100
-    replies = 10  # per session: the figure is the steady state, not the start
+    replies = 20  # per session: the steady state weighs more than the start
     provider = subprocess.Popen(
         [sys.executable, str(ROOT / "scripts" / "bench_provider.py"), "0.2"],
         stdin=subprocess.PIPE,

@@ -31,8 +31,8 @@ BEHAVIOURS = sorted(
 @pytest.mark.parametrize("name", BEHAVIOURS)
 async def test_the_lean_client_behaves_as_litellm(
     name: str,
-    srv: OpenAITestServer,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    srv: OpenAITestServer,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     original: Callable[..., Any] = base.make_request
 

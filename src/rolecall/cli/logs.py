@@ -36,7 +36,13 @@ def configure(verbosity: int = 0, log_file: str | None = None) -> None:
         _redact_processor,
     ]
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # filter_by_level first: a debug line nobody shows costs no processing (the
+        # redaction reads the environment; a provider call logs one at debug level)
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
