@@ -16,14 +16,13 @@ section whose paragraphs are evenly cohesive is therefore cut into balanced unit
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Final
-
-import snowballstemmer
+from typing import Any, Final
 
 __all__ = [
     "MAX_PARAGRAPHS",
@@ -32,6 +31,7 @@ __all__ = [
     "cohesion",
     "content_words",
     "cut_points",
+    "stemmer",
     "unit_cohesion",
     "words_of",
 ]
@@ -50,17 +50,22 @@ STOP: Final[frozenset[str]] = frozenset({
 # fmt: on
 
 
+@functools.cache
+def stemmer() -> Any:
+    """The Snowball English stemmer (imported on first use: not every run studies)."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
 def words_of(text: str) -> list[str]:
     """Lowercased words (letters, digits, inner apostrophes), in order."""
     return _WORD.findall(text.lower())
 
 
-_STEMMER: Final = snowballstemmer.stemmer("english")
-
-
 def _content(text: str) -> list[str]:
     words = [w for w in words_of(text) if len(w) >= 5 and w.isalpha() and w not in STOP]
-    return [str(stem) for stem in _STEMMER.stemWords(words)]
+    return [str(stem) for stem in stemmer().stemWords(words)]
 
 
 def content_words(text: str) -> frozenset[str]:

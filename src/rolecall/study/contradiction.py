@@ -22,9 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import snowballstemmer
-
-from rolecall.study.cohesion import STOP, words_of
+from rolecall.study.cohesion import STOP, stemmer, words_of
 
 __all__ = [
     "ANTONYMS",
@@ -82,7 +80,6 @@ _SMALL_STOP: Final = frozenset(
     }
 )  # fmt: skip
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
-_STEMMER: Final = snowballstemmer.stemmer("english")
 
 
 @dataclass(frozen=True)
@@ -151,7 +148,7 @@ def _analyse(sentence: str, ignore: frozenset[str]) -> _Sentence:
         and w not in ANTONYMS
         and w not in ignore
     ]
-    return _Sentence(sentence, frozenset(_STEMMER.stemWords(plain)), negations, opposites)
+    return _Sentence(sentence, frozenset(stemmer().stemWords(plain)), negations, opposites)
 
 
 def _opposed(a: _Sentence, b: _Sentence) -> tuple[str, str] | None:
