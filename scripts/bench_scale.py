@@ -148,6 +148,7 @@ def bench_batch_throughput(quick: bool, bench_cls: Any) -> Any:
 
 async def _nats_session(url: str | None, turns: int, data: Path) -> float:
     from rolecall.api.compose import attach_store
+    from rolecall.api.tuning import tune_gc
     from rolecall.llm.registry import ModelRegistry
     from rolecall.runtime import Session
     from rolecall.storage.sqlite import SqliteStore
@@ -159,6 +160,7 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
         if url is None:
             session = Session(world, models=ModelRegistry())
             await attach_store(session, store)
+            tune_gc()  # as the CLI does once a session is set up
             started = time.perf_counter()
             await session.run()
             return time.perf_counter() - started
@@ -171,6 +173,7 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
             session = Session(world, session_id=sid, models=ModelRegistry(), bus=bus)
             attach(session, bus)
             await attach_store(session, store)
+            tune_gc()
             started = time.perf_counter()
             await session.run()
             await transport.publisher.flush()

@@ -17,8 +17,8 @@ from rolecall.bus import Bus, ErrorEvent
 from rolecall.flows.targets import budget_block
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
-from rolecall.llm.types import GenerationRequest, Persona, Price, TurnInfo, prompt_tokens
-from rolecall.prompt import build_prompt, system_text
+from rolecall.llm.types import GenerationRequest, Price, TurnInfo, prompt_tokens
+from rolecall.prompt import build_prompt, persona, system_text
 from rolecall.session.state import Draft, Message, SessionState
 from rolecall.world.models import Role, World
 
@@ -99,14 +99,7 @@ async def call_model(
     request = GenerationRequest(
         model=model_name,
         messages=prompt,
-        persona=Persona(
-            role.id,
-            role.display_name,
-            role.description,
-            role.system_prompt,
-            role.style,
-            tuple(role.constraints),
-        ),
+        persona=persona(role),
         info=TurnInfo(
             turn=len(transcript) + 1,
             n=transcript.turns_by_role.get(role.id, 0) + 1,

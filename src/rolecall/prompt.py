@@ -9,9 +9,21 @@ the window.
 
 from __future__ import annotations
 
-from rolecall.llm.types import ChatMessage
+from rolecall.llm.types import ChatMessage, Persona
 from rolecall.session.state import Message, Transcript
 from rolecall.world.models import Role, World
+
+
+def persona(role: Role) -> Persona:
+    """What a model may know of the role it plays (the offline model voices it)."""
+    return Persona(
+        role.id,
+        role.display_name,
+        role.description,
+        role.system_prompt,
+        role.style,
+        tuple(role.constraints),
+    )
 
 
 def system_text(world: World, role: Role) -> str:

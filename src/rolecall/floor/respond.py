@@ -24,12 +24,11 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (
     ChatMessage,
     GenerationRequest,
-    Persona,
     TextDelta,
     TurnInfo,
     Usage,
 )
-from rolecall.prompt import system_text
+from rolecall.prompt import persona, system_text
 from rolecall.session.state import Message, SessionState
 from rolecall.world.models import Role, World
 
@@ -104,14 +103,7 @@ async def decide(site: RespondSite, role: Role, message: Message) -> bool:
             ChatMessage("system", system_text(site.world, role)),
             ChatMessage("user", question(role, message, history)),
         ),
-        persona=Persona(
-            role.id,
-            role.display_name,
-            role.description,
-            role.system_prompt,
-            role.style,
-            tuple(role.constraints),
-        ),
+        persona=persona(role),
         info=TurnInfo(
             turn=len(transcript) + 1,
             n=transcript.turns_by_role.get(role.id, 0) + 1,
