@@ -63,6 +63,7 @@ import yaml
 import rolecall
 from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
 from rolecall.api.tuning import tune_gc
+from rolecall.batch.runner import batch_bus
 from rolecall.cli import logs
 from rolecall.cli.display import JsonSink
 from rolecall.flows.conditions import ConditionContext
@@ -1285,6 +1286,7 @@ async def _many_worlds(
                     memory=memory,
                     session_id=sid,
                     sinks=[HandlerSink(clock_into(times), "messages")],
+                    bus=batch_bus,  # as `rolecall batch` runs its sessions: no bus history
                 )
             )
             for sid, times in stamps.items()
@@ -1379,7 +1381,9 @@ def bench_many_worlds(quick: bool) -> Bench:
         "VmHWM (peak RSS, imports included)",
         "setup": f"{worlds} sessions of the turn_overhead world with max_turns = {turns} "
         "(ids bench-000...), every one attached to one SqliteStore and one MemoryFiles in a "
-        "fresh temporary data directory, no sink; all run() at once in one anyio task group",
+        "fresh temporary data directory, no sink, each on the bus `rolecall batch` gives its "
+        "runs (no history kept: batch.runner.batch_bus); all run() at once in one anyio "
+        "task group, after tune_gc() as `rolecall batch` does",
         "total_s": "wall time from starting the task group to the last session finishing; "
         "cpu_s the process CPU (all threads) over the same span",
         "ms_per_turn": "total_s / total turns (the throughput, as the cost of one turn): "
