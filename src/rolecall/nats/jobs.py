@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rolecall.batch.results import RunResult
-from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link
+from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link, answered
 
 SUBMIT_DEADLINE_S = 30.0
 WORKERS = "rolecall-workers"  # the one durable pull consumer every worker shares
@@ -173,12 +173,16 @@ async def follow_results(
 
     from rolecall.nats.replay import start_after
 
-    sub = await link.js.subscribe(
-        f"rolecall_results.{batch}.*",
-        stream=RESULTS_STREAM,
-        ordered_consumer=True,
-        deliver_policy=None if after else DeliverPolicy.ALL,
-        config=start_after(after),
+    sub = await answered(
+        link.url,
+        "following the batch's results",
+        lambda: link.js.subscribe(
+            f"rolecall_results.{batch}.*",
+            stream=RESULTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=None if after else DeliverPolicy.ALL,
+            config=start_after(after),
+        ),
     )
     try:
         async for msg in sub.messages:

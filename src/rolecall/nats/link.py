@@ -12,15 +12,17 @@ within a few seconds; a connection lost later is re-established by nats-py's rec
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import structlog
 
 from rolecall.errors import RuntimeFailure, UsageError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -138,6 +140,27 @@ async def _streams_ready(js: JetStreamContext, url: str) -> None:
         f"the NATS server at {url} has no usable JetStream ({problem}); start it with "
         "`nats-server -js`"
     ) from None
+
+
+async def answered(url: str, what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()`` (a JetStream API request), again while it times out, for at most
+    :data:`STREAMS_DEADLINE_S`: a server restarting answers nothing until its JetStream
+    is back, and the command should wait for it rather than fail with a traceback."""
+    from nats.errors import TimeoutError as NatsTimeout
+
+    deadline = anyio.current_time() + STREAMS_DEADLINE_S
+    while True:
+        try:
+            return await call()
+        except NatsTimeout:
+            if anyio.current_time() >= deadline:
+                break
+            log.info("nats_request_retry", url=url, what=what)
+            await anyio.sleep(0.2)
+    raise RuntimeFailure(
+        f"the NATS server at {url} did not answer ({what}) within {STREAMS_DEADLINE_S:g} s "
+        "(is it overloaded, or restarting?)"
+    )
 
 
 @asynccontextmanager

@@ -336,11 +336,28 @@ class SqliteStore:
                 finish_checkpoint(conn)
             if not writer.try_inline(fn, conn, batch):
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(writer.run_waiting, fn, conn, batch)
+                    await self._when_free(fn, conn, batch)
         except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"cannot write to the session store {self.path}: {exc}") from exc
         finally:
             self._lock.release()
+
+    async def _when_free(
+        self,
+        fn: Callable[[sqlite3.Connection, Batch], None],
+        conn: sqlite3.Connection,
+        batch: Batch,
+    ) -> None:
+        """Another process holds the write lock: try again inline after short sleeps of
+        the event loop (its commits take a tenth of a millisecond), then on a worker
+        thread that waits for it. SQLite's own busy handler would sleep a whole
+        millisecond at its first retry: with two processes on one database, that cost
+        more than the commits themselves."""
+        for delay in writer.BUSY_RETRIES:
+            await anyio.sleep(delay)
+            if writer.try_inline(fn, conn, batch):
+                return
+        await anyio.to_thread.run_sync(writer.run_waiting, fn, conn, batch)
 
     def _checkpoint_when_due(self, size: int) -> None:
         """Ask for a checkpoint when enough has been written; the checkpointer's thread
