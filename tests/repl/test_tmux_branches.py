@@ -69,7 +69,9 @@ def test_retry_keeps_both_answers_as_branches_and_branch_switches(
     assert f"  1  {parent}  m3 tutor: Learner, let's slow down" in listing
     assert f"* 2  {fork}  m3 tutor: Learner, let's slow down" in listing
 
-    screen = command(t, "/branch 1", lambda s: parent in toolbar(s))
+    screen = command(
+        t, "/branch 1", lambda s: parent in toolbar(s) and f"session {parent}: 3 messages" in s
+    )
     assert f"switching to branch 1 at m2: {parent}" in screen
     assert f"session {parent}: 3 messages, paused (quit)" in screen
     command(t, "/branch 1", f"already on branch 1 ({parent})")
