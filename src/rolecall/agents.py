@@ -68,7 +68,7 @@ class Generator:
         sender = request.info.speaker
         publish = bus.publish
         publish(
-            StreamStart(
+            StreamStart.trusted(
                 message_id=message_id,
                 sender=sender,
                 target=target,
@@ -92,12 +92,7 @@ class Generator:
                         parts.append(item.text)
                         chars += len(item.text)
                         publish(
-                            StreamChunk(
-                                message_id=message_id,
-                                sender=sender,
-                                delta=item.text,
-                                output_tokens=max(1, (chars + 3) // 4),
-                            )
+                            StreamChunk.of(message_id, sender, item.text, max(1, (chars + 3) // 4))
                         )
                     else:
                         usage = item
@@ -116,7 +111,7 @@ class Generator:
         if usage is None:
             usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
         publish(
-            StreamEnd(
+            StreamEnd.trusted(
                 message_id=message_id,
                 sender=sender,
                 input_tokens=usage.input_tokens,

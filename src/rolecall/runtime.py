@@ -357,13 +357,13 @@ class Session:
         )
 
     def _message_event(self, message: Message) -> MessageEvent:
-        return MessageEvent(
+        return MessageEvent.trusted(
             message_id=message.id,
             sender=message.sender,
             content=message.content,
             reply_to=message.reply_to,
             target=message.target,
-            mentions=message.mentions,
+            mentions=list(message.mentions),
             step_id=message.step_id,
             loop_iteration=message.loop_iteration,
             turn=message.turn,

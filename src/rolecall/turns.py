@@ -217,7 +217,9 @@ async def extra_turn(
 def condition_events(evaluations: list[tuple[str, Evaluation]]) -> list[Event]:
     """One ``system/condition`` event per evaluation made (flows.md, Conditions)."""
     return [
-        ConditionEvent(condition=ev.condition, result=ev.result, detail=ev.detail, context=where)
+        ConditionEvent.trusted(
+            condition=ev.condition, result=bool(ev.result), detail=ev.detail, context=where
+        )
         for where, ev in evaluations
     ]
 
@@ -246,4 +248,4 @@ def make_record(
         output_tokens=message.output_tokens,
     )
     state.execution_log.append(record)
-    return StepEvent(**record.model_dump())
+    return StepEvent.trusted(**record.__dict__)

@@ -11,19 +11,29 @@ stream fed in the same order.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pyee import EventEmitter
 
-from rolecall.bus.events import EVENT_KINDS, TOPICS, Envelope, ErrorEvent, Event, Topic
+from rolecall.bus.events import (
+    EVENT_KINDS,
+    TOPICS,
+    Envelope,
+    ErrorEvent,
+    Event,
+    StreamChunk,
+    Topic,
+)
 from rolecall.bus.protocol import EnvelopeSink, Filter, Handler
 
 log = structlog.get_logger(__name__)
@@ -35,26 +45,47 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class _Emitter(EventEmitter):
+    """pyee's synchronous emitter, with each handler's failure reported by the bus
+    (``_emit_run`` is pyee's hook for how a handler is run): one subscriber that raises
+    never stops delivery to the others."""
+
+    def __init__(self, bus: EventBus) -> None:
+        super().__init__()
+        self._bus = bus
+
+    def _emit_run(
+        self, f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        try:
+            f(*args, **kwargs)
+        except Exception as exc:  # isolation: one subscriber never breaks another
+            self._bus._failed(f, args[0], exc)
+
+
 @dataclass(eq=False, slots=True)
-class Subscription:
-    """A live subscription: it is the pyee listener itself (filter, handler, isolation).
+class _Filtered:
+    """A handler behind its filter: the emitter's listener for a filtered subscription
+    (and for a handler subscribed twice to one channel, which pyee would keep once)."""
 
-    ``close()`` removes it from the bus.
-    """
-
-    bus: EventBus
     handler: Handler
-    topics: tuple[str, ...]  # the emitter's event names: topics, or topic/type tags
     filter: Filter | None
-    name: str
-    active: bool = True
 
     def __call__(self, envelope: Envelope) -> None:
-        try:
-            if self.filter is None or self.filter(envelope):
-                self.handler(envelope)
-        except Exception as exc:  # isolation: one subscriber never breaks another
-            self.bus._failed(self, envelope, exc)
+        if self.filter is None or self.filter(envelope):
+            self.handler(envelope)
+
+
+@dataclass(eq=False, slots=True)
+class Subscription:
+    """A live subscription: its listener on the emitter (the handler itself when it has no
+    filter), the channels it listens on and its name. ``close()`` removes it."""
+
+    bus: EventBus
+    listener: Handler
+    topics: tuple[str, ...]  # the emitter's event names: topics, or topic/type tags
+    name: str
+    active: bool = True
 
     def close(self) -> None:
         if not self.active:
@@ -63,10 +94,11 @@ class Subscription:
         bus = self.bus
         for t in self.topics:
             with suppress(KeyError):
-                bus._emitter.remove_listener(t, self)
+                bus._emitter.remove_listener(t, self.listener)
             bus._listeners[t] -= 1
             if "/" in t and not bus._listeners[t]:
                 bus._typed.pop(EVENT_KINDS[t], None)
+        bus._names.pop(id(self.listener), None)
 
 
 class EventBus:
@@ -84,7 +116,9 @@ class EventBus:
         self.history: deque[Envelope] = deque(maxlen=history_size)
         self._next_seq = first_seq
         self._clock = clock
-        self._emitter = EventEmitter()
+        self._burst: datetime | None = None  # the time of the chunks stamped in this burst
+        self._emitter = _Emitter(self)
+        self._names: dict[int, str] = {}  # id of a listener -> its subscription's name
         self._pending: deque[Envelope] = deque()
         self._delivering = False
         self._recorders: list[EnvelopeSink] = []
@@ -132,11 +166,14 @@ class EventBus:
             for kind in wanted:
                 if not any(f"{t}/{kind}" in EVENT_KINDS for t in topics):
                     raise ValueError(f"no event type {kind!r} in topic {', '.join(topics)}")
-        sub = Subscription(self, handler, names, filter, name or getattr(handler, "__name__", "?"))
+        taken = any(handler in self._emitter.listeners(t) for t in names)
+        listener: Handler = handler if filter is None and not taken else _Filtered(handler, filter)
+        sub = Subscription(self, listener, names, name or getattr(handler, "__name__", "?"))
+        self._names[id(listener)] = sub.name
         for t in names:
             if "/" in t:
                 self._typed[EVENT_KINDS[t]] = t
-            self._emitter.add_listener(t, sub)
+            self._emitter.add_listener(t, listener)
             self._listeners[t] = self._listeners.get(t, 0) + 1
         return sub
 
@@ -161,12 +198,33 @@ class EventBus:
         Lets a caller store events before any subscriber can see them; stamped
         envelopes must then be delivered, in order, with :meth:`deliver`.
         """
-        envelope = Envelope(self._next_seq, self.session_id, self._clock(), event)
+        if type(event) is StreamChunk:
+            ts = self._burst or self._burst_began()
+        else:  # which ends the burst: every event's time is at or after the one before
+            ts = self._clock()
+            self._burst = None
+        envelope = Envelope(self._next_seq, self.session_id, ts, event)
         self._next_seq += 1
         self.history.append(envelope)
         for into in self._recorders:
             into.append(envelope)
         return envelope
+
+    def _burst_began(self) -> datetime:
+        """The clock, read once per burst of streamed chunks: the chunks stamped before
+        the event loop runs anything else (a scripted reply's words, a provider's chunks
+        read from one network packet) were published at the same time and share it.
+        Any other event ends the burst."""
+        ts = self._clock()
+        try:
+            asyncio.get_running_loop().call_soon(self._burst_ended)
+        except RuntimeError:  # no asyncio loop: every chunk reads the clock
+            return ts
+        self._burst = ts
+        return ts
+
+    def _burst_ended(self) -> None:
+        self._burst = None
 
     def deliver(self, *envelopes: Envelope) -> None:
         """Deliver stamped envelopes (after any delivery in progress)."""
@@ -188,19 +246,20 @@ class EventBus:
         finally:
             self._delivering = False
 
-    def _failed(self, sub: Subscription, envelope: Envelope, exc: Exception) -> None:
+    def _failed(self, listener: Callable[..., Any], envelope: Envelope, exc: Exception) -> None:
         """Report a subscriber's failure as a ``system/error`` event (never a loop)."""
+        name = self._names.get(id(listener), "?")
         event = envelope.event
         if isinstance(event, ErrorEvent) and event.source.startswith("subscriber"):
             # an error handler failing on an error report: log, never loop
-            log.error("subscriber_failed_on_error", subscriber=sub.name, error=repr(exc))
+            log.error("subscriber_failed_on_error", subscriber=name, error=repr(exc))
             return
-        log.warning("subscriber_failed", subscriber=sub.name, seq=envelope.seq, error=repr(exc))
+        log.warning("subscriber_failed", subscriber=name, seq=envelope.seq, error=repr(exc))
         self.publish(
             ErrorEvent(
-                error=f"subscriber {sub.name} failed on event {envelope.seq} "
+                error=f"subscriber {name} failed on event {envelope.seq} "
                 f"({event.topic}/{event.type}): {exc!r}",
-                source=f"subscriber:{sub.name}",
+                source=f"subscriber:{name}",
             )
         )
 

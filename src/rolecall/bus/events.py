@@ -8,10 +8,13 @@ into the JSON object of the ``--json`` stream and ``from_record`` reads one back
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Annotated, Any, Literal, get_args
+from json.encoder import encode_basestring
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
@@ -22,6 +25,74 @@ SessionStateName = Literal["created", "running", "paused", "finished"]
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def trusted(cls, **values: Any) -> Self:
+        """The event of ``values`` the runtime computed itself, without validating them.
+
+        For the events published on every turn and chunk (pydantic's validation is most
+        of their cost). The values must already have the field types; the names are
+        checked (an unknown or missing field raises ``TypeError``), and omitted fields
+        take their defaults, as with the validating constructor.
+        """
+        spec = _SPECS.get(cls) or _spec(cls)
+        data = {**spec.template, **values}
+        if len(data) != spec.size or _REQUIRED in data.values():
+            raise TypeError(f"{cls.__name__}.trusted: {_field_problem(spec, values)}")
+        for name, factory in spec.factories:
+            if name not in values:
+                data[name] = factory()
+        event = _new(cls)
+        _set(event, "__dict__", data)
+        _set_fields_set(event, set(values))
+        _set_extra(event, None)
+        _set_private(event, None)
+        return event
+
+
+_new = object.__new__
+_set = object.__setattr__
+# BaseModel's own slots, set through their descriptors (as pydantic's model_construct does)
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_REQUIRED: Any = object()  # the template's value of a field without a default
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What :meth:`_Event.trusted` needs of an event class: every field in order with its
+    default (``_REQUIRED`` for a required one), how many there are, and the fields whose
+    default comes from a factory."""
+
+    template: dict[str, Any]
+    size: int
+    factories: tuple[tuple[str, Callable[[], Any]], ...]
+
+
+_SPECS: dict[type[BaseModel], _Spec] = {}
+
+
+def _spec(cls: type[BaseModel]) -> _Spec:
+    fields = cls.model_fields
+    template = {
+        name: _REQUIRED if info.is_required() else info.default for name, info in fields.items()
+    }
+    factories = tuple(
+        (name, info.default_factory)
+        for name, info in fields.items()
+        if info.default_factory is not None
+    )
+    spec = _SPECS[cls] = _Spec(template, len(template), factories)  # type: ignore[arg-type]
+    return spec
+
+
+def _field_problem(spec: _Spec, values: dict[str, Any]) -> str:
+    unknown = sorted(values.keys() - spec.template.keys())
+    if unknown:
+        return f"unknown field {unknown[0]!r}"
+    missing = [k for k, v in spec.template.items() if v is _REQUIRED and k not in values]
+    return f"missing field {missing[0]!r}"
 
 
 class MessageEvent(_Event):
@@ -59,6 +130,28 @@ class StreamChunk(_Event):
     sender: str
     delta: str
     output_tokens: int
+
+    @classmethod
+    def of(cls, message_id: str, sender: str, delta: str, output_tokens: int) -> StreamChunk:
+        """A chunk the runtime streams (the hottest event: one per word), unvalidated as
+        :meth:`trusted`, its fields given in order."""
+        event = _new(cls)
+        _set(
+            event,
+            "__dict__",
+            {
+                "topic": "sse",
+                "type": "chunk",
+                "message_id": message_id,
+                "sender": sender,
+                "delta": delta,
+                "output_tokens": output_tokens,
+            },
+        )
+        _set_fields_set(event, {"message_id", "sender", "delta", "output_tokens"})
+        _set_extra(event, None)
+        _set_private(event, None)
+        return event
 
 
 class StreamEnd(_Event):
@@ -266,7 +359,20 @@ class Envelope:
         """The flat JSON object of events.md as one line (common fields first)."""
         if self._json is None:
             event = self.event
-            payload = event.__pydantic_serializer__.to_json(event, exclude=_ROUTING).decode()
+            if type(event) is StreamChunk:
+                self._json = chunk_line(
+                    _json_string(self.session_id),
+                    self.seq,
+                    iso(self.ts),
+                    event.message_id,
+                    event.sender,
+                    event.delta,
+                    event.output_tokens,
+                )
+                return self._json
+            payload = _payload(event)
+            if payload is None:
+                payload = event.__pydantic_serializer__.to_json(event, exclude=_ROUTING).decode()
             head = (
                 f'{{"topic":"{event.topic}","type":"{event.type}","seq":{self.seq},'
                 f'"session_id":{_json_string(self.session_id)},"ts":"{iso(self.ts)}"'
@@ -295,6 +401,58 @@ class Envelope:
 _ROUTING = {"topic", "type"}
 
 
+def chunk_line(
+    session_json: str, seq: int, ts: str, message_id: str, sender: str, delta: str, tokens: int
+) -> str:
+    """An ``sse/chunk`` event as ``--json`` prints it (``session_json``: the session id
+    as a JSON string), as pydantic would write it, byte for byte."""
+    return (
+        f'{{"topic":"sse","type":"chunk","seq":{seq},"session_id":{session_json},'
+        f'"ts":"{ts}","message_id":{encode_basestring(message_id)},'
+        f'"sender":{encode_basestring(sender)},"delta":{encode_basestring(delta)},'
+        f'"output_tokens":{tokens}}}'
+    )
+
+
+_KEYS: dict[str, str] = {}  # field name -> its JSON key and colon
+
+
+def _payload(event: BaseModel) -> str | None:
+    """The event's fields but topic and type as a JSON object, written here rather than
+    by pydantic when every value is a string, integer, boolean, None, UTC datetime, plain
+    float or list of strings, exactly as pydantic writes them (byte for byte); None when
+    one is not (pydantic writes that event)."""
+    parts: list[str] = []
+    add = parts.append
+    for name, value in event.__dict__.items():
+        if name in _ROUTING:
+            continue
+        kind = type(value)
+        if kind is str:
+            text = encode_basestring(value)
+        elif kind is int:
+            text = str(value)
+        elif value is None:
+            text = "null"
+        elif kind is bool:
+            text = "true" if value else "false"
+        elif kind is float:
+            text = repr(value)
+            if "e" in text or not math.isfinite(value):
+                return None  # pydantic writes exponents and non-finite numbers its way
+        elif kind is datetime and value.tzinfo is UTC:
+            text = f'"{iso(value)}"'
+        elif kind is list and all(type(v) is str for v in value):
+            text = "[" + ",".join([encode_basestring(v) for v in value]) + "]"
+        else:
+            return None
+        key = _KEYS.get(name)
+        if key is None:
+            key = _KEYS[name] = f'"{name}":'
+        add(key + text)
+    return "{" + ",".join(parts) + "}"
+
+
 @lru_cache(maxsize=1024)
 def _json_string(value: str) -> str:
     return json.dumps(value)
@@ -303,6 +461,8 @@ def _json_string(value: str) -> str:
 # the last UTC second formatted: (its fields, its text), replaced as one tuple so that a
 # reader in another thread never pairs one second's fields with another's text
 _second: tuple[tuple[int, ...], str] = ((), "")
+# the last UTC time formatted, and its text (one tuple, for the same reason)
+_last: tuple[datetime | None, str] = (None, "")
 
 
 def iso(ts: datetime) -> str:
@@ -311,7 +471,10 @@ def iso(ts: datetime) -> str:
     Events come many to a second: in UTC, the text up to the second is reused while the
     second lasts, and only the microseconds are formatted.
     """
-    global _second
+    global _second, _last
+    last = _last
+    if last[0] is ts:  # the same time as the last one (a burst of chunks)
+        return last[1]
     if ts.tzinfo is not UTC:
         text = ts.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text
@@ -320,4 +483,6 @@ def iso(ts: datetime) -> str:
     if cached[0] != fields:
         cached = _second = (fields, ts.replace(microsecond=0, tzinfo=None).isoformat())
     micro = ts.microsecond
-    return f"{cached[1]}.{micro:06d}Z" if micro else f"{cached[1]}Z"
+    text = f"{cached[1]}.{micro:06d}Z" if micro else f"{cached[1]}Z"
+    _last = (ts, text)
+    return text

@@ -8,6 +8,7 @@ with one colour per role on a terminal (plain text when stdout is not a terminal
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import Any, TextIO
@@ -39,25 +40,50 @@ from rolecall.money import money
 class JsonSink:
     """Every event as one JSON object per line (``--json``).
 
-    When the reader goes away (``| head``), writing stops quietly; the session goes on
-    and is stored as usual.
+    Lines are flushed when the event loop next idles (a burst of streamed chunks is one
+    write to the pipe; a model's chunks arriving over the network still go out one by
+    one), and at once for a ``world`` event (the session's state, its end) or when no
+    event loop runs. When the reader goes away (``| head``), writing stops quietly; the
+    session goes on and is stored as usual.
     """
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.closed = False
+        self._flush_due = False
 
     def __call__(self, envelope: Envelope) -> None:
         if self.closed:
             return
         try:
             self.out.write(envelope.to_json() + "\n")
+        except OSError as exc:
+            self._failed(exc)
+            return
+        if envelope.event.topic == "world":
+            self.flush()
+        elif not self._flush_due:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no asyncio loop here: now
+                self.flush()
+            else:
+                self._flush_due = True
+
+    def flush(self) -> None:
+        self._flush_due = False
+        if self.closed:
+            return
+        try:
             self.out.flush()
-        except BrokenPipeError:
-            self.closed = True
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.closed = True
+        if isinstance(exc, BrokenPipeError):
             silence_stdout()
-        except OSError as exc:  # a full disk, /dev/full: the command will exit 1
-            self.closed = True
+        else:  # a full disk, /dev/full: the command will exit 1
             stdout_failed(exc)
 
     def attach(self, bus: Bus) -> None:

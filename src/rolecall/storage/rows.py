@@ -6,10 +6,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from rolecall.bus import Envelope
-from rolecall.bus.events import iso
+from rolecall.bus.events import chunk_line, iso
 from rolecall.session.state import ExecutionRecord
 from rolecall.storage.port import ChunkRun, Stamped
 
@@ -47,23 +48,21 @@ def event_rows(sid: str, events: Sequence[Stamped]) -> list[tuple[Any, ...]]:
     ``sse``, or not) becomes one row, so a turn writes a couple of rows. A row of one
     event keeps its topic and type; a longer one is a JSON array of records saying
     ``sse`` or ``*`` and ``*`` (its elements say). A generation of at least
-    :data:`COMPACT_FROM` chunks is one ``chunks`` row instead: ``{"message_id",
-    "sender", "chunks": [[ts, delta, output_tokens], ...]}``, about the size of its text
-    (the ``events`` view still gives one full record per chunk)."""
+    :data:`COMPACT_FROM` chunks (a :class:`ChunkRun`) is one ``chunks`` row instead:
+    ``{"message_id", "sender", "chunks": [[ts, delta, output_tokens], ...]}``, about the
+    size of its text (the ``events`` view still gives one full record per chunk)."""
     rows: list[tuple[Any, ...]] = []
     units: list[_Unit] = []
     for item in events:
         if isinstance(item, Envelope):
             event = item.event
             units.append((item.seq, event.topic == "sse", event.topic, event.type, item.to_json()))
-        elif len(item.deltas) >= COMPACT_FROM:
+        else:
             rows.extend(_packed(sid, units))
             units = []
             rows.append(
                 (sid, item.first_seq, "sse", CHUNKS, _chunks_record(item), len(item.deltas))
             )
-        else:
-            units.extend((seq, True, "sse", "chunk", line) for seq, line in _lines_of(sid, item))
     rows.extend(_packed(sid, units))
     return rows
 
@@ -88,26 +87,6 @@ def _packed(sid: str, units: list[_Unit]) -> list[tuple[Any, ...]]:
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def _chunk_line(
-    sid: str, seq: int, ts: str, message_id: str, sender: str, delta: str, tokens: int
-) -> str:
-    """A chunk's event as ``--json`` prints it."""
-    return (
-        f'{{"topic":"sse","type":"chunk","seq":{seq},"session_id":{_dumps(sid)},'
-        f'"ts":{_dumps(ts)},"message_id":{_dumps(message_id)},"sender":{_dumps(sender)},'
-        f'"delta":{_dumps(delta)},"output_tokens":{tokens}}}'
-    )
-
-
-def _lines_of(sid: str, run: ChunkRun) -> list[tuple[int, str]]:
-    return [
-        (seq, _chunk_line(sid, seq, iso(ts), run.message_id, run.sender, delta, tokens))
-        for seq, ts, delta, tokens in zip(
-            range(run.first_seq, run.seq + 1), run.stamps, run.deltas, run.tokens, strict=True
-        )
-    ]
-
-
 def _chunks_record(run: ChunkRun) -> str:
     chunks = [[iso(ts), d, t] for ts, d, t in zip(run.stamps, run.deltas, run.tokens, strict=True)]
     body = {"message_id": run.message_id, "sender": run.sender, "chunks": chunks}
@@ -118,8 +97,9 @@ def chunk_lines(sid: str, seq: int, record: str) -> list[tuple[int, str]]:
     """The events of a ``chunks`` row as (seq, JSON line), as ``--json`` prints them."""
     body = json.loads(record)
     mid, sender = body["message_id"], body["sender"]
+    session_json = encode_basestring(sid)
     return [
-        (seq + i, _chunk_line(sid, seq + i, ts, mid, sender, delta, tokens))
+        (seq + i, chunk_line(session_json, seq + i, ts, mid, sender, delta, tokens))
         for i, (ts, delta, tokens) in enumerate(body["chunks"])
     ]
 
