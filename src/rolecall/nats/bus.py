@@ -23,15 +23,14 @@ it already stored.
 from __future__ import annotations
 
 import json
-import math
 import secrets
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
 from rolecall.bus import Envelope, EventBus
@@ -54,7 +53,7 @@ ACK_TIMEOUT_S = 5.0
 MAX_BATCH = 512
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Outgoing:
     subject: str
     payload: bytes
@@ -66,32 +65,36 @@ class Publisher:
 
     def __init__(self, link: Link) -> None:
         self.link = link
-        send: MemoryObjectSendStream[Outgoing]
-        receive: MemoryObjectReceiveStream[Outgoing]
-        send, receive = anyio.create_memory_object_stream[Outgoing](math.inf)
-        self._send, self._receive = send, receive
+        # a plain queue and a wake-up: a turn hands over about 17 messages at once, and
+        # a memory object stream's send costs several times a deque's append
+        self._queue: deque[Outgoing] = deque()
+        self._wakeup = anyio.Event()
+        self._closed = False
         self.queued = 0
         self.acked = 0
         self.resent = 0
         self._progress = anyio.Event()
 
     def put(self, item: Outgoing) -> None:
-        self._send.send_nowait(item)
+        if self._closed:
+            raise RuntimeError("the publisher is closed")
+        self._queue.append(item)
         self.queued += 1
+        if not self._wakeup.is_set():
+            self._wakeup.set()
 
     async def run(self) -> None:
-        async with self._receive:
-            async for first in self._receive:
-                batch = [first]
-                while len(batch) < MAX_BATCH:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                await self._publish(batch)
-                self.acked += len(batch)
-                self._progress.set()
-                self._progress = anyio.Event()
+        queue = self._queue
+        while queue or not self._closed:
+            if not queue:
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
+                continue
+            batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
+            await self._publish(batch)
+            self.acked += len(batch)
+            self._progress.set()
+            self._progress = anyio.Event()
 
     async def _publish(self, batch: Sequence[Outgoing]) -> None:
         from nats.errors import Error as NatsError
@@ -105,7 +108,7 @@ class Publisher:
                 # sends in the order sent, so the last message's acknowledgement means
                 # every message before it is stored too (message ids drop re-sent copies)
                 for item in body:
-                    await nc.publish(item.subject, item.payload, headers=dict(item.headers))
+                    await nc.publish(item.subject, item.payload, headers=item.headers)
                 futures.append(
                     await js.publish_async(last.subject, last.payload, headers=dict(last.headers))
                 )
@@ -128,7 +131,8 @@ class Publisher:
 
     def close(self) -> None:
         """No more messages; :meth:`run` returns once the queued ones are acknowledged."""
-        self._send.close()
+        self._closed = True
+        self._wakeup.set()
 
 
 class NatsBus(EventBus):
