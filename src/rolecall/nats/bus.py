@@ -153,6 +153,7 @@ class NatsBus(EventBus):
         self.world_header: str | None = None  # set by attach(): sent with the first event
         self.checkpoint: Callable[[int], str] | None = None
         self._fixed: dict[str, str] = {}
+        self._subjects: dict[type, str] = {}  # event class -> its subject in this session
         if batch is not None:
             self._fixed[H_BATCH] = batch
             self._fixed[H_RUN] = str(run or 0)
@@ -163,20 +164,21 @@ class NatsBus(EventBus):
             return
         last = len(envelopes) - 1
         committed = any(e.event.topic != "sse" for e in envelopes)
+        sid, epoch, fixed, put = self.session_id, self.epoch, self._fixed, self.publisher.put
+        subjects = self._subjects
         for index, envelope in enumerate(envelopes):
             event = envelope.event
-            headers = {H_MSG_ID: f"{self.session_id}:{envelope.seq}:{self.epoch}", **self._fixed}
+            headers = {H_MSG_ID: f"{sid}:{envelope.seq}:{epoch}"}
+            if fixed:
+                headers.update(fixed)
             if self.world_header is not None:
                 headers[H_WORLD], self.world_header = self.world_header, None
             if index == last and committed and self.checkpoint is not None:
                 headers[H_CHECKPOINT] = self.checkpoint(envelope.seq)
-            self.publisher.put(
-                Outgoing(
-                    event_subject(self.session_id, event.topic, event.type),
-                    envelope.to_json().encode(),
-                    headers,
-                )
-            )
+            subject = subjects.get(type(event))
+            if subject is None:
+                subject = subjects[type(event)] = event_subject(sid, event.topic, event.type)
+            put(Outgoing(subject, envelope.to_json().encode(), headers))
 
 
 def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
