@@ -167,6 +167,23 @@ def test_one_handler_subscribed_twice_is_called_twice_and_closes_apart() -> None
     assert len(seen) == 5
 
 
+def test_a_handler_on_two_topics_fails_under_each_subscriptions_own_name() -> None:
+    bus = EventBus("s")
+    errors: list[str] = []
+
+    def boom(_: Envelope) -> None:
+        raise RuntimeError("bug")
+
+    bus.subscribe(boom, "messages", name="on-messages")
+    on_world = bus.subscribe(boom, "world", name="on-world")
+    bus.subscribe(lambda e: errors.append(e.event.source), "system")  # type: ignore[union-attr]
+    bus.publish(MessageEvent(message_id="m1", sender="h", content="x"))
+    bus.publish(SessionEvent(state="running"))
+    on_world.close()
+    bus.publish(MessageEvent(message_id="m2", sender="h", content="x"))
+    assert errors == ["subscriber:on-messages", "subscriber:on-world", "subscriber:on-messages"]
+
+
 class CountingOut(io.StringIO):
     def __init__(self) -> None:
         super().__init__()

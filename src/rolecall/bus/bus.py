@@ -66,7 +66,7 @@ class _Emitter(EventEmitter):
 @dataclass(eq=False, slots=True)
 class _Filtered:
     """A handler behind its filter: the emitter's listener for a filtered subscription
-    (and for a handler subscribed twice to one channel, which pyee would keep once)."""
+    (and for a handler another subscription of the bus already has as its listener)."""
 
     handler: Handler
     filter: Filter | None
@@ -166,7 +166,9 @@ class EventBus:
             for kind in wanted:
                 if not any(f"{t}/{kind}" in EVENT_KINDS for t in topics):
                     raise ValueError(f"no event type {kind!r} in topic {', '.join(topics)}")
-        taken = any(handler in self._emitter.listeners(t) for t in names)
+        # a handler is the listener of one subscription only (pyee keeps a listener once
+        # per channel, and its name is looked up by identity)
+        taken = any(handler in self._emitter.listeners(t) for t in self._emitter.event_names())
         listener: Handler = handler if filter is None and not taken else _Filtered(handler, filter)
         sub = Subscription(self, listener, names, name or getattr(handler, "__name__", "?"))
         self._names[id(listener)] = sub.name
