@@ -62,6 +62,24 @@ CHECKPOINT_EVERY_COMMITS = 500
 CHECKPOINT_EVERY_BYTES = 8 * 1024 * 1024
 
 
+async def _enter_wal(db: aiosqlite.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for another process opening the same new
+    database: changing the journal mode takes an exclusive lock, and SQLite answers
+    "database is locked" at once rather than through the busy handler (two `rolecall
+    run` started together on a fresh data dir failed so)."""
+    deadline = anyio.current_time() + writer.BUSY_TIMEOUT_S
+    delay = 0.002
+    while True:
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not writer.is_busy(exc) or anyio.current_time() >= deadline:
+                raise
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 class SqliteStore:
     """The SQLite session store.
 
@@ -98,7 +116,7 @@ class SqliteStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = await aiosqlite.connect(self.path)
-            await self._db.execute("PRAGMA journal_mode=WAL")
+            await _enter_wal(self._db)
             await self._db.execute("PRAGMA synchronous=NORMAL")
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._migrate(self._db)
