@@ -86,9 +86,10 @@ class GenerationRequest:
     client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextDelta:
-    """A piece of generated text, in order."""
+    """A piece of generated text, in order. (Not frozen: one is made per streamed chunk,
+    and a frozen dataclass's constructor costs twice as much; nothing changes it.)"""
 
     text: str
 
