@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
@@ -42,14 +42,20 @@ class _Event(BaseModel):
         for name, factory in spec.factories:
             if name not in values:
                 data[name] = factory()
-        event = _new(cls)
-        _set(event, "__dict__", data)
-        _set_fields_set(event, set(values))
-        _set_extra(event, None)
-        _set_private(event, None)
-        return event
+        return _built(cls, data, set(values))
 
 
+def _built(cls: type[_E], data: dict[str, Any], fields_set: set[str]) -> _E:
+    """An instance of ``cls`` holding ``data`` (every field, in order), unvalidated."""
+    event = _new(cls)
+    _set(event, "__dict__", data)
+    _set_fields_set(event, fields_set)
+    _set_extra(event, None)
+    _set_private(event, None)
+    return event
+
+
+_E = TypeVar("_E", bound=BaseModel)
 _new = object.__new__
 _set = object.__setattr__
 # BaseModel's own slots, set through their descriptors (as pydantic's model_construct does)
@@ -135,23 +141,15 @@ class StreamChunk(_Event):
     def of(cls, message_id: str, sender: str, delta: str, output_tokens: int) -> StreamChunk:
         """A chunk the runtime streams (the hottest event: one per word), unvalidated as
         :meth:`trusted`, its fields given in order."""
-        event = _new(cls)
-        _set(
-            event,
-            "__dict__",
-            {
-                "topic": "sse",
-                "type": "chunk",
-                "message_id": message_id,
-                "sender": sender,
-                "delta": delta,
-                "output_tokens": output_tokens,
-            },
-        )
-        _set_fields_set(event, {"message_id", "sender", "delta", "output_tokens"})
-        _set_extra(event, None)
-        _set_private(event, None)
-        return event
+        data = {
+            "topic": "sse",
+            "type": "chunk",
+            "message_id": message_id,
+            "sender": sender,
+            "delta": delta,
+            "output_tokens": output_tokens,
+        }
+        return _built(cls, data, {"message_id", "sender", "delta", "output_tokens"})
 
 
 class StreamEnd(_Event):
