@@ -21,6 +21,8 @@ session's events (a bus subscriber), so tracing changes nothing in how a session
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rolecall.bus import (
@@ -51,7 +53,16 @@ def available() -> bool:
 
 
 def configured() -> bool:
-    """Whether the application (or ``opentelemetry-instrument``) set a tracer provider."""
+    """Whether the application (or ``opentelemetry-instrument``) set a tracer provider.
+
+    Whatever sets one imports the API first, unless the provider is named by
+    ``OTEL_PYTHON_TRACER_PROVIDER`` (made on first use): otherwise nothing is imported
+    here, which spares every untraced command the API's import.
+    """
+    if "opentelemetry.trace" not in sys.modules and not os.environ.get(
+        "OTEL_PYTHON_TRACER_PROVIDER"
+    ):
+        return False
     if not available():
         return False
     from opentelemetry import trace

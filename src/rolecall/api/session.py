@@ -29,7 +29,7 @@ def _is_stop(envelope: Envelope) -> bool:
 class Result(BaseModel):
     """How a session ended (or stands): the reason, what was said, what it cost."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     session_id: str
     state: str  # created, running, paused or finished

@@ -34,7 +34,7 @@ FIXED_FIELDS = (
 class RunResult(BaseModel):
     """How one run of a batch ended."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     batch: str
     run: int

@@ -24,7 +24,7 @@ SessionStateName = Literal["created", "running", "paused", "finished"]
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     @classmethod
     def trusted(cls, **values: Any) -> Self:
@@ -324,7 +324,7 @@ Event = Annotated[
     ),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
 
 #: Every event class by its ``topic/type`` tag (``"sse/start"``: :class:`StreamStart`).
 EVENT_KINDS: dict[str, type[BaseModel]] = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rolecall.badges import NONE, Labels
 from rolecall.bus import (
@@ -32,9 +32,11 @@ from rolecall.bus import (
     WarningEvent,
 )
 from rolecall.cli.palette import Palette, tokens, use_color
-from rolecall.cli.wrap import StreamWrap
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
+
+if TYPE_CHECKING:
+    from rolecall.cli.wrap import StreamWrap
 
 
 class JsonSink:
@@ -164,7 +166,11 @@ class TerminalDisplay:
         """Live: the header, then the text as it arrives, then the token line."""
         if isinstance(event, StreamStart):
             self._streamed = []
-            self._wrap = StreamWrap(_columns(self.out)) if self.live else None
+            self._wrap = None
+            if self.live:  # wcwidth's tables load only for a terminal (--json never wraps)
+                from rolecall.cli.wrap import StreamWrap
+
+                self._wrap = StreamWrap(_columns(self.out))
             self._line(
                 self.header(
                     event.sender,

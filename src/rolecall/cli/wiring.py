@@ -117,9 +117,10 @@ async def live_session(
     """
     json_mode = bool(getattr(args, "json", False))
     models = ModelRegistry(**stream_pacing(json_mode), replay=replay_setup(args, world))
-    from rolecall.nats.agents import register_remote_roles
+    if any(role.transport == "nats" for role in world.roles):
+        from rolecall.nats.agents import register_remote_roles
 
-    register_remote_roles(models, world, transport.link if transport is not None else None)
+        register_remote_roles(models, world, transport.link if transport is not None else None)
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
     from rolecall import debuglog, tracing
 

@@ -18,7 +18,7 @@ Ident = Annotated[str, Field(pattern=ID_PATTERN)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
 
 
 # -------------------------------------------------------------- reply targets

@@ -16,9 +16,10 @@ any pattern, whatever it is.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import regex
+if TYPE_CHECKING:
+    import regex
 
 # the longest a pattern may be in a world file (one search is bounded in time anyway)
 MAX_PATTERN: Final = 1000
@@ -34,6 +35,8 @@ def check(pattern: str) -> str:
     """``pattern`` if it compiles and is not too long; ValueError saying why otherwise."""
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"regex is {len(pattern)} characters long; at most {MAX_PATTERN}")
+    import regex  # here: a world without a regex condition never needs it (12 ms)
+
     try:
         compiled(pattern)
     except regex.error as exc:
@@ -43,6 +46,8 @@ def check(pattern: str) -> str:
 
 @lru_cache(maxsize=256)
 def compiled(pattern: str) -> regex.Pattern[str]:
+    import regex
+
     return regex.compile(pattern)
 
 

@@ -58,7 +58,7 @@ MIN_PARTICIPANTS: Final = 3
 class ConsensusOptions(BaseModel):
     """The ``consensus:`` block of a world."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     profile: str = "balanced"
     participants: list[Ident] | None = None

@@ -62,7 +62,7 @@ def synthesis_instruction(decision: Decided | None, cites: str) -> str:
 class ConsensusJudgment(BaseModel):
     """The JSON a consensus judge returns after each full round (other keys are ignored)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True)
 
     consensus: StrictBool
     agreement: Annotated[float, Field(ge=0, le=1)]

@@ -79,7 +79,7 @@ DEFAULT_CONSTRAINTS: Final[tuple[str, ...]] = (
 class DebateOptions(BaseModel):
     """The ``debate:`` block of a world."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     profile: str = "classic"
     pro: Annotated[str, Field(min_length=1)] | None = None

@@ -69,7 +69,7 @@ _STANCES: Final[dict[str, str]] = {
 class DebateJudgment(BaseModel):
     """The JSON a debate judge returns after each debater turn (other keys are ignored)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True)
 
     stance: Literal["pro", "con", "undecided"]
     new_arguments: list[str] | Annotated[StrictInt, Field(ge=0)]

@@ -18,7 +18,7 @@ DEFAULT_SCORES: tuple[str, ...] = ("score",)
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class JudgeBlock(_Options):

@@ -6,9 +6,10 @@ its options model and the stop conditions it answers (``concession``, ...), and
 installs its conditions, hooks or director on a new or restored session
 (``install``). Nothing about a mode bypasses the scheduler, the bus or persistence.
 
-This module is low in the layers (the world and the flow conditions consult it); the
-built-in modes are imported on first use, by name, from :data:`BUILTIN`. A new mode is
-one module that calls :func:`register` plus one name in :data:`BUILTIN`.
+This module is low in the layers (the world and the flow conditions consult it); a
+built-in mode's module is imported when that mode is first used (its name is known
+without it, from :data:`BUILTIN`), so a world without a mode imports none of them. A new
+mode is one module that calls :func:`register` plus one name in :data:`BUILTIN`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from rolecall.world.library import RoleLibrary
 
-BUILTIN: tuple[str, ...] = ("debate", "consensus", "judge", "study")
-"""The modules under ``rolecall.modes`` that register the built-in modes."""
+BUILTIN: tuple[str, ...] = ("debate", "consensus", "study")
+"""The built-in modes, each registered by the module of its name under ``rolecall.modes``."""
+GENERAL: tuple[str, ...] = ("judge",)
+"""The modules under ``rolecall.modes`` whose installers attach to every session (judge
+roles in any world)."""
 
 Expand = Callable[[dict[str, Any], "RoleLibrary", list[str]], dict[str, Any]]
 Install = Callable[[Any], None]
@@ -43,7 +47,6 @@ class ModeSpec:
 
 _MODES: dict[str, ModeSpec] = {}
 _INSTALLERS: list[Install] = []  # run for every session (e.g. judge roles in any world)
-_loaded = False
 
 
 def register(spec: ModeSpec) -> None:
@@ -55,29 +58,25 @@ def register_installer(install: Install) -> None:
         _INSTALLERS.append(install)
 
 
-def _load_builtin() -> None:
-    """Import the built-in modes so they register themselves (once)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in BUILTIN:
-        importlib.import_module(f"rolecall.modes.{module}")
+def _load(module: str) -> None:
+    """Import ``rolecall.modes.<module>``, which registers what it brings (once)."""
+    importlib.import_module(f"rolecall.modes.{module}")
 
 
 def known_modes() -> list[str]:
-    _load_builtin()
-    return sorted(_MODES)
+    return sorted({*BUILTIN, *_MODES})
 
 
 def spec(name: str) -> ModeSpec | None:
-    _load_builtin()
+    if name in BUILTIN and name not in _MODES:
+        _load(name)
     return _MODES.get(name)
 
 
 def condition_words() -> list[str]:
     """Every mode condition's word (``concession``, ...): built-in modes first, in order."""
-    _load_builtin()
+    for name in BUILTIN:
+        spec(name)
     names = [m for m in BUILTIN if m in _MODES] + [m for m in _MODES if m not in BUILTIN]
     words: dict[str, None] = {}
     for name in names:
@@ -103,5 +102,7 @@ def install(session: Any) -> None:
     found = spec(name) if name is not None else None
     if found is not None and found.install is not None:
         found.install(session)
+    for module in GENERAL:
+        _load(module)
     for installer in _INSTALLERS:
         installer(session)

@@ -132,7 +132,7 @@ def study_progress(session: Host) -> StudyProgress | None:
 class StudyOptions(BaseModel):
     """The ``study:`` block of a world file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     document: str | None = None
     text: str | None = None

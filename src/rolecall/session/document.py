@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
 from rolecall.errors import StorageError, UsageError
@@ -46,6 +46,8 @@ VERSION: Final = 1
 
 
 class PointerDoc(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     current: str | None = None
     exec_counts: dict[str, int] = Field(default_factory=dict)
     execution_order: int = 0
@@ -53,6 +55,8 @@ class PointerDoc(BaseModel):
 
 
 class StateDoc(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     state: State
     stop_reason: str | None = None
     stop_detail: str = ""
@@ -67,6 +71,8 @@ class StateDoc(BaseModel):
 
 
 class SessionDocument(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     format: Literal["rolecall-session"] = "rolecall-session"
     version: int = VERSION
     rolecall_version: str = __version__

@@ -20,7 +20,7 @@ State = Literal["created", "running", "paused", "finished"]
 class Message(BaseModel):
     """One message of a session, as stored and published."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     id: str
     sender: str
@@ -42,6 +42,8 @@ class Message(BaseModel):
 class PendingReply(BaseModel):
     """A reply that is due: ``agent`` answers message ``message_id``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     agent: str
     message_id: str
     kind: Literal["chat", "interjection"] = "chat"
@@ -49,6 +51,8 @@ class PendingReply(BaseModel):
 
 class Draft(BaseModel):
     """A generation that did not complete (cancelled or failed): outside the history."""
+
+    model_config = ConfigDict(defer_build=True)
 
     message_id: str
     sender: str
@@ -60,6 +64,8 @@ class Draft(BaseModel):
 
 class ExecutionRecord(BaseModel):
     """One executed step (flows.md, Execution log)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     execution_order: int
     step_id: str

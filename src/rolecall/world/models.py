@@ -38,7 +38,7 @@ Mode = Annotated[str, AfterValidator(_known_mode)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class Price(_Model):

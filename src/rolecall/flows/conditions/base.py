@@ -43,7 +43,7 @@ class CondModel(BaseModel):
     ``name`` replaces the kind's stop reason when the condition stops the flow.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
 
     name: str | None = None
 
