@@ -201,9 +201,10 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_events(tmp_path: Path
     async with SqliteStore(path):
         pass
     assert rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert (
-        SCHEMA_VERSION == 6
-    )  # 3: batch tables, 4: messages_fts, 5: compact chunk rows, 6: fts_progress
+    # 3: batch tables, 4: messages_fts, 5: compact chunk rows, 6: fts_progress,
+    # 7: no execution_log_step index
+    assert SCHEMA_VERSION == 7
+    assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'execution_log_step'") == []
     listed = rows(path, "SELECT seq, topic, type FROM events WHERE session_id = 'old'")
     assert sorted(listed) == [
         (1, "sse", "start"),
