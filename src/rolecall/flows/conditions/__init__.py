@@ -13,6 +13,7 @@ so modes plug in without touching this package.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
@@ -123,7 +124,10 @@ else:
 
 for _kind in KINDS:
     if _kind.nested:
-        _kind.model.model_rebuild(_types_namespace={"Condition": Condition})
+        # a nested kind's fields name the union `Condition`: its module gets it, so the
+        # model resolves it when first built (with the world's model, on first use)
+        # instead of each building the whole union now
+        vars(sys.modules[_kind.model.__module__])["Condition"] = Condition
 
 
 def evaluate(cond: CondModel, ctx: ConditionContext) -> Evaluation:
