@@ -180,6 +180,60 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
             return time.perf_counter() - started
 
 
+async def _turn_lines(turns: int) -> list[list[bytes]]:
+    """The JSON lines of ``turns`` in-process scripted turns, one list per turn (a turn
+    ends with its step record), as the NATS transport publishes them."""
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.runtime import Session
+    from rolecall.world.library import RoleLibrary
+    from rolecall.world.loader import build_world
+
+    world = build_world(scripted_raw(turns), source="bench", library=RoleLibrary()).world
+    session = Session(world, models=ModelRegistry())
+    await session.run()
+    out: list[list[bytes]] = [[]]
+    for envelope in session.bus.history:
+        out[-1].append(envelope.to_json().encode())
+        if envelope.topic == "system" and envelope.type == "step":
+            out.append([])
+    return [lines for lines in out if lines]
+
+
+async def _jetstream_floor(url: str, turns: list[list[bytes]]) -> float:
+    """Seconds for nats-py alone to publish ``turns`` as the transport does, without
+    rolecall: each turn's messages with a message id, all but the last plainly, the last
+    with JetStream's acknowledgement, waited for before the next turn."""
+    import nats
+    from nats.js.api import StorageType, StreamConfig
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(
+            StreamConfig(
+                name="BENCH_FLOOR",
+                subjects=["benchfloor.>"],
+                storage=StorageType.FILE,
+                duplicate_window=120.0,
+            )
+        )
+        run = time.monotonic_ns()
+        started = time.perf_counter()
+        for t, lines in enumerate(turns):
+            *body, last = lines
+            for i, line in enumerate(body):
+                await nc.publish(
+                    "benchfloor.s.sse.chunk", line, headers={"Nats-Msg-Id": f"{run}:{t}:{i}"}
+                )
+            ack = await js.publish_async(
+                "benchfloor.s.system.step", last, headers={"Nats-Msg-Id": f"{run}:{t}:last"}
+            )
+            await ack
+        return time.perf_counter() - started
+    finally:
+        await nc.close()
+
+
 def _nats_server(storage: Path) -> Any:
     from tests.nats_server import NatsServer
 
@@ -207,6 +261,9 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
             b.add("nats_ms_per_turn", remote / turns * 1000, "ms")
             b.add("overhead_ms_per_turn", (remote - local) / turns * 1000, "ms")
             b.target("overhead_ms_per_turn", 0.5, "issue 19: at most 0.5 ms per turn extra")
+            lines = anyio.run(_turn_lines, turns)
+            floor = min(anyio.run(_jetstream_floor, server.url, lines) for _ in range(3))
+            b.add("jetstream_floor_ms_per_turn", floor / len(lines) * 1000, "ms")
             counts = (1, 2) if quick else (1, 2, 4)
             runs, run_turns = (8, 6) if quick else (32, 12)
             for n in counts:
@@ -219,6 +276,11 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
             server.stop()
     b.method = {
         "overhead": f"one session of {turns} scripted turns, best of 3, SQLite store attached",
+        "jetstream_floor": "nats-py alone publishing the same turns' JSON lines (the lines of "
+        "an in-process run, a turn ending with its step record) as the transport does: each "
+        "with a message id, the turn's last one acknowledged and waited for; best of 3. "
+        "What one message per event and a turn committed before the next cost on this "
+        "machine without rolecall",
         "workers": "each worker a `rolecall worker` process (its own data dir, --concurrency 8); "
         "turns/s from submitting `batch --nats` to its last result",
     }
