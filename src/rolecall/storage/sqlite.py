@@ -37,6 +37,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
 
@@ -366,15 +367,22 @@ class SqliteStore:
         conn: sqlite3.Connection,
         batch: Batch,
     ) -> None:
-        """Another process holds the write lock: try again inline after short sleeps of
-        the event loop (its commits take a tenth of a millisecond), then on a worker
-        thread that waits for it. SQLite's own busy handler would sleep a whole
-        millisecond at its first retry: with two processes on one database, that cost
-        more than the commits themselves."""
-        for delay in writer.BUSY_RETRIES:
-            await anyio.sleep(delay)
+        """Another process holds the write lock: try again inline each time the event
+        loop has run its other ready tasks, for up to ``writer.SPIN_S`` (its commits take
+        a tenth of a millisecond), then on a worker thread that waits for it.
+
+        No sleep in between: asyncio sleeps at least a millisecond, whatever shorter
+        time is asked (its selector's timeout is in whole milliseconds), and so does
+        SQLite's own busy handler at its first retry; with two processes on one database
+        those waits cost a third of the time (1.1 ms at each of the 13% of commits that
+        found the lock taken, measured with the retries this replaced: 0.1 to 0.8 ms
+        sleeps)."""
+        deadline = time.perf_counter() + writer.SPIN_S
+        while time.perf_counter() < deadline:
+            await anyio.lowlevel.checkpoint()
             if writer.try_inline(fn, conn, batch):
                 return
+            time.sleep(writer.SPIN_PAUSE_S)  # the CPU to the process that has the lock
         await anyio.to_thread.run_sync(writer.run_waiting, fn, conn, batch)
 
     def _checkpoint_when_due(self, size: int) -> None:

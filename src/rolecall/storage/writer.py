@@ -16,8 +16,13 @@ from pathlib import Path
 from rolecall.storage.rows import Batch
 
 BUSY_TIMEOUT_S = 5.0  # how long a turn waits for another process's write lock
-# the store's quick retries first, inline (seconds of sleep before each: 3.2 ms in all)
-BUSY_RETRIES = (0.0001, 0.0002, 0.0004, 0.0008, 0.0008, 0.0008)
+# how long the store first tries again inline, between the event loop's other work,
+# before a worker thread waits for the lock (another process commits in about 0.1 ms)
+SPIN_S = 0.002
+# between two of those tries the event loop's thread sleeps this long (blocking it: the
+# loop's own sleeps last a millisecond at least), so that with more processes than CPUs
+# the one holding the lock gets a CPU to finish on
+SPIN_PAUSE_S = 0.00005
 
 
 def open_writer(path: Path) -> sqlite3.Connection:
