@@ -27,10 +27,33 @@ Safety of user content (message text, names, titles, topics):
   and topics get the same escaping, on one line.
 """
 
-from rolecall.export.common import Selection, TokenRow, select, status, title, token_table
-from rolecall.export.html import to_html
-from rolecall.export.markdown import md_escape, md_quote, to_markdown
-from rolecall.export.text import to_text, to_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rolecall.export.common import Selection, TokenRow, select, status, title, token_table
+    from rolecall.export.html import to_html
+    from rolecall.export.markdown import md_escape, md_quote, to_markdown
+    from rolecall.export.text import to_text, to_trace
+
+# each name's module, imported on first use: the terminal display imports
+# export.common's helpers at every start, and none of the renderers (html costs 2-3 ms)
+_MODULES = {
+    "Selection": "common",
+    "TokenRow": "common",
+    "select": "common",
+    "status": "common",
+    "title": "common",
+    "token_table": "common",
+    "to_html": "html",
+    "md_escape": "markdown",
+    "md_quote": "markdown",
+    "to_markdown": "markdown",
+    "to_text": "text",
+    "to_trace": "text",
+}
 
 __all__ = [
     "Selection",
@@ -46,3 +69,12 @@ __all__ = [
     "to_trace",
     "token_table",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rolecall.export' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"rolecall.export.{module}"), name)
+    globals()[name] = value
+    return value

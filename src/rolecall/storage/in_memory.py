@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rolecall.bus import Envelope
 from rolecall.errors import UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, StateDoc
-from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
+
+if TYPE_CHECKING:
+    from rolecall.session.fork import ForkPlan
 
 
 @dataclass

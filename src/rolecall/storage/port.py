@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rolecall.bus import Envelope
 from rolecall.session.document import SessionDocument
-from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
+
+if TYPE_CHECKING:
+    from rolecall.session.fork import ForkPlan
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import anyio
@@ -45,7 +45,6 @@ from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.paths import db_path, safe_id
 from rolecall.session.document import SessionDocument, StateDoc
-from rolecall.session.fork import ForkPlan
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
@@ -54,6 +53,9 @@ from rolecall.storage.checkpointer import finish as finish_checkpoint
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION, statements
+
+if TYPE_CHECKING:
+    from rolecall.session.fork import ForkPlan
 
 log = structlog.get_logger(__name__)
 
@@ -382,7 +384,9 @@ class SqliteStore:
             await anyio.lowlevel.checkpoint()
             if writer.try_inline(fn, conn, batch):
                 return
-            time.sleep(writer.SPIN_PAUSE_S)  # the CPU to the process that has the lock
+            # the CPU to the process that has the lock: 50 us, on purpose on the loop's
+            # thread (an event-loop sleep would last a millisecond)
+            time.sleep(writer.SPIN_PAUSE_S)  # noqa: ASYNC251
         await anyio.to_thread.run_sync(writer.run_waiting, fn, conn, batch)
 
     def _checkpoint_when_due(self, size: int) -> None:
