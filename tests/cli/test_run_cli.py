@@ -192,6 +192,31 @@ def test_help_and_offline_runs_never_import_litellm(argv: list[str], data_dir: P
     assert "LITELLM=False" in result.stderr, result.stderr[-2000:]
 
 
+def test_an_offline_run_loads_only_what_its_world_uses(data_dir: Path) -> None:
+    """The first message comes sooner (issue 18: <= 0.3 s): a world without a mode, a
+    `regex:` condition, a remote role or tracing, run with --json, imports none of the
+    modules those need (each was imported by every run before)."""
+    code = (
+        "import sys\n"
+        "from rolecall.cli.main import main\n"
+        "main(['run', 'worlds/classroom', '--json', '--max-turns', '1'])\n"
+        "unused = ('rolecall.modes.debate', 'rolecall.modes.consensus', 'rolecall.modes.study',\n"
+        "          'rolecall.nats.agents', 'rolecall.export.html', 'regex', 'wcwidth',\n"
+        "          'opentelemetry.trace')\n"
+        "sys.stderr.write('LOADED=%s' % sorted(m for m in unused if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "LOADED=[]" in result.stderr, result.stderr[-2000:]
+
+
 @pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
 def test_a_reader_that_goes_away_is_not_an_error(extra: list[str], data_dir: Path) -> None:
     proc = subprocess.Popen(

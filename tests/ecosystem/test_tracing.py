@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -10,6 +14,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from rolecall.runtime import Session
 from rolecall.tracing import trace_session
+from tests.faults import Cli, write_net_guard
 from tests.helpers import scripted_world
 
 
@@ -91,3 +96,61 @@ async def test_a_failed_generation_is_an_error_span(exporter: InMemorySpanExport
     assert chat.attributes["gen_ai.response.finish_reasons"] == ("error",)
     assert spans["turn student"].status.status_code == StatusCode.ERROR
     assert spans["session t"].attributes["rolecall.pause_reason"] == "error"
+
+
+# the command line, in a process of its own: traced when the program set a tracer
+# provider before rolecall started (as opentelemetry-instrument does), and otherwise
+# without importing the OpenTelemetry API at all
+COMMAND = """\
+import sys
+exporter = None
+if sys.argv[1] == "traced":
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+from rolecall.cli.main import main
+code = main(["run", sys.argv[2], "--json", "--max-turns", "2"])
+names = sorted(s.name for s in exporter.get_finished_spans()) if exporter else []
+print("RESULT", code, "opentelemetry.trace" in sys.modules, names, file=sys.stderr)
+"""
+
+WORLD = """\
+name: traced
+model: scripted
+roles:
+  - {id: a, script: ['a says {n}']}
+  - {id: b, script: ['b answers #{n}']}
+flow:
+  steps:
+    - {id: ask, speaker: a}
+    - {id: answer, speaker: b}
+"""
+
+
+@pytest.mark.parametrize("mode", ["traced", "untraced"])
+def test_the_command_line_traces_only_with_a_tracer_provider(tmp_path: Path, mode: str) -> None:
+    world = tmp_path / "traced.yaml"
+    world.write_text(WORLD, encoding="utf-8")
+    cli = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND, mode, str(world)],
+        cwd=cli.cwd,
+        env=cli.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    (result,) = [line for line in done.stderr.splitlines() if line.startswith("RESULT ")]
+    if mode == "traced":
+        assert result == (
+            "RESULT 0 True ['chat scripted', 'chat scripted', 'session traced', 'turn a', 'turn b']"
+        )
+    else:
+        assert result == "RESULT 0 False []"
+    assert cli.refused_connections() == []
