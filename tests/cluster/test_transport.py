@@ -11,6 +11,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
+from rolecall.errors import UsageError
+from rolecall.nats.transport import open_transport
 from tests.cluster.conftest import scripted_world
 from tests.faults import Cli
 from tests.nats_server import NatsServer, free_port, server_binary
@@ -131,3 +136,32 @@ def test_a_server_restarted_during_a_run_loses_and_reorders_nothing(
     assert lines(watched.stdout) == events
     with closing(socket.create_connection(("127.0.0.1", nats.port), timeout=2)):
         pass  # the server is the restarted one, still up
+
+
+def test_a_name_with_a_dot_is_refused_with_nats_before_anything_runs(
+    cli: Cli, nats: NatsServer, tmp_path: Path
+) -> None:
+    """Safe ids may hold a '.', NATS subjects cannot: `batch --name exp.1 --nats` used to
+    end in a traceback from the stream that never answered, and a session with such an id
+    waited for its stream forever."""
+    world = scripted_world(tmp_path)
+    batch = cli.run("batch", str(world), "--runs", "2", "--name", "exp.1", "--nats", nats.url)
+    assert batch.returncode == 2, batch.stderr
+    assert "rolecall: batch name 'exp.1' cannot be used with --nats" in batch.stderr
+    assert "Traceback" not in batch.stderr
+    watched = cli.run("watch", "my.run", "--nats", nats.url, timeout=20)
+    assert watched.returncode == 2, watched.stderr
+    assert "rolecall: session id 'my.run' cannot be used with --nats" in watched.stderr
+
+    async def open_bus() -> None:
+        async with open_transport(nats.url) as transport:
+            transport.bus("my.run")
+
+    refused = pytest.RaisesExc(UsageError, match=r"session id 'my\.run' cannot be used with")
+    with pytest.RaisesGroup(refused):  # raised in the transport's task group
+        anyio.run(open_bus)
+    # the same batch under a name without a dot is submitted
+    fine = cli.run("batch", str(world), "--runs", "2", "--name", "exp-1", "--nats", nats.url,
+                   "--no-wait")  # fmt: skip
+    assert fine.returncode == 0, fine.stderr
+    assert "batch exp-1: submitted 2 runs" in fine.stderr

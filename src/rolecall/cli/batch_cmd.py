@@ -170,6 +170,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
         name = safe_id(args.name or _default_name(plan.worlds[0].name), "batch name")
     if url := nats_url(args.nats):
         from rolecall.cli.batch_nats import resume_batch, submit_batch
+        from rolecall.nats.link import subject_token
+
+        subject_token(name, "batch name")  # a usage error before anything is submitted
 
         if args.resume:
             return anyio.run(resume_batch, args, name, url)

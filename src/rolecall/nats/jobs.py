@@ -20,26 +20,26 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rolecall.batch.results import RunResult
-from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link, answered
+from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link, answered, subject_token
 
 SUBMIT_DEADLINE_S = 30.0
 WORKERS = "rolecall-workers"  # the one durable pull consumer every worker shares
 
 
 def job_subject(batch: str) -> str:
-    return f"rolecall_jobs.{batch}"
+    return f"rolecall_jobs.{subject_token(batch, 'batch name')}"
 
 
 def plan_subject(batch: str) -> str:
-    return f"rolecall_results.{batch}.plan"
+    return f"rolecall_results.{subject_token(batch, 'batch name')}.plan"
 
 
 def result_subject(batch: str) -> str:
-    return f"rolecall_results.{batch}.run"
+    return f"rolecall_results.{subject_token(batch, 'batch name')}.run"
 
 
 def job_copy_subject(batch: str) -> str:
-    return f"rolecall_results.{batch}.job"
+    return f"rolecall_results.{subject_token(batch, 'batch name')}.job"
 
 
 class Job(BaseModel):

@@ -50,12 +50,28 @@ H_BATCH = "Rolecall-Batch"  # the batch and run a session belongs to, when it do
 H_RUN = "Rolecall-Run"
 
 
+def subject_token(value: str, what: str) -> str:
+    """``value`` as one token of a NATS subject; UsageError when it holds a ``.``.
+
+    A safe id may (``run.v2``), but a subject would split it in two tokens: no stream's
+    subjects would take the message, and a publish would wait for a stream forever.
+    """
+    if "." in value:
+        raise UsageError(
+            f"{what} {value!r} cannot be used with --nats: a NATS subject would split it at "
+            "its '.' (use letters, digits, '_' and '-')"
+        )
+    return value
+
+
 def event_subject(session_id: str, topic: str, kind: str) -> str:
-    return f"rolecall.{session_id}.{topic}.{kind}"
+    return f"rolecall.{subject_token(session_id, 'session id')}.{topic}.{kind}"
 
 
 def session_filter(session_id: str | None) -> str:
-    return f"rolecall.{session_id}.*.*" if session_id else EVENT_SUBJECTS
+    if not session_id:
+        return EVENT_SUBJECTS
+    return f"rolecall.{subject_token(session_id, 'session id')}.*.*"
 
 
 def nats_url(explicit: str | None) -> str | None:

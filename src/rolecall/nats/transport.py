@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import anyio
 
 from rolecall.nats.bus import NatsBus, Publisher
-from rolecall.nats.link import Link, connect
+from rolecall.nats.link import Link, connect, subject_token
 
 
 @dataclass
@@ -25,6 +25,7 @@ class Transport:
         batch: str | None = None,
         run: int | None = None,
     ) -> NatsBus:
+        subject_token(session_id, "session id")  # before the session starts, not at its first event
         return NatsBus(session_id, self.publisher, first_seq=first_seq, batch=batch, run=run)
 
 
