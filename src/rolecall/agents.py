@@ -15,7 +15,14 @@ import anyio
 
 from rolecall.bus import Bus, StreamChunk, StreamEnd, StreamError, StreamStart
 from rolecall.llm.protocol import ChatModel
-from rolecall.llm.types import GenerationRequest, TextDelta, Usage, estimate_tokens, prompt_tokens
+from rolecall.llm.types import (
+    GenerationRequest,
+    TextDelta,
+    Usage,
+    estimate_tokens,
+    prompt_tokens,
+    well_formed,
+)
 
 
 @dataclass
@@ -87,13 +94,14 @@ class Generator:
             try:
                 async for item in model.stream(request):
                     if isinstance(item, TextDelta):
-                        if not item.text:
+                        delta = item.text
+                        if not delta:
                             continue
-                        parts.append(item.text)
-                        chars += len(item.text)
-                        publish(
-                            StreamChunk.of(message_id, sender, item.text, max(1, (chars + 3) // 4))
-                        )
+                        if not delta.isascii():  # any model's text, checked in one place
+                            delta = well_formed(delta)
+                        parts.append(delta)
+                        chars += len(delta)
+                        publish(StreamChunk.of(message_id, sender, delta, max(1, (chars + 3) // 4)))
                     else:
                         usage = item
             except Exception as exc:

@@ -21,6 +21,7 @@ reason ``error``: exit 1, the partial text kept as a draft, ``resume`` completes
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -336,3 +337,25 @@ def test_an_html_page_or_a_stream_without_finish_reason_is_never_a_complete_mess
     s = resume_to_the_end(cli, s.id, (), outputs)
     assert not any(m["content"] == PARTIAL for m in s.messages)
     assert s.generations == {"m1": 1, "m2": 1, "m3": 2, "m4": 1}
+
+
+@pytest.mark.parametrize("client", ["litellm", "http"])  # http: llm/openai_http.py
+def test_a_lone_surrogate_from_the_provider_is_replaced_and_the_run_completes(
+    server: OpenAITestServer, cli: Cli, tmp_path: Path, client: str
+) -> None:
+    """Half a UTF-16 pair (a broken provider's `\\ud83d` JSON escape) can be neither
+    stored nor printed as UTF-8: it becomes U+FFFD, and the session goes on."""
+    world = write_world(tmp_path, server, timeout=5.0, retries=0, client=client)
+    script(server, two=[Reply("broken \ud83d emoji and \udc00 here")])
+
+    result = cli.run("run", str(world), "--json")
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    s = stored(cli.home)
+    assert (s.state, s.stop_reason) == ("finished", "flow_end")
+    assert s.contents[1] == "broken \ufffd emoji and \ufffd here"
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    said = next(e for e in printed if e["type"] == "message" and e["sender"] == "answerer")
+    assert said["content"] == "broken \ufffd emoji and \ufffd here"
+    assert_memory_matches(cli.home, s, ROLES)

@@ -27,6 +27,7 @@ from rolecall.llm.types import (
     TextDelta,
     TurnInfo,
     Usage,
+    well_formed,
 )
 from rolecall.prompt import persona, system_text
 from rolecall.session.state import Message, SessionState
@@ -134,7 +135,7 @@ async def decide(site: RespondSite, role: Role, message: Message) -> bool:
     except ProviderError as exc:  # a failed question is a no; the session goes on
         _publish(site, role, message, False, f"its model failed: {exc}", {"model": model_name})
         return False
-    respond, reason = parse_answer("".join(parts))
+    respond, reason = parse_answer(well_formed("".join(parts)))  # the reason is an event's
     extra: dict[str, Any] = {"model": model_name}
     if usage is not None:
         extra |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}

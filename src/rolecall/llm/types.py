@@ -94,6 +94,19 @@ class TextDelta:
     text: str
 
 
+def well_formed(text: str) -> str:
+    """``text``, each lone surrogate (half a UTF-16 pair, as a broken provider's JSON
+    escape such as ``\\ud83d`` gives) replaced by U+FFFD: such text can be neither
+    stored nor printed as UTF-8, and would stop the session at its next write."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one whole generation; always the last item of a stream.
