@@ -167,6 +167,14 @@ def test_validate_command(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "flow.steps[0].speaker: no role 'b'" in bad.stderr
 
 
+def run_probe(code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` from the repository root (what it reports is on stderr)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "argv",
     [["--help"], ["run", "--help"], ["run", "worlds/classroom", "--json"]],
@@ -181,14 +189,7 @@ def test_help_and_offline_runs_never_import_litellm(argv: list[str], data_dir: P
         "    pass\n"
         "sys.stderr.write('LITELLM=%s' % ('litellm' in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_probe(code)
     assert "LITELLM=False" in result.stderr, result.stderr[-2000:]
 
 
@@ -205,14 +206,7 @@ def test_an_offline_run_loads_only_what_its_world_uses(data_dir: Path) -> None:
         "          'opentelemetry.trace')\n"
         "sys.stderr.write('LOADED=%s' % sorted(m for m in unused if m in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_probe(code)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "LOADED=[]" in result.stderr, result.stderr[-2000:]
 
