@@ -9,6 +9,7 @@ the session. It sees the session only as a :class:`CallSite`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -32,6 +33,7 @@ class CallSite(Protocol):
     generator: Generator
     bus: Bus
     log: Any
+    request_hooks: list[Callable[[], Awaitable[None]]]
     _role_ids: list[str]
     _system_texts: dict[str, str]
 
@@ -128,6 +130,8 @@ async def call_model(
         client=settings.client,
     )
     message_id = transcript.next_id()
+    for hook in self.request_hooks:
+        await hook()
     try:
         return await self.generator.generate(
             model,

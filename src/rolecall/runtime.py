@@ -51,6 +51,7 @@ log = structlog.get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
 TurnHook = Callable[["Session"], Awaitable[None]]
+RequestHook = Callable[[], Awaitable[None]]
 
 
 class Store(Protocol):
@@ -108,6 +109,9 @@ class Session:
         self.ctx = ConditionContext(self.state.transcript, self.state.flags)
         self.commit_hooks: list[CommitHook] = []
         self.turn_hooks: list[TurnHook] = []
+        # before a model is asked for a message (its prompt built): the NATS transport
+        # waits there until the stream holds every turn before it
+        self.request_hooks: list[RequestHook] = []
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)

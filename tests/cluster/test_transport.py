@@ -7,6 +7,7 @@ import socket
 import sqlite3
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,66 @@ def test_a_name_with_a_dot_is_refused_with_nats_before_anything_runs(
                    "--no-wait")  # fmt: skip
     assert fine.returncode == 0, fine.stderr
     assert "batch exp-1: submitted 2 runs" in fine.stderr
+
+
+def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
+    nats: NatsServer, tmp_path: Path
+) -> None:
+    """A worker killed while a model answers resumes from the stream: so each request
+    comes only once the turns before it are stored there (the wait that guarantees it is
+    right before the request; the turn's events are sent as soon as it ends)."""
+    from nats.js.errors import NotFoundError
+
+    from rolecall.api.compose import attach_store
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+    from rolecall.nats.bus import attach
+    from rolecall.nats.link import EVENTS_STREAM
+    from rolecall.runtime import Session
+    from rolecall.storage.sqlite import SqliteStore
+    from tests.helpers import world_from
+
+    sid = "asked-after-stored"
+    # at each request: what the stream acknowledged of the events put to it so far, and
+    # the last message it holds
+    acked: list[tuple[int, int]] = []
+    seen: list[str | None] = []
+
+    async def main() -> None:
+        async with open_transport(nats.url) as transport, SqliteStore(tmp_path / "r.db") as store:
+            js = transport.link.js
+
+            class Watching:
+                name = "watching"
+
+                async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+                    acked.append((transport.publisher.acked, transport.publisher.queued))
+                    try:
+                        last = await js.get_last_msg(
+                            EVENTS_STREAM, f"rolecall.{sid}.messages.message"
+                        )
+                        seen.append(json.loads(last.data or b"{}")["message_id"])
+                    except NotFoundError:
+                        seen.append(None)
+                    yield TextDelta(f"turn {len(seen)}")
+                    yield Usage(5, 2)
+
+            models = ModelRegistry()
+            models.register("watching", Watching())
+            world = world_from(
+                {"name": "w", "topic": "t", "model": "watching", "roles": [{"id": "a"}, {"id": "b"}],
+                 "settings": {"max_turns": 4},
+                 "flow": {"steps": [{"id": "s1", "speaker": "a"},
+                                    {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 9}}]}}
+            )  # fmt: skip
+            bus = transport.bus(sid)
+            session = Session(world, session_id=sid, models=models, bus=bus)
+            attach(session, bus)
+            await attach_store(session, store)
+            await session.run()
+
+    anyio.run(main)
+    # everything but the sse/start of the generation itself, published as it begins
+    assert [put - done for done, put in acked] == [1] * 4, acked
+    assert acked[-1][1] > acked[0][1]
+    assert seen == [None, "m1", "m2", "m3"]

@@ -71,6 +71,7 @@ class Publisher:
         self._wakeup = anyio.Event()
         self._closed = False
         self.queued = 0
+        self.handed = 0  # given to nats-py to send (acknowledged or not)
         self.acked = 0
         self.resent = 0
         self._progress = anyio.Event()
@@ -91,12 +92,12 @@ class Publisher:
                 self._wakeup = anyio.Event()
                 continue
             batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
-            await self._publish(batch)
+            await self._publish(batch, self.handed + len(batch))
             self.acked += len(batch)
             self._progress.set()
             self._progress = anyio.Event()
 
-    async def _publish(self, batch: Sequence[Outgoing]) -> None:
+    async def _publish(self, batch: Sequence[Outgoing], handed: int) -> None:
         from nats.errors import Error as NatsError
 
         nc, js = self.link.nc, self.link.js
@@ -112,6 +113,10 @@ class Publisher:
                 futures.append(
                     await js.publish_async(last.subject, last.payload, headers=dict(last.headers))
                 )
+                if self.handed < handed:
+                    self.handed = handed
+                    self._progress.set()
+                    self._progress = anyio.Event()
                 with anyio.fail_after(ACK_TIMEOUT_S):
                     for future in futures:
                         await future
@@ -124,9 +129,16 @@ class Publisher:
                 await anyio.sleep(0.2)
 
     async def flush(self) -> None:
-        """Wait until every message handed over so far is acknowledged (stored)."""
+        """Wait until every message put so far is acknowledged (stored)."""
         target = self.queued
         while self.acked < target:
+            await self._progress.wait()
+
+    async def sent(self) -> None:
+        """Wait until every message put so far is in nats-py's hands: on its way to the
+        server (nats-py's writer, woken before this returns, sends it next)."""
+        target = self.queued
+        while self.handed < target:
             await self._progress.wait()
 
     def close(self) -> None:
@@ -184,8 +196,10 @@ class NatsBus(EventBus):
 def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
     """Give ``bus`` what its headers carry: the world, and the checkpoints of ``session``.
 
-    After every turn the session waits until the stream has stored the turn's events:
-    a turn is committed on the cluster when the next one starts.
+    A turn's events are on their way to the server when the turn ends; before a model
+    is asked for the next message the session waits until the stream has stored them, so
+    a session taken over from the stream never asks a model again for a committed turn
+    (the next turn's decision and prompt are made while the acknowledgement travels).
     """
     from rolecall.session.document import state_json, world_dict
 
@@ -226,7 +240,8 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
 
     bus.checkpoint = checkpoint
 
-    async def stored_on_the_cluster(_: Session) -> None:
-        await bus.publisher.flush()
+    async def on_its_way(_: Session) -> None:
+        await bus.publisher.sent()
 
-    session.turn_hooks.append(stored_on_the_cluster)
+    session.turn_hooks.append(on_its_way)
+    session.request_hooks.append(bus.publisher.flush)
