@@ -22,7 +22,7 @@ from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
 from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
-from tests.helpers import scripted_world
+from tests.helpers import scripted_world, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -202,9 +202,11 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_events(tmp_path: Path
         pass
     assert rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     # 3: batch tables, 4: messages_fts, 5: compact chunk rows, 6: fts_progress,
-    # 7: no execution_log_step index
-    assert SCHEMA_VERSION == 7
+    # 7: no execution_log_step index, 8: the world documents in a table of their own
+    assert SCHEMA_VERSION == 8
     assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'execution_log_step'") == []
+    assert rows(path, "SELECT session_id, world_json FROM session_worlds") == [("old", "{}")]
+    assert rows(path, "SELECT world_json FROM sessions") == [("",)]
     listed = rows(path, "SELECT seq, topic, type FROM events WHERE session_id = 'old'")
     assert sorted(listed) == [
         (1, "sse", "start"),
@@ -241,3 +243,41 @@ async def test_checkpoints_keep_the_wal_small_with_many_sessions_at_once(
     # the same 400 turns: ten sessions committing between each other's checkpoints must
     # not keep the WAL from starting over
     assert together < alone * 3
+
+
+async def test_a_turn_writes_as_many_pages_with_a_large_world_as_with_a_small_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each turn updates the session's row; a world document of a few KB in that row
+    made it overflow its page, and every turn rewrote the overflow pages (schema 8 keeps
+    the world in a table of its own)."""
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", 10**9)
+    steps = [
+        {"id": "s1", "speaker": "a"},
+        {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 1000}},
+    ]
+
+    async def wal_pages(description: str, home: Path) -> tuple[int, str]:
+        world = world_from(
+            {"name": "t", "topic": "testing", "model": "scripted",
+             "settings": {"max_turns": 400}, "flow": {"steps": steps},
+             "roles": [{"id": r, "description": description, "script": [f"{r} says {{n}}"]}
+                       for r in ("a", "b")]}
+        )  # fmt: skip
+        async with SqliteStore(home / "rolecall.db") as store:
+            session = Session(world)
+            await attach_store(session, store)
+            start = (home / "rolecall.db-wal").stat().st_size
+            await session.run()
+            end = (home / "rolecall.db-wal").stat().st_size
+            doc = await store.load(session.session_id)
+        return (end - start) // (4096 + 24), doc.world["roles"][0]["description"]
+
+    small, kept_small = await wal_pages("a tutor", tmp_path / "small")
+    large, kept_large = await wal_pages(
+        "a patient tutor who explains slowly. " * 160, tmp_path / "large"
+    )
+    assert (kept_small, len(kept_large)) == ("a tutor", 37 * 160)  # stored and loaded whole
+    # 400 turns: the same pages but the world's own, written once (schema 7 wrote about
+    # 0.4 more a turn here, rewriting the overflow pages of the session's row)
+    assert large - small < 25, (small, large)

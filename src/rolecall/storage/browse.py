@@ -147,7 +147,8 @@ async def state_of(store: SqliteStore, session_id: str) -> str | None:
 async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None:
     """The world document a session runs (None when there is no such session)."""
     found = await store._all(
-        "SELECT world_json FROM sessions WHERE id = ?", safe_id(session_id, "session id")
+        "SELECT world_json FROM session_worlds WHERE session_id = ?",
+        safe_id(session_id, "session id"),
     )
     return dict(json.loads(found[0][0])) if found else None
 

@@ -59,9 +59,12 @@ _FIRST_HUMAN = (
     "(SELECT json_extract(m.body, '$.content') FROM messages m "
     "WHERE m.session_id = s.id AND m.sender = 'human' ORDER BY m.idx LIMIT 1)"
 )
+_TOPIC = (
+    "(SELECT json_extract(w.world_json, '$.topic') FROM session_worlds w WHERE w.session_id = s.id)"
+)
 _COLUMNS = (
     f"s.id, s.world_name, s.title, s.state, s.stop_reason, {_COUNT}, s.created_at, "
-    f"s.updated_at, COALESCE({_FIRST_HUMAN}, json_extract(s.world_json, '$.topic'), ''), "
+    f"s.updated_at, COALESCE({_FIRST_HUMAN}, {_TOPIC}, ''), "
     "json_extract(s.state_json, '$.pause_reason')"
 )
 

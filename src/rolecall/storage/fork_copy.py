@@ -57,9 +57,10 @@ async def read_source(
     mK's message event (seq, topic, type, record, count), None when there is none."""
     found = list(
         await db.execute_fetchall(
-            "SELECT world_json, world_source, model_override, state_json, created_at, "
-            "updated_at, (SELECT COUNT(*) FROM messages AS m WHERE m.session_id = sessions.id) "
-            "FROM sessions WHERE id = ?",
+            "SELECT w.world_json, s.world_source, s.model_override, s.state_json, "
+            "s.created_at, s.updated_at, "
+            "(SELECT COUNT(*) FROM messages AS m WHERE m.session_id = s.id) "
+            "FROM sessions AS s JOIN session_worlds AS w ON w.session_id = s.id WHERE s.id = ?",
             (sid,),
         )
     )
@@ -147,11 +148,16 @@ async def copy_rows(
     await db.execute(
         "INSERT INTO sessions (id, world_name, title, world_json, world_source, model_override, "
         "state, stop_reason, state_json, last_seq, created_at, updated_at) "
-        "SELECT ?, world_name, title, world_json, world_source, ?, ?, ?, ?, ?, ?, ? "
+        "SELECT ?, world_name, title, '', world_source, ?, ?, ?, ?, ?, ?, ? "
         "FROM sessions WHERE id = ?",
         (nid, fork.model_override, state.state, state.stop_reason, state.model_dump_json(),
          fork.last_seq, now, now, sid),
     )  # fmt: skip
+    await db.execute(
+        "INSERT INTO session_worlds (session_id, world_json) "
+        "SELECT ?, world_json FROM session_worlds WHERE session_id = ?",
+        (nid, sid),
+    )
     copied = fork.k if not fork.edited else fork.k - 1
     await db.execute(
         "INSERT INTO messages (session_id, idx, id, sender, body) "

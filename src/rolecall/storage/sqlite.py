@@ -52,7 +52,13 @@ from rolecall.storage.checkpointer import Checkpointer
 from rolecall.storage.checkpointer import finish as finish_checkpoint
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
-from rolecall.storage.schema import EXPECTED_OBJECTS, MIGRATIONS, SCHEMA_VERSION, statements
+from rolecall.storage.schema import (
+    EXPECTED_OBJECTS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    WORLD_INSERT,
+    statements,
+)
 
 if TYPE_CHECKING:
     from rolecall.session.fork import ForkPlan
@@ -267,12 +273,11 @@ class SqliteStore:
             await db.execute(
                 "INSERT INTO sessions (id, world_name, title, world_json, world_source, "
                 "model_override, state, stop_reason, state_json, last_seq, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "updated_at) VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     new.world_name,
                     new.title,
-                    new.world_json,
                     new.world_source,
                     new.model_override,
                     new.state,
@@ -283,6 +288,7 @@ class SqliteStore:
                     new.created_at,
                 ),
             )
+            await db.execute(WORLD_INSERT, (sid, new.world_json))
 
     async def counts(self, session_id: str) -> StoredCounts | None:
         """How much of the session is stored; None when it is not."""
@@ -473,8 +479,9 @@ class SqliteStore:
 
     async def _load(self, sid: str, session_id: str, *, with_events: bool) -> SessionDocument:
         found = await self._all(
-            "SELECT world_json, world_source, model_override, state_json, last_seq, "
-            "created_at, updated_at FROM sessions WHERE id = ?",
+            "SELECT w.world_json, s.world_source, s.model_override, s.state_json, s.last_seq, "
+            "s.created_at, s.updated_at FROM sessions AS s JOIN session_worlds AS w "
+            "ON w.session_id = s.id WHERE s.id = ?",
             sid,
         )
         row = found[0] if found else None
@@ -565,7 +572,7 @@ class SqliteStore:
                     (sid, sid),
                 )
             )
-            for table in ("events_packed", "messages", "execution_log", "drafts"):
+            for table in ("events_packed", "messages", "execution_log", "drafts", "session_worlds"):
                 await db.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
             await db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
         return int(rows[0][0]) if rows else None
@@ -635,12 +642,11 @@ class SqliteStore:
     async def _import(self, sid: str, doc: SessionDocument) -> None:
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO sessions VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     doc.world.get("name", ""),
                     doc.world.get("title", ""),
-                    json.dumps(doc.world),
                     doc.world_source,
                     doc.model_override,
                     doc.state.state,
@@ -651,6 +657,7 @@ class SqliteStore:
                     doc.updated_at.isoformat(),
                 ),
             )
+            await db.execute(WORLD_INSERT, (sid, json.dumps(doc.world)))
             await db.executemany(
                 "INSERT INTO messages VALUES (?, ?, ?, ?, ?)",
                 [(sid, i, m.id, m.sender, m.model_dump_json()) for i, m in enumerate(doc.messages)],
