@@ -257,7 +257,9 @@ flow:
 
 def stored_world(home: Path, sid: str) -> dict[str, Any]:
     with sqlite3.connect(home / "rolecall.db") as db:
-        (text,) = db.execute("SELECT world_json FROM sessions WHERE id = ?", (sid,)).fetchone()
+        (text,) = db.execute(
+            "SELECT world_json FROM session_worlds WHERE session_id = ?", (sid,)
+        ).fetchone()
     data = json.loads(text)
     assert isinstance(data, dict)
     return data
