@@ -251,7 +251,8 @@ async def test_a_turn_writes_as_many_pages_with_a_large_world_as_with_a_small_on
     """Each turn updates the session's row; a world document of a few KB in that row
     made it overflow its page, and every turn rewrote the overflow pages (schema 8 keeps
     the world in a table of its own)."""
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", 10**9)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", 10**9)  # the WAL holds all
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_BYTES", 10**12)
     steps = [
         {"id": "s1", "speaker": "a"},
         {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 1000}},

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Final
 
@@ -34,6 +35,7 @@ log = structlog.get_logger(__name__)
 
 PASSES: Final = 8  # checkpoints in a row at most, while turns keep adding frames
 FINISH_FRAMES: Final = 64  # a tail this short is copied by the store, between commits
+SLOW_PASS_S: Final = 0.015  # a pass this long leaves a long tail behind it: another pass
 
 
 class Checkpointer:
@@ -44,6 +46,10 @@ class Checkpointer:
         self.done = 0  # checkpoints run (diagnostics and tests)
         self.last: tuple[int, int, int] | None = None  # (busy, WAL frames, copied)
         self.finish_wanted = False  # the store copies the last frames before its next commit
+        # held by the thread's passes, and by the store while it copies the tail: a pass
+        # that began meanwhile (asked for while the last one ran) made the store's copy
+        # find the checkpoint busy, and the WAL went on growing until the next checkpoint
+        self.busy = threading.Lock()
         self._wanted = threading.Event()
         self._stopping = False
         self._conn = sqlite3.connect(path, timeout=0, check_same_thread=False)
@@ -71,12 +77,24 @@ class Checkpointer:
 
     def _checkpoint(self) -> None:
         try:
-            for _ in range(PASSES):
-                (row,) = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                self.last = (int(row[0]), int(row[1]), int(row[2]))
-                self.done += 1
-                if self._stopping or self.last[1] - self.last[2] <= FINISH_FRAMES:
-                    break
+            with self.busy:
+                if self.finish_wanted:  # the store has yet to copy the last one's tail
+                    return
+                for _ in range(PASSES):
+                    started = time.monotonic()
+                    (row,) = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.last = (int(row[0]), int(row[1]), int(row[2]))
+                    self.done += 1
+                    if self._stopping:
+                        break
+                    # a pass copies the frames there were when it began; what the turns
+                    # add while it runs is left for the next pass, or for the store's copy
+                    # of the tail, inside a turn. A pass that stalled (the disk's sync can
+                    # take 70 ms on a busy machine, against 5 usually) left that many
+                    # more: one more pass copies them here instead
+                    slow = time.monotonic() - started > SLOW_PASS_S
+                    if not slow and self.last[1] - self.last[2] <= FINISH_FRAMES:
+                        break
         except sqlite3.Error as exc:  # the rows are in the WAL: a later one will do
             log.info("checkpoint_skipped", path=str(self.path), error=str(exc))
             return

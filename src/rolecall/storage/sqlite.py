@@ -358,10 +358,22 @@ class SqliteStore:
         try:
             conn = self.writer
             checkpointer = self._checkpointer
-            if checkpointer is not None and checkpointer.finish_wanted:
-                checkpointer.finish_wanted = False
-                finish_checkpoint(conn)
-            if not writer.try_inline(fn, conn, batch):
+            if (
+                checkpointer is not None
+                and checkpointer.finish_wanted
+                and checkpointer.busy.acquire(blocking=False)
+            ):
+                # the tail, then the commit that starts the WAL over: no pass of the
+                # thread's may begin between them (see Checkpointer.busy)
+                try:
+                    finish_checkpoint(conn)
+                    checkpointer.finish_wanted = False
+                    done = writer.try_inline(fn, conn, batch)
+                finally:
+                    checkpointer.busy.release()
+            else:
+                done = writer.try_inline(fn, conn, batch)
+            if not done:
                 with anyio.CancelScope(shield=True):
                     await self._when_free(fn, conn, batch)
         except (sqlite3.Error, OSError) as exc:
