@@ -11,7 +11,8 @@ model, a batch of many sessions) seldom find while a checkpoint races with them:
 at most :data:`FINISH_FRAMES` frames are left, :attr:`Checkpointer.finish_wanted` is set
 and the store copies that short tail itself before its next commit, under its lock (a
 few milliseconds instead of the whole checkpoint's tens), and that commit starts the
-WAL over: the file stays as small as one checkpoint interval's writes.
+WAL over: the file stays about as small as one checkpoint interval's writes (plus what
+the turns add while a pass runs, more when the disk is slow).
 
 Why a thread owned by the store rather than a task: the store is opened and closed by
 plain calls (``open()``/``close()``), not inside a task group of its own, and a
