@@ -5,8 +5,10 @@ Imported by ``scripts/bench.py``; each function returns one :class:`Bench`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,7 +148,9 @@ def bench_batch_throughput(quick: bool, bench_cls: Any) -> Any:
     return b
 
 
-async def _nats_session(url: str | None, turns: int, data: Path) -> float:
+async def _nats_session(url: str | None, turns: int, data: Path) -> tuple[float, float]:
+    """One session of ``turns`` scripted turns, in process or on NATS: (seconds from its
+    start until every event is stored, the median time between two of its messages)."""
     from rolecall.api.compose import attach_store
     from rolecall.api.tuning import tune_gc
     from rolecall.llm.registry import ModelRegistry
@@ -156,14 +160,20 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
     from rolecall.world.loader import build_world
 
     world = build_world(scripted_raw(turns), source="bench", library=RoleLibrary()).world
+    stamps: list[float] = []
+
+    def gaps() -> float:
+        return statistics.median(b - a for a, b in itertools.pairwise(stamps))
+
     async with SqliteStore(data / "rolecall.db") as store:
         if url is None:
             session = Session(world, models=ModelRegistry())
+            session.bus.subscribe(lambda _: stamps.append(time.perf_counter()), "messages")
             await attach_store(session, store)
             tune_gc()  # as the CLI does once a session is set up
             started = time.perf_counter()
             await session.run()
-            return time.perf_counter() - started
+            return time.perf_counter() - started, gaps()
         from rolecall.nats.bus import attach
         from rolecall.nats.transport import open_transport
 
@@ -171,13 +181,14 @@ async def _nats_session(url: str | None, turns: int, data: Path) -> float:
             sid = f"bench-{time.monotonic_ns()}"
             bus = transport.bus(sid)
             session = Session(world, session_id=sid, models=ModelRegistry(), bus=bus)
+            session.bus.subscribe(lambda _: stamps.append(time.perf_counter()), "messages")
             attach(session, bus)
             await attach_store(session, store)
             tune_gc()
             started = time.perf_counter()
             await session.run()
             await transport.publisher.flush()
-            return time.perf_counter() - started
+            return time.perf_counter() - started, gaps()
 
 
 async def _turn_lines(turns: int) -> list[list[bytes]]:
@@ -251,16 +262,18 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         server = _nats_server(Path(tmp) / "nats")
         try:
-            local = min(
-                anyio.run(_nats_session, None, turns, Path(tmp) / f"l{i}") for i in range(3)
-            )
-            remote = min(
-                anyio.run(_nats_session, server.url, turns, Path(tmp) / f"n{i}") for i in range(3)
-            )
+            locals_, remotes = [], []
+            for i in range(3):  # alternating, so that both see the machine's same moments
+                locals_.append(anyio.run(_nats_session, None, turns, Path(tmp) / f"l{i}"))
+                remotes.append(anyio.run(_nats_session, server.url, turns, Path(tmp) / f"n{i}"))
+            local, remote = min(t for t, _ in locals_), min(t for t, _ in remotes)
             b.add("inproc_ms_per_turn", local / turns * 1000, "ms")
             b.add("nats_ms_per_turn", remote / turns * 1000, "ms")
             b.add("overhead_ms_per_turn", (remote - local) / turns * 1000, "ms")
             b.target("overhead_ms_per_turn", 0.5, "issue 19: at most 0.5 ms per turn extra")
+            pairs = zip(remotes, locals_, strict=True)
+            gap = statistics.median(r - loc for (_, r), (_, loc) in pairs)
+            b.add("overhead_median_ms_per_turn", gap * 1000, "ms")
             lines = anyio.run(_turn_lines, turns)
             floor = min(anyio.run(_jetstream_floor, server.url, lines) for _ in range(3))
             b.add("jetstream_floor_ms_per_turn", floor / len(lines) * 1000, "ms")
@@ -276,6 +289,9 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
             server.stop()
     b.method = {
         "overhead": f"one session of {turns} scripted turns, best of 3, SQLite store attached",
+        "overhead_median": "the same 3 pairs of sessions (run alternately): the median over "
+        "the pairs of the difference between their median times from one message to the "
+        "next (less moved by this machine's pauses than the totals)",
         "jetstream_floor": "nats-py alone publishing the same turns' JSON lines (the lines of "
         "an in-process run, a turn ending with its step record) as the transport does: each "
         "with a message id, the turn's last one acknowledged and waited for; best of 3. "
