@@ -3,7 +3,6 @@ turns go on while one runs, and the WAL still stops growing."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 from pathlib import Path
 
@@ -74,9 +73,9 @@ async def test_the_wal_stops_growing_under_continuous_turns(
         checkpointer = store._checkpointer
         assert checkpointer is not None and checkpointer.done >= 4
     # 1,200 commits of about ten 4 KB pages each (about 45 MB) went through the WAL; it
-    # was started over from its beginning after the checkpoints (every 50 commits): in
-    # each session of 300 turns, however slow the disk was at times
-    assert all(b > a for a, b in itertools.pairwise(restarts)), restarts
+    # was started over from its beginning after the checkpoints (one every 50 commits:
+    # 24 of them, 5-6 restarts a session here; 3 in all without the store's tail copy)
+    assert restarts[-1] - restarts[0] >= 8, restarts
     # its size is the longest run of commits between two restarts: a few MB, more when
     # a checkpoint's sync stalled (70 ms seen on a busy machine: 1,300 frames, 5 MB)
     assert max(sizes) < 30_000_000, sizes

@@ -81,6 +81,7 @@ class Checkpointer:
             with self.busy:
                 if self.finish_wanted:  # the store has yet to copy the last one's tail
                     return
+                stalled = False
                 for _ in range(PASSES):
                     started = time.monotonic()
                     (row,) = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -92,8 +93,10 @@ class Checkpointer:
                     # add while it runs is left for the next pass, or for the store's copy
                     # of the tail, inside a turn. A pass that stalled (the disk's sync can
                     # take 70 ms on a busy machine, against 5 usually) left that many
-                    # more: one more pass copies them here instead
-                    slow = time.monotonic() - started > SLOW_PASS_S
+                    # more: one more pass (one, so that the WAL still starts over soon)
+                    # copies them here instead
+                    slow = not stalled and time.monotonic() - started > SLOW_PASS_S
+                    stalled = stalled or slow
                     if not slow and self.last[1] - self.last[2] <= FINISH_FRAMES:
                         break
         except sqlite3.Error as exc:  # the rows are in the WAL: a later one will do
