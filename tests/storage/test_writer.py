@@ -282,3 +282,83 @@ async def test_a_turn_writes_as_many_pages_with_a_large_world_as_with_a_small_on
     # 400 turns: the same pages but the world's own, written once (schema 7 wrote about
     # 0.4 more a turn here, rewriting the overflow pages of the session's row)
     assert large - small < 25, (small, large)
+
+
+LOOPING = [
+    {"id": "s1", "speaker": "a"},
+    {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 1000}},
+]
+
+
+async def run_together(store: SqliteStore, sessions: list[Session]) -> dict[str, str]:
+    """Run ``sessions`` at once on ``store``; what each ended with (its stop reason, or
+    the storage error that stopped it)."""
+    ended: dict[str, str] = {}
+
+    async def run(session: Session) -> None:
+        try:
+            await session.run()
+            ended[session.session_id] = str(session.state.stop_reason)
+        except StorageError as exc:
+            ended[session.session_id] = f"error: {exc}"
+
+    for session in sessions:
+        await attach_store(session, store)
+    async with anyio.create_task_group() as tg:
+        for session in sessions:
+            tg.start_soon(run, session)
+    return ended
+
+
+async def test_sessions_taking_turns_commit_together_and_each_is_stored_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    groups: list[int] = []
+    write_group = store_writer.write_group
+
+    def counted(conn: sqlite3.Connection, batches: list[Any]) -> None:
+        groups.append(len(batches))
+        write_group(conn, batches)
+
+    monkeypatch.setattr(store_writer, "write_group", counted)
+    sessions = [
+        Session(scripted_world(LOOPING, settings={"max_turns": 20}), session_id=f"s{i}")
+        for i in range(10)
+    ]
+    async with SqliteStore(tmp_path / "rolecall.db") as store:
+        ended = await run_together(store, sessions)
+        for session in sessions:
+            doc = await store.load(session.session_id)
+            live = [(m.id, m.sender, m.content) for m in session.state.transcript.messages]
+            assert [(m.id, m.sender, m.content) for m in doc.messages] == live
+            assert doc.last_seq == session.bus.last_seq
+    assert ended == {f"s{i}": "max_turns" for i in range(10)}
+    # the sessions' turns shared transactions: far fewer than the 200 turns' commits
+    assert max(groups) == 10 and len(groups) < 60, groups
+
+
+async def test_a_turn_that_cannot_be_written_stops_its_own_session_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's transaction that fails is run again one session at a time: the turn that
+    cannot be written stops its session, and the others' turns are stored."""
+    write_group = store_writer.write_group
+
+    def refusing(conn: sqlite3.Connection, batches: list[Any]) -> None:
+        if any(b.session[-1] == "bad" and b.messages and b.messages[0][1] == 4 for b in batches):
+            raise sqlite3.OperationalError("disk I/O error")
+        write_group(conn, batches)
+
+    monkeypatch.setattr(store_writer, "write_group", refusing)
+    sessions = [
+        Session(scripted_world(LOOPING, settings={"max_turns": 8}), session_id=sid)
+        for sid in ("good-1", "bad", "good-2")
+    ]
+    async with SqliteStore(tmp_path / "rolecall.db") as store:
+        ended = await run_together(store, sessions)
+        counts = {s.session_id: await store.counts(s.session_id) for s in sessions}
+    assert ended["good-1"] == ended["good-2"] == "max_turns"
+    assert ended["bad"].startswith("error: cannot write to the session store"), ended
+    assert "disk I/O error" in ended["bad"]
+    messages = {sid: c.messages for sid, c in counts.items() if c is not None}
+    assert messages == {"good-1": 8, "bad": 4, "good-2": 8}

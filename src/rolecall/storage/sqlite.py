@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -60,6 +60,8 @@ from rolecall.storage.schema import (
     statements,
 )
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from rolecall.session.fork import ForkPlan
 
@@ -69,6 +71,9 @@ log = structlog.get_logger(__name__)
 # one after this many turn commits or this many bytes of rows, whichever comes first
 CHECKPOINT_EVERY_COMMITS = 500
 CHECKPOINT_EVERY_BYTES = 8 * 1024 * 1024
+# commits of several sessions taking turns are grouped (one transaction) this long after
+# two sessions last alternated; a session alone commits each turn at once
+GROUP_FOR_COMMITS = 64
 
 
 async def _enter_wal(db: aiosqlite.Connection) -> None:
@@ -108,6 +113,11 @@ class SqliteStore:
         self._lock = anyio.Lock(fast_acquire=True)
         self._since_checkpoint = (0, 0)  # (commits, bytes) written since the last checkpoint
         self._checkpointer: Checkpointer | None = None
+        # group commits (see _grouped): the session of the last commit, how many more
+        # commits are grouped, and the batches of a group being gathered
+        self._last_sid = ""
+        self._grouping = 0
+        self._group: list[tuple[Batch, anyio.Event, list[BaseException | None]]] | None = None
 
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> SqliteStore:
@@ -337,13 +347,66 @@ class SqliteStore:
             ),
         )
         started = time.perf_counter() if debug_enabled() else 0.0
-        await self._run(writer.write_batch, rows)
+        if sid != self._last_sid:  # sessions take turns here: group their commits a while
+            self._grouping = GROUP_FOR_COMMITS if self._last_sid else 0
+            self._last_sid = sid
+        if self._grouping:
+            self._grouping -= 1
+            await self._grouped(rows)
+        else:
+            await self._run(writer.write_batch, rows)
         if started:
             took = round((time.perf_counter() - started) * 1000, 3)
             log.debug("store_commit", session=sid, ms=took, events=len(batch.events))
         self._checkpoint_when_due(rows.size)
 
-    async def _run(self, fn: Callable[[sqlite3.Connection, Batch], None], batch: Batch) -> None:
+    async def _grouped(self, rows: Batch) -> None:
+        """Commit ``rows`` with those of the other sessions that reach their commit
+        before the event loop comes back here: one transaction for them all.
+
+        The first one to arrive leads: it lets the loop run every other ready task
+        once, then writes the rows gathered meanwhile and wakes their sessions. A
+        transaction that fails is run again one batch at a time, so that each session
+        gets its own error, and the others are written (unless another process kept
+        the database locked: then each would wait as long again, and all fail alike).
+        """
+        done = anyio.Event()
+        outcome: list[BaseException | None] = [None]
+        if self._group is not None:
+            self._group.append((rows, done, outcome))
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+        else:
+            self._group = [(rows, done, outcome)]
+            try:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            finally:
+                members, self._group = self._group, None
+            failed: BaseException | None = None
+            try:
+                await self._run(writer.write_group, [m[0] for m in members])
+            except StorageError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, sqlite3.Error) and writer.is_busy(cause):
+                    failed = exc  # another process kept the lock: the same for each batch
+                    raise
+                for batch, _, result in members:
+                    try:
+                        await self._run(writer.write_batch, batch)
+                    except StorageError as one:
+                        result[0] = one
+            except BaseException as exc:  # not written: no session may think otherwise
+                failed = exc
+                raise
+            finally:
+                for _, event, result in members:
+                    if failed is not None:
+                        result[0] = failed
+                    event.set()
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    async def _run(self, fn: Callable[[sqlite3.Connection, T], None], batch: T) -> None:
         """Run ``fn(conn, batch)`` (one transaction) under the lock, inline if it can be.
 
         Once called, the transaction is written and the caller records it, even if the
@@ -383,9 +446,9 @@ class SqliteStore:
 
     async def _when_free(
         self,
-        fn: Callable[[sqlite3.Connection, Batch], None],
+        fn: Callable[[sqlite3.Connection, T], None],
         conn: sqlite3.Connection,
-        batch: Batch,
+        batch: T,
     ) -> None:
         """Another process holds the write lock: try again inline each time the event
         loop has run its other ready tasks, for up to ``writer.SPIN_S`` (its commits take

@@ -12,8 +12,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rolecall.storage.rows import Batch
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 5.0  # how long a turn waits for another process's write lock
 # how long the store first tries again inline, between the event loop's other work,
@@ -48,7 +51,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
 
 
 def try_inline(
-    fn: Callable[[sqlite3.Connection, Batch], None], conn: sqlite3.Connection, batch: Batch
+    fn: Callable[[sqlite3.Connection, T], None], conn: sqlite3.Connection, batch: T
 ) -> bool:
     """``fn(conn, batch)`` now; False (rolled back) if another connection holds the lock."""
     try:
@@ -61,7 +64,7 @@ def try_inline(
 
 
 def run_waiting(
-    fn: Callable[[sqlite3.Connection, Batch], None], conn: sqlite3.Connection, batch: Batch
+    fn: Callable[[sqlite3.Connection, T], None], conn: sqlite3.Connection, batch: T
 ) -> None:
     """``fn(conn, batch)`` waiting up to ``BUSY_TIMEOUT_S`` for the lock (worker thread)."""
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -74,30 +77,37 @@ def run_waiting(
 def write_batch(conn: sqlite3.Connection, batch: Batch) -> None:
     """One transaction on the writer connection (inline, or on a worker thread that waits
     for another process's lock)."""
+    write_group(conn, [batch])
+
+
+def write_group(conn: sqlite3.Connection, batches: list[Batch]) -> None:
+    """The turns of several sessions in one transaction (``write_batch`` for one)."""
     try:
-        if batch.events:
+        events = [row for b in batches for row in b.events]
+        if events:
             conn.executemany(
                 "INSERT INTO events_packed (session_id, seq, topic, type, record, count) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                batch.events,
+                events,
             )
-        if batch.messages:
+        messages = [row for b in batches for row in b.messages]
+        if messages:
             conn.executemany(
                 "INSERT INTO messages (session_id, idx, id, sender, body) VALUES (?, ?, ?, ?, ?)",
-                batch.messages,
+                messages,
             )
-        if batch.records:
+        records = [row for b in batches for row in b.records]
+        if records:
             conn.executemany(
-                "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch.records
+                "INSERT INTO execution_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", records
             )
-        if batch.drafts:
-            conn.executemany(
-                "INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)", batch.drafts
-            )
-        conn.execute(
+        drafts = [row for b in batches for row in b.drafts]
+        if drafts:
+            conn.executemany("INSERT INTO drafts (session_id, idx, body) VALUES (?, ?, ?)", drafts)
+        conn.executemany(
             "UPDATE sessions SET state = ?, stop_reason = ?, state_json = ?, last_seq = ?, "
             "updated_at = ? WHERE id = ?",
-            batch.session,
+            [b.session for b in batches],
         )
         conn.commit()
     except BaseException:
