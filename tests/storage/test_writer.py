@@ -299,7 +299,7 @@ async def run_together(store: SqliteStore, sessions: list[Session]) -> dict[str,
         try:
             await session.run()
             ended[session.session_id] = str(session.state.stop_reason)
-        except StorageError as exc:
+        except (StorageError, RuntimeError) as exc:
             ended[session.session_id] = f"error: {exc}"
 
     for session in sessions:
@@ -362,3 +362,39 @@ async def test_a_turn_that_cannot_be_written_stops_its_own_session_only(
     assert "disk I/O error" in ended["bad"]
     messages = {sid: c.messages for sid, c in counts.items() if c is not None}
     assert messages == {"good-1": 8, "bad": 4, "good-2": 8}
+
+
+async def test_a_group_that_cannot_be_written_again_leaves_no_session_going_on_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's transaction fails, and so does the first turn written again alone (not
+    with a storage error): the turns after it were not written either, and their
+    sessions must not go on as if they were."""
+    write_group = store_writer.write_group
+    broke: list[str] = []
+
+    def failing(conn: sqlite3.Connection, batches: list[Any]) -> None:
+        if any(b.messages and b.messages[0][1] == 3 for b in batches):
+            if len(batches) > 1:
+                raise sqlite3.OperationalError("disk I/O error")
+            if not broke:
+                broke.append(batches[0].session[-1])
+                raise RuntimeError("the writer broke")
+        write_group(conn, batches)
+
+    monkeypatch.setattr(store_writer, "write_group", failing)
+    sessions = [
+        Session(scripted_world(LOOPING, settings={"max_turns": 6}), session_id=f"s{i}")
+        for i in range(3)
+    ]
+    async with SqliteStore(tmp_path / "rolecall.db") as store:
+        ended = await run_together(store, sessions)
+        for session in sessions:
+            doc = await store.load(session.session_id)
+            stored = [m.id for m in doc.messages]
+            live = [m.id for m in session.state.transcript.messages]
+            if not ended[session.session_id].startswith("error"):
+                assert stored == live, (session.session_id, ended)
+    assert broke and ended[broke[0]] == "error: the writer broke", ended
+    # the group's turns after the broken one were never written: their sessions stopped
+    assert sum(e == "error: the writer broke" for e in ended.values()) == 3, ended

@@ -382,26 +382,27 @@ class SqliteStore:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             finally:
                 members, self._group = self._group, None
-            failed: BaseException | None = None
             try:
-                await self._run(writer.write_group, [m[0] for m in members])
-            except StorageError as exc:
-                cause = exc.__cause__
-                if isinstance(cause, sqlite3.Error) and writer.is_busy(cause):
-                    failed = exc  # another process kept the lock: the same for each batch
-                    raise
-                for batch, _, result in members:
-                    try:
-                        await self._run(writer.write_batch, batch)
-                    except StorageError as one:
-                        result[0] = one
-            except BaseException as exc:  # not written: no session may think otherwise
-                failed = exc
+                try:
+                    await self._run(writer.write_group, [m[0] for m in members])
+                except StorageError as exc:
+                    cause = exc.__cause__
+                    if isinstance(cause, sqlite3.Error) and writer.is_busy(cause):
+                        raise  # another process kept the lock: the same for each batch
+                    for batch, _, result in members:
+                        try:
+                            await self._run(writer.write_batch, batch)
+                        except StorageError as one:
+                            result[0] = one
+            except BaseException as exc:
+                # whatever is not known to be written counts as not written: a session
+                # that stops on it resumes from what the store holds
+                for _, _, result in members:
+                    if result[0] is None:
+                        result[0] = exc
                 raise
             finally:
-                for _, event, result in members:
-                    if failed is not None:
-                        result[0] = failed
+                for _, event, _ in members:
                     event.set()
         if outcome[0] is not None:
             raise outcome[0]
