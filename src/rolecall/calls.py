@@ -23,6 +23,9 @@ from rolecall.prompt import build_prompt, persona, system_text
 from rolecall.session.state import Draft, Message, SessionState
 from rolecall.world.models import Role, World
 
+RequestHook = Callable[[], Awaitable[None]]
+"""Awaited before a model is asked for a message (see ``Session.request_hooks``)."""
+
 
 class CallSite(Protocol):
     """What a model call needs of the session (``runtime.Session``)."""
@@ -33,7 +36,7 @@ class CallSite(Protocol):
     generator: Generator
     bus: Bus
     log: Any
-    request_hooks: list[Callable[[], Awaitable[None]]]
+    request_hooks: list[RequestHook]
     _role_ids: list[str]
     _system_texts: dict[str, str]
 

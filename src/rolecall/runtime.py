@@ -30,7 +30,7 @@ from rolecall.bus import (
     StopEvent,
     utc_now,
 )
-from rolecall.calls import call_model
+from rolecall.calls import RequestHook, call_model
 from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
@@ -51,7 +51,6 @@ log = structlog.get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
 TurnHook = Callable[["Session"], Awaitable[None]]
-RequestHook = Callable[[], Awaitable[None]]
 
 
 class Store(Protocol):
