@@ -26,6 +26,7 @@ from rolecall.bus import (
     StreamChunk,
     StreamEnd,
     StreamStart,
+    Subscription,
 )
 from rolecall.cli.display import JsonSink
 
@@ -169,6 +170,31 @@ def test_one_handler_subscribed_twice_is_called_twice_and_closes_apart() -> None
     three.close()
     bus.publish(MessageEvent(message_id="m3", sender="h", content="x"))
     assert len(seen) == 5
+
+
+def test_subscriptions_changed_during_a_delivery_count_from_the_next_event() -> None:
+    """The bus calls each topic's handlers from a kept list: a subscription opened or
+    closed by a handler takes effect from the next event on, as with pyee's emit."""
+    bus = EventBus("s")
+    late: list[str] = []
+    early: list[str] = []
+    subs: dict[str, Subscription] = {}
+
+    def opener(e: Envelope) -> None:
+        if e.seq == 1:
+            subs["late"] = bus.subscribe(lambda x: late.append(x.event.message_id), "messages")
+        if e.seq == 2:
+            subs["early"].close()
+
+    bus.subscribe(opener, "messages")
+    subs["early"] = bus.subscribe(lambda x: early.append(x.event.message_id), "messages")
+    for mid in ("m1", "m2", "m3"):
+        bus.publish(MessageEvent(message_id=mid, sender="h", content="x"))
+    assert early == ["m1", "m2"]  # closed while m2 was delivered: m2 still reached it
+    assert late == ["m2", "m3"]  # opened while m1 was delivered: from m2 on
+    subs["late"].close()
+    bus.publish(MessageEvent(message_id="m4", sender="h", content="x"))
+    assert late == ["m2", "m3"]
 
 
 def test_a_handler_on_two_topics_fails_under_each_subscriptions_own_name() -> None:

@@ -48,11 +48,19 @@ def utc_now() -> datetime:
 class _Emitter(EventEmitter):
     """pyee's synchronous emitter, with each handler's failure reported by the bus
     (``_emit_run`` is pyee's hook for how a handler is run): one subscriber that raises
-    never stops delivery to the others."""
+    never stops delivery to the others.
+
+    The bus delivers through :meth:`fire`: pyee's ``emit`` copies a channel's handlers
+    into a new list on every call, under its lock; ``fire`` calls a tuple of them kept
+    until the channel's handlers change (pyee's add and remove hooks drop it), so a
+    handler added or removed during a delivery takes effect from the next event, as
+    with ``emit``.
+    """
 
     def __init__(self, bus: EventBus) -> None:
         super().__init__()
         self._bus = bus
+        self._handlers: dict[str, tuple[Callable[..., Any], ...]] = {}
 
     def _emit_run(
         self, f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -61,6 +69,30 @@ class _Emitter(EventEmitter):
             f(*args, **kwargs)
         except Exception as exc:  # isolation: one subscriber never breaks another
             self._bus._failed(f, args[0], exc)
+
+    def fire(self, channel: str, envelope: Envelope) -> None:
+        """Call the channel's handlers with ``envelope``, each isolated from the others."""
+        handlers = self._handlers.get(channel)
+        if handlers is None:
+            with self._lock:
+                handlers = self._handlers[channel] = tuple(self._events.get(channel, {}).values())
+        for f in handlers:
+            try:
+                f(envelope)
+            except Exception as exc:  # isolation, as in _emit_run
+                self._bus._failed(f, envelope, exc)
+
+    def _add_event_handler(self, event: str, k: Callable[..., Any], v: Callable[..., Any]) -> None:
+        super()._add_event_handler(event, k, v)
+        self._handlers.pop(event, None)
+
+    def _remove_listener(self, event: str, f: Callable[..., Any]) -> None:
+        super()._remove_listener(event, f)
+        self._handlers.pop(event, None)
+
+    def remove_all_listeners(self, event: str | None = None) -> None:
+        super().remove_all_listeners(event)
+        self._handlers.clear()
 
 
 @dataclass(eq=False, slots=True)
@@ -236,15 +268,16 @@ class EventBus:
 
     def _drain(self) -> None:
         self._delivering = True
+        fire = self._emitter.fire
         try:
             while self._pending:
                 envelope = self._pending.popleft()
                 event = envelope.event
                 if self._listeners[event.topic]:
-                    self._emitter.emit(event.topic, envelope)
+                    fire(event.topic, envelope)
                 tag = self._typed.get(type(event))
                 if tag is not None:  # then the subscribers of this type only
-                    self._emitter.emit(tag, envelope)
+                    fire(tag, envelope)
         finally:
             self._delivering = False
 
