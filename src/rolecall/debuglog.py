@@ -33,6 +33,9 @@ from rolecall.bus import (
 from rolecall.session.state import SessionState
 
 log = structlog.get_logger("rolecall.flow")
+# the logger object lives as long as the process (logging never drops one), and its
+# isEnabledFor caches the answer until a level changes
+_ROLECALL = logging.getLogger("rolecall")
 
 
 class Observed(Protocol):
@@ -44,7 +47,7 @@ class Observed(Protocol):
 
 def debug_enabled() -> bool:
     """Whether rolecall's debug logs go anywhere (cheap; checked on hot paths)."""
-    return logging.getLogger("rolecall").isEnabledFor(logging.DEBUG)
+    return _ROLECALL.isEnabledFor(logging.DEBUG)
 
 
 class EventLog:
