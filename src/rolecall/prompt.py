@@ -9,6 +9,8 @@ the window.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rolecall.llm.types import ChatMessage, Persona
 from rolecall.session.state import Message, Transcript
 from rolecall.world.models import Role, World
@@ -54,25 +56,32 @@ def memory_entry(message: Message, agent_id: str) -> ChatMessage:
 
 
 def memory_window(
-    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    entry: Callable[[Message, str], ChatMessage] = memory_entry,
 ) -> list[ChatMessage]:
-    """The last ``window`` entries from index ``start`` on, without message ``exclude``."""
+    """The last ``window`` entries from index ``start`` on, without message ``exclude``
+    (each message as ``entry`` shows it to the agent)."""
     out: list[ChatMessage] = []
     messages = transcript.messages
     i = len(messages) - 1
     while i >= start and len(out) < window:
         msg = messages[i]
         if msg.id != exclude:
-            out.append(memory_entry(msg, agent_id))
+            out.append(entry(msg, agent_id))
         i -= 1
     out.reverse()
     return out
 
 
-def _prompt_entry(entry: ChatMessage) -> ChatMessage:
-    if entry.role == "user" and entry.name:
-        return ChatMessage("user", f"[{entry.name}] {entry.content}", entry.name)
-    return entry
+def prompt_entry(message: Message, agent_id: str) -> ChatMessage:
+    """A memory entry as the prompt gives it: another's message says who wrote it."""
+    if message.kind != "system" and message.sender != agent_id and message.sender:
+        return ChatMessage("user", f"[{message.sender}] {message.content}", message.sender)
+    return memory_entry(message, agent_id)
 
 
 def turn_text(world: World, role: Role, target: Message | None, instruction: str | None) -> str:
@@ -110,9 +119,10 @@ def build_prompt(
         memory_start,
         world.settings.memory_window,
         target.id if target is not None else None,
+        prompt_entry,
     )
     return (
         ChatMessage("system", system if system is not None else system_text(world, role)),
-        *(_prompt_entry(e) for e in memory),
+        *memory,
         ChatMessage("user", turn_text(world, role, target, instruction)),
     )
