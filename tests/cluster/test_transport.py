@@ -229,3 +229,77 @@ def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
     assert [put - done for done, put in acked] == [1] * 4, acked
     assert acked[-1][1] > acked[0][1]
     assert seen == [None, "m1", "m2", "m3"]
+
+
+def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_still_does(
+    nats: NatsServer, tmp_path: Path
+) -> None:
+    """A model that generates in process asks no one: its turns go on while the stream
+    acknowledges the ones before (the request hooks are not awaited for it). A provider's
+    request in the same session still comes only once the stream holds every turn
+    before it, the scripted ones included; and in the end the stream holds every event."""
+    from rolecall.api.compose import attach_store
+    from rolecall.llm.registry import ModelRegistry
+    from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+    from rolecall.nats.bus import attach
+    from rolecall.nats.link import EVENTS_STREAM
+    from rolecall.runtime import Session
+    from rolecall.storage.sqlite import SqliteStore
+    from tests.helpers import world_from
+
+    sid = "scripted-and-provider"
+    at_requests: list[tuple[int, int]] = []  # (acknowledged, put) at each provider request
+    hooks_run: list[int] = []
+    last_seq = 0
+
+    async def main() -> None:
+        nonlocal last_seq
+        async with open_transport(nats.url) as transport, SqliteStore(tmp_path / "r.db") as store:
+            publisher = transport.publisher
+
+            class Provider:
+                name = "provider"
+
+                async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+                    at_requests.append((publisher.acked, publisher.queued))
+                    yield TextDelta("from the provider")
+                    yield Usage(5, 3)
+
+            models = ModelRegistry()
+            models.register("provider", Provider())
+            world = world_from(
+                {"name": "w", "topic": "t", "model": "scripted",
+                 "roles": [{"id": "a", "script": ["one two three four"]},
+                           {"id": "c", "script": ["five six seven"]},
+                           {"id": "b", "model": "provider"}],
+                 "settings": {"max_turns": 9},
+                 "flow": {"steps": [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "c"},
+                                    {"id": "s3", "speaker": "b", "loop": {"to": "s1", "max": 9}}]}}
+            )  # fmt: skip
+            bus = transport.bus(sid)
+            session = Session(world, session_id=sid, models=models, bus=bus)
+            attach(session, bus)
+
+            async def counted() -> None:
+                hooks_run.append(len(session.state.transcript.messages))
+
+            session.request_hooks.append(counted)
+            await attach_store(session, store)
+            await session.run()
+            await publisher.flush()
+            last_seq = session.bus.last_seq
+            seqs: list[int] = []
+            sub = await transport.link.js.subscribe(
+                f"rolecall.{sid}.>", stream=EVENTS_STREAM, ordered_consumer=True
+            )
+            while len(seqs) < last_seq:
+                msg = await sub.next_msg(timeout=5)
+                seqs.append(json.loads(msg.data)["seq"])
+            await sub.unsubscribe()
+            assert seqs == list(range(1, last_seq + 1))
+
+    anyio.run(main)
+    # the request hooks ran before the provider's 3 turns only (after 2, 5 and 8 messages)
+    assert hooks_run == [2, 5, 8]
+    # at each: everything put before was acknowledged, but its own sse/start
+    assert [put - done for done, put in at_requests] == [1, 1, 1], at_requests

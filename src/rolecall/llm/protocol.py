@@ -13,6 +13,12 @@ class ChatModel(Protocol):
 
     Implementations raise only :class:`rolecall.errors.ProviderError` subclasses for
     provider failures; cancellation (anyio) propagates untouched.
+
+    A model may say ``in_process = True`` (a class attribute) when it generates in this
+    process without asking anyone, as ``scripted`` and ``offline`` do: no request leaves
+    the process, so asking it again costs nothing, and ``Session.request_hooks`` (which
+    guard requests to providers) are not awaited before it. Without the attribute a
+    model counts as asking someone.
     """
 
     name: str

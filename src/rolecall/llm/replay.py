@@ -209,6 +209,10 @@ class ReplaySetup:
 class ReplayModel:
     """A ChatModel that records or replays the calls of the model it wraps."""
 
+    # a call missing from the cassette goes to the model it wraps: counted as a request
+    # (and said here, so that reading it never creates that model through __getattr__)
+    in_process = False
+
     def __init__(self, name: str, inner: Callable[[], ChatModel], setup: ReplaySetup) -> None:
         self.name = name
         self._inner = inner

@@ -74,6 +74,7 @@ class Publisher:
         self.handed = 0  # given to nats-py to send (acknowledged or not)
         self.acked = 0
         self.resent = 0
+        self.in_flight = False  # a batch is sent and its acknowledgement awaited
         self._progress = anyio.Event()
 
     def put(self, item: Outgoing) -> None:
@@ -92,7 +93,11 @@ class Publisher:
                 self._wakeup = anyio.Event()
                 continue
             batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
-            await self._publish(batch, self.handed + len(batch))
+            self.in_flight = True
+            try:
+                await self._publish(batch, self.handed + len(batch))
+            finally:
+                self.in_flight = False
             self.acked += len(batch)
             self._progress.set()
             self._progress = anyio.Event()
@@ -140,6 +145,14 @@ class Publisher:
         target = self.queued
         while self.handed < target:
             await self._progress.wait()
+
+    async def hand_over(self) -> None:
+        """At a turn's end: hand what was put to nats-py now if no batch is waiting for
+        its acknowledgement; otherwise it goes with the next batch, and this waits only
+        when more than :data:`MAX_BATCH` messages are queued (a bounded queue for a
+        session that runs ahead of the server)."""
+        if not self.in_flight or len(self._queue) > MAX_BATCH:
+            await self.sent()
 
     def close(self) -> None:
         """No more messages; :meth:`run` returns once the queued ones are acknowledged."""
@@ -196,10 +209,15 @@ class NatsBus(EventBus):
 def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
     """Give ``bus`` what its headers carry: the world, and the checkpoints of ``session``.
 
-    A turn's events are on their way to the server when the turn ends; before a model
-    is asked for the next message the session waits until the stream has stored them, so
-    a session taken over from the stream never asks a model again for a committed turn
-    (the next turn's decision and prompt are made while the acknowledgement travels).
+    Before a request for the next message leaves the process the session waits until
+    the stream has stored every turn before it, so a session taken over from the stream
+    never asks a provider again for a committed turn. A model that generates in process
+    (``scripted``, ``offline``) asks no one, so its turns do not wait: the stream's
+    acknowledgements follow them, and a session taken over regenerates, at no cost,
+    the turns the stream did not hold yet.
+
+    When a turn ends, its events are handed to nats-py (:meth:`Publisher.hand_over`),
+    so that the next turn's decision and prompt are made while they travel.
     """
     from rolecall.session.document import state_json, world_dict
 
@@ -240,8 +258,10 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
 
     bus.checkpoint = checkpoint
 
+    publisher = bus.publisher
+
     async def on_its_way(_: Session) -> None:
-        await bus.publisher.sent()
+        await publisher.hand_over()
 
     session.turn_hooks.append(on_its_way)
-    session.request_hooks.append(bus.publisher.flush)
+    session.request_hooks.append(publisher.flush)
