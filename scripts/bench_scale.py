@@ -149,12 +149,12 @@ def bench_batch_throughput(quick: bool, bench_cls: Any) -> Any:
 
 
 class _AsksSomeone:
-    """The scripted model, counted as a provider (``in_process`` false): on NATS each of
+    """The scripted model, counted as a provider (``repeatable`` false): on NATS each of
     its requests waits until the stream holds every turn before it, as a real
     provider's does."""
 
     name = "scripted"
-    in_process = False
+    repeatable = False
 
     def __init__(self) -> None:
         from rolecall.llm.scripted import ScriptedModel
@@ -316,7 +316,7 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
         "the scripted model generates in process, so its turns do not wait for the stream's "
         "acknowledgements (they follow, pipelined; the time counts until the last is in)",
         "provider_overhead": "the same with the scripted model counted as a provider "
-        "(in_process false): each request waits until the stream holds every turn before "
+        "(repeatable false): each request waits until the stream holds every turn before "
         "it, as a real provider's request does (no target: a provider's reply takes far "
         "longer than this wait)",
         "overhead_median": "the same 3 pairs of sessions (run alternately): the median over "

@@ -24,9 +24,9 @@ from rolecall.session.state import Draft, Message, SessionState
 from rolecall.world.models import Role, World
 
 RequestHook = Callable[[], Awaitable[None]]
-"""Awaited before a request for a message leaves the process (see
-``Session.request_hooks``): before a model is asked, unless it generates in process
-(``in_process``, see :class:`rolecall.llm.protocol.ChatModel`)."""
+"""Awaited before a model is asked for a message (see ``Session.request_hooks``), unless
+asking it again would cost nothing (``repeatable``, see
+:class:`rolecall.llm.protocol.ChatModel`)."""
 
 
 class CallSite(Protocol):
@@ -135,7 +135,7 @@ async def call_model(
         client=settings.client,
     )
     message_id = transcript.next_id()
-    if self.request_hooks and not getattr(model, "in_process", False):
+    if self.request_hooks and not getattr(model, "repeatable", False):
         for hook in self.request_hooks:
             await hook()
     try:

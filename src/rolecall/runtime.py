@@ -108,8 +108,8 @@ class Session:
         self.ctx = ConditionContext(self.state.transcript, self.state.flags)
         self.commit_hooks: list[CommitHook] = []
         self.turn_hooks: list[TurnHook] = []
-        # before a request leaves the process (its prompt built; not for a model that
-        # generates in process): the NATS transport waits there until the stream holds
+        # before a model is asked for a message (its prompt built; not for a repeatable
+        # model, see ChatModel): the NATS transport waits there until the stream holds
         # every turn before it
         self.request_hooks: list[RequestHook] = []
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message

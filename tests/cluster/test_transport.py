@@ -234,10 +234,11 @@ def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
 def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_still_does(
     nats: NatsServer, tmp_path: Path
 ) -> None:
-    """A model that generates in process asks no one: its turns go on while the stream
-    acknowledges the ones before (the request hooks are not awaited for it). A provider's
-    request in the same session still comes only once the stream holds every turn
-    before it, the scripted ones included; and in the end the stream holds every event."""
+    """A repeatable model (scripted: the same reply again, at no cost) does not wait: its
+    turns go on while the stream acknowledges the ones before (the request hooks are not
+    awaited for it). A provider's request in the same session still comes only once the
+    stream holds every turn before it, the scripted ones included; and in the end the
+    stream holds every event, in order."""
     from rolecall.api.compose import attach_store
     from rolecall.llm.registry import ModelRegistry
     from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage

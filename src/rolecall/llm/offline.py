@@ -472,7 +472,7 @@ class OfflineModel:
     """The ``offline`` ChatModel: streams :func:`compose` word by word, then ``Usage``."""
 
     name = "offline"
-    in_process = True  # asks no one (see ChatModel)
+    repeatable = True  # the same reply again, at no cost (see ChatModel)
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay

@@ -14,11 +14,11 @@ class ChatModel(Protocol):
     Implementations raise only :class:`rolecall.errors.ProviderError` subclasses for
     provider failures; cancellation (anyio) propagates untouched.
 
-    A model may say ``in_process = True`` (a class attribute) when it generates in this
-    process without asking anyone, as ``scripted`` and ``offline`` do: no request leaves
-    the process, so asking it again costs nothing, and ``Session.request_hooks`` (which
-    guard requests to providers) are not awaited before it. Without the attribute a
-    model counts as asking someone.
+    A model may say ``repeatable = True`` (a class attribute) when asking it again for a
+    turn costs nothing and gives the same reply, as with ``scripted`` and ``offline``
+    (they generate in this process, deterministically): ``Session.request_hooks``, which
+    guard requests that cost (a provider, a remote agent, a local model's GPU time), are
+    not awaited before it. Without the attribute a request counts as costing.
     """
 
     name: str

@@ -209,9 +209,9 @@ class ReplaySetup:
 class ReplayModel:
     """A ChatModel that records or replays the calls of the model it wraps."""
 
-    # a call missing from the cassette goes to the model it wraps: counted as a request
+    # a call missing from the cassette goes to the model it wraps: counted as costing
     # (and said here, so that reading it never creates that model through __getattr__)
-    in_process = False
+    repeatable = False
 
     def __init__(self, name: str, inner: Callable[[], ChatModel], setup: ReplaySetup) -> None:
         self.name = name

@@ -51,7 +51,7 @@ def words(text: str) -> list[str]:
 
 class ScriptedModel:
     name = "scripted"
-    in_process = True  # asks no one (see ChatModel)
+    repeatable = True  # the same reply again, at no cost (see ChatModel)
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay  # seconds between words (pacing for demos and tests)

@@ -209,12 +209,12 @@ class NatsBus(EventBus):
 def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
     """Give ``bus`` what its headers carry: the world, and the checkpoints of ``session``.
 
-    Before a request for the next message leaves the process the session waits until
-    the stream has stored every turn before it, so a session taken over from the stream
-    never asks a provider again for a committed turn. A model that generates in process
-    (``scripted``, ``offline``) asks no one, so its turns do not wait: the stream's
-    acknowledgements follow them, and a session taken over regenerates, at no cost,
-    the turns the stream did not hold yet.
+    Before a model is asked for the next message the session waits until the stream has
+    stored every turn before it, so a session taken over from the stream never asks a
+    model again for a committed turn. A repeatable model (``scripted``, ``offline``: the
+    same reply again, at no cost) does not wait: the stream's acknowledgements follow
+    its turns, and a session taken over regenerates, identically and for free, the turns
+    the stream did not hold yet.
 
     When a turn ends, its events are handed to nats-py (:meth:`Publisher.hand_over`),
     so that the next turn's decision and prompt are made while they travel.
