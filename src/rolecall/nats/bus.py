@@ -74,7 +74,6 @@ class Publisher:
         self.handed = 0  # given to nats-py to send (acknowledged or not)
         self.acked = 0
         self.resent = 0
-        self.in_flight = False  # a batch is sent and its acknowledgement awaited
         self._progress = anyio.Event()
 
     def put(self, item: Outgoing) -> None:
@@ -93,11 +92,7 @@ class Publisher:
                 self._wakeup = anyio.Event()
                 continue
             batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
-            self.in_flight = True
-            try:
-                await self._publish(batch, self.handed + len(batch))
-            finally:
-                self.in_flight = False
+            await self._publish(batch, self.handed + len(batch))
             self.acked += len(batch)
             self._progress.set()
             self._progress = anyio.Event()
@@ -145,6 +140,11 @@ class Publisher:
         target = self.queued
         while self.handed < target:
             await self._progress.wait()
+
+    @property
+    def in_flight(self) -> bool:
+        """A batch is in nats-py's hands and its acknowledgement awaited."""
+        return self.acked < self.handed
 
     async def hand_over(self) -> None:
         """At a turn's end: hand what was put to nats-py now if no batch is waiting for
