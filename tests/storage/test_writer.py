@@ -7,7 +7,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -290,6 +290,26 @@ LOOPING = [
 ]
 
 
+def looping(ids: list[str], turns: int) -> list[Session]:
+    """Sessions of the looping scripted world, ``turns`` turns each."""
+    return [
+        Session(scripted_world(LOOPING, settings={"max_turns": turns}), session_id=sid)
+        for sid in ids
+    ]
+
+
+def before_each_write(monkeypatch: pytest.MonkeyPatch, look: Callable[[list[Any]], None]) -> None:
+    """Call ``look`` with the batches of each group transaction before it is written (it
+    may raise instead, as a failing disk would)."""
+    write_group = store_writer.write_group
+
+    def looked_at(conn: sqlite3.Connection, batches: list[Any]) -> None:
+        look(batches)
+        write_group(conn, batches)
+
+    monkeypatch.setattr(store_writer, "write_group", looked_at)
+
+
 async def run_together(store: SqliteStore, sessions: list[Session]) -> dict[str, str]:
     """Run ``sessions`` at once on ``store``; what each ended with (its stop reason, or
     the storage error that stopped it)."""
@@ -314,17 +334,8 @@ async def test_sessions_taking_turns_commit_together_and_each_is_stored_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     groups: list[int] = []
-    write_group = store_writer.write_group
-
-    def counted(conn: sqlite3.Connection, batches: list[Any]) -> None:
-        groups.append(len(batches))
-        write_group(conn, batches)
-
-    monkeypatch.setattr(store_writer, "write_group", counted)
-    sessions = [
-        Session(scripted_world(LOOPING, settings={"max_turns": 20}), session_id=f"s{i}")
-        for i in range(10)
-    ]
+    before_each_write(monkeypatch, lambda batches: groups.append(len(batches)))
+    sessions = looping([f"s{i}" for i in range(10)], 20)
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         ended = await run_together(store, sessions)
         for session in sessions:
@@ -342,18 +353,13 @@ async def test_a_turn_that_cannot_be_written_stops_its_own_session_only(
 ) -> None:
     """A group's transaction that fails is run again one session at a time: the turn that
     cannot be written stops its session, and the others' turns are stored."""
-    write_group = store_writer.write_group
 
-    def refusing(conn: sqlite3.Connection, batches: list[Any]) -> None:
+    def refusing(batches: list[Any]) -> None:
         if any(b.session[-1] == "bad" and b.messages and b.messages[0][1] == 4 for b in batches):
             raise sqlite3.OperationalError("disk I/O error")
-        write_group(conn, batches)
 
-    monkeypatch.setattr(store_writer, "write_group", refusing)
-    sessions = [
-        Session(scripted_world(LOOPING, settings={"max_turns": 8}), session_id=sid)
-        for sid in ("good-1", "bad", "good-2")
-    ]
+    before_each_write(monkeypatch, refusing)
+    sessions = looping(["good-1", "bad", "good-2"], 8)
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         ended = await run_together(store, sessions)
         counts = {s.session_id: await store.counts(s.session_id) for s in sessions}
@@ -370,23 +376,18 @@ async def test_a_group_that_cannot_be_written_again_leaves_no_session_going_on_w
     """The group's transaction fails, and so does the first turn written again alone (not
     with a storage error): the turns after it were not written either, and their
     sessions must not go on as if they were."""
-    write_group = store_writer.write_group
     broke: list[str] = []
 
-    def failing(conn: sqlite3.Connection, batches: list[Any]) -> None:
+    def failing(batches: list[Any]) -> None:
         if any(b.messages and b.messages[0][1] == 3 for b in batches):
             if len(batches) > 1:
                 raise sqlite3.OperationalError("disk I/O error")
             if not broke:
                 broke.append(batches[0].session[-1])
                 raise RuntimeError("the writer broke")
-        write_group(conn, batches)
 
-    monkeypatch.setattr(store_writer, "write_group", failing)
-    sessions = [
-        Session(scripted_world(LOOPING, settings={"max_turns": 6}), session_id=f"s{i}")
-        for i in range(3)
-    ]
+    before_each_write(monkeypatch, failing)
+    sessions = looping([f"s{i}" for i in range(3)], 6)
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         ended = await run_together(store, sessions)
         for session in sessions:
