@@ -33,3 +33,27 @@ def test_a_new_command_is_one_module_plus_one_line(
     with pytest.raises(SystemExit):
         cli_main.main(["--help"])
     assert "hello     say hello" in capsys.readouterr().out
+
+
+def _command_help(parser: argparse.ArgumentParser, name: str) -> str:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name].format_help()
+    raise AssertionError(f"no command {name}")
+
+
+@pytest.mark.parametrize("name", [c.name for c in COMMANDS])
+def test_a_command_parsed_alone_has_the_flags_and_help_it_has_among_all(name: str) -> None:
+    # `rolecall NAME ...` builds NAME's parser alone (a faster start): what it accepts
+    # and what `rolecall NAME --help` prints must not depend on the other commands
+    whole = _command_help(cli_main.build_parser(), name)
+    alone, handlers = cli_main._build(name)
+    assert list(handlers) == [name]
+    assert _command_help(alone, name) == whole
+
+
+def test_a_mistyped_command_still_gets_the_nearest_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli_main.main(["rnu", "classroom"])
+    assert exit_.value.code == 2
+    assert "did you mean 'run'?" in capsys.readouterr().err

@@ -66,11 +66,13 @@ def _resolve(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def add_commands(sub: Sub) -> dict[str, str]:
-    """Add every command's parser to ``sub``; each command's handler by name."""
-    for command in COMMANDS:
+def add_commands(sub: Sub, only: str | None = None) -> dict[str, str]:
+    """Add every command's parser to ``sub``, or only that of the command named ``only``
+    when there is one; each added command's handler by name."""
+    chosen = [c for c in COMMANDS if c.name == only] or COMMANDS
+    for command in chosen:
         _resolve(command.parser)(sub)
-    return {command.name: command.handler for command in COMMANDS}
+    return {command.name: command.handler for command in chosen}
 
 
 def handler(target: str) -> Handler:
