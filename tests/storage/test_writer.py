@@ -20,6 +20,7 @@ from rolecall.errors import StorageError
 from rolecall.runtime import Session
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
+from rolecall.storage.browse import events_after
 from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
 from tests.helpers import scripted_world, world_from
@@ -155,7 +156,7 @@ async def test_the_store_checkpoints_so_the_wal_stays_small(
     assert len(rows(tmp_path / "often" / "rolecall.db", "SELECT id FROM messages")) == 600
 
 
-async def test_a_turn_writes_two_event_rows_and_the_view_lists_every_event(
+async def test_a_turns_chunks_are_one_compact_row_and_every_event_reads_back(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "rolecall.db"
@@ -164,9 +165,15 @@ async def test_a_turn_writes_two_event_rows_and_the_view_lists_every_event(
         await session.step()
         await flush(session)
         doc = await store.load(session.session_id)
+        stored = await events_after(store, session.session_id)
     packed = rows(path, "SELECT topic, type, count FROM events_packed WHERE seq > 2 ORDER BY seq")
-    # per turn: sse/start, the chunks and sse/end; then the message and its step
-    assert [(topic, kind) for topic, kind, _ in packed] == [("sse", "*"), ("*", "*")] * 2
+    # per turn: sse/start, one row of all the chunks, sse/end; then the message and its step
+    turn = [("sse", "start"), ("sse", "chunks"), ("sse", "end"), ("*", "*")]
+    assert [(topic, kind) for topic, kind, _ in packed] == turn * 2
+    chunks = [e for e in session.bus.history if e.event.type == "chunk"]
+    assert sum(count for _, kind, count in packed if kind == "chunks") == len(chunks) > 2
+    # read back from the store, every event is the line `--json` printed, byte for byte
+    assert stored == [(e.seq, e.to_json()) for e in session.bus.history]
     listed = rows(path, "SELECT seq, topic, type, record FROM events ORDER BY seq")
     assert [seq for seq, *_ in listed] == list(range(1, session.bus.last_seq + 1))
     for seq, topic, kind, record in listed:

@@ -47,9 +47,8 @@ class Recordable(Protocol):
 class EventBuffer(list[Stamped]):
     """The envelopes stamped since the last commit, in order (the bus appends them). Once
     a generation has streamed :data:`COMPACT_FROM` chunks, its chunks are folded into
-    one :class:`ChunkRun` as they come, so a long reply is held as about its text, not
-    as an event object per word; a short one keeps its envelopes, whose JSON lines the
-    sinks have written already."""
+    one :class:`ChunkRun` as they come, so a reply is held as about its text, not as an
+    event object per word."""
 
     def __init__(self) -> None:
         super().__init__()
