@@ -78,6 +78,21 @@ flow:
     assert len(found) == len(expected)
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # libyaml reads these, and its messages differ: the pure-Python parser's are given
+        ("name: x\nroles:\t- a\n", "line 2, column 7: invalid YAML: found character '\\t'"),
+        ("name: x\ntopic: \x00\n", "character 16: invalid YAML: special characters are not"),
+        # a lone surrogate (JSON's "\ud800") libyaml cannot even encode
+        ("name: x\ntopic: \ud800\n", "character 16: invalid YAML: special characters are not"),
+    ],
+)
+def test_bad_yaml_gets_the_same_message_whichever_parser_reads_it(text: str, problem: str) -> None:
+    [found] = problems_of(text)
+    assert problem in found
+
+
 def test_unknown_speaker_lists_the_roles_and_the_closest() -> None:
     found = problems_of(GOOD.replace("speaker: student", "speaker: studnet"))
     assert found == [

@@ -125,12 +125,13 @@ def _load_yaml(text: str) -> Any:
     """``yaml.safe_load(text)``, by libyaml's parser when PyYAML has it (0.4 against 3.5
     ms for a shipped world, at every start). A document libyaml rejects is read again
     by the pure-Python parser: its result if it takes it, its error (and the messages
-    users know) if not."""
+    users know) if not. libyaml reads UTF-8: a string it cannot encode (a lone
+    surrogate, from JSON's ``\ud800``) goes to the pure-Python parser too."""
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:
         try:
             return yaml.load(text, Loader=fast)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, UnicodeError):
             pass
     return yaml.safe_load(text)
 
