@@ -189,5 +189,7 @@ async def events_after(
             continue
         for i, item in enumerate(json.loads(record)):
             if seq + i > after:
-                out.append((int(seq) + i, json.dumps(item, separators=(",", ":"))))
+                # as `--json` and a live session's events print it: non-ASCII as is
+                line = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+                out.append((int(seq) + i, line))
     return out
