@@ -9,8 +9,6 @@ the window.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rolecall.llm.types import ChatMessage, Persona
 from rolecall.session.state import Message, Transcript
 from rolecall.world.models import Role, World
@@ -46,42 +44,33 @@ def system_text(world: World, role: Role) -> str:
     return "\n".join(parts)
 
 
-def memory_entry(message: Message, agent_id: str) -> ChatMessage:
-    """One memory entry as this agent sees it (own messages as assistant)."""
+def memory_entry(message: Message, agent_id: str, *, named: bool = False) -> ChatMessage:
+    """One memory entry as this agent sees it (own messages as assistant); ``named``:
+    as the prompt gives it, another's message saying who wrote it."""
     if message.kind == "system":
         return ChatMessage("system", message.content, "system")
     if message.sender == agent_id:
         return ChatMessage("assistant", message.content, agent_id)
+    if named and message.sender:
+        return ChatMessage("user", f"[{message.sender}] {message.content}", message.sender)
     return ChatMessage("user", message.content, message.sender)
 
 
 def memory_window(
-    transcript: Transcript,
-    agent_id: str,
-    start: int,
-    window: int,
-    exclude: str | None,
-    entry: Callable[[Message, str], ChatMessage] = memory_entry,
+    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
 ) -> list[ChatMessage]:
-    """The last ``window`` entries from index ``start`` on, without message ``exclude``
-    (each message as ``entry`` shows it to the agent)."""
+    """The last ``window`` entries from index ``start`` on, without message ``exclude``,
+    as the prompt gives them to the agent."""
     out: list[ChatMessage] = []
     messages = transcript.messages
     i = len(messages) - 1
     while i >= start and len(out) < window:
         msg = messages[i]
         if msg.id != exclude:
-            out.append(entry(msg, agent_id))
+            out.append(memory_entry(msg, agent_id, named=True))
         i -= 1
     out.reverse()
     return out
-
-
-def prompt_entry(message: Message, agent_id: str) -> ChatMessage:
-    """A memory entry as the prompt gives it: another's message says who wrote it."""
-    if message.kind != "system" and message.sender != agent_id and message.sender:
-        return ChatMessage("user", f"[{message.sender}] {message.content}", message.sender)
-    return memory_entry(message, agent_id)
 
 
 def turn_text(world: World, role: Role, target: Message | None, instruction: str | None) -> str:
@@ -119,7 +108,6 @@ def build_prompt(
         memory_start,
         world.settings.memory_window,
         target.id if target is not None else None,
-        prompt_entry,
     )
     return (
         ChatMessage("system", system if system is not None else system_text(world, role)),
