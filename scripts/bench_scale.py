@@ -14,9 +14,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from rolecall.bus import Envelope
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # the loopback test servers live in tests/
@@ -180,7 +183,7 @@ async def _nats_session(
     stamps: list[float] = []
     models = ModelRegistry()
     if provider:
-        models.register("scripted", _AsksSomeone())  # type: ignore[arg-type]
+        models.register("scripted", _AsksSomeone())
 
     def gaps() -> float:
         return statistics.median(b - a for a, b in itertools.pairwise(stamps))
@@ -221,9 +224,11 @@ async def _turn_lines(turns: int) -> list[list[bytes]]:
 
     world = build_world(scripted_raw(turns), source="bench", library=RoleLibrary()).world
     session = Session(world, models=ModelRegistry())
+    published: list[Envelope] = []
+    session.bus.subscribe(published.append, name="bench")
     await session.run()
     out: list[list[bytes]] = [[]]
-    for envelope in session.bus.history:
+    for envelope in published:
         out[-1].append(envelope.to_json().encode())
         if envelope.topic == "system" and envelope.type == "step":
             out.append([])
