@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from rolecall.cli.registry import summary
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("hello", help="say hello", description="Say hello to NAME.")
+    p = sub.add_parser("hello", help=summary("hello"), description="Say hello to NAME.")
     p.add_argument("name", metavar="NAME")
 
 

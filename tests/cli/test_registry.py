@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import subprocess
+import sys
 
 import pytest
 
@@ -25,7 +28,9 @@ def test_the_parser_has_every_registered_command_in_registry_order() -> None:
 def test_a_new_command_is_one_module_plus_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    line = Command("hello", "tests.cli.hello_cmd:add_parser", "tests.cli.hello_cmd:cmd_hello")
+    line = Command(
+        "hello", "say hello", "tests.cli.hello_cmd:add_parser", "tests.cli.hello_cmd:cmd_hello"
+    )
     monkeypatch.setattr(registry, "COMMANDS", (*COMMANDS, line))
     assert cli_main.main(["hello", "world"]) == 0
     assert capsys.readouterr().out == "hello world\n"
@@ -57,3 +62,40 @@ def test_a_mistyped_command_still_gets_the_nearest_one(capsys: pytest.CaptureFix
         cli_main.main(["rnu", "classroom"])
     assert exit_.value.code == 2
     assert "did you mean 'run'?" in capsys.readouterr().err
+
+
+def test_help_lists_every_command_as_the_whole_parser_does_without_importing_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `rolecall --help` (and `rolecall` alone) builds each command by name and summary
+    # only: the same page as the whole parser's, and no command's module imported
+    code = (
+        "import sys; from rolecall.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('rolecall.cli.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    page, _, loaded = done.stdout.rpartition("\n[")
+    assert page + "\n" == cli_main.build_parser().format_help()
+    command_modules = {c.parser.partition(":")[0] for c in COMMANDS}
+    assert not command_modules & set(ast.literal_eval("[" + loaded))
+    assert cli_main.main([]) == 2
+    assert capsys.readouterr().out == cli_main.build_parser().format_help()
+
+
+def test_each_command_s_parser_takes_its_help_line_from_the_registry() -> None:
+    whole = cli_main.build_parser()
+    for action in whole._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            lines = {a.dest: a.help for a in action._choices_actions}
+    assert lines == {c.name: c.summary for c in COMMANDS}
+
+
+def test_a_command_named_after_a_flag_is_parsed_with_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # not the first word: parsed as before, with every command's parser
+    assert cli_main.main(["--version", "worlds", "list"]) == 0
+    assert capsys.readouterr().out.startswith("rolecall ")

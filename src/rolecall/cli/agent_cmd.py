@@ -8,6 +8,7 @@ import sys
 
 import anyio
 
+from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 EXAMPLES = [
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = sub.add_parser(
         "agent",
-        help="serve a role's generations to sessions on a NATS cluster (transport: nats)",
+        help=summary("agent"),
         description=(
             "Serve the generations of ROLE of world W to every session that runs W with "
             "--nats and marks ROLE with `transport: nats`: one NATS request per turn, the "

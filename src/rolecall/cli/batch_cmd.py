@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = sub.add_parser(
         "batch",
-        help="run a world many times (a --vary cross product) and gather the results",
+        help=summary("batch"),
         description=(
             "Run a world many times: every combination of the --vary values, --runs times "
             "each, --concurrency sessions at once. Every run is a stored session."

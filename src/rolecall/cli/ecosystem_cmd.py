@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from rolecall.cli.registry import summary
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub.add_parser(
         "models",
-        help="list the model implementations: built-in, plugins, litellm",
+        help=summary("models"),
         description=(
             "The model implementations a world's model: string can name: the built-in "
             "offline and scripted models, installed plugins (entry-point group "

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rolecall.cli.registry import add_commands
+from rolecall.cli import registry
 
 EPILOG = """examples:
   rolecall run classroom                      run worlds/classroom on its models
@@ -24,10 +24,14 @@ EPILOG = """examples:
 """
 
 
-def _build(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, str]]:
+def _build(
+    only: str | None = None, *, listing: bool = False
+) -> tuple[argparse.ArgumentParser, dict[str, str]]:
     """The parser, and each command's handler (``module:function``) by command name;
     when ``only`` names a command, with that command alone (``rolecall run ...`` is
-    parsed without adding the other commands' flags: about 10 ms of every start)."""
+    parsed without adding the other commands' flags: about 10 ms of every start). With
+    ``listing``, every command by name and summary alone, none parsable: what
+    ``rolecall --help`` shows and a mistyped command is compared with."""
     from rolecall.cli.suggest import Parser
 
     parser: argparse.ArgumentParser = Parser(
@@ -38,8 +42,10 @@ def _build(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, 
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    handlers = add_commands(sub, only)
+    if listing:
+        registry.list_commands(sub)
+        return parser, {}
+    handlers = registry.add_commands(sub, only)
     return parser, handlers
 
 
@@ -55,8 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     words = sys.argv[1:] if argv is None else list(argv)
     # `rolecall run ...`: the other commands' parsers are not needed to parse it (nor
-    # their help: `rolecall run --help` is the run command's own)
-    parser, handlers = _build(words[0] if words else None)
+    # their help: `rolecall run --help` is the run command's own). With no command named
+    # at all (`rolecall --help`, `rolecall`, a mistyped one), no command's parser is: the
+    # listing shows and suggests the same, and nothing can be dispatched from it
+    names = {command.name for command in registry.COMMANDS}
+    first = words[0] if words else None
+    listing = not names.intersection(words)
+    parser, handlers = _build(first if first in names else None, listing=listing)
     args = parse(parser, words)
     if args.version:
         from rolecall.version import __version__

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from rolecall.cli.flags import add_common_flags
+from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def add_debate(sub: Any) -> None:
     """Add ``rolecall debate``."""
     debate = sub.add_parser(
         "debate",
-        help="a PRO/CON debate on TOPIC, then a moderator's synthesis",
+        help=summary("debate"),
         description=(
             "Debate TOPIC: PRO and CON alternate (PRO on odd turns, CON on even ones), each "
             "answering the other; the debate stops on a concession, a stalemate or after "
@@ -93,7 +94,7 @@ def add_consensus(sub: Any) -> None:
     """Add ``rolecall consensus``."""
     consensus = sub.add_parser(
         "consensus",
-        help="three or more roles seek consensus on TOPIC, then a synthesizer sums up",
+        help=summary("consensus"),
         description=(
             "Seek consensus on TOPIC: the profile's participants speak in round-robin until "
             "every one of them agrees over a full round (or --max-rounds), then the "

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     p = sub.add_parser(
         "watch",
-        help="follow live events of sessions run on a NATS cluster",
+        help=summary("watch"),
         description=(
             "Follow the events of sessions run with --nats, from any machine. SESSION ends "
             "after that session's stop (or pause), --batch NAME after the batch's last run, "
@@ -199,7 +200,7 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     p = sub.add_parser(
         "worker",
-        help="run batch runs submitted to a NATS cluster (batch --nats)",
+        help=summary("worker"),
         description=(
             "Pull runs from the ROLECALL_JOBS work queue and run them, storing each session "
             "in this data directory and publishing every event. Prints one line starting "

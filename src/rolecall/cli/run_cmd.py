@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from rolecall.cli.flags import add_common_flags, add_nats_flag
+from rolecall.cli.registry import summary
 from rolecall.cli.web_cmd import add_web_flags
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 def add_run(sub: Sub) -> None:
     run = sub.add_parser(
         "run",
-        help="run a world's flow to its stop, streaming every message",
+        help=summary("run"),
         description="Run a world's flow to its stop, streaming every message live.",
         epilog="examples:\n  rolecall run classroom\n"
         "  rolecall run worlds/classroom --json --max-turns 4\n"
@@ -38,7 +39,7 @@ def add_run(sub: Sub) -> None:
 def add_chat(sub: Sub) -> None:
     chat = sub.add_parser(
         "chat",
-        help="talk to a world (REPL on a terminal, piped mode otherwise)",
+        help=summary("chat"),
         description=(
             "Talk to a world. On a terminal this opens the REPL (docs/repl.md): type a "
             "message, @role to address one role, /help for the commands. With stdin not a "
@@ -80,7 +81,7 @@ def add_stream_flag(p: argparse.ArgumentParser) -> None:
 def add_resume(sub: Sub) -> None:
     resume = sub.add_parser(
         "resume",
-        help="continue a saved session (an id or a session file)",
+        help=summary("resume"),
         description="Continue a saved session exactly where it stopped; nothing is regenerated.",
         epilog="examples:\n  rolecall resume 20261122-101500-a1b2c3\n"
         "  rolecall resume saved.json --json",

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rolecall.cli.registry import summary
+
 if TYPE_CHECKING:
     from rolecall.runtime import Session
     from rolecall.world.models import World
@@ -30,7 +32,7 @@ def add_parser(sub: Any) -> None:
 
     p: argparse.ArgumentParser = sub.add_parser(
         "study",
-        help="study a document with five roles (explainer, challenger, ...)",
+        help=summary("study"),
         description=(
             "Study a document (TXT, Markdown or PDF): it is split into units and five roles "
             "(explainer, challenger, summarizer, example_generator, misconception_spotter) "

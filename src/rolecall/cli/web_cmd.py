@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 EXAMPLES = [
@@ -29,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = sub.add_parser(
         "web",
-        help="serve the web view: stored sessions, live threads, flow pages",
+        help=summary("web"),
         description=(
             "Serve a local web page: every stored session with search and filters, a "
             "session's thread with reply links, live tokens of running sessions, talking "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rolecall.cli.flags import add_common_flags
+from rolecall.cli.registry import summary
 from rolecall.errors import UsageError, WorldError
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worlds = sub.add_parser(
         "worlds",
-        help="list, validate, check and create world folders",
+        help=summary("worlds"),
         description="List, validate, check and create world folders.",
         epilog="examples:\n  rolecall worlds list\n"
         "  rolecall worlds validate worlds/classroom\n"

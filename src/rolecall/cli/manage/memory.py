@@ -14,6 +14,7 @@ from rolecall.cli.manage.common import (
     _session_id,
     _with_store,
 )
+from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     memory = _add(
         sub,
         "memory",
-        help="show or clear an agent's passive memory in a session",
+        help=summary("memory"),
         description=(
             "Each agent keeps a memory file per session: every message it received or "
             "wrote. Clearing archives the file beside it and resets the agent's turn count; "

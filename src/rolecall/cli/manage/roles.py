@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from rolecall.cli.manage.common import _add, _atomic_write, _clip, _common, _data, _say, _table
+from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     roles = _add(
         sub,
         "roles",
-        help="the role library: built-in templates and your own roles",
+        help=summary("roles"),
         description=(
             "The role library. Built-in roles are read-only; your roles are YAML files in "
             "<data dir>/roles/ and usable as `template: <id>` in a world, like built-ins."

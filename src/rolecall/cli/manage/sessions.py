@@ -18,6 +18,7 @@ from rolecall.cli.manage.common import (
     _table,
     _with_store,
 )
+from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
     from rolecall.session.document import SessionDocument
@@ -36,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sessions = _add(
         sub,
         "sessions",
-        help="list, show, trace, export and delete stored sessions",
+        help=summary("sessions"),
         description="Browse and export the sessions stored in the data directory.",
         examples=[
             "rolecall sessions list",
