@@ -10,9 +10,10 @@ with every frame copied, which commits following each other without a pause (a s
 model, a batch of many sessions) seldom find while a checkpoint races with them: so once
 at most :data:`FINISH_FRAMES` frames are left, :attr:`Checkpointer.finish_wanted` is set
 and the store copies that short tail itself before its next commit, under its lock (a
-few milliseconds instead of the whole checkpoint's tens), and that commit starts the
-WAL over: the file stays about as small as one checkpoint interval's writes (plus what
-the turns add while a pass runs, more when the disk is slow).
+few milliseconds instead of the whole checkpoint's tens; holding the database's write
+lock, so that another process sharing it cannot add frames meanwhile), and that commit
+starts the WAL over: the file stays about as small as one checkpoint interval's writes
+(plus what the turns add while a pass runs, more when the disk is slow).
 
 Why a thread owned by the store rather than a task: the store is opened and closed by
 plain calls (``open()``/``close()``), not inside a task group of its own, and a
@@ -109,8 +110,18 @@ class Checkpointer:
 
 def finish(conn: sqlite3.Connection) -> None:
     """Copy the WAL's last frames on ``conn`` (the store's writer, between two commits),
-    so that its next commit starts the WAL over."""
+    so that its next commit starts the WAL over.
+
+    ``FULL``, not ``PASSIVE``: it holds the database's write lock while it copies, so
+    another process sharing the database cannot append frames between the copy and
+    this store's next commit. With ``PASSIVE`` it always did (the copy ends with a sync,
+    a few milliseconds, while the other commits every few tenths of one): the WAL was
+    never started over, and two processes running 3,000 turns each left it at 230 MB
+    instead of about 45. The writer waits for nobody (``busy_timeout`` 0): when another
+    connection holds the lock, ``FULL`` copies what it can, as ``PASSIVE`` does, and a
+    later checkpoint finishes the job.
+    """
     try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        conn.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
     except sqlite3.Error as exc:  # another process is writing: a later one will do
         log.info("checkpoint_skipped", error=str(exc))
