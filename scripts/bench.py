@@ -1517,9 +1517,10 @@ def bench_shared_store(quick: bool) -> Bench:
     )
     turns = 300 if quick else 3000
     # the machine's pauses move one measurement of a few seconds by up to a third (one
-    # pair measured 0.69, the next 1.01): shared and separate alternate, and each
-    # figure is the median of its repeats, each ratio the median of the pairs' ratios
-    pairs = 1 if quick else 3
+    # pair measured 0.69, the next 1.01; twelve in a row 0.62 to 1.21): shared and
+    # separate alternate, and each figure is the median of its repeats, each ratio the
+    # median of the pairs' ratios
+    pairs = 1 if quick else 5
     rate = sibling("bench_sharing").turns_per_s
     runs: dict[str, list[float]] = {"p1_shared": [rate(1, turns, shared=True)]}
     progress(f"shared_store 1 process: {runs['p1_shared'][0]:.0f} turns/s")
