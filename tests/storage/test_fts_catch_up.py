@@ -62,3 +62,25 @@ async def test_closing_the_store_indexes_what_the_turns_stored(tmp_path: Path) -
         assert await indexed(db) == 3
         marks = list(await db.execute_fetchall("SELECT session_id, indexed FROM fts_progress"))
         assert marks == [(session.session_id, 3)]
+
+
+async def test_closing_a_store_indexes_the_sessions_it_wrote_only(tmp_path: Path) -> None:
+    """Another process sharing the database indexes its own sessions when it closes:
+    indexing them here as well held its turns up (they wait for the index's write
+    transaction) for twice as long. A search still finds every session."""
+    path = tmp_path / "rolecall.db"
+    async with SqliteStore(path) as other, assemble(world_from(WORLD), store=other) as theirs:
+        await theirs.run()
+        async with (
+            SqliteStore(path) as store,
+            assemble(world_from(WORLD), store=store) as mine,
+        ):
+            await mine.run()
+        async with aiosqlite.connect(path) as db:
+            marks = list(await db.execute_fetchall("SELECT session_id FROM fts_progress"))
+            assert marks == [(mine.session_id,)]
+            assert await indexed(db) == 3
+        found = await other.list_sessions(SessionFilter(search="zebra"))
+        assert {r.id for r in found} == {mine.session_id, theirs.session_id}
+    async with aiosqlite.connect(path) as db:
+        assert await indexed(db) == 6

@@ -98,6 +98,67 @@ async def test_a_lock_held_past_the_timeout_fails_the_turn_clearly(
     assert rows(path, "SELECT id FROM messages") == []
 
 
+def test_the_waiting_thread_tries_again_until_the_lock_is_free() -> None:
+    """The worker thread polls (every ``POLL_S``) rather than sleeping SQLite's busy
+    ladder (1, 2, 5, 10 ms...): each try is one run of the transaction, and anything
+    but a held lock fails at once."""
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+    tries: list[int] = []
+
+    def free_at_the_fourth(_conn: sqlite3.Connection, batch: int) -> None:
+        tries.append(batch)
+        if len(tries) < 4:
+            raise busy
+
+    conn = sqlite3.connect(":memory:")
+    store_writer.run_waiting(free_at_the_fourth, conn, 7)
+    assert tries == [7, 7, 7, 7]
+
+    def full(_conn: sqlite3.Connection, _batch: int) -> None:
+        tries.append(0)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    tries.clear()
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        store_writer.run_waiting(full, conn, 0)
+    assert tries == [0]
+    conn.close()
+
+
+async def test_closing_the_store_does_not_wait_for_a_reader_of_an_older_snapshot(
+    tmp_path: Path,
+) -> None:
+    """The last checkpoint copies what it can without the write lock and leaves the WAL
+    to a connection still reading from it, instead of waiting for it (up to 5 s)."""
+    path = tmp_path / "rolecall.db"
+    reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    released = threading.Event()
+    async with attached(path) as (_store, session):
+        assert await session.step()
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM messages").fetchone() == (1,)
+        assert await session.step()  # the reader's snapshot is now an older one
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                reader.rollback()
+
+        # the reader gives up after 3 s, so that a close that waits for it cannot hang
+        timer = threading.Timer(3, release)
+        timer.start()
+    try:
+        assert not released.is_set()  # the store closed while the reader still read
+        assert (tmp_path / "rolecall.db-wal").stat().st_size > 0
+    finally:
+        timer.cancel()
+        timer.join()
+        release()
+        reader.close()
+    assert [m for (m,) in rows(path, "SELECT id FROM messages ORDER BY idx")] == ["m1", "m2"]
+
+
 async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,7 @@ a worker thread with :func:`run_waiting`.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -26,6 +27,8 @@ SPIN_S = 0.002
 # loop's own sleeps last a millisecond at least), so that with more processes than CPUs
 # the one holding the lock gets a CPU to finish on
 SPIN_PAUSE_S = 0.00005
+# between two tries of the worker thread that waits for the lock after that
+POLL_S = 0.0005
 
 
 def open_writer(path: Path) -> sqlite3.Connection:
@@ -66,12 +69,23 @@ def try_inline(
 def run_waiting(
     fn: Callable[[sqlite3.Connection, T], None], conn: sqlite3.Connection, batch: T
 ) -> None:
-    """``fn(conn, batch)`` waiting up to ``BUSY_TIMEOUT_S`` for the lock (worker thread)."""
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    try:
-        fn(conn, batch)
-    finally:
-        conn.execute("PRAGMA busy_timeout = 0")
+    """``fn(conn, batch)`` on a worker thread, tried again every ``POLL_S`` while another
+    connection holds the write lock, for up to ``BUSY_TIMEOUT_S``.
+
+    Not SQLite's busy handler, which sleeps 1, 2, 5, 10, 15, 20 ms... between its tries:
+    a turn that found the lock held for 3 ms (another process copying the WAL's tail)
+    waited 8; two processes of 3,000 turns on one database each lost 40-130 ms so.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            fn(conn, batch)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        else:
+            return
+        time.sleep(POLL_S)
 
 
 def write_batch(conn: sqlite3.Connection, batch: Batch) -> None:
