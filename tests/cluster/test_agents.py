@@ -153,7 +153,7 @@ def test_an_agent_that_disappears_mid_reply_pauses_the_session(
         if seen[-1]["type"] == "chunk" and seen[-1]["sender"] == "b":
             slow.send_signal(signal.SIGKILL)  # gone in the middle of b's reply
             break
-    rest, err = run.communicate(timeout=30)
+    rest, err = cli.rest(run, timeout=30)
     slow.communicate(timeout=10)
     found = seen + events(rest)
     assert run.returncode == 1, err

@@ -125,7 +125,7 @@ def test_a_server_restarted_during_a_run_loses_and_reorders_nothing(
     seen = [proc.stdout.readline() for _ in range(12)]  # the run is under way
     assert all(seen)
     nats.restart()
-    out, err = proc.communicate(timeout=40)
+    out, err = cli.rest(proc, timeout=40)
     assert proc.returncode == 0, err
     events = lines("".join(seen) + out)
     logged = [json.loads(line)["event"] for line in log.read_text("utf-8").splitlines()]

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import closing
@@ -174,6 +175,30 @@ class Cli:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    @staticmethod
+    def rest(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+        """What is left of ``proc``'s stdout, and its stderr, once it has ended.
+
+        For a process whose stdout a test has read lines from: ``communicate()`` reads
+        the pipes' descriptors directly, so the lines a ``readline()`` had already
+        buffered past the one it returned would be lost. This reads the file objects.
+        """
+        stdout, stderr = proc.stdout, proc.stderr
+        assert stdout is not None and stderr is not None
+        parts: dict[str, str] = {}
+        readers = [
+            threading.Thread(target=lambda: parts.__setitem__("out", stdout.read())),
+            threading.Thread(target=lambda: parts.__setitem__("err", stderr.read())),
+        ]
+        for reader in readers:
+            reader.start()
+        proc.wait(timeout=timeout)  # raises TimeoutExpired, as communicate() would
+        for reader in readers:
+            reader.join(timeout=timeout)
+        stdout.close()
+        stderr.close()
+        return parts["out"], parts["err"]
 
     def refused_connections(self) -> list[str]:
         if not self.net_log.exists():

@@ -304,7 +304,7 @@ def test_sigterm_pauses_the_session_and_exits_143(cli: Cli, tmp_path: Path, when
         if when == "between-turns" and event["type"] == "message":
             break
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=40)
+    out, err = cli.rest(proc, timeout=40)
     assert proc.returncode == 143, err
     assert "Traceback" not in err and "terminated; session" in err
     last = json.loads(out.splitlines()[-1])
