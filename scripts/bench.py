@@ -962,12 +962,14 @@ def bench_startup(quick: bool) -> Bench:
         "python_bare_s": f"subprocess python -c pass (interpreter floor), median of {n_fast}",
         "first_message_s": "spawn of `rolecall run worlds/classroom --json --max-turns 1` to the "
         f"first messages/message line on its stdout, median of {n_first}, in this venv (its "
-        "dev-only packages included: import-linter's `rich`, which structlog imports when "
-        "installed, costs about 0.07 s, Playwright's `greenlet` about 0.005 s)",
+        "dev-only packages included: structlog, which imports import-linter's `rich` (about "
+        "0.07 s) and Playwright's `greenlet` when installed, is imported by a first log "
+        "record only, and this run logs none)",
         "first_message_without_dev_packages_s": "the same, started as `python -c` with every "
         "top-level module of this venv that no distribution of rolecall's runtime requirement "
         "closure (nor pip or setuptools) provides blocked (sys.modules[name] = None), as a "
-        "pip install of rolecall starts: structlog imports rich and greenlet when installed "
+        "pip install of rolecall starts: structlog imports rich and greenlet when installed, "
+        "and the first log record imports structlog "
         f"({len(blocked)} blocked; of those, a start in this venv imports "
         f"{', '.join(sorted(modules.intersection(blocked))) or 'none'})",
         "litellm_not_imported": "python -c running rolecall.cli.main.main([...]) then printing "

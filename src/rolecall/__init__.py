@@ -10,7 +10,7 @@ The public API (docs/api.md)::
 Everything named in ``__all__`` is public; other modules are internal. Names are
 imported on first use, so ``import rolecall`` (and the ``rolecall`` command) stays fast.
 Library use prints nothing: log records go to the ``rolecall`` logger (structlog bound to
-stdlib logging, with a ``NullHandler``, set up by :mod:`rolecall.api`); the application
+stdlib logging, with a ``NullHandler``, set up by :mod:`rolecall.log`); the application
 configures logging.
 """
 

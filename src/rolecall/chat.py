@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import structlog
-
 from rolecall import turns
 from rolecall.bus import ErrorEvent, Event, PassEvent, TurnLimitEvent, WarningEvent
 from rolecall.debuglog import debug_enabled
 from rolecall.errors import ConditionTimeout
+from rolecall.log import get_logger
 from rolecall.plans import Host, Next, Spoken, TurnPlan
 from rolecall.routing import (
     auto_mention,
@@ -28,7 +27,7 @@ from rolecall.routing import (
 )
 from rolecall.session.state import Concluding, Message, PendingReply
 
-_log = structlog.get_logger("rolecall.routing")
+_log = get_logger("rolecall.routing")
 
 
 def route_notice(session: Host, message: Message) -> list[Event]:

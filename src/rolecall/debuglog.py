@@ -15,8 +15,6 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-import structlog
-
 from rolecall.bus import (
     Bus,
     ConditionEvent,
@@ -30,9 +28,10 @@ from rolecall.bus import (
     StreamStart,
     TurnLimitEvent,
 )
+from rolecall.log import get_logger
 from rolecall.session.state import SessionState
 
-log = structlog.get_logger("rolecall.flow")
+log = get_logger("rolecall.flow")
 # the logger object lives as long as the process (logging never drops one), and its
 # isEnabledFor caches the answer until a level changes
 _ROLECALL = logging.getLogger("rolecall")

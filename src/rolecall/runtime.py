@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Protocol
 
 import anyio
-import structlog
 
 from rolecall import chat, turns
 from rolecall.agents import Generated, Generator
@@ -36,6 +35,7 @@ from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.llm.registry import ModelRegistry
+from rolecall.log import get_logger
 from rolecall.modes import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
@@ -47,7 +47,7 @@ from rolecall.session.state import (
 )
 from rolecall.world.models import Role, World
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
 TurnHook = Callable[["Session"], Awaitable[None]]

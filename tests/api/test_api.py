@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -212,6 +213,27 @@ def test_library_use_prints_nothing(tmp_path: Path) -> None:
     # only after the application configured logging do records appear, on its handler
     assert "session_finished" in done.stderr
     assert done.stderr.startswith("INFO:rolecall.runtime:")
+
+
+def test_an_application_that_configured_structlog_gets_the_records(tmp_path: Path) -> None:
+    """rolecall binds structlog to stdlib logging only when the application did not
+    configure structlog itself (here after importing rolecall, before its first
+    record): the application's configuration gets rolecall's records."""
+    code = (
+        "import anyio, rolecall, structlog\n"
+        "structlog.configure(processors=[structlog.processors.JSONRenderer()])\n"
+        "w = rolecall.load_world({'name': 'x', 'model': 'offline', 'roles': [{'id': 'a'}],"
+        " 'flow': {'steps': [{'id': 's', 'speaker': 'a'}], 'stop': [{'max_turns': 1}]}})\n"
+        "anyio.run(rolecall.run, w)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLECALL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["event"] for r in records] == ["session_finished"]
+    assert records[0]["reason"] == "max_turns"
 
 
 def test_public_names() -> None:

@@ -211,6 +211,27 @@ def test_an_offline_run_loads_only_what_its_world_uses(data_dir: Path) -> None:
     assert "LOADED=[]" in result.stderr, result.stderr[-2000:]
 
 
+def test_structlog_is_imported_by_the_first_line_logged(data_dir: Path) -> None:
+    """A run that logs nothing starts without structlog (about 15 ms, issue 18); the
+    next, with -v, logs its lines to stderr as before."""
+    code = (
+        "import sys\n"
+        "from rolecall.cli.main import main\n"
+        "main(['run', 'worlds/classroom', '--json', '--max-turns', '1'])\n"
+        "sys.stderr.write('QUIET=%s\\n' % ('structlog' in sys.modules))\n"
+        "main(['run', 'worlds/classroom', '--json', '--max-turns', '1', '-v'])\n"
+        "sys.stderr.write('VERBOSE=%s\\n' % ('structlog' in sys.modules))\n"
+    )
+    result = run_probe(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    quiet, verbose = result.stderr.split("QUIET=False\n")
+    assert quiet == ""  # nothing was logged, nothing printed
+    assert verbose.endswith("VERBOSE=True\n"), verbose
+    finished = [line for line in verbose.splitlines() if "session_finished" in line]
+    assert len(finished) == 1 and "[info     ]" in finished[0], verbose
+    assert "[rolecall.runtime]" in finished[0] and "reason=max_turns" in finished[0]
+
+
 @pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
 def test_a_reader_that_goes_away_is_not_an_error(extra: list[str], data_dir: Path) -> None:
     proc = subprocess.Popen(

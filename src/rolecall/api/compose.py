@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-import structlog
 
 from rolecall.bus import Bus, Envelope, EventBus, Topic
 from rolecall.errors import StorageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
+from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session, new_session_id
 from rolecall.session.document import (
@@ -36,7 +36,7 @@ from rolecall.storage.port import SessionStore
 from rolecall.storage.recorder import Recorder
 from rolecall.world.models import World
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Sink(Protocol):

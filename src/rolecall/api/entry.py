@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import structlog
 
 from rolecall.api.compose import Sink, assemble, model_registry
 from rolecall.api.session import Mode, Result, Session
 from rolecall.errors import UsageError
 from rolecall.llm.protocol import ChatModel
+from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.session.document import SessionDocument, read_session_file
 from rolecall.storage.data_store import open_data_store
 from rolecall.storage.port import SessionStore
 from rolecall.world.models import World
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 PathLike = str | os.PathLike[str]
 

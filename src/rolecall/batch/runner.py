@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
-import structlog
 
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.plan import BatchPlan, RunSpec
@@ -24,12 +23,13 @@ from rolecall.batch.results import RunResult
 from rolecall.bus import Envelope, ErrorEvent, EventBus
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
+from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session
 from rolecall.storage.batches import BatchTables
 from rolecall.storage.port import SessionStore
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Listener = Callable[[RunResult], None]
 

@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pyee import EventEmitter
 
@@ -35,8 +34,9 @@ from rolecall.bus.events import (
     Topic,
 )
 from rolecall.bus.protocol import EnvelopeSink, Filter, Handler
+from rolecall.log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Clock = Callable[[], datetime]
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 import anyio
-import structlog
 from anyio.abc import TaskStatus
 
 from rolecall.api.compose import assemble
@@ -29,6 +28,7 @@ from rolecall.cli.display import attach_display
 from rolecall.cli.palette import use_color
 from rolecall.errors import StorageError, UsageError, first_rolecall_error
 from rolecall.llm.registry import ModelRegistry
+from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir
 from rolecall.runtime import Session
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from rolecall.llm.replay import ReplaySetup
     from rolecall.nats.transport import Transport
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @asynccontextmanager

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 import anyio
-import structlog
 
+from rolecall.log import get_logger
 from rolecall.routing import Reason
 from rolecall.session.state import PendingReply, SessionState
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # answers kept for messages nobody collected (flow steps, passes): the newest few
 _KEEP_ANSWERED = 8

@@ -34,7 +34,6 @@ from typing import Any, Final, Literal
 
 import anyio
 import anyio.to_thread
-import structlog
 
 from rolecall.errors import ProviderError, ProviderRefused, ProviderTimeout, ProviderUnavailable
 from rolecall.llm.types import (
@@ -46,11 +45,12 @@ from rolecall.llm.types import (
     estimate_tokens,
     prompt_tokens,
 )
+from rolecall.log import get_logger
 from rolecall.redaction import redact, secret_values
 
 __all__ = ["LiteLLMModel", "aclose_clients", "is_loaded", "map_cost", "preload", "price_rates"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 COST_MAP_ENV: Final = "LITELLM_LOCAL_MODEL_COST_MAP"
 DEFAULT_RETRY_DELAY: Final = 0.5

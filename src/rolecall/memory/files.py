@@ -62,9 +62,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
-import structlog
 
 from rolecall.errors import StorageError
+from rolecall.log import get_logger
 from rolecall.paths import safe_id
 from rolecall.prompt import memory_entry
 
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryFiles", "memory_line"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _SUFFIX = ".jsonl"
 _TORN_SUFFIX = ".jsonl.torn"

@@ -24,11 +24,11 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import structlog
 from pydantic import TypeAdapter
 
 from rolecall.errors import ProviderError, ProviderRefused, ProviderTimeout, ProviderUnavailable
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+from rolecall.log import get_logger
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rolecall.llm.protocol import ChatModel
     from rolecall.nats.link import Link
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 REQUESTS = TypeAdapter(GenerationRequest)
 RETRY_DELAY_S = 0.5  # the first backoff; doubled per retry, with full jitter

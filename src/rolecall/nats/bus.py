@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import structlog
 from pydantic import BaseModel
 
 from rolecall.bus import Envelope, EventBus
+from rolecall.log import get_logger
 from rolecall.nats.link import (
     H_BATCH,
     H_CHECKPOINT,
@@ -47,7 +47,7 @@ from rolecall.nats.link import (
 if TYPE_CHECKING:
     from rolecall.runtime import Session
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ACK_TIMEOUT_S = 5.0
 MAX_BATCH = 512

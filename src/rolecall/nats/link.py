@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
-import structlog
 
 from rolecall.errors import RuntimeFailure, UsageError
+from rolecall.log import get_logger
 
 T = TypeVar("T")
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client
     from nats.js.client import JetStreamContext
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 EVENTS_STREAM = "ROLECALL_EVENTS"
 JOBS_STREAM = "ROLECALL_JOBS"

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import structlog
 from pydantic import ValidationError
 
 from rolecall.batch.results import RunResult
 from rolecall.batch.runner import BatchContext, result_of, run_to_end
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
+from rolecall.log import get_logger
 from rolecall.nats.bus import NatsBus, attach
 from rolecall.nats.jobs import WORKERS, Job, publish_result
 from rolecall.nats.link import JOB_SUBJECTS, JOBS_STREAM, session_filter
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rolecall.runtime import Session
     from rolecall.session.document import SessionDocument
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass

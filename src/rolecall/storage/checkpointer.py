@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Final
 
-import structlog
+from rolecall.log import get_logger
 
 __all__ = ["FINISH_FRAMES", "PASSES", "Checkpointer", "finish"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 PASSES: Final = 8  # checkpoints in a row at most, while turns keep adding frames
 FINISH_FRAMES: Final = 64  # a tail this short is copied by the store, between commits

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiosqlite
 import anyio
 import anyio.lowlevel
-import structlog
 from pydantic import ValidationError
 
 from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
+from rolecall.log import get_logger
 from rolecall.paths import db_path, safe_id
 from rolecall.session.document import SessionDocument, StateDoc
 from rolecall.session.state import Draft, Message
@@ -65,7 +65,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from rolecall.session.fork import ForkPlan
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # the writer never checkpoints (that fsyncs); the store asks its checkpointer's thread for
 # one after this many turn commits or this many bytes of rows, whichever comes first

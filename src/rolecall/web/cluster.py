@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
+from rolecall.log import get_logger
 from rolecall.nats.link import EVENTS_STREAM, H_BATCH, H_WORLD, session_filter
 from rolecall.nats.replay import Reorder, SessionLog, StreamEvent, follow, is_final
 from rolecall.session.document import SessionDocument
@@ -37,7 +37,7 @@ from rolecall.web.live import EventLog, start_soon
 if TYPE_CHECKING:
     from rolecall.nats.link import Link
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_FEEDS = 64
 CATCH_UP_S = 5.0  # a page waits this long at most for a feed to read the stored events

@@ -20,12 +20,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
 from rolecall.bus import Envelope
+from rolecall.log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["EventLog", "follow_store"]
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rolecall.api.entry import open_session, resume
@@ -25,9 +24,10 @@ from rolecall.errors import UsageError
 from rolecall.llm.offline import OfflineModel
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
+from rolecall.log import get_logger
 from rolecall.web.live import EventLog, start_soon
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Action = Literal["pause", "resume", "next", "stop"]
 ACTIONS: tuple[Action, ...] = ("pause", "resume", "next", "stop")

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import structlog
 import uvicorn
 
 from rolecall.errors import UsageError
+from rolecall.log import get_logger
 from rolecall.nats.link import connect
 from rolecall.storage.data_store import open_data_store, sqlite_only
 from rolecall.web.app import create_app
@@ -27,7 +27,7 @@ from rolecall.web.context import WebContext
 from rolecall.web.live import start_soon
 from rolecall.web.runs import LiveRun, LiveRuns
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

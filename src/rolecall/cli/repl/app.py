@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-import structlog
 
 from rolecall.cli.hints import resume_command
 from rolecall.cli.repl.commands import Command, CommandError, LoadRequest, parse_command
@@ -33,6 +32,7 @@ from rolecall.cli.repl.runner import (
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
 from rolecall.export.common import snippet
+from rolecall.log import get_logger
 from rolecall.money import money
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from rolecall.world.models import World
 
 
-log = structlog.get_logger("rolecall.cli.repl")
+log = get_logger("rolecall.cli.repl")
 After = Callable[["Session"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
 
 
