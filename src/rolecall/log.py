@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 # configurations waiting for structlog's import (the command line's); None once imported
 _waiting: list[Callable[[ModuleType], None]] | None = []
-_structlog: ModuleType | None = None
+_structlog: ModuleType | None = None  # set once imported and configured
+_loading = threading.Lock()  # a thread's first record waits for another's configuring
 
 logging.getLogger("rolecall").addHandler(logging.NullHandler())
 
@@ -33,25 +35,29 @@ def get_logger(name: str) -> Logger:
 
 def when_loaded(configure: Callable[[ModuleType], None]) -> None:
     """Call ``configure(structlog)`` once structlog is imported: now if it is."""
-    if _waiting is None:
-        configure(_load())
-    else:
-        _waiting.append(configure)
+    with _loading:
+        if _waiting is not None:
+            _waiting.append(configure)
+            return
+    configure(_load())
 
 
 def _load() -> ModuleType:
     global _structlog, _waiting
-    if _structlog is not None:
-        return _structlog
-    import structlog
+    loaded = _structlog
+    if loaded is not None:
+        return loaded
+    with _loading:
+        if _structlog is None:
+            import structlog
 
-    _structlog = structlog
-    waiting, _waiting = _waiting or [], None
-    for configure in waiting:
-        configure(structlog)
-    if not structlog.is_configured():
-        _bind_to_stdlib(structlog)
-    return structlog
+            waiting, _waiting = _waiting or [], None
+            for configure in waiting:
+                configure(structlog)
+            if not structlog.is_configured():
+                _bind_to_stdlib(structlog)
+            _structlog = structlog
+        return _structlog
 
 
 def _bind_to_stdlib(structlog: Any) -> None:

@@ -193,6 +193,16 @@ async def test_mode_must_be_known() -> None:
             pass
 
 
+def python_in(folder: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in ``folder`` without rolecall's environment; it must exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLECALL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_library_use_prints_nothing(tmp_path: Path) -> None:
     """Warnings and info logs of a library run reach no stream unless the app asks."""
     code = (
@@ -204,11 +214,7 @@ def test_library_use_prints_nothing(tmp_path: Path) -> None:
         "logging.basicConfig(level=logging.INFO)\n"
         "anyio.run(rolecall.run, w)\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLECALL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    done = python_in(tmp_path, code)
     assert done.stdout == ""
     # only after the application configured logging do records appear, on its handler
     assert "session_finished" in done.stderr
@@ -226,11 +232,7 @@ def test_an_application_that_configured_structlog_gets_the_records(tmp_path: Pat
         " 'flow': {'steps': [{'id': 's', 'speaker': 'a'}], 'stop': [{'max_turns': 1}]}})\n"
         "anyio.run(rolecall.run, w)\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLECALL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    done = python_in(tmp_path, code)
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["event"] for r in records] == ["session_finished"]
     assert records[0]["reason"] == "max_turns"
