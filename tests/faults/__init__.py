@@ -187,9 +187,9 @@ class Cli:
         stdout, stderr = proc.stdout, proc.stderr
         assert stdout is not None and stderr is not None
         parts: dict[str, str] = {}
-        readers = [
-            threading.Thread(target=lambda: parts.__setitem__("out", stdout.read())),
-            threading.Thread(target=lambda: parts.__setitem__("err", stderr.read())),
+        readers = [  # daemons: a process that never ends fails the test, not pytest's exit
+            threading.Thread(target=lambda: parts.__setitem__("out", stdout.read()), daemon=True),
+            threading.Thread(target=lambda: parts.__setitem__("err", stderr.read()), daemon=True),
         ]
         for reader in readers:
             reader.start()
