@@ -107,18 +107,18 @@ class Logger:
             return logging.getLogger(self._name).isEnabledFor(level)
         return True
 
+    def _log(self, level: int, method: str, event: str, values: dict[str, Any]) -> None:
+        if self._wanted(level):
+            getattr(self._logger(), method)(event, **values)
+
     def debug(self, event: str, **values: Any) -> None:
-        if self._wanted(logging.DEBUG):
-            self._logger().debug(event, **values)
+        self._log(logging.DEBUG, "debug", event, values)
 
     def info(self, event: str, **values: Any) -> None:
-        if self._wanted(logging.INFO):
-            self._logger().info(event, **values)
+        self._log(logging.INFO, "info", event, values)
 
     def warning(self, event: str, **values: Any) -> None:
-        if self._wanted(logging.WARNING):
-            self._logger().warning(event, **values)
+        self._log(logging.WARNING, "warning", event, values)
 
     def error(self, event: str, **values: Any) -> None:
-        if self._wanted(logging.ERROR):
-            self._logger().error(event, **values)
+        self._log(logging.ERROR, "error", event, values)
