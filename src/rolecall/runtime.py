@@ -441,6 +441,8 @@ class Session:
     async def say(self, text: str) -> Message:
         """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
         self.open()
+        if self.engine is None and self.director is None and self.state.state == "created":
+            self._set_state("running")  # a chat runs from its first message on
         async with self._lock:
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()

@@ -68,6 +68,57 @@ async def test_a_second_reader_after_the_end_gets_nothing_and_ends() -> None:
     assert first and again == []
 
 
+async def test_a_reader_started_in_step_mode_gets_the_opening_events() -> None:
+    seqs: list[int] = []
+    kinds: list[str] = []
+    async with rolecall.open_session(pair(), mode="step") as s:
+
+        async def read() -> None:
+            async for envelope in s.envelopes():
+                seqs.append(envelope.seq)
+                kinds.append(f"{envelope.event.topic}/{envelope.event.type}")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            while await s.step():
+                pass
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert kinds[:4] == ["world/session", "world/agent", "world/agent", "world/session"]
+    assert kinds[-1] == "world/stop"
+
+
+async def test_events_after_say_start_at_the_opening_and_the_next_reader_goes_on() -> None:
+    world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}, {"id": "nurse"}]}
+    async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
+        await s.say("@doc hello")
+        first: list[int] = []
+        async for envelope in s.envelopes():
+            first.append(envelope.seq)
+            if isinstance(envelope.event, rolecall.Message) and envelope.event.sender == "doc":
+                break
+        await s.say("@nurse and you?")
+        s.stop()
+        second = [envelope.seq async for envelope in s.envelopes()]
+    assert first == list(range(1, len(first) + 1))
+    assert second == list(range(first[-1] + 1, first[-1] + 1 + len(second)))
+    assert isinstance(s.runtime.bus.history[-1].event, rolecall.StopEvent)
+
+
+async def test_leaving_the_block_of_a_running_chat_pauses_it(tmp_path: Path) -> None:
+    world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}, {"id": "nurse"}]}
+    async with rolecall.open_session(world, data_dir=tmp_path) as s:
+        await s.say("@doc hello")
+        assert s.result.state == "running"
+        kinds = [f"{e.event.topic}/{e.event.type}" for e in s.runtime.bus.history]
+        # a chat runs from its first message on: `running` comes before that message
+        assert kinds.index("world/session", 1) < kinds.index("messages/message")
+    assert s.result.state == "paused" and s.result.pause_reason == "closed"
+    async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
+        assert again.result.state == "paused" and again.result.pause_reason == "closed"
+        last = again.runtime.bus.last_seq
+    assert last == s.runtime.bus.last_seq  # the pause was stored
+
+
 async def test_in_memory_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ROLECALL_HOME", str(tmp_path / "home"))

@@ -34,7 +34,7 @@ async def test_a_stored_session_resumes_from_either_store(store: SessionStore) -
         sid = session.session_id
     (row,) = await store.list_sessions()
     assert (row.id, row.world_name, row.title, row.messages) == (sid, "pair", "A pair", 2)
-    assert row.state == "running" and (await store.costs())[sid] == 0.0
+    assert row.state == "paused" and (await store.costs())[sid] == 0.0  # the block was left
     doc = await store.load(sid)
     assert [m.sender for m in doc.messages] == ["ann", "bob"]
     assert doc.events[0]["type"] == "session" and all(e["topic"] != "sse" for e in doc.events)

@@ -4,7 +4,7 @@
 inside the task group of :func:`rolecall.open_session`. ``events()`` is an async
 iterator over the session's typed events in ``seq`` order; it ends with the session
 (finished, or the run it drives returned, or the ``async with`` block left) and never
-drops an event: what was published before it ends is read out first.
+drops an event: what was published before it starts or ends is read out first.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class Session:
         self._mode = mode
         self._driving = False  # a run started by events() is under way
         self._closed = False
+        # where the next events() starts: the first event of this opening, then just
+        # after the last event an events() iterator gave
+        self._next_seq = inner.bus.last_seq + 1
 
     # -------------------------------------------------------------- reading
     @property
@@ -121,6 +124,12 @@ class Session:
     async def events(self) -> AsyncIterator[Event]:
         """The session's typed events, in ``seq`` order, until the session ends.
 
+        The first ``events()`` starts with the first event of this opening (``created``
+        and the agents joining for a new session) even when it is called after
+        ``step()`` or ``say()``: what was published before the call is read first (from
+        the bus's history of the last 5,000 events). A later ``events()`` starts after
+        the last event an earlier one gave, so nothing is read twice.
+
         In ``auto`` mode, iterating the events of a flow (or mode) world runs it: the
         iterator ends when that run returns (finished or paused). Otherwise it ends when
         the session finishes or the ``async with`` block is left.
@@ -131,13 +140,14 @@ class Session:
     async def envelopes(self) -> AsyncIterator[Envelope]:
         """Like :meth:`events`, each event in its envelope (``seq``, ``session_id``, ``ts``)."""
         bus = self._inner.bus
-        with bus.open_stream(until=_is_stop) as stream:
+        with bus.open_stream(until=_is_stop, since=self._next_seq) as stream:
             if self._closed or self._inner.finished:
                 bus.end_streams()
             elif self._mode == "auto" and not self._driving and self._drives_itself():
                 self._driving = True
                 self._tg.start_soon(self._drive, name=f"run {self.session_id}")
             async for envelope in stream:
+                self._next_seq = max(self._next_seq, envelope.seq + 1)
                 yield envelope
 
     def _drives_itself(self) -> bool:
@@ -152,10 +162,14 @@ class Session:
             self._inner.bus.end_streams()
 
     async def _close(self) -> None:
-        """The ``async with`` block is left: a run still going pauses; readers end."""
+        """The ``async with`` block is left: a run still going pauses (``interrupted``), a
+        running session between turns (a chat, step mode) pauses (``closed``); readers end.
+        """
         self._closed = True
         inner = self._inner
         if self._driving:
             inner.cancel_generation()
             inner.pause("interrupted")
+        elif inner.state.state == "running":
+            inner.pause("closed")
         self._inner.bus.end_streams()

@@ -133,6 +133,16 @@ class Subscription:
         bus._names.pop(id(self.listener), None)
 
 
+def _topics(topic: Topic | Iterable[Topic] | None) -> tuple[Topic, ...]:
+    if topic is None:
+        return TOPICS
+    topics = (topic,) if isinstance(topic, str) else tuple(topic)
+    unknown = [t for t in topics if t not in TOPICS]
+    if unknown:
+        raise ValueError(f"unknown topic {unknown[0]!r} (topics: {', '.join(TOPICS)})")
+    return topics
+
+
 class EventBus:
     """Publishes events of one session to subscribers, in order, with a bounded history."""
 
@@ -153,6 +163,7 @@ class EventBus:
         self._names: dict[int, str] = {}  # id of a listener -> its subscription's name
         self._pending: deque[Envelope] = deque()
         self._delivering = False
+        self._delivered_seq = first_seq - 1  # the seq of the latest delivered event
         self._recorders: list[EnvelopeSink] = []
         self._streams: set[MemoryObjectSendStream[Envelope]] = set()
         # event class -> its topic/type tag, for the classes some subscriber asked for
@@ -180,15 +191,7 @@ class EventBus:
         ``types`` narrows it to those event types of the topic(s): the handler is then
         called for them only, and the topic's other events never reach it.
         """
-        if topic is None:
-            topics: tuple[Topic, ...] = TOPICS
-        elif isinstance(topic, str):
-            topics = (topic,)
-        else:
-            topics = tuple(topic)
-        unknown = [t for t in topics if t not in TOPICS]
-        if unknown:
-            raise ValueError(f"unknown topic {unknown[0]!r} (topics: {', '.join(TOPICS)})")
+        topics = _topics(topic)
         names: tuple[str, ...] = topics
         if types is not None:
             wanted = tuple(types)
@@ -272,6 +275,7 @@ class EventBus:
         try:
             while self._pending:
                 envelope = self._pending.popleft()
+                self._delivered_seq = envelope.seq
                 event = envelope.event
                 if self._listeners[event.topic]:
                     fire(event.topic, envelope)
@@ -306,6 +310,7 @@ class EventBus:
         filter: Filter | None = None,
         max_buffer: float = math.inf,
         until: Filter | None = None,
+        since: int | None = None,
     ) -> Iterator[MemoryObjectReceiveStream[Envelope]]:
         """A receive stream of matching events, in order, for an async consumer.
 
@@ -313,11 +318,25 @@ class EventBus:
         events. The stream ends (``async for`` stops) after the first event for which
         ``until`` is true, or when :meth:`end_streams` is called: either way every event
         delivered before is still read first. Closing the context unsubscribes.
+
+        ``since``: the stream first holds the events from that seq on that were already
+        delivered and are still in :attr:`history` (an event stamped but not delivered
+        yet, one the store is about to commit, comes when it is delivered).
         """
         send: MemoryObjectSendStream[Envelope]
         receive: MemoryObjectReceiveStream[Envelope]
         send, receive = anyio.create_memory_object_stream[Envelope](max_buffer)
         self._streams.add(send)
+        if since is not None:
+            topics = _topics(topic)
+            for envelope in list(self.history):
+                if not since <= envelope.seq <= self._delivered_seq:
+                    continue
+                if envelope.event.topic in topics and (filter is None or filter(envelope)):
+                    send.send_nowait(envelope)
+                    if until is not None and until(envelope):
+                        self._end_stream(send)
+                        break
 
         def forward(envelope: Envelope) -> None:
             if send in self._streams:

@@ -90,11 +90,14 @@ class Bus(Protocol):
         *,
         filter: Filter | None = None,
         until: Filter | None = None,
+        since: int | None = None,
     ) -> AbstractContextManager[MemoryObjectReceiveStream[Envelope]]:
         """The matching events as an async stream, in order, for the context's lifetime.
 
         The stream ends after the first event for which ``until`` is true, or at
         :meth:`end_streams`; either way every event delivered before is read first.
+        ``since``: first the events from that seq on already delivered and still in the
+        bus's history.
         """
         ...
 
