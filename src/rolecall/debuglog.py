@@ -13,7 +13,7 @@ is logged unless the ``rolecall`` logger is enabled for DEBUG (the CLI's ``-vv``
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rolecall.bus import (
     Bus,
@@ -103,8 +103,18 @@ class EventLog:
             debug("session_stop", reason=event.reason, detail=event.detail)
 
 
-def log_events(session: Observed) -> EventLog:
-    """Log ``session``'s events at DEBUG level from now on."""
-    events = EventLog(session.state.session_id)
-    session.bus.subscribe(events, name="debug-log")
+@runtime_checkable
+class Wrapping(Protocol):
+    """A session of the public API (``rolecall.Session``): the runtime's underneath."""
+
+    @property
+    def runtime(self) -> Observed: ...
+
+
+def log_events(session: Observed | Wrapping) -> EventLog:
+    """Log ``session``'s events (a ``rolecall.Session`` or the runtime's) at DEBUG level
+    from now on."""
+    inner = session.runtime if isinstance(session, Wrapping) else session
+    events = EventLog(inner.state.session_id)
+    inner.bus.subscribe(events, name="debug-log")
     return events

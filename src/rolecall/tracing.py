@@ -38,6 +38,7 @@ from rolecall.bus import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
+    from rolecall.api.session import Session as PublicSession
     from rolecall.runtime import Session
 
 _BUILTIN = ("offline", "scripted")
@@ -197,8 +198,15 @@ class SessionTracer:
         self._end_session()
 
 
-def trace_session(session: Session, tracer_provider: TracerProvider | None = None) -> SessionTracer:
-    """Trace ``session`` with ``tracer_provider`` (default: the global one)."""
+def trace_session(
+    session: Session | PublicSession, tracer_provider: TracerProvider | None = None
+) -> SessionTracer:
+    """Trace ``session`` (a ``rolecall.Session`` or the runtime's) with
+    ``tracer_provider`` (default: the global one)."""
+    from rolecall.api.session import Session as Public
+
+    if isinstance(session, Public):
+        session = session.runtime
     from opentelemetry import trace
 
     from rolecall.version import __version__

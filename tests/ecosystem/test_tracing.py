@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,27 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
         assert chat.attributes["gen_ai.usage.output_tokens"] == message.output_tokens
         assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
         assert chat.status.status_code != StatusCode.ERROR
+
+
+@pytest.mark.anyio
+async def test_the_public_session_is_traced_and_logged_as_observability_md_shows(
+    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    import rolecall
+    import rolecall.debuglog
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    caplog.set_level(logging.DEBUG, logger="rolecall")
+    world = scripted_world([{"id": "ask", "speaker": "student"}])
+    async with rolecall.open_session(world) as session:
+        rolecall.debuglog.log_events(session)
+        tracing = trace_session(session, tracer_provider=provider)
+        await session.run()
+        tracing.close()
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("session t") == 1 and names.count("turn student") == 1
+    assert "session_stop" in caplog.text
 
 
 @pytest.mark.anyio
