@@ -4,8 +4,9 @@ Who answers is decided by the agents themselves (:mod:`rolecall.floor`): each as
 for the floor when a message reaches it, by the pure :mod:`rolecall.routing` rules.
 This module admits those requests (a human's in chat, a direct address in a flow, an
 agent reply's addressees), takes the floor's grants one at a time, enforces the
-per-agent turn limit, strips self-mentions, adds auto-mentions, and ends an exchange
-on a pass. Each due reply becomes a :class:`~rolecall.plans.TurnPlan` the runtime runs.
+per-agent turn limit, strips self-mentions, adds auto-mentions, drops empty replies,
+and ends an exchange on a pass. Each due reply becomes a
+:class:`~rolecall.plans.TurnPlan` the runtime runs.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ async def next_pending(session: Host) -> Next:
         if passed:
             _end_exchange(session, target)  # a pass is terminal for the exchange
             return text.strip() or None
+        if not text.strip():
+            return None  # an empty reply: nothing to publish, nobody to answer (chat.md)
         return auto_mention(text, target.sender, role.id)
 
     def decide(message: Message, _: datetime) -> list[Event]:
@@ -140,7 +143,10 @@ async def next_pending(session: Host) -> Next:
             message_id = message.id if message is not None else None
             session.bus.publish(PassEvent(agent=role.id, message_id=message_id))
             return None
-        assert message is not None
+        if message is None:  # an empty reply; unlike a pass, the exchange goes on
+            notice = f"nothing published: {role.id}'s reply to {target.id} was empty"
+            session.bus.publish(WarningEvent(message=notice))
+            return None
         # the agents it addressed asked for the floor when the message reached them
         session.floor.queue(state, await session.floor.collect(message.id), "chat")
         return None
