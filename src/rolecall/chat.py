@@ -4,8 +4,9 @@ Who answers is decided by the agents themselves (:mod:`rolecall.floor`): each as
 for the floor when a message reaches it, by the pure :mod:`rolecall.routing` rules.
 This module admits those requests (a human's in chat, a direct address in a flow, an
 agent reply's addressees), takes the floor's grants one at a time, enforces the
-per-agent turn limit, strips self-mentions, adds auto-mentions, and ends an exchange
-on a pass. Each due reply becomes a :class:`~rolecall.plans.TurnPlan` the runtime runs.
+per-agent turn limit, strips self-mentions, adds auto-mentions, drops empty replies,
+and ends an exchange on a pass. Each due reply becomes a
+:class:`~rolecall.plans.TurnPlan` the runtime runs.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ _log = get_logger("rolecall.routing")
 
 
 def route_notice(session: Host, message: Message) -> list[Event]:
-    """The events of routing a human message: an unknown-mention notice, if any.
+    """The events of routing a human's or an agent's message: an unknown-name notice, if any.
 
-    Published right after the message. Who answers is not decided here: each agent
-    asks for the floor when the message reaches it (:func:`admit_human`).
+    Stored with the message and published right after it, the same for both senders
+    (chat.md: a first mention that names no agent). Who answers is not decided here:
+    each agent asks for the floor when the message reaches it (:func:`admit_human`).
     """
-    decision = route("human", message.content, session.world.role_ids)
+    decision = route(message.sender, message.content, session.world.role_ids)
     if debug_enabled():
         _log.debug(
             "routing",
@@ -123,7 +125,12 @@ async def next_pending(session: Host) -> Next:
         if passed:
             _end_exchange(session, target)  # a pass is terminal for the exchange
             return text.strip() or None
-        return auto_mention(text, target.sender, role.id, session.world.role_ids)
+        if not text.strip():
+            return None  # an empty reply: nothing to publish, nobody to answer (chat.md)
+        return auto_mention(text, target.sender, role.id)
+
+    def decide(message: Message, _: datetime) -> list[Event]:
+        return [] if passed else route_notice(session, message)
 
     async def then(spoken: Spoken) -> Next:
         if not spoken.generated:
@@ -136,15 +143,15 @@ async def next_pending(session: Host) -> Next:
             message_id = message.id if message is not None else None
             session.bus.publish(PassEvent(agent=role.id, message_id=message_id))
             return None
-        assert message is not None
-        decision = route(role.id, message.content, session.world.role_ids)
-        if decision.unknown is not None:
-            session.bus.publish(WarningEvent(message=unknown_mention_notice(decision)))
+        if message is None:  # an empty reply; unlike a pass, the exchange goes on
+            notice = f"nothing published: {role.id}'s reply to {target.id} was empty"
+            session.bus.publish(WarningEvent(message=notice))
+            return None
         # the agents it addressed asked for the floor when the message reached them
         session.floor.queue(state, await session.floor.collect(message.id), "chat")
         return None
 
-    return TurnPlan(role.id, target, shape=shape, then=then)
+    return TurnPlan(role.id, target, shape=shape, decide=decide, then=then)
 
 
 def _exchange_root(session: Host, message: Message) -> str:

@@ -90,6 +90,35 @@ async def test_a_reply_to_the_human_that_only_mentions_itself_goes_nowhere() -> 
     assert said(rec) == [("human", "@a hi", None), ("a", "hello there", "m1")]
 
 
+# --------------------------------------------------------------- empty replies
+@pytest.mark.parametrize("reply", ["", "   \n ", "@b", "@b, @B:", "@B - "])
+async def test_an_empty_reply_to_an_agent_publishes_nothing_and_nobody_answers(reply: str) -> None:
+    # empty, or empty once its self-mentions are removed: not an empty message, and no
+    # bare "@a" auto-mention (a would answer nothing); like a pass with no text left
+    session, rec = chat_session({"a": ["@b your view?", "@b again?"], "b": [reply], "c": ["c"]})
+    await session.say("@a start")
+    assert said(rec) == [("human", "@a start", None), ("a", "@b your view?", "m1")]
+    (warning,) = rec.of("system", "warning")
+    assert warning.message == "nothing published: b's reply to m2 was empty"
+    assert session.state.pending == []
+    assert session.state.turn_counts == {"a": 1, "b": 1}  # the call was made: it counts
+    assert len(session.state.transcript) == 2  # nothing stored for b's turn
+
+
+@pytest.mark.parametrize("reply", ["", "@a"])
+async def test_an_empty_reply_to_the_human_publishes_nothing_and_the_broadcast_goes_on(
+    reply: str,
+) -> None:
+    # not a pass: the replies still due in the exchange are answered
+    session, rec = chat_session({"a": [reply], "b": ["b here"]})
+    await session.say("hello all")
+    assert said(rec) == [("human", "hello all", None), ("b", "b here", "m1")]
+    assert [w.message for w in rec.of("system", "warning")] == [
+        "nothing published: a's reply to m1 was empty"
+    ]
+    assert rec.of("system", "pass") == []
+
+
 # ----------------------------------------------------------------------- order
 async def test_replies_due_at_the_same_time_are_answered_first_in_first_out() -> None:
     # the broadcast's answerers in role order first, then replies triggered by replies
@@ -135,6 +164,21 @@ def capture_session(model: Capture, roles: list[str], **settings: Any) -> Sessio
 
 def occurrences(request: GenerationRequest, needle: str) -> int:
     return sum(needle in m.content for m in request.messages)
+
+
+async def test_an_empty_reply_never_reaches_a_prompt() -> None:
+    # an empty assistant entry is refused by some providers; nothing was said, so none
+    model = Capture({"a": [""]})
+    session = capture_session(model, ["a", "b"])
+    await session.say("hello")
+    await session.say("@a and?")
+    assert [(r.info.speaker, r.info.target) for r in model.requests] == [
+        ("a", "human"),
+        ("b", "human"),
+        ("a", "human"),
+    ]
+    for request in model.requests:
+        assert all(m.content.strip() for m in request.messages)
 
 
 @pytest.mark.parametrize("window", [0, 1, 12])

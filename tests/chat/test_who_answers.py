@@ -244,3 +244,46 @@ async def test_system_message_resets_turn_counts() -> None:
     assert session.state.limit_notified == {"alice"}
     await session.system_message("new round")
     assert session.state.turn_counts == {} and session.state.limit_notified == set()
+
+
+# ------------------------------------------------- unknown first mentions of agents
+@pytest.mark.parametrize(
+    ("reply", "notice"),
+    [
+        ("@zed help", "nobody answered: no agent 'zed' (agents: alice, bob, carol)"),
+        (
+            "ask @alcie, then @bob",
+            "nobody answered: no agent 'alcie' (closest: alice; agents: alice, bob, carol)",
+        ),
+    ],
+)
+async def test_an_agent_answering_an_agent_with_an_unknown_first_mention_returns_the_floor(
+    reply: str, notice: str
+) -> None:
+    # not auto-mentioned back to alice: the reply mentions someone, so it is kept as written
+    session, rec, model = chat_session(
+        {"alice": ["@bob x", "@bob again"], "bob": [reply], "carol": ["c"]}
+    )
+    await session.say("@alice go")
+    assert said(rec) == [
+        ("human", "@alice go", None),
+        ("alice", "@bob x", "m1"),
+        ("bob", reply, "m2"),
+    ]
+    assert [w.message for w in rec.of("system", "warning")] == [notice]
+    assert len(model.requests) == 2 and session.state.pending == []
+
+
+async def test_the_agents_unknown_mention_warning_is_the_humans() -> None:
+    by_agent, agent_rec, _ = chat_session({"alice": ["@bob x"], "bob": ["@zed help"]})
+    await by_agent.say("@alice go")
+    by_human, human_rec, _ = chat_session({"alice": ["@bob x"], "bob": ["@zed help"]})
+    await by_human.say("@zed help")
+    (from_agent,) = agent_rec.of("system", "warning")
+    (from_human,) = human_rec.of("system", "warning")
+    assert from_agent.message == from_human.message
+    # both are published right after the message they are about
+    for rec in (agent_rec, human_rec):
+        kinds = [(e.event.topic, e.event.type) for e in rec.events]
+        at = kinds.index(("system", "warning"))
+        assert kinds[at - 1] == ("messages", "message")

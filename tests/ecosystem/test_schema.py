@@ -50,6 +50,9 @@ def test_the_schema_catches_what_an_editor_should_flag(
     base: dict[str, Any] = {"name": "w", "roles": [{"template": "teacher"}, {"id": "b"}]}
     assert errors(validator, base) == []
 
+    reserved = {**base, "roles": [{"id": "a"}, {"id": "human"}]}
+    assert any(e.startswith("roles/1/id") for e in errors(validator, reserved))
+
     typo = {**base, "roles": [{"id": "a", "sytem_prompt": "x"}]}
     assert any("sytem_prompt" in e for e in errors(validator, typo))
 

@@ -406,7 +406,7 @@ def test_mention_helpers_never_raise(text: str, agent: str, answering: str | Non
     rest, passed = extract_pass(text)
     assert passed == bool(PASS_TAG.search(text))
     assert (rest == text) if not passed else not PASS_TAG.search(rest)
-    replied = auto_mention(stripped, answering, agent, ["a", "b", agent])
+    replied = auto_mention(stripped, answering, agent)
     assert replied.endswith(stripped.lstrip()) or replied == stripped
 
 

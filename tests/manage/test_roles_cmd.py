@@ -317,3 +317,13 @@ def test_a_saved_session_keeps_its_role_snapshot(tmp_path: Path) -> None:
     assert tutor["system_prompt"] == "CHANGED"
     (changed,) = [r for r in records(fresh.stdout) if r["type"] == "message"]
     assert changed["input_tokens"] < expected[0]["input_tokens"]  # the prompt size shows it
+
+
+@pytest.mark.parametrize("reserved", ["human", "all", "system"])
+def test_create_refuses_a_reserved_id(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], reserved: str
+) -> None:
+    code, out, err = call(capsys, "roles", "create", reserved, "--system-prompt", "x")
+    assert code == 2 and out == ""
+    assert f"role id '{reserved}' is reserved (" in err and "pick another id" in err
+    assert not (data_dir / "roles" / f"{reserved}.yaml").exists()

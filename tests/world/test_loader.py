@@ -223,3 +223,43 @@ def test_a_name_not_under_worlds_is_a_shipped_world(tmp_path: Path) -> None:
     local.parent.mkdir(parents=True)
     local.write_text("name: debate\nroles: [{id: a}]\n", encoding="utf-8")
     assert resolve_world_path("debate", cwd=tmp_path) == local
+
+
+# ------------------------------------------------------------------ reserved ids
+@pytest.mark.parametrize(
+    ("rid", "why"),
+    [
+        ("human", "the sender of the human's messages; @human hands the floor to the human"),
+        ("all", "@all addresses every agent"),
+        ("system", "the sender of system messages"),
+    ],
+)
+def test_a_reserved_word_is_no_role_id(rid: str, why: str) -> None:
+    text = f"name: x\nroles:\n  - id: alice\n  - id: {rid}\n"
+    with pytest.raises(WorldError) as info:
+        parse_world(text, source="w.yaml")
+    assert info.value.problems == [f"roles[1].id: '{rid}' is reserved ({why}); pick another id"]
+    assert f"  line 4, column 5: roles[1].id: '{rid}' is reserved" in str(info.value)
+
+
+@pytest.mark.parametrize("rid", ["Human", "ALL", "System"])
+def test_reserved_ids_are_matched_case_insensitively(rid: str) -> None:
+    found = problems_of(f"name: x\nroles: [{{id: alice}}, {{id: {rid}}}]\n")
+    assert any(p.startswith(f"roles[1].id: '{rid}' is reserved") for p in found), found
+
+
+def test_a_template_cannot_bring_a_reserved_id(tmp_path: Path) -> None:
+    from rolecall.world.library import RoleLibrary
+
+    (tmp_path / "human.yaml").write_text("system_prompt: You are a person.\n")
+    text = "name: x\nroles: [{id: alice}, {template: human}, {template: human, id: person}]\n"
+    with pytest.raises(WorldError) as info:
+        parse_world(text, library=RoleLibrary(tmp_path))
+    assert [p.split(" (")[0] for p in info.value.problems] == ["roles[1].id: 'human' is reserved"]
+
+
+def test_the_reserved_mention_words_are_reserved_ids() -> None:
+    from rolecall.routing import RESERVED
+    from rolecall.world.library import RESERVED_IDS
+
+    assert RESERVED | {"system"} == set(RESERVED_IDS)

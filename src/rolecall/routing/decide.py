@@ -32,8 +32,9 @@ Decisions where chat.md is silent:
   unknown-name information as the human's (the caller shows
   :func:`unknown_mention_notice`).
 * ``@human`` and ``@all`` are reserved and win over a role with that id (world
-  validation is expected to refuse such ids). ``@system`` is not reserved: it is an
-  unknown name unless a role has that id.
+  validation refuses such ids, and ``system``: ``rolecall.world.library.RESERVED_IDS``).
+  ``@system`` is not a reserved mention: as no role may have that id, it is an unknown
+  name.
 * Suggestions for an unknown name are ``difflib.get_close_matches`` (at most 3, cutoff
   0.6), best first. When none is close the notice lists every role id instead.
 * A system message's first mention is still reported in ``Route.mention``, but it never

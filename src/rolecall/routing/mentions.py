@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Collection
 
 __all__ = [
     "RESERVED",
@@ -117,22 +116,21 @@ def _end_of_tail(text: str, pos: int) -> int:
     return tail.end() if tail is not None else pos
 
 
-def auto_mention(
-    reply: str, answering: str | None, replier: str, known_ids: Collection[str]
-) -> str:
-    """Prefix ``@<answering> `` to an agent's reply to another agent that addresses nobody.
+def auto_mention(reply: str, answering: str | None, replier: str) -> str:
+    """Prefix ``@<answering> `` to an agent's reply to another agent that mentions nobody.
 
     ``answering`` is the sender of the message being answered. The reply is returned
     unchanged when:
 
     * ``answering`` is ``None``, ``"human"``, ``"system"`` or ``replier`` itself
       (replies to the human get no auto-mention);
-    * the reply is empty or only whitespace (there is nothing to publish);
-    * the reply's first mention addresses someone: ``@human``, ``@all`` or a role id in
-      ``known_ids`` other than ``replier`` (a redirect, kept as written).
+    * the reply is empty or only whitespace (the caller publishes no such reply);
+    * the reply's first mention names anyone but ``replier``: ``@human``, ``@all``,
+      another agent (a redirect), or a name no agent has (nobody answers it, with the
+      unknown-name warning: chat.md's "first mention names no agent").
 
-    Otherwise (no mention, a first mention of the replier itself, or of an unknown name)
-    the result is ``f"@{answering} {reply.lstrip()}"``. Apply it to the text left after
+    Otherwise (no mention, or a first mention of the replier itself) the result is
+    ``f"@{answering} {reply.lstrip()}"``. Apply it to the text left after
     :func:`strip_self_mentions` and :func:`extract_pass`, and never to a pass.
     """
     if answering is None or answering in ("human", "system") or answering == replier:
@@ -140,18 +138,9 @@ def auto_mention(
     if not reply.strip():
         return reply
     first = first_mention(reply)
-    if first is not None and _addresses_someone(first, replier, known_ids):
+    if first is not None and first != replier.lower():
         return reply
     return f"@{answering} {reply.lstrip()}"
-
-
-def _addresses_someone(name: str, replier: str, known_ids: Collection[str]) -> bool:
-    """Whether a first-mention ``name`` in ``replier``'s reply addresses anyone."""
-    if name in RESERVED:
-        return True
-    if name == replier.lower():
-        return False
-    return any(name == known.lower() for known in known_ids)
 
 
 def extract_pass(text: str) -> tuple[str, bool]:

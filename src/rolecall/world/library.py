@@ -17,6 +17,24 @@ from rolecall.errors import UnknownRoleError
 _ROLE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 ROLE_FIELDS = ("id", "name", "description", "system_prompt", "style", "constraints")
 
+#: Words no role may take as its id, in a world or in the role library, with why: chat
+#: gives them a meaning (chat.md: ``@human`` and ``@all`` are reserved words; ``human``
+#: and ``system`` are the senders of the human's and the system's messages, events.md).
+#: Mentions match case-insensitively, so ``Human`` is reserved too.
+RESERVED_IDS: dict[str, str] = {
+    "human": "the sender of the human's messages; @human hands the floor to the human",
+    "all": "@all addresses every agent",
+    "system": "the sender of system messages",
+}
+
+
+def reserved_id(role_id: str) -> str | None:
+    """``'<id>' is reserved (why); pick another id`` when no role may take ``role_id``."""
+    why = RESERVED_IDS.get(role_id.lower())
+    if why is None:
+        return None
+    return f"'{role_id}' is reserved ({why}); pick another id"
+
 
 @cache
 def builtin_roles() -> dict[str, dict[str, Any]]:

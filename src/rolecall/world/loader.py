@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rolecall.errors import UnknownRoleError, UsageError, WorldError
 from rolecall.flows import conditions
 from rolecall.flows.model import Branch, Flow, Loop, Step
-from rolecall.world.library import RoleLibrary, suggest
+from rolecall.world.library import RoleLibrary, reserved_id, suggest
 from rolecall.world.models import Role, Settings, World
 from rolecall.world.positions import positions
 
@@ -290,6 +290,9 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
             rid = role.get("id") if isinstance(role, dict) else None
             if not isinstance(rid, str):
                 continue
+            reserved = reserved_id(rid)
+            if reserved is not None:
+                problems.append(f"roles[{i}].id: {reserved}")
             if rid in seen:
                 problems.append(f"roles[{i}].id: duplicate id '{rid}' (also roles[{seen[rid]}])")
             else:

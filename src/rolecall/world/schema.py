@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from rolecall.modes.judge_block import JudgeBlock
 from rolecall.modes.registry import known_modes, spec
+from rolecall.world.library import RESERVED_IDS
 from rolecall.world.models import World
 
 
@@ -52,6 +53,8 @@ def world_schema() -> dict[str, Any]:
         role["required"] = [r for r in role.get("required", []) if r != "id"]
         role["anyOf"] = [{"required": ["id"]}, {"required": ["template"]}]
         props = role.get("properties", {})
+        if "id" in props:  # human, all, system: chat gives them a meaning (worlds.md)
+            props["id"]["not"] = {"enum": list(RESERVED_IDS)}
         if "template" in props:
             props["template"]["description"] = (
                 "a role from the role library (rolecall roles list) to start from"

@@ -89,8 +89,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="create a user role (from scratch, or a copy of another role)",
         description=(
             "Create <data dir>/roles/ID.yaml. ID: lowercase letters, digits, '_' and '-', "
-            "starting with a letter; not a built-in's id. Without --from, --system-prompt "
-            "is required."
+            "starting with a letter; not a built-in's id, nor human, all or system "
+            "(reserved in a world). Without --from, --system-prompt is required."
         ),
         examples=[
             "rolecall roles create my-teacher --from teacher --name 'Ms. Rivera'",
@@ -309,8 +309,12 @@ def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
 
 def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import UsageError
+    from rolecall.world.library import reserved_id
 
     assert library.user_dir is not None
+    reserved = reserved_id(role_id)
+    if reserved is not None:  # `template: <id>` gives a world role this id
+        raise UsageError(f"role id {reserved}")
     if library.is_builtin(role_id):
         raise UsageError(
             f"role '{role_id}' is built in; pick another id, or copy it: "
