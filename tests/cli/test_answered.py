@@ -42,3 +42,15 @@ def test_a_piped_chat_shows_which_question_each_reply_answers(tmp_path: Path) ->
     heads = [line for line in done.stdout.splitlines() if "→ human" in line]
     assert any('↩ m1 "@historian what came first?"' in h for h in heads), heads
     assert any('↩ m3 "@planner what would you build first?"' in h for h in heads), heads
+
+
+def test_a_resumed_run_quotes_the_messages_said_before_it(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    first = rolecall("run", "tutoring", "--data-dir", data, "--mode", "step", stdin="\n")
+    assert first.returncode == 0, first.stderr
+    again = rolecall("resume", "last", "--data-dir", data, "-q", stdin="")
+    assert again.returncode == 0, again.stderr
+    head = next(line for line in again.stdout.splitlines() if "↩ m1" in line)
+    found = QUOTE.search(head)
+    # m1 was said by the first command: the resumed one still quotes it
+    assert found is not None and found.group(2), head

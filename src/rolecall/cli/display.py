@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rolecall.badges import NONE, Labels
@@ -37,6 +38,7 @@ from rolecall.money import money
 
 if TYPE_CHECKING:
     from rolecall.cli.wrap import StreamWrap
+    from rolecall.session.state import Message
 
 
 class JsonSink:
@@ -107,10 +109,14 @@ class TerminalDisplay:
         live: bool | None = None,
         labels: Labels = NONE,
         turns: int = 0,
+        earlier: Mapping[str, Message] | None = None,
     ) -> None:
         """``live``: stream text as it arrives (default: when ``out`` is a terminal);
         otherwise each message is shown once, as published. ``labels``: chat-style
-        ``#turn BADGE · Name`` headers (a debate); ``turns``: agent messages so far."""
+        ``#turn BADGE · Name`` headers (a debate); ``turns``: agent messages so far;
+        ``earlier``: the messages said before (a resumed session's), by id, for the
+        quotes of the replies that answer them."""
+        self.earlier = earlier or {}
         self.labels = labels
         self.turns = turns
         self.out = out
@@ -159,7 +165,10 @@ class TerminalDisplay:
                 where += f" · loop {iteration}"
             head += " " + self.dim(f"[{where}]")
         if reply_to:
-            head += " " + self.dim(answered(reply_to, self.said.get(reply_to)))
+            quoted = self.said.get(reply_to)
+            if quoted is None and reply_to in self.earlier:
+                quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
+            head += " " + self.dim(answered(reply_to, quoted))
         return head
 
     def _stream(self, event: StreamStart | StreamChunk | StreamEnd) -> None:
@@ -323,6 +332,7 @@ def display_sink(
     cost: float | None = 0.0,
     labels: Labels = NONE,
     turns: int = 0,
+    earlier: Mapping[str, Message] | None = None,
 ) -> JsonSink | TerminalDisplay:
     """The JSON sink or the terminal display; ``totals`` and ``cost`` are already spent."""
     if json_mode:
@@ -335,6 +345,7 @@ def display_sink(
         show_conditions=verbose > 0,
         labels=labels,
         turns=turns,
+        earlier=earlier,
     )
     display.total_in, display.total_out = totals
     display.cost = cost

@@ -149,6 +149,7 @@ async def live_session(
                 cost=transcript.cost_usd,
                 labels=labels_of(world),
                 turns=transcript.agent_turns,
+                earlier=transcript.by_id,
             )
         if debuglog.debug_enabled():
             debuglog.log_events(session)
