@@ -53,7 +53,8 @@ def test_a_flow_run_logs_steps_loops_conditions_and_commits(tmp_path: Path) -> N
 
 def test_chat_logs_who_answers_and_why(tmp_path: Path) -> None:
     records = run_logged(tmp_path, "chat", "worlds/panel", stdin="@ecologist what now?\n")
-    (routing,) = [r for r in records if r["event"] == "routing"]
+    # the human's message (an agent's reply is routed, and logged, the same way)
+    (routing,) = [r for r in records if r["event"] == "routing" and r["message_id"] == "m1"]
     assert routing["answerers"] == ["ecologist"]
     assert routing["reason"] == "direct"
     assert any(r["event"] == "turn_started" and r["speaker"] == "ecologist" for r in records)

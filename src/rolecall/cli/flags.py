@@ -25,7 +25,9 @@ def add_common_flags(
     """
     if run_flags:
         p.add_argument(
-            "--model", help="replace the model of every non-scripted role (env ROLECALL_MODEL)"
+            "--model",
+            type=model_name,
+            help="replace the model of every non-scripted role (env ROLECALL_MODEL)",
         )
         p.add_argument(
             "--json", action="store_true", help="write every event as JSON lines on stdout"
@@ -103,4 +105,17 @@ def at_least_one(value: int, flag: str) -> int:
     """``value`` of ``flag``, a usage error below 1."""
     if value < 1:
         raise UsageError(f"{flag} must be at least 1, got {value}")
+    return value
+
+
+def model_name(value: str) -> str:
+    """``--model``: a model name; not empty, and not ``scripted`` (which plays a role's
+    ``script:`` lines, so it is chosen per role in the world)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a model name, e.g. offline or openai/gpt-4o-mini")
+    if value == "scripted":
+        raise argparse.ArgumentTypeError(
+            "'scripted' plays a role's script: lines; set model: scripted on those roles "
+            "in the world instead"
+        )
     return value

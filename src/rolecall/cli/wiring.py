@@ -26,7 +26,8 @@ from rolecall.badges import labels_of
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.cli.display import attach_display
 from rolecall.cli.palette import use_color
-from rolecall.errors import StorageError, UsageError, first_rolecall_error
+from rolecall.errors import StorageError, first_rolecall_error
+from rolecall.llm.pacing import env_stream_delay
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
@@ -70,14 +71,8 @@ def stream_pacing(json_mode: bool) -> Pacing:
     interruption); otherwise the offline model is paced only on a terminal, never in
     pipes or with ``--json``.
     """
-    env = os.environ.get("ROLECALL_STREAM_DELAY")
-    if env:
-        try:
-            delay = max(0.0, float(env))
-        except ValueError:
-            raise UsageError(
-                f"ROLECALL_STREAM_DELAY must be a number of seconds, got {env!r}"
-            ) from None
+    delay = env_stream_delay()
+    if delay is not None:
         return {"offline_delay": delay, "scripted_delay": delay}
     paced = not json_mode and use_color(sys.stdout)
     return {"offline_delay": 0.015 if paced else 0.0}

@@ -79,6 +79,8 @@ def read_document(path: Path, *, name: str | None = None) -> Document:
     """The document's text. Raises :class:`DocumentError` with a clear message."""
     shown = name or str(path)
     suffix = path.suffix.lower()
+    if path.is_dir():
+        raise DocumentError(f"{shown}: a folder, not a document (give a file)")
     if suffix not in TEXT_SUFFIXES + PDF_SUFFIXES:
         known = ", ".join(TEXT_SUFFIXES + PDF_SUFFIXES)
         raise DocumentError(f"{shown}: unsupported document type {suffix or '(none)'!r} ({known})")

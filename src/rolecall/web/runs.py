@@ -9,7 +9,6 @@ stop) goes through the public session API: the page adds no logic of its own.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from rolecall.api.session import Session
 from rolecall.bus import Bus
 from rolecall.errors import UsageError
 from rolecall.llm.offline import OfflineModel
+from rolecall.llm.pacing import env_stream_delay
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
 from rolecall.log import get_logger
@@ -65,15 +65,9 @@ class _LogSink:
 def paced_models() -> dict[str, ChatModel]:
     """The built-in models paced by ``ROLECALL_STREAM_DELAY`` (seconds between words), as
     in the terminal: demos, and tests that watch tokens arrive."""
-    raw = os.environ.get("ROLECALL_STREAM_DELAY")
-    if not raw:
+    delay = env_stream_delay()
+    if delay is None:
         return {}
-    try:
-        delay = max(0.0, float(raw))
-    except ValueError:
-        raise UsageError(
-            f"ROLECALL_STREAM_DELAY must be a number of seconds, got {raw!r}"
-        ) from None
     return {"offline": OfflineModel(delay=delay), "scripted": ScriptedModel(delay=delay)}
 
 

@@ -274,7 +274,9 @@ def _format_validation(exc: ValidationError) -> list[str]:
             out.append(f"{where}: max must be an integer 1..10000, got {value!r}")
         else:
             msg = err["msg"]
-            shown = f" (got {value!r})" if not isinstance(value, dict | list) else ""
+            # no "(got ...)" for a container, or when the message already quotes the value
+            quoted = isinstance(value, str) and repr(value) in msg
+            shown = f" (got {value!r})" if not isinstance(value, dict | list) and not quoted else ""
             out.append(f"{where}: {msg[0].lower() + msg[1:]}{shown}")
     return out
 

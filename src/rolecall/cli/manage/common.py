@@ -123,9 +123,11 @@ def _atomic_write(path: Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` atomically; StorageError naming the file on failure."""
     from pathlib import Path as _Path
 
-    from rolecall.errors import StorageError
+    from rolecall.errors import StorageError, UsageError
     from rolecall.paths import write_atomically
 
+    if _Path(path).is_dir():
+        raise UsageError(f"{path} is a folder: give the path of a file to write")
     try:
         write_atomically(_Path(path), text)
     except OSError as exc:
