@@ -165,6 +165,7 @@ async def test_budget_checks_count_litellm_prompts_with_the_models_tokenizer() -
 
 def test_the_cli_shows_costs_and_honours_max_cost(tmp_path: Path) -> None:
     import json
+    import re
     from functools import partial
 
     import yaml
@@ -182,8 +183,10 @@ def test_the_cli_shows_costs_and_honours_max_cost(tmp_path: Path) -> None:
     assert spent > 0
 
     listed = rolecall("sessions", "list")
-    header, row = listed.stdout.splitlines()
-    assert row.split()[header.split().index("COST")] == money(spent)
+    header, row = (re.split(r" {2,}", line) for line in listed.stdout.splitlines())
+    assert row[header.index("COST")] == money(spent)
+    (stored,) = json.loads(rolecall("sessions", "list", "--json").stdout)
+    assert stored["cost_usd"] == pytest.approx(spent)
 
     shown = rolecall("run", "world.yaml")
     assert "session total ↑" in shown.stdout and f"· {money(spent)}" in shown.stdout

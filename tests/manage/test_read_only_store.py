@@ -71,8 +71,8 @@ def test_reading_commands_work_on_a_read_only_data_dir(archive: Path, tmp_path: 
     before = _snapshot(archive)
     listed = rolecall("sessions", "list", "--json", "--data-dir", str(archive))
     assert listed.returncode == 0, listed.stderr
-    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
-    sid = row["id"]
+    (row,) = json.loads(listed.stdout)
+    sid = row["session_id"]
     shown = rolecall("sessions", "show", "last", "--data-dir", str(archive))
     assert shown.returncode == 0, shown.stderr
     assert "status: finished" in shown.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -46,12 +47,20 @@ def test_list(home: tuple[Path, str, str], capsys: pytest.CaptureFixture[str]) -
     _, finished, stopped = home
     code, out, err = call(capsys, "sessions", "list")
     assert code == 0, err
-    lines = out.splitlines()
-    assert lines[0].split() == ["ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "ABOUT"]
-    rows = {line.split()[0]: line.split() for line in lines[1:]}
-    assert rows[finished][1:5] == ["relay", "finished", "flow_end", "8"]
-    assert rows[stopped][1:5] == ["relay", "finished", "manual", "3"]
-    assert rows[finished][5] == "$0"  # scripted roles are free
+    # cells are apart by two spaces or more, and never hold two in a row
+    header, *lines = [re.split(r" {2,}", line.strip()) for line in out.splitlines()]
+    assert header == [
+        *("ID", "WORLD", "TITLE", "STATUS", "STOP", "MSGS", "TOKENS", "COST", "PREVIEW")
+    ]
+    assert [line[0] for line in lines] == [stopped, finished]  # newest first
+    rows = {line[0]: line for line in lines}
+    assert rows[finished][1:6] == ["relay", "Relay <b>race</b> & co", "finished", "flow_end", "8"]
+    assert rows[stopped][1:6] == ["relay", "Relay <b>race</b> & co", "finished", "manual", "3"]
+    # the tokens as `sessions show` totals them; scripted roles are free; no human
+    # message: the topic
+    _, shown, _ = call(capsys, "sessions", "show", finished)
+    assert f"tokens: {rows[finished][6]} in 8 messages · cost $0" in shown
+    assert rows[finished][7:] == ["$0", "relays"]
 
 
 def test_list_on_an_empty_data_dir_creates_nothing(

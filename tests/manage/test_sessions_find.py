@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,33 +31,74 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     return home, ids
 
 
-def listing(home: Path, *args: str) -> list[dict[str, object]]:
+def listing(home: Path, *args: str) -> list[dict[str, Any]]:
+    """``sessions list --json ARGS``: one JSON array (cli.md)."""
     result = rolecall("sessions", "list", "--json", *args, env={"ROLECALL_HOME": str(home)})
     assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list)
+    return rows
+
+
+def listed_ids(home: Path, *args: str) -> list[str]:
+    return [r["session_id"] for r in listing(home, *args)]
 
 
 def test_the_list_previews_the_first_question_or_the_topic(home: tuple[Path, list[str]]) -> None:
     path, ids = home
     table = rolecall("sessions", "list", env={"ROLECALL_HOME": str(path)}).stdout
-    assert "ABOUT" in table.splitlines()[0]
+    assert table.splitlines()[0].split() == [
+        *("ID", "WORLD", "TITLE", "STATUS", "STOP", "MSGS", "TOKENS", "COST", "PREVIEW")
+    ]
     assert "Which trees shade streets best?" in table
     assert "How do plants turn light into sugar?" in table  # classroom: its topic
     rows = listing(path)
-    assert [r["id"] for r in rows] == ids
-    assert rows[0]["preview"] == "How do heat islands form in Lagos?"
-    assert rows[0]["pause_reason"] == "end_of_input"
+    assert [r["session_id"] for r in rows] == ids[::-1]  # newest first
+    assert rows[-1]["preview"] == "How do heat islands form in Lagos?"
+    assert rows[-1]["status"] == "paused" and rows[-1]["stop_reason"] is None
+    assert "paused (end_of_input)" in table  # the reason: in the table's STATUS
+
+
+def test_the_json_is_one_array_of_the_specs_keys_with_the_sessions_totals(
+    home: tuple[Path, list[str]],
+) -> None:
+    path, _ = home
+    rows = listing(path)
+    for row in rows:
+        assert list(row) == [
+            *("session_id", "world", "title", "status", "stop_reason", "messages"),
+            *("input_tokens", "output_tokens", "cost_usd", "started", "updated", "preview"),
+            "batch",
+        ]
+        assert row["batch"] is None and row["cost_usd"] == 0  # the offline model is free
+        assert row["started"] <= row["updated"]
+        # the session's token totals, as `sessions show` sums them
+        shown = rolecall("sessions", "show", row["session_id"], env={"ROLECALL_HOME": str(path)})
+        total = next(line for line in shown.stdout.splitlines() if line.startswith("tokens: "))
+        assert total.startswith(
+            f"tokens: ↑{row['input_tokens']:,} ↓{row['output_tokens']:,} in "
+            f"{row['messages']} messages"
+        )
+        assert row["input_tokens"] > 0 and row["output_tokens"] > 0
+    classroom = rows[0]
+    assert (classroom["world"], classroom["title"]) == ("classroom", "A lesson on photosynthesis")
+    assert (classroom["status"], classroom["stop_reason"]) == ("finished", "flow_end")
+    updated = [r["updated"] for r in rows]
+    assert updated == sorted(updated, reverse=True)
 
 
 def test_filters_world_status_search_and_limit(home: tuple[Path, list[str]]) -> None:
     path, ids = home
-    assert [r["id"] for r in listing(path, "--world", "classroom")] == [ids[3]]
-    assert [r["id"] for r in listing(path, "--status", "paused")] == ids[:3]
-    assert [r["id"] for r in listing(path, "--search", "lagos")] == [ids[0], ids[2]]
-    assert [r["id"] for r in listing(path, "--search", "canals LAGOS")] == [ids[2]]
+    assert listed_ids(path, "--world", "classroom") == [ids[3]]
+    assert listed_ids(path, "--status", "paused") == ids[2::-1]
+    assert listed_ids(path, "--search", "lagos") == [ids[2], ids[0]]
+    assert listed_ids(path, "--search", "canals LAGOS") == [ids[2]]
     # FTS5 syntax in TEXT is taken as words, never as a query (no error, no operator)
     assert listing(path, "--search", 'trees OR "(* NEAR') == []
-    assert [r["id"] for r in listing(path, "--limit", "2")] == ids[2:]
+    assert listed_ids(path, "--limit", "2") == [ids[3], ids[2]]  # the two newest
+    assert listed_ids(path, "--status", "paused", "--limit", "1") == [ids[2]]
+    table = rolecall("sessions", "list", "--limit", "1", env={"ROLECALL_HOME": str(path)})
+    assert [line.split()[0] for line in table.stdout.splitlines()] == ["ID", ids[3]]
     bad = rolecall("sessions", "list", "--limit", "0", env={"ROLECALL_HOME": str(path)})
     assert bad.returncode == 2 and "--limit: must be a whole number" in bad.stderr
 
@@ -95,5 +137,4 @@ def test_a_store_of_schema_version_3_gets_the_search_table(tmp_path: Path) -> No
             "INSERT INTO messages VALUES ('old-1', 0, 'm1', 'human', ?)",
             (json.dumps({"content": "an old question about tides"}),),
         )
-    rows = listing(home, "--search", "tides")
-    assert [r["id"] for r in rows] == ["old-1"]
+    assert listed_ids(home, "--search", "tides") == ["old-1"]

@@ -36,6 +36,12 @@ async def test_a_stored_session_resumes_from_either_store(store: SessionStore) -
     assert (row.id, row.world_name, row.title, row.messages) == (sid, "pair", "A pair", 2)
     assert row.state == "paused" and (await store.costs())[sid] == 0.0  # the block was left
     doc = await store.load(sid)
+    # the session's totals, summed over its messages as its exports sum them
+    assert (row.input_tokens, row.output_tokens) == (
+        sum(m.input_tokens for m in doc.messages),
+        sum(m.output_tokens for m in doc.messages),
+    )
+    assert row.input_tokens > 0 and row.cost_usd == 0.0 and row.batch is None
     assert [m.sender for m in doc.messages] == ["ann", "bob"]
     assert doc.events[0]["type"] == "session" and all(e["topic"] != "sse" for e in doc.events)
     assert [e["seq"] for e in doc.events] == sorted(e["seq"] for e in doc.events)

@@ -116,10 +116,9 @@ class MemoryStore:
     async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
         if where is not None:
             raise UsageError("filtering sessions needs the SQLite store (rolecall.SqliteStore)")
+        costs = await self.costs()
         rows = []
-        for sid, stored in sorted(
-            self._sessions.items(), key=lambda i: (i[1].new.created_at, i[0])
-        ):
+        for sid, stored in self._sessions.items():
             rows.append(
                 SessionRow(
                     id=sid,
@@ -131,8 +130,13 @@ class MemoryStore:
                     created_at=stored.new.created_at,
                     updated_at=stored.updated_at,
                     pause_reason=json.loads(stored.state_json).get("pause_reason"),
+                    input_tokens=sum(m.input_tokens for m in stored.messages),
+                    output_tokens=sum(m.output_tokens for m in stored.messages),
+                    cost_usd=costs.get(sid, 0.0) if stored.messages else None,
                 )
             )
+        # newest first, as the SQLite store lists them
+        rows.sort(key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
         return rows
 
     async def delete(self, session_id: str) -> int | None:

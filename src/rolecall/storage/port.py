@@ -124,7 +124,7 @@ class SessionStore(Protocol):
         ...
 
     async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
-        """The stored sessions, oldest first (all of them without a filter)."""
+        """The stored sessions, newest first (all of them without a filter)."""
         ...
 
     async def costs(self) -> dict[str, float | None]:

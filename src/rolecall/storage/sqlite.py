@@ -503,7 +503,8 @@ class SqliteStore:
 
     # ------------------------------------------------------------- reading
     async def list_sessions(self, where: SessionFilter | None = None) -> list[SessionRow]:
-        """The stored sessions, oldest first, with a preview (see :class:`SessionFilter`).
+        """The stored sessions, newest first, with a preview and their summed figures
+        (see :class:`SessionRow`, :class:`SessionFilter`), in one query.
 
         Without a filter every session is listed, empty ones included.
         """
@@ -580,7 +581,8 @@ class SqliteStore:
         )
         row = found[0] if found else None
         if row is None:
-            known = [r.id for r in await self.list_sessions()][-5:]
+            recent = SessionFilter(with_empty=True, limit=5)
+            known = [r.id for r in await self.list_sessions(recent)]
             hint = f" (recent: {', '.join(known)})" if known else " (no sessions stored yet)"
             raise UsageError(f"no session '{session_id}' in {self.path}{hint}")
         world_json, source, override, state_text, last_seq, created, updated = row

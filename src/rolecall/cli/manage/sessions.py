@@ -22,7 +22,26 @@ from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
     from rolecall.session.document import SessionDocument
+    from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
+
+
+# the keys of `sessions list --json`, in this order (cli.md)
+LIST_KEYS = (
+    "session_id",
+    "world",
+    "title",
+    "status",
+    "stop_reason",
+    "messages",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "started",
+    "updated",
+    "preview",
+    "batch",
+)
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -51,8 +70,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = _add(
         ssub,
         "list",
-        help="the stored sessions: id, world, state, stop reason, messages, cost, last "
-        "update and what each is about (its first message, else its topic)",
+        help="the stored sessions, newest first: id, world, title, status, stop reason, "
+        "messages, tokens, cost and what each is about (its first human message, else its "
+        "topic)",
         examples=[
             "rolecall sessions list",
             "rolecall sessions list --world panel --status paused --limit 5",
@@ -75,7 +95,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--limit", metavar="N", type=_positive, help="only the N most recently updated")
     p.add_argument("--all", action="store_true", help="also the sessions with no message")
-    p.add_argument("--json", action="store_true", help="one JSON object per session")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON array, an object per session: " + ", ".join(LIST_KEYS),
+    )
     p.add_argument(
         "--tree", action="store_true", help="forks under their parent, with the fork point"
     )
@@ -198,9 +222,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _sessions_list(args: argparse.Namespace) -> int:
-    from rolecall.money import money
     from rolecall.paths import db_path
-    from rolecall.storage.catalog import SessionFilter, SessionRow
+    from rolecall.storage.catalog import SessionFilter
 
     data = _data(args)
     if not db_path(data).is_file():
@@ -212,17 +235,15 @@ def _sessions_list(args: argparse.Namespace) -> int:
         world=args.world,
         status=args.status,
         search=args.search,
+        batch=batch,
         limit=args.limit,
         with_empty=args.all or batch is not None,  # a batch lists all of its runs
     )
 
-    async def body(
-        store: DataStore,
-    ) -> tuple[list[SessionRow], dict[str, float | None], dict[str, tuple[str, str]]]:
+    async def body(store: DataStore) -> tuple[list[SessionRow], dict[str, tuple[str, str]]]:
         from rolecall.storage.batches import BatchTables
         from rolecall.storage.data_store import sqlite_only
 
-        rows = await store.list_sessions(where)
         if batch is not None:
             tables = BatchTables(sqlite_only(store, "sessions list --batch"))
             if await tables.plan(batch) is None:
@@ -231,47 +252,77 @@ def _sessions_list(args: argparse.Namespace) -> int:
                 known = await tables.names()
                 listed = ", ".join(known[-10:]) if known else "none stored"
                 raise UsageError(f"no batch named {batch!r} (batches: {listed})")
-            members = {sid for sid, name in (await tables.batch_of()).items() if name == batch}
-            rows = [r for r in rows if r.id in members]
-        return rows, await session_costs(store), await store.forks()
+        return await store.list_sessions(where), await store.forks()
 
-    rows, costs, forks = _with_store(args, body, missing="no sessions")
+    rows, forks = _with_store(args, body, missing="no sessions")
     tree = bool(getattr(args, "tree", False))
     if tree:
         from rolecall.cli.manage.fork_cmd import tree_order
 
         rows = tree_order(rows, forks)
     if args.json:
-        import json
-
-        for r in rows:
-            record = {**vars(r), "cost_usd": costs.get(r.id) if r.messages else None}
-            print(json.dumps(record, ensure_ascii=False))
+        _print_json([_record(r) for r in rows])
         return 0
     if not rows:
         _empty(args, data)
         return 0
+    print(_list_table(rows, forks if tree else {}))
+    return 0
+
+
+def _record(r: SessionRow) -> dict[str, object]:
+    """One session as `sessions list --json` prints it: the keys of LIST_KEYS, in order."""
+    values = (
+        r.id,
+        r.world_name,
+        r.title,
+        r.state,
+        r.stop_reason,
+        r.messages,
+        r.input_tokens,
+        r.output_tokens,
+        r.cost_usd,
+        r.created_at,
+        r.updated_at,
+        r.preview,
+        r.batch,
+    )
+    return dict(zip(LIST_KEYS, values, strict=True))
+
+
+def _print_json(records: list[dict[str, object]]) -> None:
+    import json
+
+    print(json.dumps(records, ensure_ascii=False, indent=2))
+
+
+def _list_table(rows: list[SessionRow], forks: dict[str, tuple[str, str]]) -> str:
+    """The table of `sessions list`; ``forks`` (with --tree) indents each fork under its
+    parent and names its fork point."""
+    from rolecall.money import money
+
     table: list[tuple[str, ...]] = [
         (
-            f"{'  ' * _depth(r.id, forks)}└ {r.id} @{forks[r.id][1]}"
-            if tree and r.id in forks
-            else r.id,
+            f"{'  ' * _depth(r.id, forks)}└ {r.id} @{forks[r.id][1]}" if r.id in forks else r.id,
             r.world_name,
+            _clip(r.title, 30) or "-",
             f"paused ({r.pause_reason})" if r.state == "paused" and r.pause_reason else r.state,
             r.stop_reason or "-",
             str(r.messages),
-            money(costs.get(r.id, 0.0)) if r.messages else "-",
-            r.updated_at[:19].replace("T", " "),
+            f"↑{r.input_tokens:,} ↓{r.output_tokens:,}" if r.messages else "-",
+            money(r.cost_usd) if r.messages else "-",
             _clip(r.preview or r.title, 50),
         )
         for r in rows
     ]
-    header = ("ID", "WORLD", "STATE", "STOP", "MSGS", "COST", "UPDATED", "ABOUT")
-    print(_table(header, table, right={4, 5}))
-    return 0
+    header = ("ID", "WORLD", "TITLE", "STATUS", "STOP", "MSGS", "TOKENS", "COST", "PREVIEW")
+    return _table(header, table, right={5, 6, 7})
 
 
 def _empty(args: argparse.Namespace, data: object) -> None:
+    if getattr(args, "json", False):
+        _print_json([])
+        return
     filtered = any(getattr(args, k, None) for k in ("world", "status", "search", "limit", "batch"))
     _say(args, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet")
 
@@ -283,11 +334,6 @@ def _depth(sid: str, forks: dict[str, tuple[str, str]]) -> int:
         seen.add(sid)
         depth += 1
     return depth - 1
-
-
-async def session_costs(store: DataStore) -> dict[str, float | None]:
-    """Each stored session's cost in USD (see :meth:`DataStore.costs`)."""
-    return await store.costs()
 
 
 def _sessions_read(args: argparse.Namespace) -> int:
