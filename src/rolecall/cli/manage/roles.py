@@ -220,9 +220,10 @@ def _read_user_role(path: Path) -> dict[str, Any]:
     import yaml
 
     from rolecall.errors import StorageError, UsageError
+    from rolecall.paths import read_text
 
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        data = yaml.safe_load(read_text(path))  # not UTF-8: NotTextError, a UsageError
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
@@ -284,7 +285,8 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
                 )
             )
         except (RolecallError, OSError, ValueError) as exc:
-            rows.append((rid, "user", "", f"(invalid: {_clip(str(exc), 50)})"))
+            problem = str(exc).removeprefix(f"{library.user_dir}/{rid}.yaml: ")  # the row names it
+            rows.append((rid, "user", "", f"(invalid: {_clip(problem, 50)})"))
     rows.sort(key=lambda r: (r[1] != "user", r[0]))
     print(_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
     _say(
