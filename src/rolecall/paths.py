@@ -33,6 +33,16 @@ def db_path(data: Path) -> Path:
     return data / "rolecall.db"
 
 
+def data_dir_flag(db: Path) -> str:
+    """`` --data-dir DIR`` for a command printed about the store ``db`` (``DIR/rolecall.db``),
+    so it works pasted in any shell; empty for a store outside a data directory."""
+    if db.name != db_path(Path()).name:
+        return ""
+    import shlex
+
+    return f" --data-dir {shlex.quote(str(db.parent.absolute()))}"
+
+
 def safe_id(value: str, what: str = "id") -> str:
     """``value`` if it can name a file or folder without escaping; UnsafeIdError otherwise.
 

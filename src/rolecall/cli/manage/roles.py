@@ -18,11 +18,15 @@ ROLE_ID_PATTERN = r"^[a-z][a-z0-9_-]*$"
 ROLE_FIELD_FLAGS = ("name", "description", "system_prompt", "style", "constraints")
 
 
-def _readonly(role_id: str) -> str:
-    return (
-        f"role '{role_id}' is built in and read-only; copy it: "
-        f"rolecall roles create my-{role_id} --from {role_id}"
-    )
+def _copy_command(role_id: str, args: argparse.Namespace) -> str:
+    """The command that copies a built-in role into the data directory's roles."""
+    from rolecall.cli.hints import command
+
+    return command(f"roles create my-{role_id} --from {role_id}", args)
+
+
+def _readonly(role_id: str, args: argparse.Namespace) -> str:
+    return f"role '{role_id}' is built in and read-only; copy it: {_copy_command(role_id, args)}"
 
 
 def _role_field_flags(p: argparse.ArgumentParser, *, editing: bool) -> None:
@@ -300,7 +304,7 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
 def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     data = library.get(role_id)
     if library.is_builtin(role_id):
-        copy = f"rolecall roles create my-{role_id} --from {role_id}"
+        copy = _copy_command(role_id, args)
         head = f"# {role_id}: built in, read-only (copy it: {copy})"
     else:
         head = f"# {role_id}: user role, {library.user_dir}/{role_id}.yaml"
@@ -310,19 +314,20 @@ def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
 
 
 def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    from rolecall.cli.hints import command
     from rolecall.errors import UsageError
 
     assert library.user_dir is not None
     if library.is_builtin(role_id):
         raise UsageError(
             f"role '{role_id}' is built in; pick another id, or copy it: "
-            f"rolecall roles create my-{role_id} --from {role_id}"
+            f"{_copy_command(role_id, args)}"
         )
     path = library.user_dir / f"{role_id}.yaml"
     if path.exists():
         raise UsageError(
             f"role '{role_id}' already exists ({path}); change it with "
-            f"`rolecall roles edit {role_id} ...` or delete it first"
+            f"`{command(f'roles edit {role_id}', args)} ...` or delete it first"
         )
     updates = _field_updates(args)
     data: dict[str, Any] = {}
@@ -345,13 +350,13 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     return 0
 
 
-def _user_role_path(library: RoleLibrary, role_id: str) -> Path:
+def _user_role_path(library: RoleLibrary, role_id: str, args: argparse.Namespace) -> Path:
     from rolecall.errors import UsageError
     from rolecall.world.library import suggest
 
     assert library.user_dir is not None
     if library.is_builtin(role_id):
-        raise UsageError(_readonly(role_id))
+        raise UsageError(_readonly(role_id, args))
     path = library.user_dir / f"{role_id}.yaml"
     if not path.is_file():
         users = library.user_ids()
@@ -367,7 +372,7 @@ def _user_role_path(library: RoleLibrary, role_id: str) -> Path:
 def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import UsageError
 
-    path = _user_role_path(library, role_id)
+    path = _user_role_path(library, role_id, args)
     updates = _field_updates(args)
     if not updates:
         raise UsageError(
@@ -389,7 +394,7 @@ def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
 def _roles_delete(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import StorageError
 
-    path = _user_role_path(library, role_id)
+    path = _user_role_path(library, role_id, args)
     try:
         path.unlink()
     except OSError as exc:
