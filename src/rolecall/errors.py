@@ -6,7 +6,8 @@
     ├── UsageError            the user asked for something invalid (exit code 2)
     │   ├── WorldError        a world file has problems (every one listed)
     │   ├── UnknownRoleError  a role id that no world or library has
-    │   └── UnsafeIdError     an id that could escape its folder if used in a path
+    │   ├── UnsafeIdError     an id that could escape its folder if used in a path
+    │   └── NotTextError      a file given to read as text is not UTF-8
     ├── RuntimeFailure        something outside the user's input failed (exit code 1)
     │   ├── ProviderError     the model provider failed after retries
     │   │   ├── ProviderTimeout
@@ -60,6 +61,19 @@ class UnknownRoleError(UsageError):
 
 class UnsafeIdError(UsageError):
     """An id that is not safe to use as a file or folder name."""
+
+
+class NotTextError(UsageError):
+    """A file read as text (a world, a role, a session file, a list of values) is not UTF-8.
+
+    ``problem`` says where, without the file: ``not UTF-8 text: byte 0xff at line 4,
+    column 17``; the message is ``<source>: <problem> (save it as UTF-8)``.
+    """
+
+    def __init__(self, source: str, problem: str):
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem} (save it as UTF-8)")
 
 
 class RuntimeFailure(RolecallError):

@@ -12,7 +12,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from rolecall.errors import UnsafeIdError
+from rolecall.errors import NotTextError, UnsafeIdError
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: no trailing newline
 
@@ -33,6 +33,16 @@ def db_path(data: Path) -> Path:
     return data / "rolecall.db"
 
 
+def data_dir_flag(db: Path) -> str:
+    """`` --data-dir DIR`` for a command printed about the store ``db`` (``DIR/rolecall.db``),
+    so it works pasted in any shell; empty for a store outside a data directory."""
+    if db.name != db_path(Path()).name:
+        return ""
+    import shlex
+
+    return f" --data-dir {shlex.quote(str(db.parent.absolute()))}"
+
+
 def safe_id(value: str, what: str = "id") -> str:
     """``value`` if it can name a file or folder without escaping; UnsafeIdError otherwise.
 
@@ -45,6 +55,36 @@ def safe_id(value: str, what: str = "id") -> str:
             "(letters, digits, '.', '_' and '-' only, not starting with '.' or '-', no '..')"
         )
     return value
+
+
+def read_text(path: Path, source: str | None = None) -> str:
+    """The text of a file the user gave (a world, a role, a session file, ``@FILE``),
+    read as UTF-8: the one place such files are read.
+
+    Raises ``OSError`` when it cannot be read (each caller words that its own way) and
+    :class:`NotTextError` naming ``source`` (default: the path) and where the first
+    byte that is not UTF-8 is.
+    """
+    return decode_text(path.read_bytes(), source or str(path))
+
+
+def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
+    """``data`` decoded (``utf-8``, or ``utf-8-sig`` to drop a byte-order mark), or
+    :class:`NotTextError` saying where it is not UTF-8."""
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        # exc.object, not data: utf-8-sig reports where in the text after the mark
+        raise NotTextError(source, not_utf8(bytes(exc.object), exc.start)) from None
+
+
+def not_utf8(data: bytes, start: int) -> str:
+    """``not UTF-8 text: byte 0xff at line L, column C`` for the bad byte at ``start``
+    (the column counts characters, as an editor shows it)."""
+    line_start = data.rfind(b"\n", 0, start) + 1
+    line = data.count(b"\n", 0, start) + 1
+    column = len(data[line_start:start].decode("utf-8", "replace")) + 1
+    return f"not UTF-8 text: byte 0x{data[start]:02x} at line {line}, column {column}"
 
 
 def current_umask() -> int:

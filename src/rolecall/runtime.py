@@ -439,11 +439,17 @@ class Session:
         self.bus.deliver(*envelopes)
 
     async def say(self, text: str) -> Message:
-        """A human message: stored, seen by every agent, routed (chat.md / flows.md)."""
+        """A human message: stored, seen by every agent, routed (chat.md / flows.md).
+
+        A finished session takes no message: UsageError, the transcript untouched (also
+        when the turn this call waited for finished it).
+        """
+        self._refuse_finished()
         self.open()
         if self.engine is None and self.director is None and self.state.state == "created":
             self._set_state("running")  # a chat runs from its first message on
         async with self._lock:
+            self._refuse_finished()
             self.state.turn_counts.clear()
             self.state.limit_notified.clear()
             director = self.director
@@ -474,6 +480,13 @@ class Session:
             if self.state.concluding is not None and not self.finished:
                 await self.step()  # a stop the human's message made hold
         return spoken.message
+
+    def _refuse_finished(self) -> None:
+        if self.finished:
+            raise UsageError(
+                f"session {self.session_id} is finished ({self.state.stop_reason}): "
+                "it takes no more messages; the message was not added"
+            )
 
     async def system_message(self, text: str, *, resets: bool = True) -> Message:
         """A system message every agent remembers; it resets turn counts (chat.md)."""

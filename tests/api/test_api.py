@@ -193,6 +193,54 @@ async def test_chat_say_pause_and_stop() -> None:
     assert s.result.stop_reason == "manual"
 
 
+async def test_a_finished_session_takes_no_message_and_stays_as_it_was() -> None:
+    """say() after stop() (or the flow's end) raises, as the command line ignores the line;
+    the other calls change nothing."""
+    world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}, {"id": "nurse"}]}
+    async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
+        await s.say("@doc hello")
+        s.stop()
+        before = s.result
+        with pytest.raises(rolecall.UsageError) as refused:
+            await s.say("@doc still there?")
+        assert str(refused.value) == (
+            f"session {s.session_id} is finished (manual): it takes no more messages; "
+            "the message was not added"
+        )
+        assert await s.step() is False
+        assert await s.run() == before
+        s.pause()
+        s.stop()
+        assert s.result == before and len(s.transcript) == 2
+        assert [e async for e in s.events()] == []  # the events of a finished session end
+    async with rolecall.open_session(pair(), models={"offline": FunctionModel(numbered)}) as s:
+        await s.run()
+        with pytest.raises(rolecall.UsageError, match=r"is finished \(flow_end\)"):
+            await s.say("one more thing")
+        assert s.result.messages == 3
+
+
+async def test_say_waiting_for_a_turn_that_finishes_the_session_adds_nothing() -> None:
+    world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}]}
+    async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
+        inner = s.runtime
+        failed: list[BaseException] = []
+
+        async def say() -> None:
+            try:
+                await s.say("@doc hello")
+            except rolecall.UsageError as exc:
+                failed.append(exc)
+
+        # inner._lock held: a turn under way, which say() waits for
+        async with anyio.create_task_group() as tg, inner._lock:
+            tg.start_soon(say)
+            await anyio.wait_all_tasks_blocked()
+            inner.finish("max_turns", "the turn finished it")
+        assert len(failed) == 1 and "is finished (max_turns)" in str(failed[0])
+        assert s.transcript == []
+
+
 async def test_models_replace_the_builtin_of_that_name_only() -> None:
     world = pair(roles=[{"id": "ann"}, {"id": "bob", "model": "scripted", "script": ["hi"]}])
     model = FunctionModel(lambda request: "from the function")

@@ -115,6 +115,16 @@ def test_piped_transcript_text(world_dir: Path, tmp_path: Path) -> None:
     assert "paused (end_of_input)" in result.stderr
 
 
+def test_a_line_after_stop_is_ignored_and_said(world_dir: Path, tmp_path: Path) -> None:
+    """The command line does what say() after stop() does in Python: adds nothing."""
+    stdin = "hello @alice\n/stop\n@bob still there?\n"
+    result = rolecall("chat", str(world_dir), "--json", stdin=stdin, home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    assert "session finished (manual); message ignored" in result.stderr
+    messages = [r["content"] for r in records_of(result.stdout) if r["type"] == "message"]
+    assert messages == ["hello @alice", "alice answers #1"]
+
+
 def test_piped_turn_limit_and_unknown_mention(tmp_path: Path) -> None:
     folder = tmp_path / "pingpong"
     folder.mkdir()

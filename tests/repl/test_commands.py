@@ -463,6 +463,11 @@ async def test_clear_save_export_and_load(
     assert isinstance(result, LoadRequest) and result.source.startswith("the store")
     await h.run("/load missing.json")
     assert "missing.json" in h.text
+    (tmp_path / "latin1.json").write_bytes(b'{"format": "caf\xe9"}')
+    assert await h.run("/load latin1.json") is Outcome.CONTINUE
+    assert h.text.endswith(
+        "latin1.json: not a session file (not UTF-8 text: byte 0xe9 at line 1, column 16)"
+    )
 
 
 @pytest.mark.anyio

@@ -109,7 +109,11 @@ class Session:
         return await self._inner.step()
 
     async def say(self, text: str) -> Message:
-        """A human message: stored, seen by every agent, routed; the replies due follow."""
+        """A human message: stored, seen by every agent, routed; the replies due follow.
+
+        :class:`rolecall.UsageError` when the session is finished (after ``stop()``, or
+        its flow ended): nothing is added, as the command line ignores such a line.
+        """
         return await self._inner.say(text)
 
     def pause(self, reason: str = "manual") -> None:

@@ -20,8 +20,9 @@ from typing import Any
 
 import yaml
 
+from rolecall import paths
 from rolecall.batch import KEYS_HELP
-from rolecall.errors import UsageError, WorldError
+from rolecall.errors import NotTextError, UsageError, WorldError
 from rolecall.modes.debate import persona_prompt
 from rolecall.world.library import RoleLibrary, suggest
 from rolecall.world.loader import build_world
@@ -96,7 +97,7 @@ def read_vary(
     texts: Sequence[str], *, read_text: Callable[[Path], str] | None = None
 ) -> tuple[list[Axis], list[str]]:
     """The axes of the well-formed ``--vary`` texts, and the problems of the others."""
-    read = read_text or (lambda p: p.read_text("utf-8"))
+    read = read_text or paths.read_text
     problems: list[str] = []
     axes: list[Axis] = []
     seen: set[str] = set()
@@ -118,6 +119,9 @@ def read_vary(
                 raw = [line.strip() for line in read(Path(rest[1:])).splitlines()]
             except OSError as exc:
                 problems.append(f"{key}: cannot read {rest[1:]} ({exc.strerror or exc})")
+                continue
+            except NotTextError as exc:
+                problems.append(f"{key}: {exc}")
                 continue
             values = [v for v in raw if v]
         else:

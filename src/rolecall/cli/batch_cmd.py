@@ -106,13 +106,14 @@ def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
     import yaml
 
     from rolecall.cli.manage import role_library
+    from rolecall.paths import read_text
     from rolecall.world.loader import load_world
 
     loaded = load_world(args.world, role_library(args))  # every problem, exit 2
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     assert loaded.path is not None
-    raw = yaml.safe_load(loaded.path.read_text("utf-8"))
+    raw = yaml.safe_load(read_text(loaded.path))
     if args.topic:
         raw["topic"] = args.topic
     if args.max_turns is not None:

@@ -21,6 +21,7 @@ def finish(
     nats: str | None = None,
 ) -> int:
     from rolecall.batch.results import Summary, write_results
+    from rolecall.cli.hints import command
     from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 
     summary = Summary.of(name, total, results, time.monotonic() - started)
@@ -32,19 +33,23 @@ def finish(
         print(json.dumps(summary.record(), ensure_ascii=False), flush=True)
     elif not args.quiet:
         print(summary.table())
-    hint = f"`rolecall sessions list --batch {name}` lists its sessions"
+    hint = f"`{command(f'sessions list --batch {name}', args)}` lists its sessions"
     if nats is not None:
-        hint = f"`rolecall sessions import --batch {name} --nats {nats}` gathers its sessions here"
+        gather = command(f"sessions import --batch {name} --nats {nats}", args)
+        hint = f"`{gather}` gathers its sessions here"
     if interrupted:
         print(
             f"rolecall: interrupted; the runs in flight are saved as paused. "
-            f"`rolecall batch --resume {name}` finishes the batch.",
+            f"`{command(f'batch --resume {name}', args)}` finishes the batch.",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
     if summary.failed:
         where = "" if nats is None else f" --nats {nats}"
-        retry = f"`rolecall batch --resume {name}{where}` retries them from their last stored turn"
+        retry = (
+            f"`{command(f'batch --resume {name}{where}', args)}` retries them from their "
+            "last stored turn"
+        )
         print(
             f"rolecall: {summary.failed} of {summary.runs} runs failed (runs "
             f"{', '.join(map(str, summary.failed_runs[:20]))}); nothing was lost: "

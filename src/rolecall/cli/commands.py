@@ -87,9 +87,11 @@ def dispatch(args: argparse.Namespace, target: str) -> int:
         return EXIT_USAGE
     except StorageError as exc:
         if exc.session_id:
+            from rolecall.cli.hints import resume_command
+
             after = (
                 f"The session is kept and nothing was lost: everything committed before this "
-                f"is stored. Once the cause is fixed, `rolecall resume {exc.session_id}` "
+                f"is stored. Once the cause is fixed, `{resume_command(exc.session_id, args)}` "
                 "continues it."
             )
         else:
@@ -144,8 +146,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     world, source = _load(args)
     if world.flow is None and world.mode is None:
+        import shlex
+
+        from rolecall.cli.hints import command
+
         raise UsageError(
-            f"world '{world.name}' has no flow to run; use `rolecall chat {args.world}`"
+            f"world '{world.name}' has no flow to run; "
+            f"use `{command(f'chat {shlex.quote(args.world)}', args)}`"
         )
     holder: list[Session] = []
 
@@ -188,7 +195,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
             holder.append(session)
             memory = memory_files(args)
             await with_interrupts(
-                session, lambda: run_piped(session, sys.stdin, store=store, memory=memory)
+                session,
+                lambda: run_piped(session, sys.stdin, store=store, memory=memory, args=args),
             )
 
     anyio.run(main)
@@ -238,7 +246,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
                     memory = memory_files(args)
                     await with_interrupts(
                         session,
-                        lambda: run_piped(session, sys.stdin, store=store, memory=memory),
+                        lambda: run_piped(
+                            session, sys.stdin, store=store, memory=memory, args=args
+                        ),
                     )
                     return
                 await drive(session, args.mode)

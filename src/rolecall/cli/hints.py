@@ -26,9 +26,15 @@ def _nats_flag(args: argparse.Namespace | None) -> str:
     return f" --nats {shlex.quote(str(url))}" if url else ""
 
 
+def command(words: str, args: argparse.Namespace | None) -> str:
+    """``rolecall WORDS`` with ``--data-dir`` when the command ran with one: a hint about
+    a session, batch or role of that data directory (``sessions list --batch NAME``)."""
+    return f"rolecall {words}{_data_dir_flag(args)}"
+
+
 def resume_command(session_id: str, args: argparse.Namespace | None) -> str:
     """``rolecall resume ID`` with the flags that find the session again."""
-    return f"rolecall resume {session_id}{_data_dir_flag(args)}{_nats_flag(args)}"
+    return f"{command(f'resume {session_id}', args)}{_nats_flag(args)}"
 
 
 def export_command(session_id: str, args: argparse.Namespace | None, fmt: str = "md") -> str:

@@ -6,6 +6,8 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    import argparse
+
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.storage.data_store import DataStore
@@ -17,10 +19,12 @@ async def run_piped(
     *,
     store: DataStore | None = None,
     memory: MemoryFiles | None = None,
+    args: argparse.Namespace | None = None,
 ) -> None:
     """Handle each line after every reply it triggered is complete; settle at the end.
 
-    ``/commands`` are the REPL's (one parser for both), answered on stderr.
+    ``/commands`` are the REPL's (one parser for both), answered on stderr; ``args``
+    (the command's) give the hints they print their ``--data-dir``.
     """
     from rolecall.cli.lines import LineReader
     from rolecall.cli.repl import run_command_line
@@ -35,7 +39,7 @@ async def run_piped(
         if not text.strip():
             continue
         if text.startswith("/") and not text.startswith("//"):
-            if not await run_command_line(session, text, store=store, memory=memory):
+            if not await run_command_line(session, text, store=store, memory=memory, args=args):
                 break
             continue
         if session.finished:

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from rolecall.errors import ProviderRefused, UsageError
+from rolecall.errors import NotTextError, ProviderRefused, UsageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import (
     BUILTIN_MODELS,
@@ -39,6 +39,7 @@ from rolecall.llm.types import (
     TextDelta,
     Usage,
 )
+from rolecall.paths import read_text
 
 ReplayMode = Literal["record", "replay", "replay-or-call"]
 MODES: tuple[ReplayMode, ...] = ("record", "replay", "replay-or-call")
@@ -92,11 +93,13 @@ class ReplayStore:
             return self._by_key
         found: dict[str, dict[int, Recording]] = {}
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            lines = read_text(self.path).splitlines()
         except FileNotFoundError:
             lines = []
         except OSError as exc:
             raise UsageError(f"replay file {self.path}: cannot read it ({exc})") from exc
+        except NotTextError as exc:
+            raise UsageError(f"replay file {self.path}: {exc.problem}") from None
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

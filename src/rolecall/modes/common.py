@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rolecall.errors import UnknownRoleError
+from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.modes.judge_block import option_problems as _option_problems
 from rolecall.modes.judgments import Invalid, find_json_object
 from rolecall.plans import Host
@@ -144,6 +144,9 @@ def judge_role(
             f"{block}.judge: no role '{judge}' (define it under roles:, or use a role library "
             "template such as judge)"
         )
+        return []
+    except UsageError as exc:  # the user's role file cannot be used
+        problems.append(f"{block}.judge: {exc}")
         return []
     return [{"template": judge, "id": judge}]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from rolecall.errors import UnknownRoleError
+from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.flows.model import Ident
 from rolecall.modes.common import (
     judge_role,
@@ -140,6 +140,10 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
                     f"{where}: no role '{pid}' (define it under roles:, or use a role library "
                     "template such as analyst, creative, critic, engineer, architect, tester)"
                 )
+        except UsageError as exc:  # the user's role file cannot be used
+            if pid not in user_ids:
+                where = f"consensus.participants[{i}]" if opts["participants"] else "consensus"
+                problems.append(f"{where}: {exc}")
         preset.append(entry)
     if SYNTHESIZER not in people:
         preset.append({"template": SYNTHESIZER, "id": SYNTHESIZER})
@@ -156,7 +160,7 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
             if isinstance(role.get("template"), str):
                 try:
                     base = library.get(role["template"])
-                except UnknownRoleError:
+                except UsageError:  # named among the problems already
                     base = {}
             names[rid] = _display({**base, **role}, rid)
     rounds: int = opts["max_rounds"]

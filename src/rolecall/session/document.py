@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
-from rolecall.errors import StorageError, UsageError
+from rolecall.errors import NotTextError, StorageError, UsageError
 from rolecall.flows.model import ID_PATTERN
-from rolecall.paths import write_atomically
+from rolecall.paths import read_text, write_atomically
 from rolecall.session.state import (
     Concluding,
     Draft,
@@ -316,7 +316,9 @@ def parse_document(text: str, source: str) -> SessionDocument:
 
 def read_session_file(path: Path) -> SessionDocument:
     try:
-        text = Path(path).read_text("utf-8")
+        text = read_text(Path(path))
     except OSError as exc:
         raise UsageError(f"cannot read session file {path}: {exc.strerror or exc}") from exc
+    except NotTextError as exc:
+        raise UsageError(f"{path}: not a session file ({exc.problem})") from None
     return parse_document(text, str(path))

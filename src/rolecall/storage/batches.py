@@ -14,6 +14,7 @@ from typing import Any
 
 from rolecall.batch.results import RunResult
 from rolecall.errors import UsageError
+from rolecall.paths import data_dir_flag
 from rolecall.storage.sqlite import SqliteStore
 
 
@@ -35,7 +36,8 @@ class BatchTables:
         if await self.plan(name) is not None:
             raise UsageError(
                 f"a batch named {name!r} already exists in {self.store.path}: "
-                f"`rolecall batch --resume {name}` finishes it, or choose another --name"
+                f"`rolecall batch --resume {name}{data_dir_flag(self.store.path)}` finishes it, "
+                "or choose another --name"
             )
         async with self.store._transaction() as db:
             await db.execute(

@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.log import get_logger
-from rolecall.paths import db_path, safe_id
+from rolecall.paths import data_dir_flag, db_path, safe_id
 from rolecall.session.document import SessionDocument, StateDoc
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, fts, writer
@@ -569,7 +569,7 @@ class SqliteStore:
                 f"the session store {self.path} holds a damaged row of session {sid} (its "
                 f"messages, log or state do not read: {what}). Restore {self.path.name} from a "
                 f"backup, or export what still reads elsewhere and `rolecall sessions delete "
-                f"{sid}` (sessions.md, A damaged store)"
+                f"{sid}{data_dir_flag(self.path)}` (sessions.md, A damaged store)"
             ) from exc
 
     async def _load(self, sid: str, session_id: str, *, with_events: bool) -> SessionDocument:

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Final, Literal
 
+from rolecall.errors import NotTextError
+from rolecall.paths import decode_text
+
 __all__ = [
     "PDF_SUFFIXES",
     "TEXT_SUFFIXES",
@@ -95,11 +98,9 @@ def read_document(path: Path, *, name: str | None = None) -> Document:
     except OSError as exc:
         raise DocumentError(f"{shown}: cannot read ({exc.strerror})") from None
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DocumentError(
-            f"{shown}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        ) from None
+        text = decode_text(data, shown, "utf-8-sig")
+    except NotTextError as exc:
+        raise DocumentError(str(exc)) from None
     fmt: Format = "markdown" if suffix in (".md", ".markdown") else "text"
     if not text.strip():
         raise DocumentError(f"{shown}: the document is empty")

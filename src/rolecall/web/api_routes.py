@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from rolecall.errors import RolecallError
+from rolecall.paths import data_dir_flag, db_path
 from rolecall.storage.browse import STATUSES, browse, events_after, state_of
 from rolecall.web.context import WebContext
 from rolecall.web.live import follow_store
@@ -183,7 +184,7 @@ async def _live(ctx: WebContext, sid: str) -> LiveRun:
         raise HTTPException(
             409,
             f"session {sid} is running in another process; if that process is gone, "
-            f"`rolecall resume {sid}` continues it",
+            f"`rolecall resume {sid}{data_dir_flag(db_path(ctx.data_dir))}` continues it",
         )
     try:
         return await ctx.runs.reopen(sid)

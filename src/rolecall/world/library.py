@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from rolecall.errors import UnknownRoleError
+from rolecall.errors import StorageError, UnknownRoleError, UsageError
+from rolecall.paths import read_text
 
 _ROLE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 ROLE_FIELDS = ("id", "name", "description", "system_prompt", "style", "constraints")
@@ -80,18 +81,36 @@ class RoleLibrary:
         return isinstance(role_id, str) and role_id in self.ids()
 
     def get(self, role_id: str) -> dict[str, Any]:
-        """The template's fields (a fresh dict), or UnknownRoleError with close matches."""
+        """The template's fields (a fresh dict), or UnknownRoleError with close matches.
+
+        A user role file that is not a YAML mapping in UTF-8 raises UsageError naming it.
+        """
         builtin = builtin_roles().get(role_id)
         if builtin is not None:
             return dict(builtin)
         path = self._user_path(role_id)
         if path is not None and path.is_file():
-            data = yaml.safe_load(path.read_text("utf-8")) or {}
-            if not isinstance(data, dict):
-                raise UnknownRoleError(f"{path}: a role file must hold a mapping")
+            data = _read_role_file(path)
             data.setdefault("id", role_id)
             return data
         raise UnknownRoleError(f"no role template '{role_id}'{suggest(role_id, self.ids())}")
+
+
+def _read_role_file(path: Path) -> dict[str, Any]:
+    """A user role's fields; UsageError naming the file when it is not a role file
+    (StorageError when it cannot be read, as for ``rolecall roles edit``)."""
+    try:
+        data = yaml.safe_load(read_text(path)) or {}
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise UsageError(f"{path}: invalid YAML{where}: {' '.join(str(problem).split())}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a role file must hold a mapping of role fields")
+    return data
 
 
 def suggest(name: str, choices: list[str] | tuple[str, ...], *, listing: bool = True) -> str:

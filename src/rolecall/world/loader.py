@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rolecall.errors import UnknownRoleError, UsageError, WorldError
+from rolecall.errors import NotTextError, UnknownRoleError, UsageError, WorldError
 from rolecall.flows import conditions
 from rolecall.flows.model import Branch, Flow, Loop, Step
+from rolecall.paths import read_text
 from rolecall.world.library import RoleLibrary, reserved_id, suggest
 from rolecall.world.models import Role, Settings, World
 from rolecall.world.positions import positions
@@ -80,9 +81,11 @@ def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWo
     if path.is_dir():
         path = path / "world.yaml"
     try:
-        text = path.read_text("utf-8")
+        text = read_text(path)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the world file ({exc.strerror})") from exc
+    except NotTextError as exc:
+        raise WorldError(str(path), [f"{exc.problem} (save the file as UTF-8)"]) from None
     loaded = parse_world(text, source=str(path), library=library, path=path)
     replay_file = loaded.world.settings.replay_file
     if replay_file is not None and not Path(replay_file).is_absolute():
@@ -197,9 +200,11 @@ def _apply_templates(roles: list[Any], library: RoleLibrary, problems: list[str]
             continue
         try:
             base = library.get(name)
-        except UnknownRoleError:
+        except UsageError as exc:  # no such template, or its role file cannot be used
             problems.append(
                 f"roles[{i}].template: no role template '{name}'{suggest(name, library.ids())}"
+                if isinstance(exc, UnknownRoleError)
+                else f"roles[{i}].template: {exc}"
             )
             merged = {k: v for k, v in entry.items() if k != "template"}
             merged.setdefault("id", name)

@@ -59,7 +59,10 @@ def sessions_fork(args: argparse.Namespace) -> int:
         print(json.dumps({"session_id": new.new_id, "parent": parent, "at": args.at}))
     else:
         print(new.new_id)
-        _say(args, f"forked {parent} at {args.at}: `rolecall resume {new.new_id}` continues it")
+        from rolecall.cli.hints import resume_command
+
+        resume = resume_command(new.new_id, args)
+        _say(args, f"forked {parent} at {args.at}: `{resume}` continues it")
     return 0
 
 

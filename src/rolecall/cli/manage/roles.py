@@ -18,11 +18,15 @@ ROLE_ID_PATTERN = r"^[a-z][a-z0-9_-]*$"
 ROLE_FIELD_FLAGS = ("name", "description", "system_prompt", "style", "constraints")
 
 
-def _readonly(role_id: str) -> str:
-    return (
-        f"role '{role_id}' is built in and read-only; copy it: "
-        f"rolecall roles create my-{role_id} --from {role_id}"
-    )
+def _copy_command(role_id: str, args: argparse.Namespace) -> str:
+    """The command that copies a built-in role into the data directory's roles."""
+    from rolecall.cli.hints import command
+
+    return command(f"roles create my-{role_id} --from {role_id}", args)
+
+
+def _readonly(role_id: str, args: argparse.Namespace) -> str:
+    return f"role '{role_id}' is built in and read-only; copy it: {_copy_command(role_id, args)}"
 
 
 def _role_field_flags(p: argparse.ArgumentParser, *, editing: bool) -> None:
@@ -220,9 +224,10 @@ def _read_user_role(path: Path) -> dict[str, Any]:
     import yaml
 
     from rolecall.errors import StorageError, UsageError
+    from rolecall.paths import read_text
 
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        data = yaml.safe_load(read_text(path))  # not UTF-8: NotTextError, a UsageError
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
@@ -284,7 +289,8 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
                 )
             )
         except (RolecallError, OSError, ValueError) as exc:
-            rows.append((rid, "user", "", f"(invalid: {_clip(str(exc), 50)})"))
+            problem = str(exc).removeprefix(f"{library.user_dir}/{rid}.yaml: ")  # the row names it
+            rows.append((rid, "user", "", f"(invalid: {_clip(problem, 50)})"))
     rows.sort(key=lambda r: (r[1] != "user", r[0]))
     print(_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
     _say(
@@ -298,7 +304,7 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
 def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     data = library.get(role_id)
     if library.is_builtin(role_id):
-        copy = f"rolecall roles create my-{role_id} --from {role_id}"
+        copy = _copy_command(role_id, args)
         head = f"# {role_id}: built in, read-only (copy it: {copy})"
     else:
         head = f"# {role_id}: user role, {library.user_dir}/{role_id}.yaml"
@@ -308,6 +314,7 @@ def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
 
 
 def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    from rolecall.cli.hints import command
     from rolecall.errors import UsageError
     from rolecall.world.library import reserved_id
 
@@ -318,13 +325,13 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     if library.is_builtin(role_id):
         raise UsageError(
             f"role '{role_id}' is built in; pick another id, or copy it: "
-            f"rolecall roles create my-{role_id} --from {role_id}"
+            f"{_copy_command(role_id, args)}"
         )
     path = library.user_dir / f"{role_id}.yaml"
     if path.exists():
         raise UsageError(
             f"role '{role_id}' already exists ({path}); change it with "
-            f"`rolecall roles edit {role_id} ...` or delete it first"
+            f"`{command(f'roles edit {role_id}', args)} ...` or delete it first"
         )
     updates = _field_updates(args)
     data: dict[str, Any] = {}
@@ -347,13 +354,13 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     return 0
 
 
-def _user_role_path(library: RoleLibrary, role_id: str) -> Path:
+def _user_role_path(library: RoleLibrary, role_id: str, args: argparse.Namespace) -> Path:
     from rolecall.errors import UsageError
     from rolecall.world.library import suggest
 
     assert library.user_dir is not None
     if library.is_builtin(role_id):
-        raise UsageError(_readonly(role_id))
+        raise UsageError(_readonly(role_id, args))
     path = library.user_dir / f"{role_id}.yaml"
     if not path.is_file():
         users = library.user_ids()
@@ -369,7 +376,7 @@ def _user_role_path(library: RoleLibrary, role_id: str) -> Path:
 def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import UsageError
 
-    path = _user_role_path(library, role_id)
+    path = _user_role_path(library, role_id, args)
     updates = _field_updates(args)
     if not updates:
         raise UsageError(
@@ -391,7 +398,7 @@ def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
 def _roles_delete(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import StorageError
 
-    path = _user_role_path(library, role_id)
+    path = _user_role_path(library, role_id, args)
     try:
         path.unlink()
     except OSError as exc:

@@ -424,7 +424,10 @@ def _sessions_delete(args: argparse.Namespace) -> int:
         count = _with_store(args, body, missing=f"no session '{sid}'", read_only=False)
     has_folder = folder.is_dir() and not folder.is_symlink()
     if count is None and not has_folder:
-        raise UsageError(f"no session '{sid}' in {db_path(data)} (see `rolecall sessions list`)")
+        from rolecall.cli.hints import command
+
+        listing = command("sessions list", args)
+        raise UsageError(f"no session '{sid}' in {db_path(data)} (see `{listing}`)")
     if has_folder:
         try:
             shutil.rmtree(folder)

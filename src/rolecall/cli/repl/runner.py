@@ -23,6 +23,8 @@ from rolecall.cli.repl.display import STREAM_MODES, StreamMode
 from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
 
 if TYPE_CHECKING:
+    import argparse
+
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.storage.data_store import DataStore
@@ -547,11 +549,13 @@ async def run_command_line(
     store: DataStore | None = None,
     memory: MemoryFiles | None = None,
     out: TextIO | None = None,
+    args: argparse.Namespace | None = None,
 ) -> bool:
     """One ``/command`` line in the piped mode; False means quit (like ``piped.command``).
 
     Jobs (``/run``, ``/next``, ``/resume``) are awaited in place; messages for the user
-    go to ``out`` (stderr by default) so the transcript on stdout stays clean.
+    go to ``out`` (stderr by default) so the transcript on stdout stays clean. ``args``
+    are the command's: a printed ``rolecall resume`` carries its ``--data-dir``.
     """
     stream = out or sys.stderr
 
@@ -567,7 +571,9 @@ async def run_command_line(
         if line.split()[0].lower() == "/load":
             echo("/load works in the interactive REPL only")
         else:  # /fork, /retry, /branch: the session is there, to resume
-            sid = result.doc.session_id
-            echo(f"switching works in the interactive REPL only: `rolecall resume {sid}`")
+            from rolecall.cli.hints import resume_command
+
+            resume = resume_command(result.doc.session_id, args)
+            echo(f"switching works in the interactive REPL only: `{resume}`")
         return True
     return result is not Outcome.QUIT
