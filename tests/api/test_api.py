@@ -212,7 +212,9 @@ async def test_a_finished_session_takes_no_message_and_stays_as_it_was() -> None
         s.pause()
         s.stop()
         assert s.result == before and len(s.transcript) == 2
-        assert [e async for e in s.events()] == []  # the events of a finished session end
+        # the events of a finished session: those of its opening up to its stop, then none
+        assert isinstance([e async for e in s.events()][-1], rolecall.StopEvent)
+        assert [e async for e in s.events()] == []
     async with rolecall.open_session(pair(), models={"offline": FunctionModel(numbered)}) as s:
         await s.run()
         with pytest.raises(rolecall.UsageError, match=r"is finished \(flow_end\)"):
