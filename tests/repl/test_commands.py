@@ -466,6 +466,45 @@ async def test_clear_save_export_and_load(
 
 
 @pytest.mark.anyio
+async def test_load_of_a_file_whose_session_is_stored_as_resume_does(
+    harness_for: Callable[[dict[str, Any]], Any], tmp_path: Path
+) -> None:
+    """/load FILE of a session the store holds: the stored copy when it is as new or
+    newer (said, as `rolecall resume FILE` says it), refused when the file is ahead."""
+    h: Harness = await harness_for(CHAT)
+    other: Harness = await harness_for(FLOW)
+    sid = other.session.session_id
+    await other.run("/next")
+    await other.run("/save older.json")
+    await other.run("/next")
+    await other.run("/save newer.json")
+    await other.run("/next")  # the store is ahead of both files now
+
+    result = await h.run("/load older.json")
+    assert isinstance(result, LoadRequest) and result.source == str(tmp_path / "older.json")
+    assert h.text == (
+        f"session {sid} is already stored here (3 messages; {tmp_path / 'older.json'} has "
+        "1 message): resuming the stored one"
+    )
+    assert len(result.doc.messages) == 3 and result.doc.last_seq == other.session.bus.last_seq
+
+    # a data directory holding an older copy than the file: the two may differ
+    async with SqliteStore(tmp_path / "elsewhere" / "rolecall.db") as elsewhere:
+        await elsewhere.import_document(read_session_file(tmp_path / "older.json"))
+        runner = CommandRunner(h.session, echo=h.lines.append, store=elsewhere, cwd=tmp_path)
+        h.lines.clear()
+        assert await runner.run_line("/load newer.json") is Outcome.CONTINUE
+        assert h.text == (
+            f"{tmp_path / 'newer.json'} holds 2 messages of session {sid}, but 1 of them "
+            "are stored in this data directory and they may differ: resume the file with "
+            "another --data-dir, or resume the stored session by id"
+        )
+        h.lines.clear()
+        result = await runner.run_line("/load older.json")  # as many: the stored copy
+        assert isinstance(result, LoadRequest) and "resuming the stored one" in h.text
+
+
+@pytest.mark.anyio
 async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, Any]], Any]) -> None:
     import io
 
