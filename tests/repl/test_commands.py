@@ -505,6 +505,23 @@ async def test_load_of_a_file_whose_session_is_stored_as_resume_does(
 
 
 @pytest.mark.anyio
+async def test_what_a_command_changes_is_stored_at_once(
+    harness_for: Callable[[dict[str, Any]], Any],
+) -> None:
+    h: Harness = await harness_for(FLOW)
+    sid = h.session.session_id
+    await h.run("/next")
+    await h.run("/pause")
+    assert (await h.store.load(sid)).state.pause_reason == "manual"
+    await h.run("/flag later")
+    assert "later" in (await h.store.load(sid)).state.flags
+    await h.run("/stop")
+    doc = await h.store.load(sid)
+    assert (doc.state.state, doc.state.stop_reason) == ("finished", "manual")
+    assert doc.events[-1]["type"] == "stop"
+
+
+@pytest.mark.anyio
 async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, Any]], Any]) -> None:
     import io
 

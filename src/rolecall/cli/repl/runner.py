@@ -165,6 +165,9 @@ class CommandRunner:
             self, "_cmd_" + command.name
         )
         result = await handler(command)
+        # what the command changed (a stop, a pause, a flag...) is stored now, not with
+        # the next turn or on the way out (a job it started stores its own turns)
+        await self.session.persist()
         return Outcome.CONTINUE if result is None else result
 
     async def run_line(self, line: str) -> Outcome | LoadRequest:
@@ -472,7 +475,6 @@ class CommandRunner:
         self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
 
     async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
-        from rolecall.api.compose import flush
         from rolecall.api.entry import stored_or_file
         from rolecall.session.document import read_session_file
 
@@ -483,7 +485,7 @@ class CommandRunner:
             doc = await anyio.to_thread.run_sync(read_session_file, path)
             source = str(path)
         elif self.store is not None:
-            await flush(self.session)
+            await self.session.persist()  # the store holds all this session did
             doc = await self.store.load(await self.store.resolve_id(name))
             source = f"the store ({name})"
         else:
