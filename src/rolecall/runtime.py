@@ -21,6 +21,7 @@ from rolecall.agents import Generated, Generator
 from rolecall.bus import (
     AgentEvent,
     Bus,
+    ErrorEvent,
     Event,
     EventBus,
     LogEvent,
@@ -348,6 +349,14 @@ class Session:
             self._lock.release()
         if not self._running and self._check_requests():  # asked for while the hooks ran
             await self.persist()
+
+    def storage_failed(self, error: str) -> None:
+        """A write failed (the store, a memory file, the session file): said as a
+        ``system/error`` event, and the session paused with reason ``error`` (unless it
+        finished), as a model failure does. The composition root stores both on the way
+        out when the store itself can still be written."""
+        self.bus.publish(ErrorEvent(error=error, source="store"))
+        self._pause("error")
 
     async def _next(self, *, pending_only: bool) -> tuple[bool, Next]:
         """Whether a turn is due, and its first node: a due reply first, then the flow

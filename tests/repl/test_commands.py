@@ -522,6 +522,46 @@ async def test_what_a_command_changes_is_stored_at_once(
 
 
 @pytest.mark.anyio
+async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> None:
+    """The REPL opens a session it switches to inside the first one's: the message of a
+    write failure in the second ("`rolecall resume ID` continues it") names the second."""
+    from rolecall.api.compose import assemble
+    from rolecall.errors import StorageError
+    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.port import TurnBatch
+
+    class Failing(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failing: set[str] = set()
+
+        async def commit(self, batch: TurnBatch) -> None:
+            if batch.session_id in self.failing:
+                raise StorageError("disk full")
+            await super().commit(batch)
+
+    store = Failing()
+    opened: list[Session] = []
+
+    async def switch() -> None:
+        async with assemble(world_from(FLOW), store=store) as first:
+            opened.append(first)
+            await first.step()
+            async with assemble(world_from(FLOW), store=store) as second:
+                opened.append(second)
+                store.failing.add(second.session_id)
+                await second.step()
+
+    with pytest.raises(StorageError) as caught:
+        await switch()
+    first, second = opened
+    assert caught.value.session_id == second.session_id != first.session_id
+    assert (second.state.state, second.state.pause_reason) == ("paused", "error")
+    assert first.state.state == "running"  # not paused by the other session's failure
+    assert (await store.load(first.session_id)).state.state == "running"
+
+
+@pytest.mark.anyio
 async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, Any]], Any]) -> None:
     import io
 
