@@ -21,6 +21,7 @@ from rolecall.agents import Generated, Generator
 from rolecall.bus import (
     AgentEvent,
     Bus,
+    ErrorEvent,
     Event,
     EventBus,
     LogEvent,
@@ -123,6 +124,7 @@ class Session:
         self._pause_requested: str | None = None
         self._stop_requested = False
         self._opened = False
+        self._persisted = self.bus.last_seq  # every event up to it went through the turn hooks
         self._role_ids = world.role_ids
         self._system_texts: dict[str, str] = {}  # per role; the world is immutable
         self.log = log.bind(session=self.state.session_id, world=world.name)
@@ -213,7 +215,11 @@ class Session:
         return requested is not None
 
     def stop(self, reason: str = "manual", detail: str = "stopped by the user") -> None:
-        """Finish the session: after the current turn, or at once when idle."""
+        """Finish the session: after the current turn, or at once when idle.
+
+        Stored with the turn, or by :meth:`persist` (which ``run``/``step``/``settle`` end
+        with) when the session was idle: a caller outside a run awaits it.
+        """
         if self._lock.locked() or self._running:
             self._stop_requested = True
         else:
@@ -254,6 +260,7 @@ class Session:
             self._check_requests()
         finally:
             self._running = False
+        await self.persist()  # a stop or pause asked for during the last turn
 
     async def resume(self) -> None:
         await self.run()
@@ -266,6 +273,7 @@ class Session:
         self._set_state("running")
         done = await self._turn()
         self._check_requests()
+        await self.persist()
         return done
 
     async def settle(self) -> None:
@@ -275,10 +283,11 @@ class Session:
             self._set_state("running")
         while self.state.pending and self.state.state == "running":
             if self._check_requests():
-                return
+                break
             if not await self._turn(pending_only=True):
                 break
         self._check_requests()  # a pause or stop asked for during the last reply
+        await self.persist()
 
     def _check_requests(self) -> bool:
         if self._stop_requested:
@@ -308,10 +317,46 @@ class Session:
                     node = await node.then(spoken) if node.then is not None else None
             except ConditionTimeout:  # the world's pattern, not the turn: nothing is lost
                 self._pause("error")
+                await self._after_turn()
                 raise
-            for hook in self.turn_hooks:
-                await hook(self)
+            await self._after_turn()
             return True
+
+    async def _after_turn(self) -> None:
+        """The turn hooks (the store, the session file, a transport's stream), under the lock."""
+        self._persisted = self.bus.last_seq
+        for hook in self.turn_hooks:
+            await hook(self)
+
+    async def persist(self) -> None:
+        """Store now what changed since the last turn: a stop, a pause, a flag...
+
+        Every transition is an event and is stored as it happens: a turn stores its own
+        (and whatever was published while it ran), and a change made between turns (an
+        idle ``stop()`` or ``pause()``, a run's last requests) is stored here, through the
+        same turn hooks. Nothing is done when no event was published since, or while a
+        turn runs (it stores the change with its own).
+        """
+        if self.bus.last_seq == self._persisted:
+            return
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            return
+        try:
+            await self._after_turn()
+        finally:
+            self._lock.release()
+        if not self._running and self._check_requests():  # asked for while the hooks ran
+            await self.persist()
+
+    def storage_failed(self, error: str) -> None:
+        """A write failed (the store, a memory file, the session file): said as a
+        ``system/error`` event, and the session paused with reason ``error`` (unless it
+        finished), as a model failure does. The composition root stores both on the way
+        out when the store itself can still be written."""
+        self.bus.publish(ErrorEvent(error=error, source="store"))
+        self._pause("error")
 
     async def _next(self, *, pending_only: bool) -> tuple[bool, Next]:
         """Whether a turn is due, and its first node: a due reply first, then the flow

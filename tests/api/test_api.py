@@ -243,6 +243,46 @@ async def test_say_waiting_for_a_turn_that_finishes_the_session_adds_nothing() -
         assert s.transcript == []
 
 
+async def test_stop_and_pause_are_stored_when_they_happen() -> None:
+    """Every transition is stored as it happens: not with the next turn, nor only when
+    the block is left (a stop between turns once stayed ``running`` in the store)."""
+    from rolecall.storage.in_memory import MemoryStore
+
+    store = MemoryStore()
+    models = {"offline": FunctionModel(numbered)}
+
+    async def stored() -> tuple[str, str | None, str | None]:
+        state = (await store.load(sid)).state
+        return state.state, state.pause_reason, state.stop_reason
+
+    async with rolecall.open_session(pair(), store=store, mode="step", models=models) as s:
+        sid = s.session_id
+        assert await s.step()
+        s.pause()  # idle: at once
+        await anyio.sleep(0.01)
+        assert await stored() == ("paused", "manual", None)
+        s.stop()
+        await anyio.sleep(0.01)
+        assert await stored() == ("finished", None, "manual")
+        doc = await store.load(sid)
+        assert [e["type"] for e in doc.events[-2:]] == ["session", "stop"]
+
+    async def slow(request: GenerationRequest) -> str:
+        if request.info.turn > 1:
+            await anyio.sleep(0.2)
+        return numbered(request)
+
+    async with rolecall.open_session(
+        pair(), store=store, models={"offline": FunctionModel(slow)}
+    ) as s:
+        sid = s.session_id
+        async for event in s.events():  # runs the flow
+            if isinstance(event, rolecall.Message):
+                s.stop()  # during the run (m2 is being generated): after that turn
+        assert s.result.messages == 2
+        assert await stored() == ("finished", None, "manual")
+
+
 async def test_models_replace_the_builtin_of_that_name_only() -> None:
     world = pair(roles=[{"id": "ann"}, {"id": "bob", "model": "scripted", "script": ["hi"]}])
     model = FunctionModel(lambda request: "from the function")

@@ -287,6 +287,42 @@ def test_a_storage_failure_still_ends_the_json_stream_with_a_pause(
     assert stored(cli.home).state != "paused"  # it could not be stored
 
 
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_session_file_that_cannot_be_written_leaves_the_session_paused_by_the_error(
+    cli: Cli, tmp_path: Path, json_mode: bool
+) -> None:
+    """The store is fine when the session file fails (a directory given): what happened
+    is stored as for a model failure, a system/error event and the session paused with
+    reason error (it once stayed `running`); `resume` then goes on."""
+    world = write(tmp_path / "two.yaml", SMALL.replace("[{id: s, speaker: a}]", TWO_STEPS))
+    (tmp_path / "dir").mkdir()
+    extra = ["--json"] if json_mode else []
+    err = exited(cli.run("run", world, "--session-file", str(tmp_path / "dir"), *extra), 1)
+    # on a terminal the command's message says it once (no display line before it)
+    assert err.startswith(f"rolecall: cannot write session file {tmp_path / 'dir'}: ")
+    sid = only_session(cli.home)
+    assert f"`rolecall resume {sid}` continues it" in err
+    s = stored(cli.home)
+    assert (s.state, s.pause_reason, s.ids) == ("paused", "error", ["m1"])
+    assert_intact(s)
+    with sqlite3.connect(cli.home / "rolecall.db") as db:
+        last = [
+            json.loads(record)
+            for (record,) in db.execute(
+                "SELECT record FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 2", (sid,)
+            )
+        ]
+    assert (last[1]["type"], last[1]["source"]) == ("error", "store")
+    assert "cannot write session file" in last[1]["error"]
+    assert (last[0]["type"], last[0]["state"], last[0]["reason"]) == ("session", "paused", "error")
+    exited(cli.run("resume", sid), 0)
+    s = stored(cli.home)
+    assert (s.state, s.stop_reason, s.ids) == ("finished", "flow_end", ["m1", "m2"])
+
+
+TWO_STEPS = "[{id: s, speaker: a}, {id: t, speaker: a}]"
+
+
 # ------------------------------------------------------------------ edges: SIGTERM
 @pytest.mark.parametrize("when", ["mid-generation", "between-turns"])
 def test_sigterm_pauses_the_session_and_exits_143(cli: Cli, tmp_path: Path, when: str) -> None:

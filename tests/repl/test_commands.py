@@ -471,6 +471,102 @@ async def test_clear_save_export_and_load(
 
 
 @pytest.mark.anyio
+async def test_load_of_a_file_whose_session_is_stored_as_resume_does(
+    harness_for: Callable[[dict[str, Any]], Any], tmp_path: Path
+) -> None:
+    """/load FILE of a session the store holds: the stored copy when it is as new or
+    newer (said, as `rolecall resume FILE` says it), refused when the file is ahead."""
+    h: Harness = await harness_for(CHAT)
+    other: Harness = await harness_for(FLOW)
+    sid = other.session.session_id
+    await other.run("/next")
+    await other.run("/save older.json")
+    await other.run("/next")
+    await other.run("/save newer.json")
+    await other.run("/next")  # the store is ahead of both files now
+
+    result = await h.run("/load older.json")
+    assert isinstance(result, LoadRequest) and result.source == str(tmp_path / "older.json")
+    assert h.text == (
+        f"session {sid} is already stored here (3 messages; {tmp_path / 'older.json'} has "
+        "1 message): resuming the stored one"
+    )
+    assert len(result.doc.messages) == 3 and result.doc.last_seq == other.session.bus.last_seq
+
+    # a data directory holding an older copy than the file: the two may differ
+    async with SqliteStore(tmp_path / "elsewhere" / "rolecall.db") as elsewhere:
+        await elsewhere.import_document(read_session_file(tmp_path / "older.json"))
+        runner = CommandRunner(h.session, echo=h.lines.append, store=elsewhere, cwd=tmp_path)
+        h.lines.clear()
+        assert await runner.run_line("/load newer.json") is Outcome.CONTINUE
+        assert h.text == (
+            f"{tmp_path / 'newer.json'} holds 2 messages of session {sid}, but 1 of them "
+            "are stored in this data directory and they may differ: resume the file with "
+            "another --data-dir, or resume the stored session by id"
+        )
+        h.lines.clear()
+        result = await runner.run_line("/load older.json")  # as many: the stored copy
+        assert isinstance(result, LoadRequest) and "resuming the stored one" in h.text
+
+
+@pytest.mark.anyio
+async def test_what_a_command_changes_is_stored_at_once(
+    harness_for: Callable[[dict[str, Any]], Any],
+) -> None:
+    h: Harness = await harness_for(FLOW)
+    sid = h.session.session_id
+    await h.run("/next")
+    await h.run("/pause")
+    assert (await h.store.load(sid)).state.pause_reason == "manual"
+    await h.run("/flag later")
+    assert "later" in (await h.store.load(sid)).state.flags
+    await h.run("/stop")
+    doc = await h.store.load(sid)
+    assert (doc.state.state, doc.state.stop_reason) == ("finished", "manual")
+    assert doc.events[-1]["type"] == "stop"
+
+
+@pytest.mark.anyio
+async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> None:
+    """The REPL opens a session it switches to inside the first one's: the message of a
+    write failure in the second ("`rolecall resume ID` continues it") names the second."""
+    from rolecall.api.compose import assemble
+    from rolecall.errors import StorageError
+    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.port import TurnBatch
+
+    class Failing(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failing: set[str] = set()
+
+        async def commit(self, batch: TurnBatch) -> None:
+            if batch.session_id in self.failing:
+                raise StorageError("disk full")
+            await super().commit(batch)
+
+    store = Failing()
+    opened: list[Session] = []
+
+    async def switch() -> None:
+        async with assemble(world_from(FLOW), store=store) as first:
+            opened.append(first)
+            await first.step()
+            async with assemble(world_from(FLOW), store=store) as second:
+                opened.append(second)
+                store.failing.add(second.session_id)
+                await second.step()
+
+    with pytest.raises(StorageError) as caught:
+        await switch()
+    first, second = opened
+    assert caught.value.session_id == second.session_id != first.session_id
+    assert (second.state.state, second.state.pause_reason) == ("paused", "error")
+    assert first.state.state == "running"  # not paused by the other session's failure
+    assert (await store.load(first.session_id)).state.state == "running"
+
+
+@pytest.mark.anyio
 async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, Any]], Any]) -> None:
     import io
 

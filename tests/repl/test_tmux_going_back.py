@@ -105,3 +105,92 @@ def test_run_on_a_terminal_wraps_words_at_its_width(terminal: Callable[[], Termi
     # was split by the terminal, mid-word, instead of by rolecall between words
     text = screen[: screen.index("stopped:")]
     assert max(len(line) for line in text.splitlines()) < 120
+
+
+def test_load_of_a_file_whose_session_is_stored_goes_on_from_the_stored_copy(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    """/load FILE of a session this data directory holds is what `rolecall resume FILE`
+    does: the stored copy goes on (it was once imported again over itself, and the next
+    turn failed on its events' seqs, that turn's message lost)."""
+    saved = tmp_path / "q.json"
+    t = terminal()
+    t.start("worlds/tutoring")
+    t.ready()
+    t.type("/next")
+    t.key("Enter")
+    t.wait_for(lambda s: "tutor  step intro" in s and "  ↑" in s)
+    t.type(f"/save {saved}")
+    t.key("Enter")
+    t.wait_for(f"saved 1 message to {saved}")
+    t.key("C-d")
+    t.wait_for("EXIT=0")
+    ((sid, _, _),) = stored(t.home)
+
+    again = terminal()
+    again.start("classroom")
+    again.ready()
+    again.type(f"/load {saved}")
+    again.key("Enter")
+    screen = again.wait_for(f"session {sid}: 1 message, paused (quit)")
+    assert (
+        f"session {sid} is already stored here (1 message; {saved} has 1 message): "
+        "resuming the stored one"
+    ) in screen
+    again.type("/next")
+    again.key("Enter")
+    again.wait_for(lambda s: "learner → tutor  step ask" in s and s.count("  ↑") == 1)
+    again.wait_for(lambda s: "│ ready │" in toolbar(s))
+    again.key("C-d")
+    screen = again.wait_for("EXIT=0")
+    assert "✗" not in screen and "UNIQUE" not in screen
+    # the last hint names the session the REPL was left in, not the one it began with
+    assert f"continue it with: rolecall resume {sid}" in screen
+    assert stored(t.home) == [(sid, "paused", "quit")]  # the empty classroom is not kept
+    with sqlite3.connect(t.home / "rolecall.db") as db:
+        steps = [s for (s,) in db.execute("SELECT json_extract(body, '$.step_id') FROM messages")]
+    assert steps == ["intro", "ask"]
+
+
+def test_a_stop_is_stored_at_once_whatever_the_user_does_next(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    """/stop during /run finishes the session (manual) in the store when it takes effect:
+    it once stayed `running` there until the REPL quit, so a /load away left it so."""
+    first = terminal()
+    first.start("worlds/panel")
+    first.ready()
+    first.type("@planner shade?")
+    first.key("Enter")
+    first.wait_for(lambda s: "planner → human" in s and "  ↑" in s)
+    saved = tmp_path / "panel.json"
+    first.type(f"/save {saved}")
+    first.key("Enter")
+    first.wait_for(f"saved 2 messages to {saved}")
+    first.key("C-d")
+    first.wait_for("EXIT=0")
+    ((other, _, _),) = stored(first.home)
+
+    t = terminal()
+    t.start("classroom", env={"ROLECALL_STREAM_DELAY": "0.02"})
+    t.ready()
+    t.type("/run")
+    t.key("Enter")
+    t.wait_for("teacher  step intro")
+    t.type("/stop")
+    t.key("Enter")
+    t.wait_for("stopping after the current turn")
+    t.wait_for(lambda s: "finished (manual)" in toolbar(s))
+    t.type(f"/load {saved}")
+    t.key("Enter")
+    t.wait_for(f"session {other}: 2 messages, paused")
+    # the REPL still runs: the store already says how the classroom session ended
+    (sid,) = [sid for sid, _, _ in stored(t.home) if sid != other]
+    with sqlite3.connect(t.home / "rolecall.db") as db:
+        row = db.execute("SELECT state, stop_reason FROM sessions WHERE id = ?", (sid,)).fetchone()
+        (last,) = db.execute(
+            "SELECT type FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (sid,)
+        ).fetchone()
+    assert row == ("finished", "manual") and last == "stop"
+    t.key("C-d")
+    t.wait_for("EXIT=0")

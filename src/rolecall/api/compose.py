@@ -8,6 +8,7 @@ is shown. On the way out the last events are stored whatever happened.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -254,7 +255,9 @@ async def assemble(
         yield session
     except StorageError as exc:
         failed = True
-        exc.session_id = session.session_id  # the message can say what to resume
+        if exc.session_id is None:  # not one of a session opened inside this one (/load)
+            exc.session_id = session.session_id  # the message can say what to resume
+            session.storage_failed(str(exc))  # stored below when the store still can be
         raise
     finally:
         _live[0] -= 1
@@ -270,4 +273,7 @@ async def assemble(
                     log.info("final_flush_failed", session=session.session_id, error=str(exc))
                 else:
                     exc.session_id = session.session_id
+                    session.storage_failed(str(exc))
+                    with contextlib.suppress(StorageError):  # the store is fine when a
+                        await flush(session)  # session file or a memory file failed
                     raise

@@ -230,26 +230,12 @@ async def find_session(
 ) -> tuple[SessionDocument, str | None]:
     """The document of a session file, or of a stored session by id; and a notice.
 
-    A session file whose session is already stored gives the stored copy when that one
-    is as new or newer (the notice says so); an older stored copy is refused, as the two
-    may differ.
+    A session file goes through :func:`stored_or_file`: the stored copy of its session
+    when the store has one as new or newer.
     """
     path = Path(target)
     if path.suffix == ".json" or await anyio.Path(path).is_file():
-        doc = read_session_file(path)
-        if store is None or not await store.has(doc.session_id):
-            return doc, None
-        stored = await store.load(doc.session_id)
-        if len(stored.messages) >= len(doc.messages):
-            return stored, (
-                f"session {doc.session_id} is already stored here ({_count(stored.messages)}; "
-                f"{path} has {_count(doc.messages)}): resuming the stored one"
-            )
-        raise UsageError(
-            f"{path} holds {len(doc.messages)} messages of session {doc.session_id}, but "
-            f"{len(stored.messages)} of them are stored in this data directory and they may "
-            "differ: resume the file with another --data-dir, or resume the stored session by id"
-        )
+        return await stored_or_file(store, read_session_file(path), path)
     if store is None:
         raise UsageError(
             f"'{target}' is not a session file, and there is no store to find a session id "
@@ -258,6 +244,31 @@ async def find_session(
     resolve = getattr(store, "resolve_id", None)  # ``last`` or a unique prefix (SQLite)
     sid = await resolve(str(target)) if resolve is not None else str(target)
     return await store.load(sid), None
+
+
+async def stored_or_file(
+    store: SessionStore | None, doc: SessionDocument, path: PathLike
+) -> tuple[SessionDocument, str | None]:
+    """What to go on from for ``doc``, read from the session file ``path``; and a notice.
+
+    A session the store does not hold is ``doc`` itself (imported when it is opened). One
+    it holds is never imported twice: the stored copy is used when it has as many
+    messages or more (the notice says so; the file may be an older snapshot of it), and
+    an older stored copy is refused, as the two may differ.
+    """
+    if store is None or not await store.has(doc.session_id):
+        return doc, None
+    stored = await store.load(doc.session_id)
+    if len(stored.messages) >= len(doc.messages):
+        return stored, (
+            f"session {doc.session_id} is already stored here ({_count(stored.messages)}; "
+            f"{path} has {_count(doc.messages)}): resuming the stored one"
+        )
+    raise UsageError(
+        f"{path} holds {len(doc.messages)} messages of session {doc.session_id}, but "
+        f"{len(stored.messages)} of them are stored in this data directory and they may "
+        "differ: resume the file with another --data-dir, or resume the stored session by id"
+    )
 
 
 def _count(messages: Sequence[object]) -> str:

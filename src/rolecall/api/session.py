@@ -119,10 +119,17 @@ class Session:
     def pause(self, reason: str = "manual") -> None:
         """Pause after the current turn (at once when no turn is running)."""
         self._inner.pause(reason)
+        self._persist()
 
     def stop(self) -> None:
         """Finish the session (stop reason ``manual``): after the current turn, or at once."""
         self._inner.stop()
+        self._persist()
+
+    def _persist(self) -> None:
+        """Store the change at once (a turn running stores it itself, when it ends)."""
+        if not self._closed:
+            self._tg.start_soon(self._inner.persist, name=f"persist {self.session_id}")
 
     # --------------------------------------------------------------- events
     async def events(self) -> AsyncIterator[Event]:

@@ -273,6 +273,10 @@ class TerminalDisplay:
             pass  # the system message says it
         elif isinstance(event, WarningEvent):
             self._line(f"warning: {event.message}", err=True)
+        elif isinstance(event, ErrorEvent) and event.source == "store":
+            # a write failed: the command's own message says what and how to go on, and
+            # nothing after it (the pause it brings) is shown
+            self.closed = True
         elif isinstance(event, ErrorEvent):
             self._line(f"error: {event.error}", err=True)
         elif isinstance(event, ConditionEvent) and self.show_conditions:

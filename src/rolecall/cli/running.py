@@ -107,6 +107,7 @@ async def drive(session: Session, mode: str) -> None:
             await session.run()
 
     await with_interrupts(session, body)
+    await session.persist()  # a stop or pause made between turns (q, Ctrl-D, Ctrl-C)
 
 
 STEP_KEYS = "[Enter] next turn · q stop · Ctrl-D pause"

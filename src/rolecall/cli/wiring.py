@@ -23,10 +23,10 @@ from anyio.abc import TaskStatus
 from rolecall.api.compose import assemble
 from rolecall.api.tuning import tune_gc
 from rolecall.badges import labels_of
-from rolecall.bus import Bus, ErrorEvent
+from rolecall.bus import Bus
 from rolecall.cli.display import attach_display
 from rolecall.cli.palette import use_color
-from rolecall.errors import StorageError, first_rolecall_error
+from rolecall.errors import first_rolecall_error
 from rolecall.llm.pacing import env_stream_delay
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
@@ -120,11 +120,9 @@ async def live_session(
     from rolecall import debuglog, tracing
 
     tracers: list[tracing.SessionTracer] = []
-    live: list[Session] = []
 
     def created(session: Session) -> None:
         """Before anything is published: the transport, the display, debug logs, traces."""
-        live.append(session)
         if transport is not None:
             from rolecall.nats.bus import NatsBus, attach
 
@@ -152,7 +150,9 @@ async def live_session(
             tracers.append(tracing.trace_session(session))
 
     session_file = getattr(args, "session_file", None)
-    announced = False
+    # a write that fails pauses the session (reason error) after a system/error event:
+    # the JSON stream ends with them (events.md), the store keeps them when it still
+    # can (assemble), the terminal display leaves it to the command's own message
     try:
         async with assemble(
             world,
@@ -167,19 +167,10 @@ async def live_session(
             on_created=created,
         ) as session:
             tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
-            try:
-                yield session
-            except StorageError as exc:
-                announced = True
-                _announce_storage_failure(session, exc, args)
-                raise
-            finally:
-                for tracer in tracers:
-                    tracer.close()
-    except StorageError as exc:  # also the last flush's, on the way out
-        if not announced and live:
-            _announce_storage_failure(live[0], exc, args)
-        raise
+            yield session
+    finally:
+        for tracer in tracers:
+            tracer.close()
 
 
 def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup | None:
@@ -197,20 +188,6 @@ def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup |
     store = ReplayStore(path)
     store.load()  # a corrupt store is a usage error now, not in the middle of a turn
     return ReplaySetup(mode, store)
-
-
-def _announce_storage_failure(
-    session: Session, exc: StorageError, args: argparse.Namespace
-) -> None:
-    """The run's last events for ``--json`` (they cannot be stored): the error, then
-    ``world/session`` paused (events.md: every run ends with a stop or a pause). A
-    session that finished in memory already said ``world/stop``. On a terminal the
-    command's own message says it all."""
-    if not getattr(args, "json", False):
-        return
-    session.bus.publish(ErrorEvent(error=str(exc), source="store"))
-    if not session.finished:
-        session._pause("error")
 
 
 TERMINATED = threading.Event()  # SIGTERM was received: the command exits 143 (128 + 15)

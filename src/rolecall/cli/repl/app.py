@@ -435,6 +435,12 @@ class Repl:
             return
         mark_quit(session, "step" if self.step_mode else "auto")
         if switching:
+            from rolecall.errors import RolecallError
+
+            try:  # stored as left now, not when the REPL quits
+                await session.persist()
+            except RolecallError as exc:  # its store failed before: said again on the way out
+                display.error(str(exc))
             display.note(f"left session {session.session_id} (kept, {session.state.state})")
         elif not session.finished:
             display.gap()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -81,19 +81,17 @@ async def resume_repl(args: argparse.Namespace, store: DataStore, doc: SessionDo
 
 def cmd_resume_repl(args: argparse.Namespace) -> int:
     """``rolecall resume SESSION`` on a terminal: the REPL over a stored session or file."""
+    from rolecall.api.entry import find_session
     from rolecall.cli.running import outcome
     from rolecall.cli.wiring import open_store
-    from rolecall.session.document import read_session_file
 
     holder: list[Session] = []
 
     async def main() -> None:
         async with open_store(args) as store:
-            target = Path(args.session)
-            if target.suffix == ".json" or await anyio.Path(target).is_file():
-                doc = await anyio.to_thread.run_sync(read_session_file, target)
-            else:
-                doc = await store.load(await store.resolve_id(args.session))
+            doc, notice = await find_session(store, args.session)  # as `rolecall resume`
+            if notice:
+                print(notice, file=sys.stderr)
             holder.append(await resume_repl(args, store, doc))
 
     _run(main)

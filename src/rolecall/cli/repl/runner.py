@@ -167,6 +167,9 @@ class CommandRunner:
             self, "_cmd_" + command.name
         )
         result = await handler(command)
+        # what the command changed (a stop, a pause, a flag...) is stored now, not with
+        # the next turn or on the way out (a job it started stores its own turns)
+        await self.session.persist()
         return Outcome.CONTINUE if result is None else result
 
     async def run_line(self, line: str) -> Outcome | LoadRequest:
@@ -474,16 +477,17 @@ class CommandRunner:
         self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
 
     async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
-        from rolecall.api.compose import flush
+        from rolecall.api.entry import stored_or_file
         from rolecall.session.document import read_session_file
 
         name = cmd.args[0]
         path = self._path(name)
-        if path.suffix == ".json" or await anyio.Path(path).is_file():
+        from_file = path.suffix == ".json" or await anyio.Path(path).is_file()
+        if from_file:
             doc = await anyio.to_thread.run_sync(read_session_file, path)
             source = str(path)
         elif self.store is not None:
-            await flush(self.session)
+            await self.session.persist()  # the store holds all this session did
             doc = await self.store.load(await self.store.resolve_id(name))
             source = f"the store ({name})"
         else:
@@ -491,6 +495,11 @@ class CommandRunner:
         if doc.session_id == self.session.session_id:
             self.echo(f"{source} holds this very session ({doc.session_id}): nothing to switch")
             return None
+        if from_file:
+            # as `rolecall resume FILE`: a session stored here goes on from the stored copy
+            doc, notice = await stored_or_file(self.store, doc, path)
+            if notice is not None:
+                self.echo(notice)
         return LoadRequest(doc, source)
 
     async def _cmd_fork(self, cmd: Command) -> LoadRequest | None:
