@@ -3,11 +3,13 @@ HTTP to a real `rolecall web` process (no browser needed)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from tests.conftest import ROOT
 from tests.web.conftest import Server, Site, _stored_id, rolecall, start_server, stop_server
 
 IMAGE_WORLD = """\
@@ -28,12 +30,50 @@ flow:
     - {id: s2, speaker: b}
 """
 
+EDIT_WORLD = """\
+# top comment
+name: edit
+title: 'Edit me'   # quoted title
+topic: "edit topic"
+model: offline
+settings:
+  max_turns: 6
+roles:
+  - id: a
+    name: Alice
+  - id: b
+    name: Bob
+flow:
+  steps:
+    - id: s1
+      speaker: a   # first
+    - id: s2
+      speaker: b
+      loop: {to: s1, max: 2}
+"""
+
+FULL_FORM = {
+    "loop.0.to": "",
+    "loop.0.max": "",
+    "loop.0.until": "",
+    "loop.1.to": "s1",
+    "loop.1.max": "2",
+    "loop.1.until": "",
+    "stop": "",
+}
+
 
 @pytest.fixture(scope="module")
 def place(tmp_path_factory: pytest.TempPathFactory) -> Site:
     root = tmp_path_factory.mktemp("requests")
     (root / "worlds" / "img").mkdir(parents=True)
     (root / "worlds" / "img" / "world.yaml").write_text(IMAGE_WORLD)
+    (root / "worlds" / "edit").mkdir()
+    (root / "worlds" / "edit" / "world.yaml").write_text(EDIT_WORLD)
+    # a preset world of its own: its mode makes its flow, there are no steps to edit
+    shutil.copytree(
+        ROOT / "src" / "rolecall" / "worlds" / "consensus", root / "worlds" / "consensus"
+    )
     site = Site(root=root, data=root / "data", ids={})
     done = rolecall("run", "img", "--data-dir", str(site.data), "--json", cwd=root)
     assert done.returncode == 0, done.stderr
@@ -61,3 +101,65 @@ def test_a_message_with_images_renders_them_as_links(web: Server, place: Site) -
     fragment = httpx.get(f"{web.url}/s/{place.ids['img']}/m/m1", timeout=10)
     assert fragment.status_code == 200 and ">a chart</a>" in fragment.text
     assert not any("Traceback" in line for line in web.stderr)
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "problem"),
+    [
+        ({"content-type": "application/json"}, b'{"a": 1}', "not application/json"),
+        ({}, b"", "not a body without a type"),
+        ({"content-type": "text/plain"}, b"loop.1.to=", "not text/plain"),
+        (
+            {"content-type": "application/x-www-form-urlencoded"},
+            b"",
+            "it lacks loop.0.to, loop.0.max",
+        ),
+        (
+            {"content-type": "application/x-www-form-urlencoded"},
+            b"loop.0.to=&loop.0.max=&loop.0.until=&loop.1.to=&loop.1.max=&loop.1.until=",
+            "it lacks stop;",
+        ),
+    ],
+)
+def test_a_flow_post_without_the_form_is_refused_and_saves_nothing(
+    web: Server, place: Site, headers: dict[str, str], body: bytes, problem: str
+) -> None:
+    path = place.worlds / "edit" / "world.yaml"
+    answer = httpx.post(f"{web.url}/w/edit/flow", headers=headers, content=body, timeout=10)
+    assert answer.status_code == 400, answer.text
+    assert problem in answer.text.replace("&#39;", "'"), answer.text
+    assert "nothing was saved" in answer.text
+    assert path.read_text() == EDIT_WORLD
+
+
+def test_the_flow_form_saves_and_lists_every_problem(web: Server, place: Site) -> None:
+    path = place.worlds / "edit" / "world.yaml"
+    bad = {**FULL_FORM, "loop.1.max": "x", "loop.1.until": "{contains: [", "stop": "[oops"}
+    answer = httpx.post(f"{web.url}/w/edit/flow", data=bad, timeout=10)
+    assert answer.status_code == 200
+    assert answer.text.count('class="field-error"') == 3
+    assert path.read_text() == EDIT_WORLD
+    try:
+        good = {**FULL_FORM, "loop.1.max": "3"}
+        saved = httpx.post(f"{web.url}/w/edit/flow", data=good, timeout=10)
+        assert saved.status_code == 303 and saved.headers["location"].endswith("?saved=1")
+        assert path.read_text() == EDIT_WORLD.replace("max: 2}", "max: 3}")
+        # a multipart form is a form too
+        files = {k: (None, v) for k, v in FULL_FORM.items()}
+        again = httpx.post(f"{web.url}/w/edit/flow", files=files, timeout=10)
+        assert again.status_code == 303
+        assert path.read_text() == EDIT_WORLD
+        files["stop"] = ("stop.txt", "{flag: f}")
+        uploaded = httpx.post(f"{web.url}/w/edit/flow", files=files, timeout=10)
+        assert uploaded.status_code == 400 and "no file fields (stop)" in uploaded.text
+        assert path.read_text() == EDIT_WORLD
+    finally:
+        path.write_text(EDIT_WORLD)
+
+
+def test_a_world_whose_mode_makes_its_flow_refuses_a_flow_post(web: Server, place: Site) -> None:
+    path = place.worlds / "consensus" / "world.yaml"
+    before = path.read_text()
+    answer = httpx.post(f"{web.url}/w/consensus/flow", data={"stop": ""}, timeout=10)
+    assert answer.status_code == 409 and "no flow steps of its own" in answer.text
+    assert path.read_text() == before
