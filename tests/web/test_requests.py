@@ -163,3 +163,38 @@ def test_a_world_whose_mode_makes_its_flow_refuses_a_flow_post(web: Server, plac
     answer = httpx.post(f"{web.url}/w/consensus/flow", data={"stop": ""}, timeout=10)
     assert answer.status_code == 409 and "no flow steps of its own" in answer.text
     assert path.read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"world": "img", "topic": 5}, "topic: input should be a valid string, got 5"),
+        ({"world": "img", "model": ["x"]}, 'model: input should be a valid string, got ["x"]'),
+        ({"world": 5}, "world: input should be a valid string, got 5"),
+        ({"topic": "t"}, "world is missing"),
+        ({"world": "img", "wrld": 1}, "wrld is not a field of this request"),
+    ],
+)
+def test_a_start_body_of_the_wrong_shape_names_the_field_and_starts_nothing(
+    web: Server, body: dict[str, object], problem: str
+) -> None:
+    before = httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"]
+    answer = httpx.post(f"{web.url}/api/sessions", json=body, timeout=10)
+    assert answer.status_code == 422, answer.text
+    assert problem in answer.json()["error"]
+    assert "sqlite" not in answer.text.lower() and "binding" not in answer.text
+    assert httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"] == before
+
+
+def test_say_and_control_bodies_are_checked_too(web: Server, place: Site) -> None:
+    sid = place.ids["img"]  # finished: a right body would get 409
+    said = httpx.post(f"{web.url}/api/sessions/{sid}/say", json={"text": 5}, timeout=10)
+    assert said.status_code == 422 and said.json()["error"].startswith("text: ")
+    done = httpx.post(f"{web.url}/api/sessions/{sid}/control", json={"action": "jump"}, timeout=10)
+    assert done.status_code == 422
+    assert done.json()["error"].startswith("action: input should be 'pause', 'resume'")
+    right = httpx.post(f"{web.url}/api/sessions/{sid}/control", json={"action": "stop"}, timeout=10)
+    assert right.status_code == 409 and "finished" in right.json()["error"]
+    for raw, problem in ((b"nope", "not JSON"), (b"[1]", "must be a JSON object")):
+        answer = httpx.post(f"{web.url}/api/sessions", content=raw, timeout=10)
+        assert answer.status_code == 400 and problem in answer.json()["error"]
