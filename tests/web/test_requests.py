@@ -3,12 +3,16 @@ HTTP to a real `rolecall web` process (no browser needed)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 
+from rolecall import open_session
 from tests.conftest import ROOT
 from tests.web.conftest import Server, Site, _stored_id, rolecall, start_server, stop_server
 
@@ -198,3 +202,76 @@ def test_say_and_control_bodies_are_checked_too(web: Server, place: Site) -> Non
     for raw, problem in ((b"nope", "not JSON"), (b"[1]", "must be a JSON object")):
         answer = httpx.post(f"{web.url}/api/sessions", content=raw, timeout=10)
         assert answer.status_code == 400 and problem in answer.json()["error"]
+
+
+REMOTE_WORLD = """\
+name: duo
+topic: t
+model: scripted
+roles:
+  - {id: a, script: ["a says {n} one two three"]}
+  - {id: b, transport: nats, script: ["b says {n} four five six"]}
+flow:
+  steps: [{id: s1, speaker: a}, {id: s2, speaker: b}]
+"""
+
+
+def _stream(url: str) -> list[dict[str, Any]]:
+    """The events of an SSE stream up to its `end` (a stream that never ends fails)."""
+    events: list[dict[str, Any]] = []
+    kind = "message"
+    with httpx.stream("GET", url, timeout=httpx.Timeout(10, read=15)) as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                if kind == "end":
+                    return events
+                events.append(json.loads(line.split(":", 1)[1]))
+            elif not line:
+                kind = "message"
+    raise AssertionError("the stream closed without its end event")
+
+
+def test_without_nats_a_world_with_remote_roles_is_refused_before_it_starts(
+    web: Server, place: Site
+) -> None:
+    (place.worlds / "duo").mkdir(exist_ok=True)
+    (place.worlds / "duo" / "world.yaml").write_text(REMOTE_WORLD)
+    before = httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"]
+    refused = httpx.post(f"{web.url}/api/sessions", json={"world": "duo"}, timeout=10)
+    assert refused.status_code == 422
+    assert "(transport: nats: b)" in refused.json()["error"]
+    assert "--nats URL" in refused.json()["error"]
+    assert httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"] == before
+
+
+def test_a_failing_web_task_leaves_the_session_paused_with_its_error(
+    web: Server, place: Site
+) -> None:
+    (place.worlds / "duo").mkdir(exist_ok=True)
+    (place.worlds / "duo" / "world.yaml").write_text(REMOTE_WORLD)
+
+    async def one_step() -> str:  # a stored session whose next turn is b's, over NATS
+        async with open_session(place.worlds / "duo", data_dir=place.data, mode="step") as session:
+            await session.step()
+            return session.session_id
+
+    sid = anyio.run(one_step)
+    stored = httpx.get(f"{web.url}/api/sessions/{sid}", timeout=10).json()
+    last = stored["last_seq"]
+    # this server has no NATS connection: b's turn fails outside the turn's own handling
+    resumed = httpx.post(
+        f"{web.url}/api/sessions/{sid}/control", json={"action": "resume"}, timeout=10
+    )
+    assert resumed.status_code == 202, resumed.text
+    events = _stream(f"{web.url}/api/sessions/{sid}/stream?after={last}")
+    errors = [e for e in events if e["topic"] == "system" and e["type"] == "error"]
+    assert errors and "no NATS connection" in errors[0]["error"]
+    assert events[-1]["type"] == "session"
+    assert (events[-1]["state"], events[-1]["reason"]) == ("paused", "error")
+    state = httpx.get(f"{web.url}/api/sessions/{sid}", timeout=10).json()["state"]
+    assert (state["state"], state["pause_reason"]) == ("paused", "error")
+    # stored so: read from the store, the events end with the pause too
+    stored_events = httpx.get(f"{web.url}/api/sessions/{sid}/events?after={last}", timeout=10)
+    assert [e["seq"] for e in stored_events.json()] == [e["seq"] for e in events]

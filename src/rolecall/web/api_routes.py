@@ -110,7 +110,7 @@ async def stream(request: Request) -> Response:
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         if live is not None:
-            source = live.events.follow(after)
+            source = live.events.follow(after, until=live.at_rest)
         elif feed is not None:
             source = feed.events.follow(after)
         else:
