@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.nats_server import NatsServer, free_port, nats_server
@@ -130,3 +131,72 @@ def test_an_unreachable_nats_server_is_a_clear_error(tmp_path: Path) -> None:
     assert f"cannot reach the NATS server at {url}" in done.stderr
     assert "Traceback" not in done.stderr
     assert time.monotonic() - started < 30
+
+
+DUO_WORLD = """\
+name: duo
+topic: t
+model: scripted
+settings: {agent_timeout: 3, retries: 1}
+roles:
+  - {id: a, script: ["a says {n} one two three"]}
+  - {id: b, transport: nats, script: ["b says {n} four five six"]}
+flow:
+  steps: [{id: s1, speaker: a}, {id: s2, speaker: b}, {id: s3, speaker: a}, {id: s4, speaker: b}]
+"""
+
+
+def _stream(url: str) -> list[dict[str, Any]]:
+    """The events of an SSE stream up to its `end` (a stream that never ends fails)."""
+    events: list[dict[str, Any]] = []
+    kind = "message"
+    with httpx.stream("GET", url, timeout=httpx.Timeout(10, read=20)) as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                if kind == "end":
+                    return events
+                events.append(json.loads(line.split(":", 1)[1]))
+            elif not line:
+                kind = "message"
+    raise AssertionError("the stream closed without its end event")
+
+
+def test_a_session_started_in_the_page_runs_on_the_cluster_with_its_remote_agents(
+    watcher: tuple[Server, Site], cluster: NatsServer
+) -> None:
+    server, site = watcher
+    world = site.root / "worlds" / "duo"
+    world.mkdir()
+    (world / "world.yaml").write_text(DUO_WORLD)
+    argv = ["agent", "b", "--world", str(world), "--nats", cluster.url]
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", *argv],
+        cwd=site.root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stderr is not None
+        ready = agent.stderr.readline()
+        assert ready.startswith("ready: agent for role b of world duo"), ready
+        started = httpx.post(f"{server.url}/api/sessions", json={"world": "duo"}, timeout=10)
+        assert started.status_code == 201, started.text
+        sid = started.json()["session_id"]
+        events = _stream(f"{server.url}/api/sessions/{sid}/stream")
+    finally:
+        agent.terminate()
+        agent.communicate(timeout=20)
+    said = [(e["sender"], e["content"]) for e in events if e["type"] == "message"]
+    assert said == [
+        ("a", "a says 1 one two three"),
+        ("b", "b says 1 four five six"),
+        ("a", "a says 2 one two three"),
+        ("b", "b says 2 four five six"),
+    ]
+    assert events[-1]["type"] == "stop" and events[-1]["reason"] == "flow_end"
+    assert not [e for e in events if e["type"] == "error"]
+    # as with `run --nats`, its events are on the cluster's stream too
+    assert _cluster_row(server) == sid

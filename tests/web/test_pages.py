@@ -106,6 +106,30 @@ def test_live_tokens_appear_while_a_started_session_runs(page: Any, server: Serv
     assert len(stored["messages"]) == 3
 
 
+def test_pause_and_resume_buttons_and_the_page_follows_again(page: Any, server: Server) -> None:
+    page.goto(server.url + "/start")
+    page.select_option("select[name=world]", "slow")
+    page.click("form.start button[type=submit]")
+    page.wait_for_url("**/s/*")
+    sid = page.url.rsplit("/", 1)[1]
+    page.locator("article.streaming").first.wait_for()
+    page.click(".controls button[data-action=pause]")  # after the turn under way
+    page.wait_for_function("document.getElementById('status').textContent === 'paused'")
+    stored = _get_json(f"{server.url}/api/sessions/{sid}")
+    assert stored["state"]["state"] == "paused"  # stored as paused, not left running
+    said = len(stored["messages"])
+    assert said < 3
+    page.wait_for_function("document.querySelectorAll('article.streaming').length === 0")
+    # the stream ended with the pause; resuming follows the session again, live
+    page.click(".controls button[data-action=resume]")
+    page.wait_for_function(
+        "document.getElementById('status').textContent.startsWith('finished')", timeout=30_000
+    )
+    page.wait_for_function("document.querySelectorAll('article.streaming').length === 0")
+    assert page.locator("article.message").count() == 3
+    assert page.locator("#control-error").inner_text() == ""
+
+
 def test_talking_to_a_chat_world_with_mention_completion(page: Any, server: Server) -> None:
     page.goto(server.url + "/start")
     page.select_option("select[name=world]", "talk")

@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "Serve a local web page: every stored session with search and filters, a "
             "session's thread with reply links, live tokens of running sessions, talking "
             "to chat worlds, starting a world, and each world's flow as a diagram. With "
-            "--nats URL, also every session on that NATS cluster, followed chunk by chunk."
+            "--nats URL, also every session on that NATS cluster, followed chunk by chunk, "
+            "and the sessions it runs run on it (remote agents included)."
         ),
         epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -125,8 +126,10 @@ def _run(main: Callable[[], Awaitable[int | None]]) -> int:
 
 
 def cmd_chat_web(args: argparse.Namespace) -> int:
-    """``rolecall chat WORLD --web``: a chat session served by the web view's talk page."""
+    """``rolecall chat WORLD --web``: a chat session served by the web view's talk page
+    (on the NATS cluster of ``--nats``, as ``rolecall chat --nats`` runs it)."""
     from rolecall.api.entry import load_world
+    from rolecall.nats.link import nats_url
     from rolecall.paths import data_dir
 
     token = _check(args)
@@ -151,6 +154,7 @@ def cmd_chat_web(args: argparse.Namespace) -> int:
             token=token,
             announce=_announce,
             first=first,
+            nats=nats_url(getattr(args, "nats", None)),
         )
 
     return _run(main)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -110,7 +111,7 @@ async def stream(request: Request) -> Response:
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         if live is not None:
-            source = live.events.follow(after)
+            source = live.events.follow(after, until=live.at_rest)
         elif feed is not None:
             source = feed.events.follow(after)
         else:
@@ -143,23 +144,73 @@ def _world_spec(ctx: WebContext, world: str) -> str:
     return str(found) if found is not None else world
 
 
-async def _json(request: Request) -> dict[str, Any]:
+class _Body(BaseModel):
+    """A JSON body: every field of its type (no coercion), no field it does not have."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StartBody(_Body):
+    """``POST /api/sessions``."""
+
+    world: str
+    topic: str | None = None
+    model: str | None = None
+
+
+class SayBody(_Body):
+    """``POST /api/sessions/<id>/say``."""
+
+    text: str
+
+
+class ControlBody(_Body):
+    """``POST /api/sessions/<id>/control``."""
+
+    action: Literal["pause", "resume", "next", "stop"]
+
+
+_B = TypeVar("_B", bound=_Body)
+
+
+def _problem(error: Any, fields: list[str]) -> str:
+    """One pydantic error as the answer words it: the field, what it must be, the value."""
+    field = ".".join(str(part) for part in error["loc"]) or "the body"
+    kind = error["type"]
+    if kind == "missing":
+        return f"{field} is missing"
+    if kind == "extra_forbidden":
+        return f"{field} is not a field of this request (its fields: {', '.join(fields)})"
+    message = str(error["msg"])
+    message = message[:1].lower() + message[1:]
+    given = json.dumps(error["input"], default=repr)
+    if len(given) > 60:
+        given = given[:59] + "…"
+    return f"{field}: {message}, got {given}"
+
+
+async def _json(request: Request, shape: type[_B]) -> _B:
+    """The request's JSON body as ``shape`` (400 when it is not JSON, 422 naming each
+    field that is wrong: nothing has been done yet)."""
     try:
         body = await request.json()
     except ValueError:
         raise HTTPException(400, "the body is not JSON") from None
     if not isinstance(body, dict):
-        raise HTTPException(400, "the body is a JSON object")
-    return body
+        raise HTTPException(400, "the body must be a JSON object")
+    try:
+        return shape.model_validate(body)
+    except ValidationError as exc:
+        fields = list(shape.model_fields)
+        problems = "; ".join(_problem(error, fields) for error in exc.errors())
+        raise HTTPException(422, problems) from None
 
 
 async def create_session(request: Request) -> Response:
     ctx = WebContext.of(request)
-    body = await _json(request)
+    body = await _json(request, StartBody)
     try:
-        run = await start_session(
-            ctx, str(body.get("world") or ""), body.get("topic"), body.get("model")
-        )
+        run = await start_session(ctx, body.world, body.topic, body.model)
     except RolecallError as exc:
         return JSONResponse({"error": str(exc)}, status_code=422)
     return JSONResponse({"session_id": run.session_id}, status_code=201)
@@ -195,10 +246,10 @@ async def _live(ctx: WebContext, sid: str) -> LiveRun:
 async def say(request: Request) -> Response:
     ctx = WebContext.of(request)
     sid = ctx.session_id(request)
-    body = await _json(request)
+    body = await _json(request, SayBody)
     live = await _live(ctx, sid)
     try:
-        ctx.runs.say(live, str(body.get("text") or ""))
+        ctx.runs.say(live, body.text)
     except RolecallError as exc:
         return JSONResponse({"error": str(exc)}, status_code=409)
     return JSONResponse({"ok": True}, status_code=202)
@@ -207,10 +258,10 @@ async def say(request: Request) -> Response:
 async def control(request: Request) -> Response:
     ctx = WebContext.of(request)
     sid = ctx.session_id(request)
-    body = await _json(request)
+    body = await _json(request, ControlBody)
     live = await _live(ctx, sid)
     try:
-        ctx.runs.control(live, str(body.get("action") or ""))
+        ctx.runs.control(live, body.action)
     except RolecallError as exc:
         return JSONResponse({"error": str(exc)}, status_code=409)
     return JSONResponse({"ok": True}, status_code=202)

@@ -1,7 +1,8 @@
 """Saving the flow page's form back to world.yaml: loops and stop conditions.
 
-The file is read and written with ruamel.yaml's round-trip mode, so its comments,
-key order and quoting are kept wherever the edit does not touch them. The edited text
+The file is read and written with ruamel.yaml's round-trip mode, with the file's own
+indentation, so its comments, key order, quoting and indentation are kept wherever
+the edit does not touch them (an unchanged form leaves the file as it was). The edited text
 goes through the same loader as ``rolecall run`` (:func:`rolecall.world.loader.
 parse_world`); a world with any problem is not saved, and each problem is shown next
 to the field it names (a loop's ``to``/``max``/``until``, or the stop list).
@@ -22,7 +23,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
+from ruamel.yaml.error import CommentMark, YAMLError
+from ruamel.yaml.tokens import CommentToken
 
 from rolecall.errors import WorldError
 from rolecall.paths import write_atomically
@@ -45,11 +47,47 @@ class EditResult:
         self.errors.setdefault(name, []).append(problem)
 
 
-def _round_trip() -> YAML:
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    return yaml
+# (mapping indent, a list item's indent, its dash's offset), the usual styles first
+_INDENTS = tuple(
+    dict.fromkeys(
+        [
+            (2, 4, 2),  # roles:\n  - id: a
+            (2, 2, 0),  # roles:\n- id: a
+            *(
+                (mapping, offset + gap, offset)
+                for mapping in (2, 4, 3)
+                for offset in (0, 2, 4)
+                for gap in (2, 4)
+                if offset <= mapping
+            ),
+        ]
+    )
+)
+
+
+def _round_trip(text: str) -> YAML:
+    """ruamel.yaml's round trip with the indentation ``text`` is written with.
+
+    ruamel.yaml does not detect it (it writes ``roles:`` ``- id: a`` whatever the file
+    had, which also moves the inline comments of those lines): of the usual styles, the
+    one that writes the unedited file back most like the original is used (a file that
+    mixes styles gets the one most of its lines use)."""
+    best: tuple[int, YAML] | None = None
+    for mapping, sequence, offset in _INDENTS:
+        yaml = YAML()
+        yaml.preserve_quotes = True
+        yaml.width = 4096
+        yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
+        out = io.StringIO()
+        yaml.dump(yaml.load(text), out)
+        written = out.getvalue()
+        if written == text:
+            return yaml
+        kept = sum(a == b for a, b in zip(written.splitlines(), text.splitlines(), strict=False))
+        if best is None or kept > best[0]:
+            best = (kept, yaml)
+    assert best is not None
+    return best[1]
 
 
 def editable_steps(path: Path) -> list[dict[str, Any]] | None:
@@ -81,78 +119,210 @@ def _condition(text: str, name: str, result: EditResult) -> Any:
     return flow_map
 
 
-def _loop(form: Mapping[str, str], i: int, result: EditResult) -> CommentedMap | str | None:
-    """The new loop of step ``i``: a map, None for no loop, "" when a field is wrong."""
+def form_fields(step_count: int) -> list[str]:
+    """The fields the flow form always sends for a flow of ``step_count`` steps."""
+    names = [f"loop.{i}.{key}" for i in range(step_count) for key in ("to", "max", "until")]
+    return [*names, "stop"]
+
+
+def _loop(form: Mapping[str, str], i: int, result: EditResult) -> dict[str, Any] | None:
+    """The new loop of step ``i`` (None for no loop); each wrong field is added to
+    ``result`` (then the value returned is not to be used)."""
     to = form.get(f"loop.{i}.to", "").strip()
+    raw_max = form.get(f"loop.{i}.max", "").strip()
+    until = form.get(f"loop.{i}.until", "").strip()
     if not to:
         return None
-    loop = CommentedMap()
-    loop["to"] = to
-    raw_max = form.get(f"loop.{i}.max", "").strip()
+    loop: dict[str, Any] = {"to": to}
     try:
         loop["max"] = int(raw_max)
     except ValueError:
         result.add(f"loop.{i}.max", f"max must be a whole number from 1 to 10000, got {raw_max!r}")
-        return ""
-    until = form.get(f"loop.{i}.until", "").strip()
     if until:
         cond = _condition(until, f"loop.{i}.until", result)
-        if cond is None:
-            return ""
-        loop["until"] = cond
-    loop.fa.set_flow_style()
+        if cond is not None:
+            loop["until"] = cond
     return loop
 
 
+# ---------------------------------------------------------------- comments
+# ruamel.yaml keeps the comment lines that follow a block with the last key (or item)
+# of its innermost block, together with that line's own end-of-line comment. Adding a
+# key after it or removing it would move or drop those lines (the comment above the
+# next step, say): these helpers hand them on to the line that now ends the block.
+
+
+def _slot(node: Any, key: Any) -> tuple[list[Any], int]:
+    """Where the comment after ``node[key]`` lives: a comment list and its index."""
+    value = node[key]
+    if isinstance(value, CommentedMap | CommentedSeq) and value and not value.fa.flow_style():
+        return _slot(value, list(value)[-1] if isinstance(value, CommentedMap) else len(value) - 1)
+    items = node.ca.items.setdefault(key, [None, None, None, None])
+    return items, 2 if isinstance(node, CommentedMap) else 0
+
+
+def _take_trailer(node: Any, key: Any, column: int | None = None) -> str:
+    """The comment lines after ``node[key]``'s line, removed (its own comment stays);
+    with ``column``, only from the first one indented no deeper than it (those above it
+    belong to the inner block), each with the blank lines before it."""
+    items, at = _slot(node, key)
+    token = items[at]
+    if token is None:
+        return ""
+    own, _, rest = str(token.value).partition("\n")
+    kept = ""
+    if column is not None:
+        lines = rest.splitlines(keepends=True)
+        start = 0
+        for n, line in enumerate(lines):
+            if line.strip() and len(line) - len(line.lstrip()) > column:
+                start = n + 1  # this comment, and the blank lines before it, stay
+            elif line.strip():
+                break
+        kept, rest = "".join(lines[:start]), "".join(lines[start:])
+    if own.strip() or kept:
+        token.value = own + "\n" + kept
+    else:
+        items[at] = None
+    return rest
+
+
+def _give_trailer(node: Any, key: Any, rest: str) -> None:
+    """Put comment lines taken by :func:`_take_trailer` after ``node[key]``."""
+    if not rest:
+        return
+    items, at = _slot(node, key)
+    token = items[at]
+    if token is None:
+        items[at] = CommentToken("\n" + rest, CommentMark(0))
+    else:
+        token.value = str(token.value).rstrip("\n") + "\n" + rest
+
+
+def _put(node: CommentedMap, key: str, value: Any) -> None:
+    """``node[key] = value``; a new last key takes the comment lines after the block."""
+    if key in node or not node:
+        node[key] = value
+        return
+    rest = _take_trailer(node, list(node)[-1], getattr(node.lc, "col", None))
+    node[key] = value
+    _give_trailer(node, key, rest)
+
+
+def _drop(node: CommentedMap, key: str) -> None:
+    """``del node[key]``; the comment lines after it go to the line before it."""
+    if key not in node:
+        return
+    keys = list(node)
+    at = keys.index(key)
+    rest = _take_trailer(node, key)
+    del node[key]
+    node.ca.items.pop(key, None)
+    if at > 0:
+        _give_trailer(node, keys[at - 1], rest)
+
+
+def _set_loop(step: CommentedMap, loop: dict[str, Any] | None) -> None:
+    """Write ``loop`` into the step, touching the file's text only where it changed: an
+    unchanged loop keeps its style, quoting and comments; a changed one keeps the style
+    of the loop it replaces (a new one is written in flow style)."""
+    old = step.get("loop")
+    if loop is None:
+        _drop(step, "loop")
+        return
+    if old == loop:
+        return
+    if isinstance(old, CommentedMap):
+        for key in [k for k in old if k not in loop]:
+            _drop(old, key)
+        for key, value in loop.items():
+            if old.get(key) != value:
+                _put(old, key, value)
+        return
+    new = CommentedMap(loop)
+    new.fa.set_flow_style()
+    if old is None:
+        _put(step, "loop", new)
+    else:
+        step["loop"] = new
+
+
+def _set_stops(flow: CommentedMap, stops: list[Any]) -> None:
+    """Write the stop list (unchanged: left as it is, with its comments)."""
+    if flow.get("stop", []) == stops:
+        return
+    if not stops:
+        _drop(flow, "stop")
+        return
+    old = flow.get("stop")
+    seq = CommentedSeq(stops)
+    if isinstance(old, CommentedSeq) and old.fa.flow_style():
+        seq.fa.set_flow_style()
+    if old is None:
+        _put(flow, "stop", seq)
+    else:
+        rest = _take_trailer(flow, "stop")
+        flow["stop"] = seq
+        _give_trailer(flow, "stop", rest)
+
+
 def apply_form(path: Path, form: Mapping[str, str], *, roles_dir: Path | None) -> EditResult:
-    """Apply the form to the world file at ``path``; save it only when the world is valid."""
+    """Apply the form to the world file at ``path``; save it only when the world is valid.
+
+    Every problem is listed: a field that is wrong by itself (a ``max`` that is not a
+    number, a condition that is not YAML) is named, and the rest of the form is still
+    checked with the world (the wrong field's step keeps its loop from the file for
+    that check, and problems the check finds in it are not repeated)."""
     result = EditResult(saved=False)
-    yaml = _round_trip()
     text = path.read_text("utf-8")
+    yaml = _round_trip(text)
     doc = yaml.load(text)
     steps: CommentedSeq = doc["flow"]["steps"]
     for i, step in enumerate(steps):
+        before = len(result.errors)
         loop = _loop(form, i, result)
-        if loop == "":
-            continue
-        if loop is None:
-            step.pop("loop", None)
-        else:
-            step["loop"] = loop
-    stops = CommentedSeq()
+        if len(result.errors) == before:
+            _set_loop(step, loop)
+    stops: list[Any] = []
+    stop_errors = 0
     for n, line in enumerate(form.get("stop", "").splitlines(), 1):
         if line.strip():
             cond = _condition(line.strip(), "stop", result)
             if cond is None:
                 result.errors["stop"][-1] = f"line {n}: {result.errors['stop'][-1]}"
+                stop_errors += 1
             stops.append(cond)
-    if stops:
-        doc["flow"]["stop"] = stops
-    else:
-        doc["flow"].pop("stop", None)
-    if result.errors:
-        return result
+    if not stop_errors:
+        _set_stops(doc["flow"], stops)
     out = io.StringIO()
     yaml.dump(doc, out)
     new_text = out.getvalue()
+    wrong = set(result.errors)
     try:
         parse_world(new_text, source=str(path), library=RoleLibrary(roles_dir), path=path)
     except WorldError as exc:
         for problem in exc.problems:
-            _place(problem, result)
+            _place(problem, result, skip=wrong)
+    if result.errors or result.other:
         return result
-    write_atomically(path, new_text)
+    if new_text != text:
+        write_atomically(path, new_text)
     result.saved = True
     return result
 
 
-def _place(problem: str, result: EditResult) -> None:
+def _place(problem: str, result: EditResult, *, skip: set[str]) -> None:
+    """Put a problem the loader found next to its field (not one whose own value was
+    already refused: the check saw the file's value there, not the form's)."""
     where = problem.split(":", 1)[0].strip()
     step = _STEP_PATH.match(where)
+    stepped = {name.split(".")[1] for name in skip if name.startswith("loop.")}
     if step:
-        result.add(f"loop.{step.group(1)}.{step.group(2) or 'to'}", problem)
+        if step.group(1) not in stepped:
+            result.add(f"loop.{step.group(1)}.{step.group(2) or 'to'}", problem)
     elif _STOP_PATH.match(where):
-        result.add("stop", problem)
+        if "stop" not in skip:
+            result.add("stop", problem)
     else:
         result.other.append(problem)
 

@@ -52,6 +52,10 @@ class EventLog:
         self.closed = True
         self._wake()
 
+    def nudge(self) -> None:
+        """Wake the viewers without a line (the session came to rest: see ``follow``)."""
+        self._wake()
+
     async def changed(self) -> None:
         """Wait for the next line (or the close)."""
         await self._changed.wait()
@@ -71,8 +75,11 @@ class EventLog:
                 hi = mid
         return self.lines[lo:]
 
-    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, str]]:
-        """Every line after ``after``, then each new one as it comes, until closed."""
+    async def follow(
+        self, after: int = 0, *, until: Callable[[], bool] | None = None
+    ) -> AsyncIterator[tuple[int, str]]:
+        """Every line after ``after``, then each new one as it comes, until closed (or,
+        with ``until``, once every line is read and ``until()`` is true)."""
         seen = after
         while True:
             waiter = self._changed
@@ -80,7 +87,7 @@ class EventLog:
             for seq, line in batch:
                 seen = seq
                 yield seq, line
-            if self.closed and not self.after(seen):
+            if not self.after(seen) and (self.closed or (until is not None and until())):
                 return
             if not batch:
                 await waiter.wait()

@@ -220,6 +220,46 @@ def _world(path: Any, ctx: WebContext) -> World:
     return load_world(path, data_dir=ctx.data_dir)
 
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+async def _flow_form(request: Request, name: str, path: Any) -> dict[str, str]:
+    """The flow page's form, every field of it (a 400 for anything else: nothing is saved)."""
+    steps = flowedit.editable_steps(path)
+    if steps is None:
+        raise HTTPException(
+            409,
+            f"world {name!r} has no flow steps of its own to edit (its mode makes its flow, "
+            "or its world.yaml does not parse)",
+        )
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in FORM_TYPES:
+        raise HTTPException(
+            400,
+            f"the flow of world {name!r} is saved from its form "
+            f"(application/x-www-form-urlencoded), not {kind or 'a body without a type'}: "
+            "nothing was saved",
+        )
+    sent = await request.form()
+    files = sorted(k for k, v in sent.items() if not isinstance(v, str))
+    if files:
+        raise HTTPException(
+            400, f"the flow form has no file fields ({', '.join(files)}): nothing was saved"
+        )
+    form = {k: str(v) for k, v in sent.items()}
+    missing = [f for f in flowedit.form_fields(len(steps)) if f not in form]
+    if missing:
+        shown = ", ".join(missing[:6]) + (
+            f" and {len(missing) - 6} more" if len(missing) > 6 else ""
+        )
+        raise HTTPException(
+            400,
+            f"this is not the flow form of world {name!r} ({len(steps)} steps): it lacks "
+            f"{shown}; nothing was saved (reload the page if world.yaml changed)",
+        )
+    return form
+
+
 async def world_flow(request: Request) -> Response:
     ctx = WebContext.of(request)
     name = str(request.path_params["world"])
@@ -228,7 +268,7 @@ async def world_flow(request: Request) -> Response:
     if request.method == "POST":
         if not local:
             raise HTTPException(403, f"world {name!r} is shipped with rolecall: copy it to edit it")
-        form = {k: str(v) for k, v in (await request.form()).items()}
+        form = await _flow_form(request, name, path)
         result = flowedit.apply_form(path, form, roles_dir=ctx.data_dir / "roles")
         if result.saved:
             return RedirectResponse(f"/w/{name}/flow?saved=1", status_code=303)

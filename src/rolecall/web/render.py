@@ -4,7 +4,8 @@ LLM text is Markdown. It is rendered with markdown-it-py in CommonMark mode with
 HTML disabled (``<script>`` in a message is shown as text), and links are kept only
 when they point to ``http:``, ``https:`` or ``mailto:`` addresses or to an anchor of
 the page: ``javascript:``, ``data:``, ``vbscript:`` and every other scheme stay plain
-text. Images never load anything (they are rendered as a link to their address).
+text. Images never load anything (they are rendered as a link to their address, or as
+their alt text inside a link).
 Every other string a page shows goes through Jinja2's autoescape.
 """
 
@@ -29,14 +30,30 @@ def _valid_link(url: str) -> bool:
     return bool(_SAFE_LINK.match(url.strip()))
 
 
-def _image_as_link(tokens: Any, idx: int, options: Any, env: Any, renderer: Any) -> str:
+def _inside_link(tokens: Any, idx: int) -> bool:
+    depth = 0
+    for token in tokens[:idx]:
+        if token.type == "link_open":
+            depth += 1
+        elif token.type == "link_close":
+            depth -= 1
+    return depth > 0
+
+
+def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """An image as a link to its address (its alt text the label): nothing loads.
+
+    markdown-it binds a render rule to its renderer, so the renderer comes first. An
+    image inside a link is only its label (a link in a link is not HTML)."""
     token = tokens[idx]
-    src = token.attrGet("src") or ""
+    src = str(token.attrGet("src") or "")
     alt = renderer.renderInlineAsText(token.children or [], options, env)
     label = escape(alt or "image")
-    if not _valid_link(str(src)):
+    if not _valid_link(src) or _inside_link(tokens, idx):
         return label
-    return f'<a href="{escape(str(src))}" rel="nofollow noopener">{label}</a>'
+    title = token.attrGet("title")
+    title_attr = f' title="{escape(str(title))}"' if title else ""
+    return f'<a href="{escape(src)}"{title_attr} rel="nofollow noopener">{label}</a>'
 
 
 @lru_cache(maxsize=1)

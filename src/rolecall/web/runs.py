@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from rolecall.api.entry import open_session, resume
+from rolecall.api.entry import open_served
 from rolecall.api.session import Session
-from rolecall.bus import Bus
+from rolecall.bus import Bus, ErrorEvent
 from rolecall.errors import UsageError
 from rolecall.llm.offline import OfflineModel
 from rolecall.llm.pacing import env_stream_delay
@@ -26,6 +26,9 @@ from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
 from rolecall.log import get_logger
 from rolecall.web.live import EventLog, start_soon
+
+if TYPE_CHECKING:
+    from rolecall.nats.transport import Transport
 
 log = get_logger(__name__)
 
@@ -53,6 +56,26 @@ class LiveRun:
     def session_id(self) -> str:
         return self.session.session_id
 
+    def at_rest(self) -> bool:
+        """Paused (or finished) with nothing under way: its stream ends there."""
+        return not self.busy and self.session.runtime.state.state in ("paused", "finished")
+
+
+async def _come_to_rest(run: LiveRun, failure: Exception | None) -> None:
+    """After a run, a step or a reply. A failure the session did not handle itself is
+    shown (``system/error``) and pauses the session (reason ``error``): it is never
+    left ``running``. Whatever changed since its last turn (that pause, or one asked
+    for) is stored, and sent on to the NATS stream with ``--nats``."""
+    inner = run.session.runtime
+    if failure is not None and not inner.finished:
+        inner.cancel_pause()
+        inner.bus.publish(ErrorEvent(error=str(failure) or type(failure).__name__, source="web"))
+        inner.pause("error")
+    try:
+        await inner.checkpoint()
+    except Exception as exc:  # the store's own failure: the session is paused all the same
+        log.warning("web_checkpoint_failed", session=run.session_id, error=str(exc))
+
 
 class _LogSink:
     def __init__(self, events: EventLog) -> None:
@@ -74,10 +97,13 @@ def paced_models() -> dict[str, ChatModel]:
 class LiveRuns:
     """The sessions this server runs, by id."""
 
-    def __init__(self, tg: TaskGroup, data_dir: Path, store: Any) -> None:
+    def __init__(
+        self, tg: TaskGroup, data_dir: Path, store: Any, transport: Transport | None = None
+    ) -> None:
         self.tg = tg
         self.data_dir = data_dir
         self.store = store
+        self.transport = transport  # rolecall web --nats: the sessions run on it
         self.runs: dict[str, LiveRun] = {}
         self.models = paced_models()
 
@@ -90,6 +116,13 @@ class LiveRuns:
         """Open a new session of ``world`` (a loaded world) and start it."""
         if topic:
             world = world.model_copy(update={"topic": topic})
+        remote = [role.id for role in world.roles if role.transport == "nats"]
+        if remote and self.transport is None:
+            raise UsageError(
+                f"world '{world.name}' has roles generated over NATS (transport: nats: "
+                f"{', '.join(remote)}), and this web view has no NATS connection: start it "
+                "with --nats URL, and `rolecall agent ROLE --world W --nats URL` for each"
+            )
         run: LiveRun = await self.tg.start(self._hold, world, model, None)
         if not run.chat:
             self._drive(run, "run")
@@ -114,17 +147,15 @@ class LiveRuns:
         events = EventLog()
         sinks = (_LogSink(events),)
         run: LiveRun | None = None
-        manager = (
-            resume(session_id, store=self.store, models=self.models, sinks=sinks)
-            if session_id is not None
-            else open_session(
-                world,
-                data_dir=self.data_dir,
-                store=self.store,
-                model=model,
-                models=self.models,
-                sinks=sinks,
-            )
+        manager = open_served(
+            world,
+            session=session_id,
+            data_dir=self.data_dir if session_id is None else None,
+            store=self.store,
+            model=model,
+            models=self.models,
+            sinks=sinks,
+            transport=self.transport,
         )
         try:
             async with manager as session:
@@ -160,12 +191,16 @@ class LiveRuns:
                     await run.session.run()
             except Exception as exc:
                 run.error = str(exc)
+                await _come_to_rest(run, exc)
                 raise
+            else:
+                await _come_to_rest(run, None)
             finally:
                 run.busy = False
                 run.idle.set()
                 if run.session.finished:
                     run.closing.set()
+                run.events.nudge()  # its viewers see it at rest (a paused one's stream ends)
 
         run.busy = True  # from now: a control arriving before the task starts sees it
         run.idle = anyio.Event()
@@ -186,6 +221,10 @@ class LiveRuns:
             raise UsageError(f"session {run.session_id} is finished")
         if action == "pause":
             run.session.pause()
+            if not run.busy:  # paused at once: stored now (else when its turn ends)
+                start_soon(
+                    self.tg, run.session.runtime.checkpoint, name=f"web pause {run.session_id}"
+                )
         elif action == "stop":
             run.session.stop()
             if not run.busy:

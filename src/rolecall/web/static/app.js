@@ -94,7 +94,8 @@
       page.dataset.lastSeq = String(ev.seq);
       onEvent(ev);
     };
-    source.addEventListener("end", () => source.close());
+    // the session finished or came to rest (paused): talking or a button follows it again
+    source.addEventListener("end", () => { source.close(); page.dataset.live = "no"; });
   }
 
   if (page.dataset.live === "yes" || page.dataset.status === "running") follow();

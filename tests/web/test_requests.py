@@ -1,0 +1,277 @@
+"""What the server answers to messages, forms and bodies off the beaten path: over real
+HTTP to a real `rolecall web` process (no browser needed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from rolecall import open_session
+from tests.conftest import ROOT
+from tests.web.conftest import Server, Site, _stored_id, rolecall, start_server, stop_server
+
+IMAGE_WORLD = """\
+name: img
+title: An image in a message
+topic: images
+model: scripted
+settings: {max_turns: 2}
+roles:
+  - id: a
+    script:
+      - "See ![a chart](https://example.com/chart.png) and ![the map][m]\\n\\n[m]: https://example.com/map.png"
+  - id: b
+    script: ["[![logo](https://example.com/logo.png)](https://example.org) <https://example.net>"]
+flow:
+  steps:
+    - {id: s1, speaker: a, reply_to: none}
+    - {id: s2, speaker: b}
+"""
+
+EDIT_WORLD = """\
+# top comment
+name: edit
+title: 'Edit me'   # quoted title
+topic: "edit topic"
+model: offline
+settings:
+  max_turns: 6
+roles:
+  - id: a
+    name: Alice
+  - id: b
+    name: Bob
+flow:
+  steps:
+    - id: s1
+      speaker: a   # first
+    - id: s2
+      speaker: b
+      loop: {to: s1, max: 2}
+"""
+
+FULL_FORM = {
+    "loop.0.to": "",
+    "loop.0.max": "",
+    "loop.0.until": "",
+    "loop.1.to": "s1",
+    "loop.1.max": "2",
+    "loop.1.until": "",
+    "stop": "",
+}
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    root = tmp_path_factory.mktemp("requests")
+    (root / "worlds" / "img").mkdir(parents=True)
+    (root / "worlds" / "img" / "world.yaml").write_text(IMAGE_WORLD)
+    (root / "worlds" / "edit").mkdir()
+    (root / "worlds" / "edit" / "world.yaml").write_text(EDIT_WORLD)
+    # a preset world of its own: its mode makes its flow, there are no steps to edit
+    shutil.copytree(
+        ROOT / "src" / "rolecall" / "worlds" / "consensus", root / "worlds" / "consensus"
+    )
+    site = Site(root=root, data=root / "data", ids={})
+    done = rolecall("run", "img", "--data-dir", str(site.data), "--json", cwd=root)
+    assert done.returncode == 0, done.stderr
+    site.ids["img"] = _stored_id(done)
+    return site
+
+
+@pytest.fixture(scope="module")
+def web(place: Site) -> Iterator[Server]:
+    running = start_server(place)
+    yield running
+    stop_server(running)
+
+
+def test_a_message_with_images_renders_them_as_links(web: Server, place: Site) -> None:
+    page = httpx.get(f"{web.url}/s/{place.ids['img']}", timeout=10)
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert '<a href="https://example.com/chart.png" rel="nofollow noopener">a chart</a>' in html
+    assert '<a href="https://example.com/map.png" rel="nofollow noopener">the map</a>' in html
+    assert '<a href="https://example.org">logo</a>' in html
+    assert '<a href="https://example.net">https://example.net</a>' in html
+    assert "<img" not in html
+    # the fragment the live page swaps in when a message completes
+    fragment = httpx.get(f"{web.url}/s/{place.ids['img']}/m/m1", timeout=10)
+    assert fragment.status_code == 200 and ">a chart</a>" in fragment.text
+    assert not any("Traceback" in line for line in web.stderr)
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "problem"),
+    [
+        ({"content-type": "application/json"}, b'{"a": 1}', "not application/json"),
+        ({}, b"", "not a body without a type"),
+        ({"content-type": "text/plain"}, b"loop.1.to=", "not text/plain"),
+        (
+            {"content-type": "application/x-www-form-urlencoded"},
+            b"",
+            "it lacks loop.0.to, loop.0.max",
+        ),
+        (
+            {"content-type": "application/x-www-form-urlencoded"},
+            b"loop.0.to=&loop.0.max=&loop.0.until=&loop.1.to=&loop.1.max=&loop.1.until=",
+            "it lacks stop;",
+        ),
+    ],
+)
+def test_a_flow_post_without_the_form_is_refused_and_saves_nothing(
+    web: Server, place: Site, headers: dict[str, str], body: bytes, problem: str
+) -> None:
+    path = place.worlds / "edit" / "world.yaml"
+    answer = httpx.post(f"{web.url}/w/edit/flow", headers=headers, content=body, timeout=10)
+    assert answer.status_code == 400, answer.text
+    assert problem in answer.text.replace("&#39;", "'"), answer.text
+    assert "nothing was saved" in answer.text
+    assert path.read_text() == EDIT_WORLD
+
+
+def test_the_flow_form_saves_and_lists_every_problem(web: Server, place: Site) -> None:
+    path = place.worlds / "edit" / "world.yaml"
+    bad = {**FULL_FORM, "loop.1.max": "x", "loop.1.until": "{contains: [", "stop": "[oops"}
+    answer = httpx.post(f"{web.url}/w/edit/flow", data=bad, timeout=10)
+    assert answer.status_code == 200
+    assert answer.text.count('class="field-error"') == 3
+    assert path.read_text() == EDIT_WORLD
+    try:
+        good = {**FULL_FORM, "loop.1.max": "3"}
+        saved = httpx.post(f"{web.url}/w/edit/flow", data=good, timeout=10)
+        assert saved.status_code == 303 and saved.headers["location"].endswith("?saved=1")
+        assert path.read_text() == EDIT_WORLD.replace("max: 2}", "max: 3}")
+        # a multipart form is a form too
+        files = {k: (None, v) for k, v in FULL_FORM.items()}
+        again = httpx.post(f"{web.url}/w/edit/flow", files=files, timeout=10)
+        assert again.status_code == 303
+        assert path.read_text() == EDIT_WORLD
+        files["stop"] = ("stop.txt", "{flag: f}")
+        uploaded = httpx.post(f"{web.url}/w/edit/flow", files=files, timeout=10)
+        assert uploaded.status_code == 400 and "no file fields (stop)" in uploaded.text
+        assert path.read_text() == EDIT_WORLD
+    finally:
+        path.write_text(EDIT_WORLD)
+
+
+def test_a_world_whose_mode_makes_its_flow_refuses_a_flow_post(web: Server, place: Site) -> None:
+    path = place.worlds / "consensus" / "world.yaml"
+    before = path.read_text()
+    answer = httpx.post(f"{web.url}/w/consensus/flow", data={"stop": ""}, timeout=10)
+    assert answer.status_code == 409 and "no flow steps of its own" in answer.text
+    assert path.read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"world": "img", "topic": 5}, "topic: input should be a valid string, got 5"),
+        ({"world": "img", "model": ["x"]}, 'model: input should be a valid string, got ["x"]'),
+        ({"world": 5}, "world: input should be a valid string, got 5"),
+        ({"topic": "t"}, "world is missing"),
+        ({"world": "img", "wrld": 1}, "wrld is not a field of this request"),
+    ],
+)
+def test_a_start_body_of_the_wrong_shape_names_the_field_and_starts_nothing(
+    web: Server, body: dict[str, object], problem: str
+) -> None:
+    before = httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"]
+    answer = httpx.post(f"{web.url}/api/sessions", json=body, timeout=10)
+    assert answer.status_code == 422, answer.text
+    assert problem in answer.json()["error"]
+    assert "sqlite" not in answer.text.lower() and "binding" not in answer.text
+    assert httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"] == before
+
+
+def test_say_and_control_bodies_are_checked_too(web: Server, place: Site) -> None:
+    sid = place.ids["img"]  # finished: a right body would get 409
+    said = httpx.post(f"{web.url}/api/sessions/{sid}/say", json={"text": 5}, timeout=10)
+    assert said.status_code == 422 and said.json()["error"].startswith("text: ")
+    done = httpx.post(f"{web.url}/api/sessions/{sid}/control", json={"action": "jump"}, timeout=10)
+    assert done.status_code == 422
+    assert done.json()["error"].startswith("action: input should be 'pause', 'resume'")
+    right = httpx.post(f"{web.url}/api/sessions/{sid}/control", json={"action": "stop"}, timeout=10)
+    assert right.status_code == 409 and "finished" in right.json()["error"]
+    for raw, problem in ((b"nope", "not JSON"), (b"[1]", "must be a JSON object")):
+        answer = httpx.post(f"{web.url}/api/sessions", content=raw, timeout=10)
+        assert answer.status_code == 400 and problem in answer.json()["error"]
+
+
+REMOTE_WORLD = """\
+name: duo
+topic: t
+model: scripted
+roles:
+  - {id: a, script: ["a says {n} one two three"]}
+  - {id: b, transport: nats, script: ["b says {n} four five six"]}
+flow:
+  steps: [{id: s1, speaker: a}, {id: s2, speaker: b}]
+"""
+
+
+def _stream(url: str) -> list[dict[str, Any]]:
+    """The events of an SSE stream up to its `end` (a stream that never ends fails)."""
+    events: list[dict[str, Any]] = []
+    kind = "message"
+    with httpx.stream("GET", url, timeout=httpx.Timeout(10, read=15)) as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                if kind == "end":
+                    return events
+                events.append(json.loads(line.split(":", 1)[1]))
+            elif not line:
+                kind = "message"
+    raise AssertionError("the stream closed without its end event")
+
+
+def test_without_nats_a_world_with_remote_roles_is_refused_before_it_starts(
+    web: Server, place: Site
+) -> None:
+    (place.worlds / "duo").mkdir(exist_ok=True)
+    (place.worlds / "duo" / "world.yaml").write_text(REMOTE_WORLD)
+    before = httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"]
+    refused = httpx.post(f"{web.url}/api/sessions", json={"world": "duo"}, timeout=10)
+    assert refused.status_code == 422
+    assert "(transport: nats: b)" in refused.json()["error"]
+    assert "--nats URL" in refused.json()["error"]
+    assert httpx.get(f"{web.url}/api/sessions", timeout=10).json()["total"] == before
+
+
+def test_a_failing_web_task_leaves_the_session_paused_with_its_error(
+    web: Server, place: Site
+) -> None:
+    (place.worlds / "duo").mkdir(exist_ok=True)
+    (place.worlds / "duo" / "world.yaml").write_text(REMOTE_WORLD)
+
+    async def one_step() -> str:  # a stored session whose next turn is b's, over NATS
+        async with open_session(place.worlds / "duo", data_dir=place.data, mode="step") as session:
+            await session.step()
+            return session.session_id
+
+    sid = anyio.run(one_step)
+    stored = httpx.get(f"{web.url}/api/sessions/{sid}", timeout=10).json()
+    last = stored["last_seq"]
+    # this server has no NATS connection: b's turn fails outside the turn's own handling
+    resumed = httpx.post(
+        f"{web.url}/api/sessions/{sid}/control", json={"action": "resume"}, timeout=10
+    )
+    assert resumed.status_code == 202, resumed.text
+    events = _stream(f"{web.url}/api/sessions/{sid}/stream?after={last}")
+    errors = [e for e in events if e["topic"] == "system" and e["type"] == "error"]
+    assert errors and "no NATS connection" in errors[0]["error"]
+    assert events[-1]["type"] == "session"
+    assert (events[-1]["state"], events[-1]["reason"]) == ("paused", "error")
+    state = httpx.get(f"{web.url}/api/sessions/{sid}", timeout=10).json()["state"]
+    assert (state["state"], state["pause_reason"]) == ("paused", "error")
+    # stored so: read from the store, the events end with the pause too
+    stored_events = httpx.get(f"{web.url}/api/sessions/{sid}/events?after={last}", timeout=10)
+    assert [e["seq"] for e in stored_events.json()] == [e["seq"] for e in events]
