@@ -91,7 +91,7 @@ def test_several_servers_are_one_comma_separated_url(nats: NatsServer) -> None:
     assert anyio.run(reach) == f"127.0.0.1:{nats.port}"
 
 
-def test_bad_nats_urls_are_exit_2_on_every_command(cli: Cli, tmp_path: Path) -> None:
+def test_bad_nats_urls_and_ack_waits_are_exit_2_on_every_command(cli: Cli, tmp_path: Path) -> None:
     world = str(scripted_world(tmp_path))
     bad = "nats://127.0.0.1:99999"
     for argv in (
@@ -110,6 +110,17 @@ def test_bad_nats_urls_are_exit_2_on_every_command(cli: Cli, tmp_path: Path) -> 
     assert from_env.returncode == 2, from_env.stderr
     assert "rolecall: ROLECALL_NATS_URL expects a URL like nats://" in from_env.stderr
     assert from_env.stderr.rstrip().endswith("the port 'abc' is not a number from 1 to 65535")
+    done = cli.run("worker", "--nats", "nats://127.0.0.1:4222", "--ack-wait", "nan")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "rolecall: --ack-wait must be from 1 to 86400 seconds, got nan\n"
+
+    from rolecall.cli.main import build_parser
+    from rolecall.cli.nats_cmd import cmd_worker
+
+    for wait in ("inf", "1e12", "-5", "0", "0.5"):
+        args = build_parser().parse_args(["worker", "--nats", "nats://a:1", "--ack-wait", wait])
+        with pytest.raises(UsageError, match=r"--ack-wait must be from 1 to 86400 seconds"):
+            cmd_worker(args)
 
 
 def test_a_server_without_jetstream_is_exit_1_saying_how_to_start_it(

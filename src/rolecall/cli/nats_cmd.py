@@ -218,9 +218,10 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--ack-wait",
         type=float,
-        default=30.0,
+        default=None,
         metavar="S",
-        help="seconds a silent job waits before another worker takes it (default 30)",
+        help="seconds a silent job waits before another worker takes it (default 30); "
+        "set by the worker that creates the workers' shared consumer, kept by every other",
     )
     p.add_argument("--data-dir", help="where this worker stores sessions (env ROLECALL_HOME)")
     add_service_flags(p, quiet="no line per job")
@@ -228,12 +229,17 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from rolecall.cli.flags import at_least_one
+    from rolecall.nats.jobs import ACK_WAIT_RANGE
     from rolecall.nats.link import required_nats_url
 
     url = required_nats_url(args.nats, "worker")
     at_least_one(args.concurrency, "--concurrency")
-    if args.ack_wait < 1:
-        raise UsageError(f"--ack-wait must be at least 1 second, got {args.ack_wait:g}")
+    if args.ack_wait is not None:
+        low, high = ACK_WAIT_RANGE
+        if not low <= args.ack_wait <= high:  # also NaN, which compares false
+            raise UsageError(
+                f"--ack-wait must be from {low:g} to {high:g} seconds, got {args.ack_wait:g}"
+            )
     return anyio.run(_work, args, url)
 
 
@@ -243,14 +249,26 @@ async def _work(args: argparse.Namespace, url: str) -> int:
     from rolecall.batch.runner import BatchContext
     from rolecall.cli.wiring import memory_files, open_store, stream_pacing
     from rolecall.llm.registry import ModelRegistry
+    from rolecall.nats.jobs import ACK_WAIT_S, WORKERS
     from rolecall.nats.link import JOBS_STREAM
     from rolecall.nats.transport import open_transport
     from rolecall.nats.worker import Worker
 
     def ready() -> None:
+        in_force = worker.ack_wait
+        if args.ack_wait is not None and abs(args.ack_wait - in_force) > 1e-6:
+            print(
+                f"rolecall worker: --ack-wait {args.ack_wait:g} not applied: the workers' "
+                f"shared consumer {WORKERS} already has an ack wait of {in_force:g} s, set by "
+                "the worker that created it; this worker keeps its jobs alive by that one. To "
+                f"change it, stop every worker and delete the consumer {WORKERS} of "
+                f"{JOBS_STREAM} (its jobs stay queued); the next worker creates it again.",
+                file=sys.stderr,
+                flush=True,
+            )
         print(
             f"ready: worker pulling {JOBS_STREAM} from {url} ({args.concurrency} at once, "
-            f"ack wait {args.ack_wait:g} s)",
+            f"ack wait {in_force:g} s)",
             file=sys.stderr,
             flush=True,
         )
@@ -262,7 +280,12 @@ async def _work(args: argparse.Namespace, url: str) -> int:
         ctx = BatchContext(
             store=store, memory=memory_files(args), models=ModelRegistry(**stream_pacing(True))
         )
-        worker = Worker(ctx, transport, concurrency=args.concurrency, ack_wait=args.ack_wait)
+        worker = Worker(
+            ctx,
+            transport,
+            concurrency=args.concurrency,
+            ack_wait=ACK_WAIT_S if args.ack_wait is None else args.ack_wait,
+        )
         async with anyio.create_task_group() as tg:
 
             async def stop_on_signal() -> None:
