@@ -99,6 +99,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("batch needs a WORLD (or --resume NAME)")
     if args.session_file:
         raise UsageError("--session-file is for one session; export batch runs afterwards")
+    if args.out:
+        from rolecall.cli.flags import file_to_write
+
+        file_to_write(args.out, "--out")  # written at the end: refused before anything runs
 
 
 def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
