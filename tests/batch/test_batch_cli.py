@@ -250,3 +250,21 @@ def test_results_that_cannot_be_written_at_the_end_say_how_to_write_them(
     assert err.rstrip().endswith(
         "the runs are stored: `rolecall batch --resume b --out FILE` writes them"
     )
+
+
+def test_a_flow_yaml_value_is_one_value_and_out_records_it_as_yaml(
+    cli: Cli, tmp_path: Path
+) -> None:
+    world = scripted_world(tmp_path)
+    out = tmp_path / "v.jsonl"
+    done = cli.run(
+        "batch", str(world), "--vary", "settings.constraints=[be brief, be kind],[x]",
+        "--vary", "max_turns=1,2", "--out", str(out), "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [(r["settings.constraints"], r["max_turns"], r["turns"]) for r in rows(out)] == [
+        (["be brief", "be kind"], 1, 1),
+        (["be brief", "be kind"], 2, 2),
+        (["x"], 1, 1),
+        (["x"], 2, 2),
+    ]

@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=[],
         metavar="KEY=V1,V2",
         help=f"repeatable; the batch is the cross product. KEY: {KEYS_HELP}; "
+        "a value starting with [, { or a quote runs to its close, commas included; "
         "KEY=@FILE reads the values one per line",
     )
     p.add_argument("--runs", type=int, default=1, metavar="N", help="runs of each combination")

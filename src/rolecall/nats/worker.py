@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
+from rolecall.batch.plan import recorded_values
 from rolecall.batch.results import RunResult
 from rolecall.batch.runner import BatchContext, result_of, run_to_end
 from rolecall.errors import RolecallError
@@ -131,7 +132,7 @@ class Worker:
                 batch=job.batch,
                 run=job.run,
                 session_id=job.session_id,
-                values=job.values,
+                values=recorded_values(job.values),
                 error=f"the world is invalid: {problems}",
             )
         live: list[Session] = []
