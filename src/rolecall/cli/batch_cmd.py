@@ -203,6 +203,14 @@ async def _main(
                 known = await tables.names()
                 listed = f" (batches: {', '.join(known[-10:])})" if known else " (none stored)"
                 raise UsageError(f"no batch named {name!r} in this data directory{listed}")
+            if cluster := doc.get("nats"):  # imported by `sessions import`: run on a cluster
+                import shlex
+
+                again = f"rolecall batch --resume {name} --nats {shlex.quote(cluster)}"
+                raise UsageError(
+                    f"batch {name!r} ran on the NATS cluster at {cluster} (its sessions were "
+                    f"imported here): `{again}` finishes it there"
+                )
             plan = _plan_of(doc, args)
         else:
             await tables.create(name, doc)

@@ -14,8 +14,10 @@ from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
     from rolecall.bus import EventBus
+    from rolecall.nats.jobs import StoredBatch
     from rolecall.nats.link import Link
-    from rolecall.nats.replay import Reorder, StreamEvent
+    from rolecall.nats.replay import Reorder, SessionLog, StreamEvent
+    from rolecall.storage.port import SessionStore
 
 
 def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -163,14 +165,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace, url: str) -> int:
     from rolecall.cli.wiring import open_store
+    from rolecall.nats.jobs import stored_batch
     from rolecall.nats.link import connect, session_filter
     from rolecall.nats.replay import session_logs
 
     async with connect(url, name="rolecall-import") as link:
         logs = await session_logs(link, session_filter(args.session))
-    if args.batch is not None:
-        logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
-    docs = [doc for log in logs.values() if (doc := log.document()) is not None]
+        if args.batch is not None:
+            logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
+        docs = [doc for log in logs.values() if (doc := log.document()) is not None]
+        imported_ids = {doc.session_id for doc in docs}
+        names = sorted(
+            {log.batch for sid, log in logs.items() if log.batch and sid in imported_ids}
+        )
+        batches: dict[str, StoredBatch] = {name: await stored_batch(link, name) for name in names}
     if not docs:
         what = args.session or (f"batch {args.batch}" if args.batch else "any session")
         print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
@@ -187,12 +195,52 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             else:
                 imported += 1
             await store.import_document(doc)
+        listed = await _record_batches(store, url, batches, logs)
     if not args.quiet:
         print(
             f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
             f"{len(docs) - imported - updated} already up to date"
         )
+        for name in listed:
+            print(f"batch {name}: `rolecall sessions list --batch {name}` lists its sessions")
     return 0
+
+
+async def _record_batches(
+    store: SessionStore, url: str, batches: dict[str, StoredBatch], logs: dict[str, SessionLog]
+) -> list[str]:
+    """Record each batch of the imported sessions in the store's batch tables, as a local
+    batch is (``sessions list --batch NAME``, the web view's filter); the names recorded.
+    A batch of that name run here is left alone, with a warning."""
+    from rolecall.batch.results import RunResult
+    from rolecall.storage.batches import BatchTables
+    from rolecall.storage.data_store import sqlite_only
+
+    tables = BatchTables(sqlite_only(store, "sessions import"))
+    recorded = []
+    for name, stored in batches.items():
+        runs: dict[int, tuple[int, str | None, RunResult | None]] = {}
+        for run, result in stored.results.items():  # a run's session id is its job's
+            sid = result.session_id
+            runs[run] = (run, sid if sid and await store.has(sid) else None, result)
+        for sid, log in logs.items():
+            if log.batch == name and log.run and await store.has(sid):
+                ended = stored.results.get(log.run)
+                runs[log.run] = (log.run, sid, ended if ended and ended.session_id == sid else None)
+        plan = {
+            "nats": url,
+            "world": stored.plan.world if stored.plan else None,
+            "runs": stored.plan.runs if stored.plan else None,
+        }
+        if await tables.record_imported(name, plan, sorted(runs.values())):
+            recorded.append(name)
+        else:
+            print(
+                f"rolecall: this data directory has a batch named {name!r} of its own; the "
+                "imported sessions of the cluster's batch are not listed under it",
+                file=sys.stderr,
+            )
+    return recorded
 
 
 def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
