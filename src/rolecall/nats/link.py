@@ -94,6 +94,7 @@ def nats_url(explicit: str | None) -> str | None:
                 f"{flag} expects a URL like nats://127.0.0.1:4222 (several servers "
                 f"comma-separated), got {url!r}: {problems[0]}"
             )
+        url = ",".join(servers(url))  # no blanks: a hint naming it works pasted in a shell
     return url
 
 
