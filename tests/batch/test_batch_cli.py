@@ -208,3 +208,63 @@ def test_bad_vary_is_a_usage_error_before_anything_runs(cli: Cli, tmp_path: Path
     twice = [cli.run("batch", str(world), "--name", "b1", "-q") for _ in range(2)]
     assert twice[0].returncode == 0 and twice[1].returncode == 2
     assert "a batch named 'b1' already exists" in twice[1].stderr
+
+
+def test_an_out_that_cannot_be_written_is_a_usage_error_before_anything_runs(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """`--out DIR` used to run every run, then end in an IsADirectoryError traceback with
+    no results written."""
+    world = scripted_world(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "plain").write_text("", encoding="utf-8")
+    for out, message in [
+        ("results", "rolecall: --out results is a directory; give the path of a file"),
+        ("plain/x.jsonl", "rolecall: --out plain/x.jsonl: plain is not a directory"),
+    ]:
+        done = cli.run("batch", str(world), "--out", out)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == message + "\n"
+        assert not (cli.home / "rolecall.db").exists()  # nothing ran, nothing was stored
+    made = cli.run("batch", str(world), "--out", "new/folder/x.jsonl", "-q")
+    assert made.returncode == 0, made.stderr
+    assert [r["stop_reason"] for r in rows(tmp_path / "new/folder/x.jsonl")] == ["flow_end"]
+
+
+def test_results_that_cannot_be_written_at_the_end_say_how_to_write_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder made at --out while the batch ran (or a full disk): a message, exit 1."""
+    import argparse
+    import time
+
+    from rolecall.batch.results import RunResult
+    from rolecall.cli.batch_report import finish
+
+    (tmp_path / "late").mkdir()
+    args = argparse.Namespace(out=str(tmp_path / "late"), json=False, quiet=True)
+    done = RunResult(batch="b", run=1, session_id="s", stop_reason="flow_end", turns=3)
+    assert finish(args, "b", 1, [done], False, time.monotonic()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"rolecall: cannot write the results to {tmp_path / 'late'} (")
+    assert err.rstrip().endswith(
+        "the runs are stored: `rolecall batch --resume b --out FILE` writes them"
+    )
+
+
+def test_a_flow_yaml_value_is_one_value_and_out_records_it_as_yaml(
+    cli: Cli, tmp_path: Path
+) -> None:
+    world = scripted_world(tmp_path)
+    out = tmp_path / "v.jsonl"
+    done = cli.run(
+        "batch", str(world), "--vary", "settings.constraints=[be brief, be kind],[x]",
+        "--vary", "max_turns=1,2", "--out", str(out), "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [(r["settings.constraints"], r["max_turns"], r["turns"]) for r in rows(out)] == [
+        (["be brief", "be kind"], 1, 1),
+        (["be brief", "be kind"], 2, 2),
+        (["x"], 1, 1),
+        (["x"], 2, 2),
+    ]

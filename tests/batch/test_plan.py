@@ -74,6 +74,55 @@ def test_a_preset_role_is_varied_by_id() -> None:
     assert world.role("pro").model == "openai/gpt-4o-mini"
 
 
+def test_a_flow_yaml_value_or_a_quoted_one_is_one_value() -> None:
+    """`settings.constraints=[a, b]` used to be split at its comma (batch.md: "the value is
+    read as YAML (`4`, `0.5`, `null`, `[a, b]`)")."""
+    axes = parse_vary(
+        [
+            "settings.constraints=[a, b],[don't, c], [d]",
+            "settings.api_base={x: 1, y: [2, 3]},null",  # parsed here, checked by the world
+            'topic="Cats, or dogs?",Don\'t panic,x [y, z]',
+            "role.alice.persona='a sailor, retired',[an, odd]",
+        ]
+    )
+    assert [a.values for a in axes] == [
+        ("[a, b]", "[don't, c]", "[d]"),
+        ("{x: 1, y: [2, 3]}", "null"),
+        ('"Cats, or dogs?"', "Don't panic", "x [y", "z]"),
+        ("'a sailor, retired'", "[an, odd]"),
+    ]
+    # a bracket never closed splits at every comma, as before: the world says what is wrong
+    assert parse_vary(["settings.constraints=[a, b"])[0].values == ("[a", "b")
+    plan = plan_of(
+        RAW, "settings.constraints=[a, b],[c]", 'topic="Cats, or dogs?"', "max_turns=2,3"
+    )
+    worlds = [plan.worlds[s.combination] for s in plan.runs]
+    assert [w.settings.constraints for w in worlds] == [["a", "b"]] * 2 + [["c"]] * 2
+    assert {w.topic for w in worlds} == {"Cats, or dogs?"}  # a quoted text is the text
+
+
+def test_a_result_records_the_values_as_written_into_the_world() -> None:
+    """`max_turns: "6"` in --out used to be text; a list is a list."""
+    from rolecall.batch.plan import recorded_values
+
+    texts = {
+        "max_turns": "6",
+        "settings.constraints": "[a, b]",
+        "settings.memory_window": "null",
+        "topic": '"Cats, or dogs?"',
+        "role.alice.model": "123",
+    }
+    assert recorded_values(texts) == {
+        "max_turns": 6,
+        "settings.constraints": ["a", "b"],
+        "settings.memory_window": None,
+        "topic": "Cats, or dogs?",
+        "role.alice.model": "123",  # a model's name stays text
+    }
+    row = RunResult(batch="b", run=1, values=recorded_values(texts)).row()
+    assert RunResult.from_row(row).values == recorded_values(texts)  # read back as written
+
+
 def test_every_problem_is_listed_at_once() -> None:
     with pytest.raises(VaryError) as caught:
         plan_of(

@@ -53,6 +53,76 @@ def test_an_unreachable_server_is_exit_1_naming_the_url_at_once(cli: Cli, tmp_pa
     assert bad.returncode == 2 and "--nats expects a URL like nats://" in bad.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("nats://127.0.0.1:99999", "the port '99999' is not a number from 1 to 65535"),
+        ("nats://127.0.0.1:abc", "the port 'abc' is not a number from 1 to 65535"),
+        ("nats://127.0.0.1:0", "the port 0 is not a number from 1 to 65535"),
+        ("nats://a:1,", "an empty server in the list"),
+        ("nats://a:1,b:2", "'b:2' has no scheme (nats://)"),
+        ("http://a:1", "the scheme 'http://' is not one of nats://, tls://, ws://, wss://"),
+        ("nats://:4222", "'nats://:4222' names no host"),
+        ("nats://a:1/x", "'nats://a:1/x' has more than a host and port"),
+        ("ws://a:1,nats://b:2", "cannot be mixed with nats:// or tls:// ones"),
+    ],
+)
+def test_a_url_nats_py_cannot_use_is_a_usage_error(url: str, problem: str) -> None:
+    """nats-py's ``invalid connect url option`` used to end every command in a traceback."""
+    from rolecall.nats.link import nats_url
+
+    with pytest.raises(UsageError, match="--nats expects a URL like nats://") as caught:
+        nats_url(url)
+    assert str(caught.value).endswith(problem)
+
+
+def test_several_servers_are_one_comma_separated_url(nats: NatsServer) -> None:
+    from rolecall.nats.link import connect, nats_url, servers
+
+    down = f"nats://127.0.0.1:{free_port()}"
+    url = f"{down}, {nats.url}"
+    assert nats_url(url) == f"{down},{nats.url}"  # as the hints print it
+    assert servers(url) == [down, nats.url]
+
+    async def reach() -> str:
+        async with connect(url) as link:
+            return str(link.nc.connected_url.netloc if link.nc.connected_url else "")
+
+    assert anyio.run(reach) == f"127.0.0.1:{nats.port}"
+
+
+def test_bad_nats_urls_and_ack_waits_are_exit_2_on_every_command(cli: Cli, tmp_path: Path) -> None:
+    world = str(scripted_world(tmp_path))
+    bad = "nats://127.0.0.1:99999"
+    for argv in (
+        ["run", world],
+        ["batch", world],
+        ["worker"],
+        ["watch", "--all"],
+        ["sessions", "import"],
+        ["web"],
+    ):
+        done = cli.run(*argv, "--nats", bad)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert done.stderr.startswith("rolecall: --nats expects a URL like nats://"), argv
+        assert "Traceback" not in done.stderr
+    from_env = cli.run("watch", "--all", ROLECALL_NATS_URL="nats://h:1,nats://h:abc")
+    assert from_env.returncode == 2, from_env.stderr
+    assert "rolecall: ROLECALL_NATS_URL expects a URL like nats://" in from_env.stderr
+    assert from_env.stderr.rstrip().endswith("the port 'abc' is not a number from 1 to 65535")
+    done = cli.run("worker", "--nats", "nats://127.0.0.1:4222", "--ack-wait", "nan")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "rolecall: --ack-wait must be from 1 to 86400 seconds, got nan\n"
+
+    from rolecall.cli.main import build_parser
+    from rolecall.cli.nats_cmd import cmd_worker
+
+    for wait in ("inf", "1e12", "-5", "0", "0.5"):
+        args = build_parser().parse_args(["worker", "--nats", "nats://a:1", "--ack-wait", wait])
+        with pytest.raises(UsageError, match=r"--ack-wait must be from 1 to 86400 seconds"):
+            cmd_worker(args)
+
+
 def test_a_server_without_jetstream_is_exit_1_saying_how_to_start_it(
     cli: Cli, tmp_path: Path
 ) -> None:

@@ -125,7 +125,7 @@ def read_vary(
                 continue
             values = [v for v in raw if v]
         else:
-            values = [v.strip() for v in rest.split(",")]
+            values = [v.strip() for v in split_values(rest)]
             if any(not v for v in values):
                 problems.append(f"{key}: empty value in {rest!r} (values are comma-separated)")
                 continue
@@ -140,12 +140,90 @@ def read_vary(
     return axes, problems
 
 
+_CLOSING = {"[": "]", "{": "}"}
+
+
+def split_values(text: str) -> list[str]:
+    """``V1,V2,...`` split at its commas, but not at those inside a value that is a YAML
+    flow collection or a quoted string (``[a, b]``, ``{x: 1, y: 2}``, ``"a, b"``): such
+    a value starts with its bracket or quote and runs to the matching close. Brackets
+    and quotes elsewhere in a value are plain text (``Don't panic``, ``x [y], z``). A
+    bracket or quote never closed: a plain split at every comma, as before.
+    """
+    values: list[str] = []
+    current = ""
+    closers: list[str] = []  # the brackets (and the quote) open at this point
+    i = 0
+    while i < len(text):
+        c = text[i]
+        quote = closers[-1] if closers and closers[-1] in "'\"" else None
+        if quote is not None:
+            if quote == '"' and c == "\\" and i + 1 < len(text):  # "a \" b": an escape
+                current += text[i : i + 2]
+                i += 2
+                continue
+            if c == quote and quote == "'" and text[i + 1 : i + 2] == "'":  # 'it''s'
+                current += "''"
+                i += 2
+                continue
+            if c == quote:
+                closers.pop()
+        elif closers or not current.strip():  # inside a flow value, or at a value's start
+            if c in _CLOSING:
+                closers.append(_CLOSING[c])
+            elif c in "'\"" and current.rstrip()[-1:] in ("", "[", "{", ",", ":"):
+                closers.append(c)  # a quoted scalar: at the start of a value or an item
+            elif closers and c == closers[-1]:
+                closers.pop()
+            elif c == "," and not closers:
+                values.append(current)
+                current = ""
+                i += 1
+                continue
+        elif c == ",":
+            values.append(current)
+            current = ""
+            i += 1
+            continue
+        current += c
+        i += 1
+    if closers:  # never closed: not a flow value after all
+        return text.split(",")
+    values.append(current)
+    return values
+
+
 def _scalar(value: str) -> Any:
-    """A settings value as YAML reads it (``3`` → 3, ``null`` → None); text stays text."""
+    """A settings value as YAML reads it (``3`` → 3, ``null`` → None, ``[a, b]`` → a
+    list); text YAML cannot read stays text."""
     try:
         return yaml.safe_load(value)
     except yaml.YAMLError:
         return value
+
+
+def _text(value: str) -> str:
+    """A text value (a topic, a model, a persona): a quoted one without its quotes
+    (``"a, b"`` → ``a, b``); any other as given."""
+    if value[:1] in ("'", '"') and value[-1:] == value[:1]:
+        parsed = _scalar(value)
+        if isinstance(parsed, str):
+            return parsed
+    return value
+
+
+def value_of(key: str, value: str) -> Any:
+    """One ``--vary`` value as it is written into the world: read as YAML for
+    ``max_turns`` and ``settings.NAME``, text (unquoted) for the other keys."""
+    if key == "max_turns" or _SETTINGS_KEY.match(key):
+        return _scalar(value)
+    return _text(value)
+
+
+def recorded_values(values: Mapping[str, str]) -> dict[str, Any]:
+    """A run's varied values as its result row records them: as written into its world
+    (``max_turns: 6``, not ``"6"``; a list as a list)."""
+    return {key: value_of(key, value) for key, value in values.items()}
 
 
 def _role_entry(raw: dict[str, Any], role_id: str) -> dict[str, Any]:
@@ -164,18 +242,19 @@ def _role_entry(raw: dict[str, Any], role_id: str) -> dict[str, Any]:
 def apply_values(raw: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
     """The raw world document with one combination of varied values written into it."""
     out = copy.deepcopy(dict(raw))
-    for key, value in values.items():
+    for key, text in values.items():
+        value = value_of(key, text)
         if key == "topic":
             out["topic"] = value
         elif key == "model":
             out["model"] = value
         elif key == "max_turns":
             settings = dict(out.get("settings") or {})
-            settings["max_turns"] = _scalar(value)
+            settings["max_turns"] = value
             out["settings"] = settings
         elif match := _SETTINGS_KEY.match(key):
             settings = dict(out.get("settings") or {})
-            settings[match.group(1)] = _scalar(value)
+            settings[match.group(1)] = value
             out["settings"] = settings
         elif match := _ROLE_KEY.match(key):
             entry = _role_entry(out, match.group(1))

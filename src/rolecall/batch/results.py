@@ -39,7 +39,7 @@ class RunResult(BaseModel):
     batch: str
     run: int
     session_id: str | None = None
-    values: dict[str, str] = Field(default_factory=dict)
+    values: dict[str, Any] = Field(default_factory=dict)  # as written into the run's world
     stop_reason: str | None = None
     turns: int = 0
     input_tokens: int = 0
@@ -63,7 +63,7 @@ class RunResult(BaseModel):
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunResult:
-        values = {k: str(v) for k, v in row.items() if k not in FIXED_FIELDS}
+        values = {k: v for k, v in row.items() if k not in FIXED_FIELDS}
         return cls.model_validate({**{k: row.get(k) for k in FIXED_FIELDS}, "values": values})
 
 

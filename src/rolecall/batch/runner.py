@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from rolecall.api.tuning import tune_gc
-from rolecall.batch.plan import BatchPlan, RunSpec
+from rolecall.batch.plan import BatchPlan, RunSpec, recorded_values
 from rolecall.batch.results import RunResult
 from rolecall.bus import Envelope, ErrorEvent, EventBus
 from rolecall.errors import RolecallError
@@ -195,7 +195,7 @@ def result_of(
         batch=batch,
         run=run,
         session_id=session.session_id if session is not None else None,
-        values=values,
+        values=recorded_values(values),
         stop_reason=state.stop_reason if state is not None and failure is None else None,
         turns=transcript.agent_turns if transcript is not None else 0,
         input_tokens=transcript.input_tokens if transcript is not None else 0,

@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=[],
         metavar="KEY=V1,V2",
         help=f"repeatable; the batch is the cross product. KEY: {KEYS_HELP}; "
+        "a value starting with [, { or a quote runs to its close, commas included; "
         "KEY=@FILE reads the values one per line",
     )
     p.add_argument("--runs", type=int, default=1, metavar="N", help="runs of each combination")
@@ -99,6 +100,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("batch needs a WORLD (or --resume NAME)")
     if args.session_file:
         raise UsageError("--session-file is for one session; export batch runs afterwards")
+    if args.out:
+        from rolecall.cli.flags import file_to_write
+
+        file_to_write(args.out, "--out")  # written at the end: refused before anything runs
 
 
 def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
@@ -199,6 +204,14 @@ async def _main(
                 known = await tables.names()
                 listed = f" (batches: {', '.join(known[-10:])})" if known else " (none stored)"
                 raise UsageError(f"no batch named {name!r} in this data directory{listed}")
+            if cluster := doc.get("nats"):  # imported by `sessions import`: run on a cluster
+                import shlex
+
+                again = f"rolecall batch --resume {name} --nats {shlex.quote(cluster)}"
+                raise UsageError(
+                    f"batch {name!r} ran on the NATS cluster at {cluster} (its sessions were "
+                    f"imported here): `{again}` finishes it there"
+                )
             plan = _plan_of(doc, args)
         else:
             await tables.create(name, doc)

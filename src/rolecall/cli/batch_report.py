@@ -25,8 +25,12 @@ def finish(
     from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 
     summary = Summary.of(name, total, results, time.monotonic() - started)
+    unwritten = None
     if args.out:
-        write_results(Path(args.out), results)
+        try:
+            write_results(Path(args.out), results)
+        except OSError as exc:  # checked before the batch ran; changed since, or a full disk
+            unwritten = f"{type(exc).__name__}: {exc.strerror or exc}"
     if args.json:
         import json
 
@@ -37,6 +41,13 @@ def finish(
     if nats is not None:
         gather = command(f"sessions import --batch {name} --nats {nats}", args)
         hint = f"`{gather}` gathers its sessions here"
+    if unwritten is not None:
+        where = "" if nats is None else f" --nats {nats}"
+        print(
+            f"rolecall: cannot write the results to {args.out} ({unwritten}); the runs are "
+            f"stored: `{command(f'batch --resume {name}{where} --out FILE', args)}` writes them",
+            file=sys.stderr,
+        )
     if interrupted:
         print(
             f"rolecall: interrupted; the runs in flight are saved as paused. "
@@ -56,6 +67,8 @@ def finish(
             f"{retry}; {hint}",
             file=sys.stderr,
         )
+        return EXIT_FAILURE
+    if unwritten is not None:
         return EXIT_FAILURE
     if not args.json and not args.quiet:
         print(f"batch {name} done; {hint}", file=sys.stderr)

@@ -119,3 +119,25 @@ def model_name(value: str) -> str:
             "in the world instead"
         )
     return value
+
+
+def file_to_write(value: str, flag: str) -> str:
+    """``value`` of ``flag`` (a file written at the end of a long command); a usage error
+    up front when it could not be: a directory, under a file, or in a folder this process
+    may not write to (missing folders are created)."""
+    import os
+    from pathlib import Path
+
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise UsageError(f"{flag} {value} is a directory; give the path of a file")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {value}: {folder} is not a directory")
+    special = path.exists() and not path.is_file()  # /dev/null, a pipe: written in place
+    if not special and not os.access(folder, os.W_OK | os.X_OK):
+        # the file is replaced atomically: a new file in its folder, renamed over it
+        raise UsageError(f"{flag} {value}: cannot write in {folder} (permission denied)")
+    return value

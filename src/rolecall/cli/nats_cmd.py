@@ -14,8 +14,10 @@ from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
     from rolecall.bus import EventBus
+    from rolecall.nats.jobs import StoredBatch
     from rolecall.nats.link import Link
-    from rolecall.nats.replay import Reorder, StreamEvent
+    from rolecall.nats.replay import Reorder, SessionLog, StreamEvent
+    from rolecall.storage.port import SessionStore
 
 
 def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -163,14 +165,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace, url: str) -> int:
     from rolecall.cli.wiring import open_store
+    from rolecall.nats.jobs import stored_batch
     from rolecall.nats.link import connect, session_filter
     from rolecall.nats.replay import session_logs
 
     async with connect(url, name="rolecall-import") as link:
         logs = await session_logs(link, session_filter(args.session))
-    if args.batch is not None:
-        logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
-    docs = [doc for log in logs.values() if (doc := log.document()) is not None]
+        if args.batch is not None:
+            logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
+        docs = [doc for log in logs.values() if (doc := log.document()) is not None]
+        imported_ids = {doc.session_id for doc in docs}
+        names = sorted(
+            {log.batch for sid, log in logs.items() if log.batch and sid in imported_ids}
+        )
+        batches: dict[str, StoredBatch] = {name: await stored_batch(link, name) for name in names}
     if not docs:
         what = args.session or (f"batch {args.batch}" if args.batch else "any session")
         print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
@@ -187,12 +195,52 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             else:
                 imported += 1
             await store.import_document(doc)
+        listed = await _record_batches(store, url, batches, logs)
     if not args.quiet:
         print(
             f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
             f"{len(docs) - imported - updated} already up to date"
         )
+        for name in listed:
+            print(f"batch {name}: `rolecall sessions list --batch {name}` lists its sessions")
     return 0
+
+
+async def _record_batches(
+    store: SessionStore, url: str, batches: dict[str, StoredBatch], logs: dict[str, SessionLog]
+) -> list[str]:
+    """Record each batch of the imported sessions in the store's batch tables, as a local
+    batch is (``sessions list --batch NAME``, the web view's filter); the names recorded.
+    A batch of that name run here is left alone, with a warning."""
+    from rolecall.batch.results import RunResult
+    from rolecall.storage.batches import BatchTables
+    from rolecall.storage.data_store import sqlite_only
+
+    tables = BatchTables(sqlite_only(store, "sessions import"))
+    recorded = []
+    for name, stored in batches.items():
+        runs: dict[int, tuple[int, str | None, RunResult | None]] = {}
+        for run, result in stored.results.items():  # a run's session id is its job's
+            sid = result.session_id
+            runs[run] = (run, sid if sid and await store.has(sid) else None, result)
+        for sid, log in logs.items():
+            if log.batch == name and log.run and await store.has(sid):
+                ended = stored.results.get(log.run)
+                runs[log.run] = (log.run, sid, ended if ended and ended.session_id == sid else None)
+        plan = {
+            "nats": url,
+            "world": stored.plan.world if stored.plan else None,
+            "runs": stored.plan.runs if stored.plan else None,
+        }
+        if await tables.record_imported(name, plan, sorted(runs.values())):
+            recorded.append(name)
+        else:
+            print(
+                f"rolecall: this data directory has a batch named {name!r} of its own; the "
+                "imported sessions of the cluster's batch are not listed under it",
+                file=sys.stderr,
+            )
+    return recorded
 
 
 def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -218,9 +266,10 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--ack-wait",
         type=float,
-        default=30.0,
+        default=None,
         metavar="S",
-        help="seconds a silent job waits before another worker takes it (default 30)",
+        help="seconds a silent job waits before another worker takes it (default 30); "
+        "set by the worker that creates the workers' shared consumer, kept by every other",
     )
     p.add_argument("--data-dir", help="where this worker stores sessions (env ROLECALL_HOME)")
     add_service_flags(p, quiet="no line per job")
@@ -228,12 +277,17 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from rolecall.cli.flags import at_least_one
+    from rolecall.nats.jobs import ACK_WAIT_RANGE
     from rolecall.nats.link import required_nats_url
 
     url = required_nats_url(args.nats, "worker")
     at_least_one(args.concurrency, "--concurrency")
-    if args.ack_wait < 1:
-        raise UsageError(f"--ack-wait must be at least 1 second, got {args.ack_wait:g}")
+    if args.ack_wait is not None:
+        low, high = ACK_WAIT_RANGE
+        if not low <= args.ack_wait <= high:  # also NaN, which compares false
+            raise UsageError(
+                f"--ack-wait must be from {low:g} to {high:g} seconds, got {args.ack_wait:g}"
+            )
     return anyio.run(_work, args, url)
 
 
@@ -243,14 +297,26 @@ async def _work(args: argparse.Namespace, url: str) -> int:
     from rolecall.batch.runner import BatchContext
     from rolecall.cli.wiring import memory_files, open_store, stream_pacing
     from rolecall.llm.registry import ModelRegistry
+    from rolecall.nats.jobs import ACK_WAIT_S, WORKERS
     from rolecall.nats.link import JOBS_STREAM
     from rolecall.nats.transport import open_transport
     from rolecall.nats.worker import Worker
 
     def ready() -> None:
+        in_force = worker.ack_wait
+        if args.ack_wait is not None and abs(args.ack_wait - in_force) > 1e-6:
+            print(
+                f"rolecall worker: --ack-wait {args.ack_wait:g} not applied: the workers' "
+                f"shared consumer {WORKERS} already has an ack wait of {in_force:g} s, set by "
+                "the worker that created it; this worker keeps its jobs alive by that one. To "
+                f"change it, stop every worker and delete the consumer {WORKERS} of "
+                f"{JOBS_STREAM} (its jobs stay queued); the next worker creates it again.",
+                file=sys.stderr,
+                flush=True,
+            )
         print(
             f"ready: worker pulling {JOBS_STREAM} from {url} ({args.concurrency} at once, "
-            f"ack wait {args.ack_wait:g} s)",
+            f"ack wait {in_force:g} s)",
             file=sys.stderr,
             flush=True,
         )
@@ -262,7 +328,12 @@ async def _work(args: argparse.Namespace, url: str) -> int:
         ctx = BatchContext(
             store=store, memory=memory_files(args), models=ModelRegistry(**stream_pacing(True))
         )
-        worker = Worker(ctx, transport, concurrency=args.concurrency, ack_wait=args.ack_wait)
+        worker = Worker(
+            ctx,
+            transport,
+            concurrency=args.concurrency,
+            ack_wait=ACK_WAIT_S if args.ack_wait is None else args.ack_wait,
+        )
         async with anyio.create_task_group() as tg:
 
             async def stop_on_signal() -> None:

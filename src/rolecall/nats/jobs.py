@@ -15,15 +15,28 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from rolecall.batch.results import RunResult
-from rolecall.nats.link import JOBS_STREAM, RESULTS_STREAM, Link, answered, subject_token
+from rolecall.nats.link import (
+    JOB_SUBJECTS,
+    JOBS_STREAM,
+    RESULTS_STREAM,
+    Link,
+    answered,
+    subject_token,
+)
+
+if TYPE_CHECKING:
+    from nats.js.api import ConsumerInfo
 
 SUBMIT_DEADLINE_S = 30.0
 WORKERS = "rolecall-workers"  # the one durable pull consumer every worker shares
+ACK_WAIT_S = 30.0  # the ack wait of the workers' consumer when a worker asks for none
+ACK_WAIT_RANGE = (1.0, 86_400.0)  # what --ack-wait accepts: a second to a day
+_CONSUMER_EXISTS = 10148  # JetStream's err_code: "consumer already exists" (with another config)
 
 
 def job_subject(batch: str) -> str:
@@ -158,6 +171,81 @@ async def queued_jobs(link: Link, batch: str) -> int:
 
     info: StreamInfo = await link.js.stream_info(JOBS_STREAM, subjects_filter=job_subject(batch))
     return sum((info.state.subjects or {}).values())
+
+
+async def workers_consumer(link: Link, ack_wait: float) -> float:
+    """Make sure the workers' shared consumer exists; the ack wait in force on it.
+
+    The consumer is created with ``ack_wait`` only when it does not exist yet, and then
+    with JetStream's ``create`` action, which never changes an existing consumer: a
+    worker starting at the same moment with another value cannot change the ack wait
+    under a worker that keeps its jobs alive by the first one (JetStream applies a
+    changed ack wait at once to the jobs in flight, so a shorter one would hand them to
+    another worker). Whichever worker creates it sets it; every worker reads it back and
+    keeps its jobs alive by it.
+    """
+    from nats.js.errors import NotFoundError
+
+    async def info() -> ConsumerInfo | None:
+        try:
+            found: ConsumerInfo = await link.js.consumer_info(JOBS_STREAM, WORKERS)
+        except NotFoundError:
+            return None
+        return found
+
+    found = await answered(link.url, "reading the workers' consumer", info)
+    if found is None:
+        found = await _create_workers_consumer(link, ack_wait)
+    if found is None:  # another worker created it meanwhile: its ack wait is in force
+        found = await answered(link.url, "reading the workers' consumer", info)
+    if found is None or found.config.ack_wait is None:
+        from rolecall.errors import RuntimeFailure
+
+        raise RuntimeFailure(
+            f"the NATS server at {link.url} lost the workers' consumer {WORKERS} as it was "
+            "created (was it deleted meanwhile?)"
+        )
+    return float(found.config.ack_wait)
+
+
+async def _create_workers_consumer(link: Link, ack_wait: float) -> ConsumerInfo | None:
+    """Create the workers' consumer with JetStream's ``create`` action (nats-py's
+    ``add_consumer`` sends none: create or update); None if it exists already."""
+    import json
+
+    from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
+
+    from rolecall.errors import RuntimeFailure
+
+    config = ConsumerConfig(
+        name=WORKERS,
+        durable_name=WORKERS,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait,
+        max_deliver=-1,
+        filter_subject=JOB_SUBJECTS,
+    )
+    request = {"stream_name": JOBS_STREAM, "config": config.as_dict(), "action": "create"}
+    reply = await answered(
+        link.url,
+        "creating the workers' consumer",
+        lambda: link.nc.request(
+            f"$JS.API.CONSUMER.CREATE.{JOBS_STREAM}.{WORKERS}",
+            json.dumps(request).encode(),
+            timeout=5,
+        ),
+    )
+    answer = json.loads(reply.data)
+    error = answer.get("error")
+    if error is None:
+        created: ConsumerInfo = ConsumerInfo.from_response(answer)
+        return created
+    if error.get("err_code") == _CONSUMER_EXISTS:
+        return None
+    raise RuntimeFailure(
+        f"the NATS server at {link.url} refused the workers' consumer {WORKERS} on "
+        f"{JOBS_STREAM}: {error.get('description') or error}"
+    )
 
 
 async def publish_result(link: Link, result: RunResult) -> None:

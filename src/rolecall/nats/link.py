@@ -75,11 +75,65 @@ def session_filter(session_id: str | None) -> str:
 
 
 def nats_url(explicit: str | None) -> str | None:
-    """``--nats URL``, else ``ROLECALL_NATS_URL``, else None (in-process)."""
+    """``--nats URL``, else ``ROLECALL_NATS_URL``, else None (in-process).
+
+    A usage error when it is not a URL nats-py can connect to (checked here, so that no
+    command meets nats-py's own ``invalid connect url option`` at connection time). A
+    comma-separated list names several servers of one cluster, as the ``nats`` tools
+    take it: :func:`servers` splits it.
+    """
     url = explicit or os.environ.get(ENV_URL) or None
-    if url is not None and "://" not in url:
-        raise UsageError(f"--nats expects a URL like nats://127.0.0.1:4222, got {url!r}")
+    if url is not None:
+        problems = [p for s in url.split(",") if (p := _url_problem(s.strip())) is not None]
+        websockets = {s.strip().startswith(("ws://", "wss://")) for s in url.split(",")}
+        if not problems and len(websockets) > 1:
+            problems.append("ws:// and wss:// servers cannot be mixed with nats:// or tls:// ones")
+        if problems:
+            flag = "--nats" if explicit else ENV_URL
+            raise UsageError(
+                f"{flag} expects a URL like nats://127.0.0.1:4222 (several servers "
+                f"comma-separated), got {url!r}: {problems[0]}"
+            )
+        url = ",".join(servers(url))  # no blanks: a hint naming it works pasted in a shell
     return url
+
+
+_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def _url_problem(server: str) -> str | None:
+    """What is wrong with one server's URL, or None."""
+    from urllib.parse import urlsplit
+
+    if not server:
+        return "an empty server in the list"
+    if "://" not in server:
+        return f"{server!r} has no scheme (nats://)"
+    try:
+        parts = urlsplit(server)
+        port = parts.port
+    except ValueError:
+        # a port that is not a number, or out of 0-65535 (urllib's own message varies)
+        netloc = server.split("://", 1)[1].split("/", 1)[0]
+        given = netloc.rsplit("@", 1)[-1].rpartition(":")[2]
+        return f"the port {given!r} is not a number from 1 to 65535"
+    if parts.scheme not in _SCHEMES:
+        return f"the scheme {parts.scheme + '://'!r} is not one of " + ", ".join(
+            f"{s}://" for s in _SCHEMES
+        )
+    if not parts.hostname:
+        return f"{server!r} names no host"
+    if port == 0:
+        return "the port 0 is not a number from 1 to 65535"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"{server!r} has more than a host and port"
+    return None
+
+
+def servers(url: str) -> list[str]:
+    """The servers of a ``--nats`` value checked by :func:`nats_url` (one, or several
+    comma-separated)."""
+    return [s.strip() for s in url.split(",")]
 
 
 def required_nats_url(explicit: str | None, command: str) -> str:
@@ -202,7 +256,7 @@ async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
         # connection gets CONNECT_DEADLINE_S, later ones as long as it takes
         with anyio.fail_after(CONNECT_DEADLINE_S):
             nc = await nats.connect(
-                url,
+                servers(url),
                 name=name,
                 connect_timeout=CONNECT_TIMEOUT_S,
                 allow_reconnect=True,

@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
+from rolecall.batch.plan import recorded_values
 from rolecall.batch.results import RunResult
 from rolecall.batch.runner import BatchContext, result_of, run_to_end
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.nats.bus import NatsBus, attach
-from rolecall.nats.jobs import WORKERS, Job, publish_result
-from rolecall.nats.link import JOB_SUBJECTS, JOBS_STREAM, session_filter
+from rolecall.nats.jobs import WORKERS, Job, publish_result, workers_consumer
+from rolecall.nats.link import JOBS_STREAM, answered, session_filter
 from rolecall.nats.replay import session_logs
 from rolecall.nats.transport import Transport
 
@@ -54,23 +55,19 @@ class Worker:
         self.ctx = ctx
         self.transport = transport
         self.slots = anyio.Semaphore(concurrency)  # acquired by the puller, released per job
-        self.ack_wait = ack_wait
+        self.ack_wait = ack_wait  # asked for; once bound, the one in force on the consumer
         self.stats = WorkerStats()
 
     async def run(self, ready: Callable[[], None]) -> None:
-        """Take jobs until cancelled; ``ready()`` once subscribed."""
-        from nats.js.api import AckPolicy, ConsumerConfig
-
-        js = self.transport.link.js
-        config = ConsumerConfig(
-            durable_name=WORKERS,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=self.ack_wait,
-            max_deliver=-1,
-            filter_subject=JOB_SUBJECTS,
-        )
-        pull = await js.pull_subscribe(
-            JOB_SUBJECTS, durable=WORKERS, stream=JOBS_STREAM, config=config
+        """Take jobs until cancelled; ``ready()`` once subscribed (``ack_wait`` is then
+        the ack wait in force on the shared consumer, which may differ from the one
+        asked for: the worker that created the consumer set it)."""
+        link = self.transport.link
+        self.ack_wait = await workers_consumer(link, self.ack_wait)
+        pull = await answered(
+            link.url,
+            "subscribing to the work queue",
+            lambda: link.js.pull_subscribe_bind(WORKERS, JOBS_STREAM),
         )
         ready()
         try:
@@ -97,6 +94,9 @@ class Worker:
             self.slots.release()
 
     async def _keep_alive(self, msg: Any) -> None:
+        """An in-progress acknowledgement every third of the ack wait in force on the
+        consumer (not the one this worker asked for: the consumer's is what JetStream
+        counts down)."""
         while True:
             await anyio.sleep(self.ack_wait / 3)
             await msg.in_progress()
@@ -132,7 +132,7 @@ class Worker:
                 batch=job.batch,
                 run=job.run,
                 session_id=job.session_id,
-                values=job.values,
+                values=recorded_values(job.values),
                 error=f"the world is invalid: {problems}",
             )
         live: list[Session] = []

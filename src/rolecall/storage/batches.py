@@ -3,11 +3,18 @@
 A batch is stored when it starts (its plan: the world document, the ``--vary`` axes,
 ``--runs``), each run's session id as soon as the session exists, and each run's result
 row once it ended; ``rolecall batch --resume NAME`` reads them back.
+
+A batch run on a NATS cluster is recorded here when ``sessions import`` stores its
+sessions (:meth:`BatchTables.record_imported`): its plan then names the cluster
+(``{"nats": URL, ...}``), and its runs are those the cluster's streams hold, so that
+``sessions list --batch NAME`` and the web view's batch filter find them as they find a
+local batch's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -89,3 +96,38 @@ class BatchTables:
             "SELECT session_id, batch FROM batch_runs WHERE session_id IS NOT NULL"
         )
         return {sid: name for sid, name in rows}
+
+    async def record_imported(
+        self,
+        name: str,
+        plan: dict[str, Any],
+        runs: Sequence[tuple[int, str | None, RunResult | None]],
+    ) -> bool:
+        """Record batch ``name`` of a NATS cluster (``plan`` holds ``"nats": URL``) and
+        its ``runs`` (run, the session stored here or None, its result or None), each
+        replacing what an earlier import recorded of it. False, recording nothing, when
+        this store has a batch of that name of its own (run here, not imported)."""
+        async with self.store._transaction(immediate=True) as db:
+            found = list(
+                await db.execute_fetchall("SELECT plan_json FROM batches WHERE name = ?", (name,))
+            )
+            if found and "nats" not in json.loads(found[0][0]):
+                return False
+            text = json.dumps(plan, ensure_ascii=False)
+            if found:
+                await db.execute("UPDATE batches SET plan_json = ? WHERE name = ?", (text, name))
+            else:
+                await db.execute(
+                    "INSERT INTO batches (name, plan_json, created_at) VALUES (?, ?, ?)",
+                    (name, text, datetime.now(UTC).isoformat()),
+                )
+            await db.executemany(
+                "INSERT INTO batch_runs (batch, run, session_id, result_json) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (batch, run) DO UPDATE SET session_id = excluded.session_id, "
+                "result_json = excluded.result_json",
+                [
+                    (name, run, sid, result.model_dump_json() if result is not None else None)
+                    for run, sid, result in runs
+                ],
+            )
+        return True
