@@ -151,8 +151,8 @@ def register_remote_roles(registry: Any, world: Any, link: Link | None) -> None:
         raise UsageError(
             f"role{'s' if len(remote) > 1 else ''} {', '.join(remote)} of world "
             f"'{world.name}' {'have' if len(remote) > 1 else 'has'} transport: nats: run with "
-            "--nats URL (or ROLECALL_NATS_URL) and start `rolecall agent ROLE --world W "
-            "--nats URL` for each"
+            "--nats URL (or ROLECALL_NATS_URL; nats=URL in Python) and start "
+            "`rolecall agent ROLE --world W --nats URL` for each"
         )
     for role in remote:
         timeout = world.settings.agent_timeout
