@@ -73,7 +73,11 @@ roles:
 
 
 def rolecall(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "rolecall.cli.main", *args],
@@ -82,6 +86,7 @@ def rolecall(
         capture_output=True,
         text=True,
         timeout=timeout,
+        input=stdin,
         check=False,
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -275,3 +276,37 @@ def test_a_failing_web_task_leaves_the_session_paused_with_its_error(
     # stored so: read from the store, the events end with the pause too
     stored_events = httpx.get(f"{web.url}/api/sessions/{sid}/events?after={last}", timeout=10)
     assert [e["seq"] for e in stored_events.json()] == [e["seq"] for e in events]
+
+
+def test_talking_to_a_stored_session_writes_every_agents_memory_file(
+    web: Server, place: Site
+) -> None:
+    """A session the server reopens to talk to keeps its memory files, as resume does."""
+    done = rolecall(
+        "chat",
+        "panel",
+        "--data-dir",
+        str(place.data),
+        "--json",
+        cwd=place.root,
+        stdin="@ecologist hello\n",
+    )
+    assert done.returncode == 0, done.stderr
+    sid = _stored_id(done)
+    said = httpx.post(
+        f"{web.url}/api/sessions/{sid}/say", json={"text": "@planner what next?"}, timeout=10
+    )
+    assert said.status_code < 300, said.text
+    memory = place.data / "memory" / sid
+
+    def lines(agent: str) -> list[dict[str, Any]]:
+        path = memory / f"{agent}.jsonl"
+        return [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+
+    deadline = time.monotonic() + 20
+    while not any(e["role"] == "assistant" for e in lines("planner")):
+        assert time.monotonic() < deadline, "the planner's reply never reached its memory"
+        time.sleep(0.05)
+    for agent in ("ecologist", "economist", "planner", "historian"):
+        contents = [e["content"] for e in lines(agent)]
+        assert "@ecologist hello" in contents and "@planner what next?" in contents, agent

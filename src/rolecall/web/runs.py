@@ -150,7 +150,7 @@ class LiveRuns:
         manager = open_served(
             world,
             session=session_id,
-            data_dir=self.data_dir if session_id is None else None,
+            data_dir=self.data_dir,
             store=self.store,
             model=model,
             models=self.models,
