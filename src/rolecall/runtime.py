@@ -209,13 +209,6 @@ class Session:
         else:
             self._pause(reason)
 
-    async def checkpoint(self) -> None:
-        """Run the end-of-turn hooks (the store, the session file, the NATS hand-over) for
-        what changed between turns (a pause, an error shown), once no turn is running."""
-        async with self._lock:
-            for hook in self.turn_hooks:
-                await hook(self)
-
     def cancel_pause(self) -> bool:
         """Withdraw a pause asked for during the current turn; True if one was pending."""
         requested, self._pause_requested = self._pause_requested, None

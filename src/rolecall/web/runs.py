@@ -72,7 +72,7 @@ async def _come_to_rest(run: LiveRun, failure: Exception | None) -> None:
         inner.bus.publish(ErrorEvent(error=str(failure) or type(failure).__name__, source="web"))
         inner.pause("error")
     try:
-        await inner.checkpoint()
+        await inner.persist()
     except Exception as exc:  # the store's own failure: the session is paused all the same
         log.warning("web_checkpoint_failed", session=run.session_id, error=str(exc))
 
@@ -220,11 +220,7 @@ class LiveRuns:
         if run.session.finished:
             raise UsageError(f"session {run.session_id} is finished")
         if action == "pause":
-            run.session.pause()
-            if not run.busy:  # paused at once: stored now (else when its turn ends)
-                start_soon(
-                    self.tg, run.session.runtime.checkpoint, name=f"web pause {run.session_id}"
-                )
+            run.session.pause()  # stored at once when idle, else when its turn ends
         elif action == "stop":
             run.session.stop()
             if not run.busy:
