@@ -17,6 +17,7 @@ import pytest
 from rolecall import open_session
 from tests.conftest import ROOT
 from tests.web.conftest import Server, Site, _stored_id, rolecall, start_server, stop_server
+from tests.web.test_flowedit import EDIT_WORLD
 
 IMAGE_WORLD = """\
 name: img
@@ -36,27 +37,6 @@ flow:
     - {id: s2, speaker: b}
 """
 
-EDIT_WORLD = """\
-# top comment
-name: edit
-title: 'Edit me'   # quoted title
-topic: "edit topic"
-model: offline
-settings:
-  max_turns: 6
-roles:
-  - id: a
-    name: Alice
-  - id: b
-    name: Bob
-flow:
-  steps:
-    - id: s1
-      speaker: a   # first
-    - id: s2
-      speaker: b
-      loop: {to: s1, max: 2}
-"""
 
 FULL_FORM = {
     "loop.0.to": "",
@@ -216,23 +196,6 @@ roles:
 flow:
   steps: [{id: s1, speaker: a}, {id: s2, speaker: b}]
 """
-
-
-def _stream(url: str) -> list[dict[str, Any]]:
-    """The events of an SSE stream up to its `end` (a stream that never ends fails)."""
-    events: list[dict[str, Any]] = []
-    kind = "message"
-    with httpx.stream("GET", url, timeout=httpx.Timeout(10, read=15)) as response:
-        for line in response.iter_lines():
-            if line.startswith("event:"):
-                kind = line.split(":", 1)[1].strip()
-            elif line.startswith("data:"):
-                if kind == "end":
-                    return events
-                events.append(json.loads(line.split(":", 1)[1]))
-            elif not line:
-                kind = "message"
-    raise AssertionError("the stream closed without its end event")
 
 
 def test_without_nats_a_world_with_remote_roles_is_refused_before_it_starts(
