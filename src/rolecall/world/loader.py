@@ -19,6 +19,7 @@ from rolecall.errors import NotTextError, UnknownRoleError, UsageError, WorldErr
 from rolecall.flows import conditions
 from rolecall.flows.model import Branch, Flow, Loop, Step
 from rolecall.paths import read_text
+from rolecall.world import yamlfile
 from rolecall.world.library import RoleLibrary, reserved_id, suggest
 from rolecall.world.models import Role, Settings, World
 from rolecall.world.positions import positions
@@ -105,51 +106,30 @@ def parse_world(
     path: Path | None = None,
 ) -> LoadedWorld:
     try:
-        raw = _load_yaml(text)
+        raw, duplicates = yamlfile.load(text)
     except RecursionError:
         raise WorldError(source, ["(top level): invalid YAML: nested too deeply"]) from None
     except yaml.YAMLError as exc:
-        raise WorldError(source, [_yaml_problem(exc)]) from None
+        raise WorldError(source, [yamlfile.problem_of(exc)]) from None
     if not isinstance(raw, dict):
         kind = type(raw).__name__ if raw is not None else "nothing"
         raise WorldError(source, [f"(top level): expected a mapping of world fields, got {kind}"])
+    # a key given twice: the file is refused, the repeats listed first, with the rest
+    repeated = [d.problem for d in duplicates]
+    repeated_at = {d.problem: d.where for d in duplicates}
     try:
-        return build_world(raw, source=source, library=library or RoleLibrary(), path=path)
+        loaded = build_world(raw, source=source, library=library or RoleLibrary(), path=path)
     except RecursionError:
         raise WorldError(source, ["(top level): the world file is nested too deeply"]) from None
     except WorldError as exc:
-        if exc.where or exc.source != source:
+        if exc.source != source or (exc.where and not repeated):
             raise
-        where = positions(text, exc.problems)
-        raise WorldError(source, exc.problems, exc.warnings, where=where) from None
-
-
-def _load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)``, by libyaml's parser when PyYAML has it (0.4 against 3.5
-    ms for a shipped world, at every start). A document libyaml rejects is read again
-    by the pure-Python parser: its result if it takes it, its error (and the messages
-    users know) if not. libyaml reads UTF-8: a string it cannot encode (a lone
-    surrogate, from JSON's ``\ud800``) goes to the pure-Python parser too."""
-    fast = getattr(yaml, "CSafeLoader", None)
-    if fast is not None:
-        try:
-            return yaml.load(text, Loader=fast)
-        except (yaml.YAMLError, UnicodeError):
-            pass
-    return yaml.safe_load(text)
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """One line: where (line and column, or character position) and what."""
-    mark = getattr(exc, "problem_mark", None)
-    if mark is not None:
-        where = f"line {mark.line + 1}, column {mark.column + 1}: "
-    elif isinstance(exc, yaml.reader.ReaderError):
-        where = f"character {exc.position + 1}: "
-    else:
-        where = ""
-    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
-    return f"{where}invalid YAML: {' '.join(str(problem).split())}"
+        where = {**(exc.where or positions(text, exc.problems)), **repeated_at}
+        problems = _dedupe([*repeated, *exc.problems])
+        raise WorldError(source, problems, exc.warnings, where=where) from None
+    if repeated:
+        raise WorldError(source, repeated, loaded.warnings, where=repeated_at)
+    return loaded
 
 
 def build_world(
