@@ -70,9 +70,9 @@ def test_a_role_file_that_is_not_utf8_is_a_problem_of_the_world(tmp_path: Path) 
     with pytest.raises(rolecall.WorldError) as info:
         rolecall.load_world(world, data_dir=tmp_path)
     assert info.value.problems == [
-        f"roles[0].template: {roles / 'mine.yaml'}: not UTF-8 text: byte 0xff at line 1, "
-        "column 15 (save it as UTF-8)",
-        f"roles[1].template: {roles / 'torn.yaml'}: invalid YAML at line 2, column 1: "
+        f"roles[0].template: role file {roles / 'mine.yaml'}: not UTF-8 text: byte 0xff at "
+        "line 1, column 15 (save it as UTF-8)",
+        f"roles[1].template: role file {roles / 'torn.yaml'}: line 2, column 1: invalid YAML: "
         "expected the node content, but found '<stream end>'",
     ]
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from rolecall.cli.manage import role_library
-from rolecall.world.library import builtin_roles
+from rolecall.errors import WorldError
+from rolecall.world.library import RoleLibrary, builtin_roles
 from rolecall.world.loader import load_world
 from tests.manage import call, files_under, records, rolecall, session_ids
 
@@ -327,3 +328,102 @@ def test_create_refuses_a_reserved_id(
     assert code == 2 and out == ""
     assert f"role id '{reserved}' is reserved (" in err and "pick another id" in err
     assert not (data_dir / "roles" / f"{reserved}.yaml").exists()
+
+
+# ------------------------------------------------------------------ broken role files
+BROKEN_ROLES = {
+    "listed": "- a\n",  # a list, not a mapping
+    "empty_list": "[]\n",  # falsy: was read as an empty role
+    "nope": "false\n",
+    "mine": "name: Mine\nfoo: 1\ntemperature: 9\n",
+    "twice": "name: A\nsystem_prompt: You help.\nname: B\n",
+    "chained": "template: teacher\nname: C\n",
+}
+
+
+def _broken_roles(home: Path) -> Path:
+    roles = home / "roles"
+    roles.mkdir(parents=True)
+    for rid, text in BROKEN_ROLES.items():
+        (roles / f"{rid}.yaml").write_text(text)
+    (roles / "fine.yaml").write_text("name: Fine\nsystem_prompt: You are fine.\n")
+    return roles
+
+
+def test_a_broken_role_file_is_a_problem_naming_that_file_and_its_line(tmp_path: Path) -> None:
+    roles = _broken_roles(tmp_path)
+    ids = [*BROKEN_ROLES, "fine"]
+    text = "name: w\nroles:\n" + "".join(f"  - template: {rid}\n" for rid in ids)
+    world = tmp_path / "w" / "world.yaml"
+    world.parent.mkdir()
+    world.write_text(text)
+    with pytest.raises(WorldError) as info:
+        load_world(world, RoleLibrary(roles))
+    mapping = "expected a mapping of role fields (id, name, system_prompt, ...), got"
+
+    def at(i: int, rid: str) -> str:
+        return f"roles[{i}].template: role file {roles / rid}.yaml: "
+
+    assert info.value.problems == [
+        at(0, "listed") + f"{mapping} list",
+        at(1, "empty_list") + f"{mapping} list",
+        at(2, "nope") + f"{mapping} bool",
+        at(3, "mine") + "line 2, column 1: foo: unknown field (fields: id, name, description, "
+        "system_prompt, style, constraints, model, temperature, max_tokens, api_base, "
+        "api_key_env, script, price, transport, respond)",
+        at(3, "mine") + "line 3, column 1: temperature: input should be less than or equal to 2 "
+        "(got 9)",
+        at(4, "twice") + "line 3, column 1: name: duplicate key (also at line 1)",
+        at(5, "chained") + "line 1, column 1: template: a role file cannot start from a "
+        "template; copy its fields instead (rolecall roles create ID --from TEMPLATE)",
+    ]
+    # nothing is blamed on the world file's own fields
+    assert not any(p.startswith("roles[3].foo") for p in info.value.problems)
+    assert "  line 6, column 5: roles[3].template: role file" in str(info.value)
+
+
+def test_roles_show_and_list_name_a_broken_role_file(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = _broken_roles(data_dir)
+    code, out, err = call(capsys, "roles", "show", "mine")
+    assert code == 2 and out == ""
+    assert err == (
+        f"rolecall: {roles / 'mine.yaml'}: 2 problems\n"
+        "  line 2, column 1: foo: unknown field (fields: id, name, description, system_prompt, "
+        "style, constraints, model, temperature, max_tokens, api_base, api_key_env, script, "
+        "price, transport, respond)\n"
+        "  line 3, column 1: temperature: input should be less than or equal to 2 (got 9)\n"
+    )
+    code, _, err = call(capsys, "roles", "show", "listed")
+    assert code == 2 and f"{roles / 'listed.yaml'}: expected a mapping of role fields" in err
+    code, _, err = call(capsys, "roles", "create", "copy", "--from", "twice")
+    assert code == 2 and f"{roles / 'twice.yaml'}: line 3, column 1: name: duplicate key" in err
+    code, _, err = call(capsys, "roles", "edit", "twice", "--style", "calm")
+    assert code == 2 and f"{roles / 'twice.yaml'}: line 3, column 1: name: duplicate key" in err
+
+    # list: every role listed, the broken ones flagged; their problems on stderr; exit 0
+    code, out, err = call(capsys, "roles", "list")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert "Fine" in rows["fine"] and "teacher" in rows
+    for rid in BROKEN_ROLES:
+        assert "(invalid: " in rows[rid], rows[rid]
+    assert f"warning: role file {roles / 'mine.yaml'}: line 2, column 1: foo: unknown field" in err
+    assert f"warning: role file {roles / 'listed.yaml'}: expected a mapping" in err
+    assert "Traceback" not in err
+
+
+def test_a_role_file_may_be_empty_or_name_any_role_field(tmp_path: Path) -> None:
+    roles = tmp_path / "roles"
+    roles.mkdir()
+    (roles / "blank.yaml").write_text("# nothing yet\n")
+    (roles / "coach.yaml").write_text(
+        "system_prompt: You coach.\nmodel: scripted\nscript: [go]\ntemperature: 0.2\n"
+        "price: {input_per_mtok: 1, output_per_mtok: 2}\n"
+    )
+    world = tmp_path / "world.yaml"
+    world.write_text("name: w\nroles: [{template: blank}, {template: coach}]\n")
+    loaded = load_world(world, RoleLibrary(roles))
+    assert loaded.world.role_ids == ["blank", "coach"]
+    assert loaded.world.role("coach").script == ["go"]

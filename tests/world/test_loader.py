@@ -263,3 +263,98 @@ def test_the_reserved_mention_words_are_reserved_ids() -> None:
     from rolecall.world.library import RESERVED_IDS
 
     assert RESERVED | {"system"} == set(RESERVED_IDS)
+
+
+# ------------------------------------------------------------------ keys given twice
+TWICE = """\
+name: twice
+roles:
+  - template: teacher
+  - template: student
+flow:
+  steps: [{id: a, speaker: teacher}]
+  stop: [{max_turns: 3}]
+  steps:
+    - {id: b, speaker: student}
+"""
+
+
+def test_a_key_given_twice_is_a_problem_with_its_line_and_column() -> None:
+    with pytest.raises(WorldError) as info:
+        parse_world(TWICE, source="w.yaml")
+    assert info.value.problems == ["flow.steps: duplicate key (also at line 6)"]
+    assert str(info.value) == (
+        "w.yaml: 1 problem\n  line 8, column 3: flow.steps: duplicate key (also at line 6)"
+    )
+
+
+def test_keys_given_twice_at_any_depth_are_listed_with_every_other_problem() -> None:
+    text = (
+        "name: x\n"
+        "topic: t\n"
+        "name: y\n"
+        "roles:\n"
+        "  - {id: a, name: A, name: B}\n"
+        "  - id: b\n"
+        "    sytem_prompt: hi\n"
+        "flow:\n"
+        "  steps:\n"
+        "    - id: s\n"
+        "      speaker: nobody\n"
+        "      speaker: a\n"
+        "      loop: {to: s, max: 2, max: 3}\n"
+    )
+    with pytest.raises(WorldError) as info:
+        parse_world(text, source="w.yaml")
+    lines = str(info.value).splitlines()
+    assert lines == [
+        "w.yaml: 5 problems",
+        "  line 3, column 1: name: duplicate key (also at line 1)",
+        "  line 5, column 22: roles[0].name: duplicate key (also at line 5)",
+        "  line 12, column 7: flow.steps[0].speaker: duplicate key (also at line 11)",
+        "  line 13, column 29: flow.steps[0].loop.max: duplicate key (also at line 13)",
+        "  line 7, column 5: roles[1].sytem_prompt: unknown field (did you mean system_prompt?)",
+    ]
+
+
+def test_a_problem_in_a_repeated_block_points_at_the_block_that_is_kept() -> None:
+    found = TWICE.replace("speaker: student", "speaker: studnt")
+    with pytest.raises(WorldError) as info:
+        parse_world(found, source="w.yaml")
+    assert "  line 9, column 15: flow.steps[0].speaker: no role 'studnt'" in str(info.value)
+
+
+def test_keys_a_merge_brings_in_are_not_repeats() -> None:
+    text = (
+        "name: x\n"
+        "roles:\n"
+        "  - &base {id: a, system_prompt: You teach., style: calm}\n"
+        "  - <<: *base\n"
+        "    id: b\n"
+    )
+    world = parse_world(text).world
+    assert world.role("b").system_prompt == "You teach." and world.role("b").style == "calm"
+    with pytest.raises(WorldError) as info:
+        parse_world(text + "    id: c\n")
+    assert info.value.problems == ["roles[1].id: duplicate key (also at line 5)"]
+
+
+def test_equal_keys_written_differently_are_repeats() -> None:
+    found = problems_of("name: x\nroles: [{id: a}]\nsettings: {max_turns: 3, 'max_turns': 4}\n")
+    assert found == ["settings.max_turns: duplicate key (also at line 3)"]
+
+
+@pytest.mark.parametrize(
+    "argv", [["worlds", "validate", "w"], ["run", "w", "-q", "--model", "offline"]]
+)
+def test_the_cli_refuses_a_world_with_a_key_given_twice(
+    data_dir: Path, tmp_path: Path, argv: list[str]
+) -> None:
+    from tests.cli.test_run_cli import rolecall
+
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "world.yaml").write_text(TWICE)
+    result = rolecall(*argv, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "line 8, column 3: flow.steps: duplicate key (also at line 6)" in result.stderr
+    assert "Traceback" not in result.stderr and not data_dir.exists()

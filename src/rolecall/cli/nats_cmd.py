@@ -183,6 +183,10 @@ async def _import(args: argparse.Namespace, url: str) -> int:
         what = args.session or (f"batch {args.batch}" if args.batch else "any session")
         print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
         return 1
+    from rolecall.session.document import check_document
+
+    for doc in docs:  # before anything is replaced: a stored copy is deleted to be updated
+        check_document(doc, f"session {doc.session_id}", damaged=f"damaged in the stream at {url}")
     imported = updated = 0
     async with open_store(args) as store:
         for doc in sorted(docs, key=lambda d: d.created_at):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rolecall.bus import Envelope
 from rolecall.errors import UsageError
 from rolecall.paths import safe_id
-from rolecall.session.document import SessionDocument, StateDoc
+from rolecall.session.document import SessionDocument, StateDoc, check_document
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
@@ -147,6 +147,7 @@ class MemoryStore:
         sid = safe_id(doc.session_id, "session id")
         if sid in self._sessions:
             return
+        check_document(doc, f"session {sid}")  # parts that disagree: nothing is stored
         state_text = doc.state.model_dump_json()
         self._sessions[sid] = _Stored(
             NewSession(

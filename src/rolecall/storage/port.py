@@ -137,7 +137,10 @@ class SessionStore(Protocol):
         ...
 
     async def import_document(self, doc: SessionDocument) -> None:
-        """Store a session read from a file (all of it), unless it is already stored."""
+        """Store a session read from a file (all of it), unless it is already stored.
+
+        A document whose parts disagree (``rolecall.session.document.inconsistency``)
+        is refused with UsageError and nothing is stored."""
         ...
 
     async def forget(self, session_id: str, agent: str) -> int:

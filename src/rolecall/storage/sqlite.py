@@ -44,7 +44,7 @@ from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.log import get_logger
 from rolecall.paths import data_dir_flag, db_path, safe_id
-from rolecall.session.document import SessionDocument, StateDoc
+from rolecall.session.document import SessionDocument, StateDoc, check_document
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
@@ -729,6 +729,7 @@ class SqliteStore:
         sid = safe_id(doc.session_id, "session id")
         if await self._exists(sid):
             return
+        check_document(doc, f"session {sid}")  # parts that disagree: nothing is stored
         try:
             await self._import(sid, doc)
         except OverflowError as exc:  # a count or token number past what SQLite holds

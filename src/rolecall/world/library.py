@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -12,8 +13,9 @@ from typing import Any
 
 import yaml
 
-from rolecall.errors import StorageError, UnknownRoleError, UsageError
+from rolecall.errors import NotTextError, StorageError, UnknownRoleError, UsageError
 from rolecall.paths import read_text
+from rolecall.world import yamlfile
 
 _ROLE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 ROLE_FIELDS = ("id", "name", "description", "system_prompt", "style", "constraints")
@@ -80,37 +82,82 @@ class RoleLibrary:
     def __contains__(self, role_id: object) -> bool:
         return isinstance(role_id, str) and role_id in self.ids()
 
+    def user_file(self, role_id: str) -> RoleFile | None:
+        """The user role ``role_id`` as read from its file (RoleFileError when it cannot
+        be read as one); None when it is a built-in or no user role has that id."""
+        if self.is_builtin(role_id):
+            return None
+        path = self._user_path(role_id)
+        if path is None or not path.is_file():
+            return None
+        return read_role_file(path)
+
     def get(self, role_id: str) -> dict[str, Any]:
         """The template's fields (a fresh dict), or UnknownRoleError with close matches.
 
-        A user role file that is not a YAML mapping in UTF-8 raises UsageError naming it.
+        A user role file that is not a YAML mapping in UTF-8 (or repeats a key) raises
+        RoleFileError naming it. Its fields are not checked here: the world loader's
+        ``role_template`` checks them against the role model.
         """
         builtin = builtin_roles().get(role_id)
         if builtin is not None:
             return dict(builtin)
-        path = self._user_path(role_id)
-        if path is not None and path.is_file():
-            data = _read_role_file(path)
+        found = self.user_file(role_id)
+        if found is not None:
+            data = dict(found.data)
             data.setdefault("id", role_id)
             return data
         raise UnknownRoleError(f"no role template '{role_id}'{suggest(role_id, self.ids())}")
 
 
-def _read_role_file(path: Path) -> dict[str, Any]:
-    """A user role's fields; UsageError naming the file when it is not a role file
-    (StorageError when it cannot be read, as for ``rolecall roles edit``)."""
+class RoleFileError(UsageError):
+    """A user role file that cannot be used: every problem found, each one line, starting
+    with its line and column in the file when known."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        if len(problems) == 1:
+            text = f"{path}: {problems[0]}"
+        else:
+            text = f"{path}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems)
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class RoleFile:
+    """A user role file read as YAML: its path, its text and its mapping of fields."""
+
+    path: Path
+    text: str
+    data: dict[str, Any]
+
+
+def read_role_file(path: Path) -> RoleFile:
+    """A user role file read: UTF-8, YAML, no key given twice, a mapping (an empty file
+    is an empty one). RoleFileError naming the file when it is not; StorageError when it
+    cannot be read, as for ``rolecall roles edit``."""
     try:
-        data = yaml.safe_load(read_text(path)) or {}
+        text = read_text(path)
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except NotTextError as exc:
+        raise RoleFileError(path, [f"{exc.problem} (save it as UTF-8)"]) from None
+    try:
+        data, duplicates = yamlfile.load(text)
+    except RecursionError:
+        raise RoleFileError(path, ["invalid YAML: nested too deeply"]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise UsageError(f"{path}: invalid YAML{where}: {' '.join(str(problem).split())}") from None
+        raise RoleFileError(path, [yamlfile.problem_of(exc)]) from None
+    if duplicates:
+        raise RoleFileError(path, [str(d) for d in duplicates])
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: a role file must hold a mapping of role fields")
-    return data
+        kind = type(data).__name__
+        fields = "id, name, system_prompt, ..."
+        raise RoleFileError(path, [f"expected a mapping of role fields ({fields}), got {kind}"])
+    return RoleFile(path, text, data)
 
 
 def suggest(name: str, choices: list[str] | tuple[str, ...], *, listing: bool = True) -> str:

@@ -19,7 +19,8 @@ from rolecall.errors import NotTextError, UnknownRoleError, UsageError, WorldErr
 from rolecall.flows import conditions
 from rolecall.flows.model import Branch, Flow, Loop, Step
 from rolecall.paths import read_text
-from rolecall.world.library import RoleLibrary, reserved_id, suggest
+from rolecall.world import yamlfile
+from rolecall.world.library import RoleFileError, RoleLibrary, reserved_id, suggest
 from rolecall.world.models import Role, Settings, World
 from rolecall.world.positions import positions
 
@@ -105,51 +106,30 @@ def parse_world(
     path: Path | None = None,
 ) -> LoadedWorld:
     try:
-        raw = _load_yaml(text)
+        raw, duplicates = yamlfile.load(text)
     except RecursionError:
         raise WorldError(source, ["(top level): invalid YAML: nested too deeply"]) from None
     except yaml.YAMLError as exc:
-        raise WorldError(source, [_yaml_problem(exc)]) from None
+        raise WorldError(source, [yamlfile.problem_of(exc)]) from None
     if not isinstance(raw, dict):
         kind = type(raw).__name__ if raw is not None else "nothing"
         raise WorldError(source, [f"(top level): expected a mapping of world fields, got {kind}"])
+    # a key given twice: the file is refused, the repeats listed first, with the rest
+    repeated = [d.problem for d in duplicates]
+    repeated_at = {d.problem: d.where for d in duplicates}
     try:
-        return build_world(raw, source=source, library=library or RoleLibrary(), path=path)
+        loaded = build_world(raw, source=source, library=library or RoleLibrary(), path=path)
     except RecursionError:
         raise WorldError(source, ["(top level): the world file is nested too deeply"]) from None
     except WorldError as exc:
-        if exc.where or exc.source != source:
+        if exc.source != source or (exc.where and not repeated):
             raise
-        where = positions(text, exc.problems)
-        raise WorldError(source, exc.problems, exc.warnings, where=where) from None
-
-
-def _load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)``, by libyaml's parser when PyYAML has it (0.4 against 3.5
-    ms for a shipped world, at every start). A document libyaml rejects is read again
-    by the pure-Python parser: its result if it takes it, its error (and the messages
-    users know) if not. libyaml reads UTF-8: a string it cannot encode (a lone
-    surrogate, from JSON's ``\ud800``) goes to the pure-Python parser too."""
-    fast = getattr(yaml, "CSafeLoader", None)
-    if fast is not None:
-        try:
-            return yaml.load(text, Loader=fast)
-        except (yaml.YAMLError, UnicodeError):
-            pass
-    return yaml.safe_load(text)
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """One line: where (line and column, or character position) and what."""
-    mark = getattr(exc, "problem_mark", None)
-    if mark is not None:
-        where = f"line {mark.line + 1}, column {mark.column + 1}: "
-    elif isinstance(exc, yaml.reader.ReaderError):
-        where = f"character {exc.position + 1}: "
-    else:
-        where = ""
-    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
-    return f"{where}invalid YAML: {' '.join(str(problem).split())}"
+        where = {**(exc.where or positions(text, exc.problems)), **repeated_at}
+        problems = _dedupe([*repeated, *exc.problems])
+        raise WorldError(source, problems, exc.warnings, where=where) from None
+    if repeated:
+        raise WorldError(source, repeated, loaded.warnings, where=repeated_at)
+    return loaded
 
 
 def build_world(
@@ -199,13 +179,17 @@ def _apply_templates(roles: list[Any], library: RoleLibrary, problems: list[str]
             out.append({k: v for k, v in entry.items() if k != "template"})
             continue
         try:
-            base = library.get(name)
+            base = role_template(library, name)
         except UsageError as exc:  # no such template, or its role file cannot be used
-            problems.append(
-                f"roles[{i}].template: no role template '{name}'{suggest(name, library.ids())}"
-                if isinstance(exc, UnknownRoleError)
-                else f"roles[{i}].template: {exc}"
-            )
+            if isinstance(exc, RoleFileError):  # each problem in it, naming the file
+                at = f"roles[{i}].template: role file {exc.path}"
+                problems.extend(f"{at}: {problem}" for problem in exc.problems)
+            elif isinstance(exc, UnknownRoleError):
+                problems.append(
+                    f"roles[{i}].template: no role template '{name}'{suggest(name, library.ids())}"
+                )
+            else:
+                problems.append(f"roles[{i}].template: {exc}")
             merged = {k: v for k, v in entry.items() if k != "template"}
             merged.setdefault("id", name)
             out.append(merged)
@@ -214,6 +198,51 @@ def _apply_templates(roles: list[Any], library: RoleLibrary, problems: list[str]
         merged.setdefault("id", name)
         out.append(merged)
     return out
+
+
+def role_template(library: RoleLibrary, role_id: str) -> dict[str, Any]:
+    """The fields of template ``role_id`` (a fresh dict). A user role's file is checked
+    as a role: RoleFileError naming it, with every problem and its line and column there
+    (UnknownRoleError with close matches when no template has that id)."""
+    found = library.user_file(role_id)
+    if found is None:
+        return library.get(role_id)
+    problems = role_problems({**found.data, "id": found.data.get("id", role_id)})
+    if problems:
+        where = positions(found.text, problems)
+        ordered = sorted(problems, key=lambda p: _line_of(where.get(p)))  # as in the file
+        raise RoleFileError(found.path, [f"{where[p]}: {p}" if p in where else p for p in ordered])
+    data = dict(found.data)
+    data.setdefault("id", role_id)
+    return data
+
+
+def _line_of(where: str | None) -> tuple[int, int]:
+    """``line L, column C`` as (L, C), for sorting; a problem without one goes first."""
+    if where is None:
+        return (0, 0)
+    line, _, column = where.removeprefix("line ").partition(", column ")
+    return (int(line), int(column))
+
+
+def role_problems(data: dict[str, Any]) -> list[str]:
+    """What is wrong with ``data`` as a role of the library, one ``field: what`` each
+    (worlds.md fields; ``template:`` is for a world's roles, a role file has none)."""
+    problems: list[str] = []
+    if "template" in data:
+        problems.append(
+            "template: a role file cannot start from a template; copy its fields instead "
+            "(rolecall roles create ID --from TEMPLATE)"
+        )
+    try:
+        Role.model_validate(data)
+    except ValidationError as exc:
+        fields = {"role": tuple(f for f in Role.model_fields if f != "template")}
+        for problem in _format_validation(exc, within=("roles", 0), fields=fields):
+            path, _, what = problem.partition(": ")
+            field_path = path.removeprefix("roles[0]").removeprefix(".") or "(top level)"
+            problems.append(f"{field_path}: {what}")
+    return problems
 
 
 # ------------------------------------------------------------ pydantic errors
@@ -248,23 +277,30 @@ def _kind_of(loc: tuple[Any, ...]) -> str:
     return "condition"
 
 
-def _format_validation(exc: ValidationError) -> list[str]:
+def _format_validation(
+    exc: ValidationError,
+    within: tuple[str | int, ...] = (),
+    fields: dict[str, tuple[str, ...]] | None = None,
+) -> list[str]:
+    """One line per error. ``within`` is where the validated value sits in a world;
+    ``fields`` replaces the known fields of a kind of thing (for hints)."""
     out = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
+        loc = (*within, *err["loc"])
         where = _path(loc)
         kind = err["type"]
         value = err.get("input")
         if kind == "extra_forbidden":
             key = str(loc[-1]) if str(loc[-1]).isprintable() else repr(loc[-1])
             kind = _kind_of(loc)
-            fields = _world_fields() if kind == "world" else _FIELDS.get(kind, _COND_FIELDS)
-            if key in fields:  # a real field, but not of this kind of thing
+            known = {**_FIELDS, **(fields or {})}
+            names = _world_fields() if kind == "world" else known.get(kind, _COND_FIELDS)
+            if key in names:  # a real field, but not of this kind of thing
                 what = "this kind of condition" if kind == "condition" else f"a {kind}"
                 out.append(f"{where}: '{key}' does not apply to {what}")
                 continue
-            hint = suggest(key, list(fields), listing=False)
-            out.append(f"{where}: unknown field{hint or ' (fields: ' + ', '.join(fields) + ')'}")
+            hint = suggest(key, list(names), listing=False)
+            out.append(f"{where}: unknown field{hint or ' (fields: ' + ', '.join(names) + ')'}")
         elif kind == "missing":
             if loc and loc[-1] == "max" and "loop" in loc:
                 out.append(f"{where}: a loop needs max (an integer 1..10000)")

@@ -26,10 +26,9 @@ def _mark(root: yaml.Node, parts: list[str | int]) -> yaml.Mark | None:
     for part in parts:
         child: yaml.Node | None = None
         if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-            for key, value in node.value:
+            for key, value in node.value:  # the last of repeated keys: the one that is kept
                 if isinstance(key, yaml.ScalarNode) and key.value == part:
                     mark, child = key.start_mark, value
-                    break
         elif (
             isinstance(node, yaml.SequenceNode)
             and isinstance(part, int)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rolecall.cli.manage.common import _add, _atomic_write, _clip, _common, _data, _say, _table
@@ -182,20 +183,13 @@ def _field_updates(args: argparse.Namespace) -> dict[str, Any]:
 
 def _validated(data: dict[str, Any], source: str) -> dict[str, Any]:
     """``data`` if it makes a valid role (worlds.md fields), else every problem listed."""
-    from pydantic import ValidationError
-
     from rolecall.errors import UsageError
-    from rolecall.world.models import Role
+    from rolecall.world.loader import role_problems
 
-    try:
-        Role.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(role)"
-            msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-            problems.append(f"  {where}: {msg}")
-        raise UsageError(f"{source}: not a valid role\n" + "\n".join(problems)) from None
+    problems = role_problems(data)
+    if problems:
+        lines = "\n".join(f"  {p}" for p in problems)
+        raise UsageError(f"{source}: not a valid role\n{lines}")
     return data
 
 
@@ -221,20 +215,11 @@ def _dump_yaml(data: dict[str, Any]) -> str:
 
 
 def _read_user_role(path: Path) -> dict[str, Any]:
-    import yaml
+    """The role file's fields as written (RoleFileError naming it when it is not a YAML
+    mapping in UTF-8, or repeats a key); checked again once edited."""
+    from rolecall.world.library import read_role_file
 
-    from rolecall.errors import StorageError, UsageError
-    from rolecall.paths import read_text
-
-    try:
-        data = yaml.safe_load(read_text(path))  # not UTF-8: NotTextError, a UsageError
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: invalid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: a role file must hold a mapping of role fields")
-    return data
+    return read_role_file(path).data
 
 
 def _create_file(path: Path, text: str) -> None:
@@ -266,20 +251,24 @@ def cmd_roles(args: argparse.Namespace) -> int:
 
 
 def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
+    """Every role; a user role file that cannot be used is listed as invalid (its
+    problems on stderr, naming the file) and the others are listed as usual: exit 0."""
     from rolecall.errors import RolecallError
-    from rolecall.world.library import builtin_roles
+    from rolecall.world.library import RoleFileError, builtin_roles
+    from rolecall.world.loader import role_template
 
     rows: list[tuple[str, ...]] = []
     for rid in sorted(builtin_roles()):
         role = builtin_roles()[rid]
         rows.append((rid, "built-in", str(role.get("name", "")), _clip(role["description"], 60)))
     user = library.user_ids()
+    broken: list[str] = []
     for rid in user:
         if library.is_builtin(rid):
             rows.append((rid, "user", "", "(ignored: a built-in has this id)"))
             continue
         try:
-            role = library.get(rid)
+            role = role_template(library, rid)
             rows.append(
                 (
                     rid,
@@ -288,9 +277,13 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
                     _clip(str(role.get("description", "")), 60),
                 )
             )
+        except RoleFileError as exc:
+            rows.append((rid, "user", "", f"(invalid: {_clip(exc.problems[0], 50)})"))
+            broken.extend(f"warning: role file {exc.path}: {p}" for p in exc.problems)
         except (RolecallError, OSError, ValueError) as exc:
             problem = str(exc).removeprefix(f"{library.user_dir}/{rid}.yaml: ")  # the row names it
             rows.append((rid, "user", "", f"(invalid: {_clip(problem, 50)})"))
+            broken.append(f"warning: {exc}")
     rows.sort(key=lambda r: (r[1] != "user", r[0]))
     print(_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
     _say(
@@ -298,11 +291,15 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
         f"\n{len(builtin_roles())} built-in (read-only), {len(user)} user "
         f"({library.user_dir}); use one in a world as `template: <id>`",
     )
+    if broken:
+        print("\n".join(broken), file=sys.stderr)
     return 0
 
 
 def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
-    data = library.get(role_id)
+    from rolecall.world.loader import role_template
+
+    data = role_template(library, role_id)  # a broken role file: RoleFileError, exit 2
     if library.is_builtin(role_id):
         copy = _copy_command(role_id, args)
         head = f"# {role_id}: built in, read-only (copy it: {copy})"
@@ -337,8 +334,9 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     data: dict[str, Any] = {}
     template = getattr(args, "from_template", None)
     if template is not None:
-        data = library.get(_role_id(template, "template id"))
-        data.pop("template", None)
+        from rolecall.world.loader import role_template
+
+        data = role_template(library, _role_id(template, "template id"))
     elif not updates.get("system_prompt"):
         raise UsageError(
             "a new role needs --system-prompt P (or --from TEMPLATE to start from another role)"
