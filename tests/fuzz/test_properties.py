@@ -261,6 +261,13 @@ def test_key_with_a_line_break_is_one_problem_line() -> None:
     check_world('name: w\nroles: [{id: a}]\nsettings: {"max\\nturns": 3}\n')
 
 
+def test_an_unknown_mode_with_a_line_break_is_one_problem_line() -> None:
+    check_world('name: w\nmode: "\\n"\nroles: [{id: a}]\n')
+    check_world(
+        'name: w\nroles: [{id: a}]\nflow: {steps: [{id: s, speaker: a}], stop: [{mode: "a\\nb"}]}\n'
+    )
+
+
 def test_alias_bomb_is_refused_without_expanding_it() -> None:
     anchors = ["  a: &a [x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 9):

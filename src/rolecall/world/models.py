@@ -27,8 +27,8 @@ def _known_mode(name: str) -> str:
     if name not in modes:
         raise PydanticCustomError(
             "unknown_mode",
-            "no mode '{name}' (modes: {modes})",
-            {"name": name, "modes": ", ".join(modes)},
+            "no mode {name} (modes: {modes})",
+            {"name": repr(name), "modes": ", ".join(modes)},
         )
     return name
 

@@ -31,8 +31,8 @@ class ModeCond(CondModel):
         if value not in words:
             raise PydanticCustomError(
                 "unknown_mode_condition",
-                "no mode condition '{word}' (mode conditions: {words})",
-                {"word": value, "words": ", ".join(words)},
+                "no mode condition {word} (mode conditions: {words})",
+                {"word": repr(value), "words": ", ".join(words)},
             )
         return value
 
