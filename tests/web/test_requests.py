@@ -281,3 +281,17 @@ def test_talking_to_a_stored_session_writes_every_agents_memory_file(
     for agent in ("ecologist", "economist", "planner", "historian"):
         contents = [e["content"] for e in lines(agent)]
         assert "@ecologist hello" in contents and "@planner what next?" in contents, agent
+
+
+def test_a_flow_post_to_a_world_with_a_key_given_twice_names_it_and_saves_nothing(
+    web: Server, place: Site
+) -> None:
+    (place.worlds / "twice").mkdir(exist_ok=True)
+    path = place.worlds / "twice" / "world.yaml"
+    text = EDIT_WORLD.replace("name: edit\n", "name: twice\n") + "topic: again\n"
+    path.write_text(text)
+    answer = httpx.post(f"{web.url}/w/twice/flow", data=FULL_FORM, timeout=10)
+    assert 400 <= answer.status_code < 500, answer.text
+    assert "duplicate key" in answer.text
+    assert path.read_text() == text
+    assert not any("Traceback" in line for line in web.stderr)

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rolecall import export
-from rolecall.errors import RolecallError
+from rolecall.errors import RolecallError, WorldError
 from rolecall.session.document import SessionDocument
 from rolecall.session.state import Message
 from rolecall.storage.browse import STATUSES, browse, choices, message_of, state_of, world_of
@@ -223,14 +223,19 @@ def _world(path: Any, ctx: WebContext) -> World:
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-async def _flow_form(request: Request, name: str, path: Any) -> dict[str, str]:
+async def _flow_form(request: Request, name: str, path: Any, ctx: WebContext) -> dict[str, str]:
     """The flow page's form, every field of it (a 400 for anything else: nothing is saved)."""
     steps = flowedit.editable_steps(path)
     if steps is None:
+        try:
+            _world(path, ctx)
+        except WorldError as exc:  # what the page shows: every problem, with its line
+            raise HTTPException(
+                409, f"world {name!r} cannot be edited until it loads: {exc}; nothing was saved"
+            ) from None
         raise HTTPException(
             409,
-            f"world {name!r} has no flow steps of its own to edit (its mode makes its flow, "
-            "or its world.yaml does not parse)",
+            f"world {name!r} has no flow steps of its own to edit (its mode makes its flow)",
         )
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind not in FORM_TYPES:
@@ -268,7 +273,7 @@ async def world_flow(request: Request) -> Response:
     if request.method == "POST":
         if not local:
             raise HTTPException(403, f"world {name!r} is shipped with rolecall: copy it to edit it")
-        form = await _flow_form(request, name, path)
+        form = await _flow_form(request, name, path, ctx)
         result = flowedit.apply_form(path, form, roles_dir=ctx.data_dir / "roles")
         if result.saved:
             return RedirectResponse(f"/w/{name}/flow?saved=1", status_code=303)
