@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,30 @@ def test_an_unknown_mode_is_listed_once(tmp_path: Path) -> None:
     done = rolecall("worlds", "validate", str(world))
     assert done.returncode == 2
     assert "1 problem" in done.stderr and done.stderr.count("no mode 'chess'") == 1
+
+
+@pytest.mark.parametrize(
+    "args", [[b"debate", b"\xff\xfe bad bytes"], [b"run", b"classroom", b"--topic", b"caf\xe9"]]
+)
+def test_an_argument_that_is_not_utf8_is_named_before_anything_runs(
+    tmp_path: Path, args: list[bytes]
+) -> None:
+    done = subprocess.run(
+        [
+            sys.executable.encode(),
+            b"-m",
+            b"rolecall.cli.main",
+            *args,
+            b"--data-dir",
+            bytes(tmp_path),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "ROLECALL_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    shown = args[-1].decode("utf-8", "backslashreplace")
+    assert f"rolecall: the argument '{shown}' is not UTF-8 text" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+    assert not (tmp_path / "rolecall.db").exists()  # nothing ran

@@ -60,6 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rolecall.cli.suggest import parse
 
     words = sys.argv[1:] if argv is None else list(argv)
+    for word in words:
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 (Python kept them as surrogates)
+            shown = os.fsencode(word).decode("utf-8", "backslashreplace")
+            print(f"rolecall: the argument '{shown}' is not UTF-8 text", file=sys.stderr)
+            return 2
     # `rolecall run ...`: the other commands' parsers are not needed to parse it (nor
     # their help: `rolecall run --help` is the run command's own). With no command named
     # at all (`rolecall --help`, `rolecall`, a mistyped one), no command's parser is: the
