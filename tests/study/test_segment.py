@@ -171,6 +171,15 @@ def test_long_section_splits_into_numbered_parts() -> None:
     assert all(len(u.paragraphs) <= 5 for u in units)
 
 
+def test_a_book_length_section_is_cut_into_units_of_at_most_5() -> None:
+    """3,000 paragraphs without a heading: 600 units, nothing lost or reordered (the cut
+    keeps at most 5 partial cuts a unit: this took minutes and gigabytes before)."""
+    paragraphs = tuple(f"paragraph number {i:04d} of the long section" for i in range(3000))
+    chunks = split_units(paragraphs)
+    assert len(chunks) == 600 and all(len(c) == 5 for c in chunks)
+    assert sum(chunks, ()) == paragraphs
+
+
 TOPIC_A = (
     "Glaciers carve valleys as the glacier ice grinds bedrock; glacier valleys are wide.",
     "A glacier moving downhill plucks bedrock, and glacier ice leaves valleys shaped like U.",

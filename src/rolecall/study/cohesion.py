@@ -105,11 +105,17 @@ def cut_points(links: Sequence[float]) -> list[int]:
     best: list[dict[int, Best]] = [{0: (0.0, 0, ())}]
     for k in range(1, units + 1):
         row: dict[int, Best] = {}
+        # the units left after k can cover at most this many paragraphs: a cut before
+        # ``least`` can never be completed, so it is not kept (each row holds at most 5
+        # ends, and a long section costs time linear in its units, not cubic)
+        least = count - MAX_PARAGRAPHS * (units - k)
         for end, (cost, squares, sizes) in best[k - 1].items():
             for size in range(1, MAX_PARAGRAPHS + 1):
                 stop = end + size
                 if stop > count:
                     break
+                if stop < least:
+                    continue
                 cut = links[stop - 1] if stop < count else 0.0
                 candidate = (round(cost + cut, 2), squares + size * size, (*sizes, size))
                 known = row.get(stop)
