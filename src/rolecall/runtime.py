@@ -277,8 +277,13 @@ class Session:
         return done
 
     async def settle(self) -> None:
-        """Answer every reply that is due (chat), one at a time."""
+        """Answer every reply that is due (chat), one at a time.
+
+        A paused flow (or mode) stays paused: the replies due (an interjection) are
+        answered, then it is paused again, with its reason, as nothing of it runs.
+        """
         self.open()
+        held = self.state.pause_reason if self.state.state == "paused" else None
         if self.state.pending and self.state.state in ("created", "paused"):
             self._set_state("running")
         while self.state.pending and self.state.state == "running":
@@ -287,6 +292,9 @@ class Session:
             if not await self._turn(pending_only=True):
                 break
         self._check_requests()  # a pause or stop asked for during the last reply
+        flow = self.engine is not None or self.director is not None
+        if held is not None and flow and self.state.state == "running":
+            self._pause(held)
         await self.persist()
 
     def _check_requests(self) -> bool:

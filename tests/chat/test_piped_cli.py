@@ -125,6 +125,21 @@ def test_a_line_after_stop_is_ignored_and_said(world_dir: Path, tmp_path: Path) 
     assert messages == ["hello @alice", "alice answers #1"]
 
 
+def test_piped_fork_prints_how_to_go_on_and_quit_pauses_as_in_the_repl(
+    world_dir: Path, tmp_path: Path
+) -> None:
+    stdin = "hello @alice\n/fork m1\n/quit\n@bob never read\n"
+    result = rolecall("chat", str(world_dir), "--json", stdin=stdin, home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    forked = next(line for line in result.stderr.splitlines() if line.startswith("forked "))
+    assert "switching" not in forked  # piped mode does not switch
+    assert "continues it (switching works in the interactive REPL only)" in result.stderr
+    last = records_of(result.stdout)[-1]
+    assert (last["type"], last["state"], last["reason"]) == ("session", "paused", "quit")
+    messages = [r["content"] for r in records_of(result.stdout) if r["type"] == "message"]
+    assert "@bob never read" not in messages
+
+
 def test_piped_turn_limit_and_unknown_mention(tmp_path: Path) -> None:
     folder = tmp_path / "pingpong"
     folder.mkdir()

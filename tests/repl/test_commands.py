@@ -880,3 +880,63 @@ async def test_pause_during_the_last_chat_reply_does_not_swallow_the_next_messag
                     await d.wait_for(lambda: len(session.state.transcript) == 4, "answered", 3)
                 finally:
                     d.type("\x04")
+
+
+@pytest.mark.anyio
+async def test_piped_input_ending_after_a_failed_reply_does_not_try_it_again(
+    tmp_path: Path,
+) -> None:
+    """The reply failed and paused the session: end of input leaves it paused (error),
+    with one call to the provider and one draft, as the REPL does."""
+    import os
+
+    from rolecall.cli.piped import run_piped
+
+    args = make_args(tmp_path)
+    async with (
+        SqliteStore(tmp_path / "home" / "rolecall.db") as store,
+        open_live_session(args, world_from(CHAT), store) as session,
+    ):
+        model = FailingModel()
+        session.models.register("scripted", model)
+        read, write = os.pipe()
+        os.write(write, b"anyone?\n/agents\n")
+        os.close(write)
+        with os.fdopen(read, encoding="utf-8") as stream:
+            await run_piped(session, stream)
+        assert model.calls == 1
+        assert (session.state.state, session.state.pause_reason) == ("paused", "error")
+        assert len(session.state.drafts) == 1
+
+
+@pytest.mark.anyio
+async def test_load_waits_for_the_turn_and_export_makes_its_folders(
+    harness_for: Callable[[dict[str, Any]], Any], tmp_path: Path
+) -> None:
+    h: Harness = await harness_for(CHAT)
+    await h.session.say("hello @alice")
+    await h.run("/export md out/sub/chat.md")
+    assert "alice answers #1" in (tmp_path / "out" / "sub" / "chat.md").read_text()
+    await h.run("/save other.json")
+    busy = CommandRunner(
+        h.session,
+        echo=h.lines.append,
+        store=h.store,
+        memory=h.memory,
+        cwd=tmp_path,
+        busy=lambda: True,
+    )
+    h.lines.clear()
+    assert await busy.run_line("/load other.json") is Outcome.CONTINUE
+    assert h.text == "a turn is running: /pause (or wait for it), then /load"
+
+
+@pytest.mark.anyio
+async def test_a_paused_flow_answers_an_interjection_and_stays_paused() -> None:
+    session = Session(world_from(FLOW))
+    assert await session.step()  # teacher's intro
+    session.pause()
+    assert (session.state.state, session.state.pause_reason) == ("paused", "manual")
+    await session.say("@student what is this about?")
+    assert [m.sender for m in session.state.transcript.messages] == ["teacher", "human", "student"]
+    assert (session.state.state, session.state.pause_reason) == ("paused", "manual")

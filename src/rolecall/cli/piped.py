@@ -21,7 +21,8 @@ async def run_piped(
     memory: MemoryFiles | None = None,
     args: argparse.Namespace | None = None,
 ) -> None:
-    """Handle each line after every reply it triggered is complete; settle at the end.
+    """Handle each line after every reply it triggered is complete; settle at the end
+    (unless paused), then pause with ``end_of_input`` (``quit`` after ``/quit``).
 
     ``/commands`` are the REPL's (one parser for both), answered on stderr; ``args``
     (the command's) give the hints they print their ``--data-dir``.
@@ -31,6 +32,7 @@ async def run_piped(
 
     session.open()
     reader = LineReader(stream.fileno())
+    reason = "end_of_input"
     while True:
         line = await reader.readline()
         if not line:
@@ -40,6 +42,7 @@ async def run_piped(
             continue
         if text.startswith("/") and not text.startswith("//"):
             if not await run_command_line(session, text, store=store, memory=memory, args=args):
+                reason = "quit"  # /quit: as in the REPL
                 break
             continue
         if session.finished:
@@ -48,6 +51,7 @@ async def run_piped(
             )
             continue
         await session.say(text[1:] if text.startswith("//") else text)
-    await session.settle()
+    if session.state.state != "paused":  # a paused session (a failed reply) stays so:
+        await session.settle()  # nothing is tried again behind the user's back
     if not session.finished and session.state.state != "paused":
-        session._pause("end_of_input")
+        session._pause(reason)

@@ -40,6 +40,8 @@ class CommandRunner(Protocol):
     @property
     def driven(self) -> bool: ...
 
+    interactive: bool  # False in piped mode: a fork is not switched to
+
 
 def _shorten(text: str, limit: int) -> str:
     return textwrap.shorten(text, limit, placeholder="…")
@@ -78,10 +80,12 @@ async def fork_here(runner: CommandRunner, cmd: Command) -> LoadRequest:
     sid = runner.session.session_id
     doc = await _fork(runner, "fork", at, edit)
     edited = f", {at} edited" if edit is not None else ""
-    runner.echo(
-        f"forked {sid} at {at} → {doc.session_id} ({_span(at)}{edited}); switching to the fork "
-        f"· /load {sid} goes back · /branch lists the branches at {at}"
-    )
+    forked = f"forked {sid} at {at} → {doc.session_id} ({_span(at)}{edited})"
+    if runner.interactive:
+        forked += (
+            f"; switching to the fork · /load {sid} goes back · /branch lists the branches at {at}"
+        )
+    runner.echo(forked)
     return LoadRequest(doc, f"the fork {doc.session_id}", after=_decide)
 
 

@@ -21,6 +21,7 @@ from rolecall.cli.repl.commands import (
 )
 from rolecall.cli.repl.display import STREAM_MODES, StreamMode
 from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
+from rolecall.paths import write_atomically
 
 if TYPE_CHECKING:
     import argparse
@@ -131,8 +132,11 @@ class CommandRunner:
         data_dir: Path | None = None,
         on_model: Callable[[str], None] | None = None,
         stream: Callable[[StreamMode | None], StreamMode] | None = None,
+        interactive: bool = True,
     ) -> None:
+        """``interactive``: False in piped mode, which does not switch sessions."""
         self.session = session
+        self.interactive = interactive
         self.stream = stream
         self.echo = echo
         self.store = store
@@ -480,6 +484,8 @@ class CommandRunner:
         from rolecall.api.entry import stored_or_file
         from rolecall.session.document import read_session_file
 
+        if self.busy() or self.session.generator.busy:  # as /fork: never cut a turn short
+            raise CommandError("a turn is running: /pause (or wait for it), then /load")
         name = cmd.args[0]
         path = self._path(name)
         from_file = path.suffix == ".json" or await anyio.Path(path).is_file()
@@ -544,7 +550,8 @@ class CommandRunner:
         if role is not None and role.lower() not in ("human", "system"):
             role = _resolve_agent(s, role)
         text = render(doc, role=role, search=search)
-        await anyio.Path(path).write_text(text, encoding="utf-8")
+        # as `sessions export --out`: atomically, its parent folders created
+        await anyio.to_thread.run_sync(write_atomically, Path(path), text)
         self.echo(f"exported {fmt} to {path}")
 
     async def _cmd_quit(self, cmd: Command) -> Outcome:
@@ -574,7 +581,9 @@ async def run_command_line(
     if line.split()[0].lower() in ("/retry", "/branch"):  # they switch sessions
         echo(f"{line.split()[0].lower()} works in the interactive REPL only")
         return True
-    runner = CommandRunner(session, echo=echo, store=store, memory=memory, cwd=Path.cwd())
+    runner = CommandRunner(
+        session, echo=echo, store=store, memory=memory, cwd=Path.cwd(), interactive=False
+    )
     result = await runner.run_line(line)
     if isinstance(result, LoadRequest):
         if line.split()[0].lower() == "/load":
@@ -583,6 +592,6 @@ async def run_command_line(
             from rolecall.cli.hints import resume_command
 
             resume = resume_command(result.doc.session_id, args)
-            echo(f"switching works in the interactive REPL only: `{resume}`")
+            echo(f"`{resume}` continues it (switching works in the interactive REPL only)")
         return True
     return result is not Outcome.QUIT
