@@ -178,24 +178,35 @@ def _run(args: argparse.Namespace, world: World) -> int:
     return outcome(holder[0], args)
 
 
+_DEBATE_FLAGS = {
+    "debate.max_turns": "--max-turns",
+    "debate.profile": "--profile",
+    "debate.pro": "--pro",
+    "debate.con": "--con",
+}
+
+
 def run_debate(args: argparse.Namespace) -> int:
-    """``rolecall debate TOPIC ...``: its ``--max-turns`` counts debater turns."""
+    """``rolecall debate TOPIC ...``: its ``--max-turns`` counts debater turns (the
+    preset's own option); the other common flags (``--max-cost``, ``--topic``) are
+    applied as ``rolecall run`` applies them."""
+    from rolecall.cli.running import apply_overrides
     from rolecall.cli.suggest import flags_named
 
-    with flags_named({"debate.max_turns": "--max-turns", "debate.profile": "--profile"}):
+    with flags_named(_DEBATE_FLAGS):
         world = load_preset(debate_world(args), "debate")
-    return _run(args, world)
+    return _run(args, apply_overrides(world, args, max_turns=False))
 
 
 def run_consensus(args: argparse.Namespace) -> int:
-    """``rolecall consensus TOPIC ...``: ``--max-turns`` is the usual hard cap."""
+    """``rolecall consensus TOPIC ...``: the common flags as in ``rolecall run``
+    (``--max-turns`` the usual hard cap, ``--max-cost`` the budget)."""
     from rolecall.cli.running import apply_overrides
     from rolecall.cli.suggest import flags_named
 
     with flags_named({"consensus.max_rounds": "--max-rounds", "consensus.profile": "--profile"}):
         world = load_preset(consensus_world(args), "consensus")
-    overrides = argparse.Namespace(max_turns=getattr(args, "max_turns", None), topic=None)
-    return _run(args, apply_overrides(world, overrides))
+    return _run(args, apply_overrides(world, args))
 
 
 # -------------------------------------------------------------- worlds new
