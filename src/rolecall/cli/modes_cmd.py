@@ -38,7 +38,11 @@ CONSENSUS_EPILOG = """examples:
 
 def _common(p: argparse.ArgumentParser, *, max_turns: bool = True) -> None:
     """The common flags of cli.md (as in ``rolecall run``), plus ``--mode``."""
-    add_common_flags(p, max_turns=max_turns, topic_help="replace the topic given as TOPIC")
+    add_common_flags(
+        p,
+        max_turns=max_turns,
+        topic_help="the topic, instead of TOPIC (both given: they must be the same)",
+    )
     p.add_argument(
         "--mode",
         choices=("auto", "step"),
@@ -66,7 +70,9 @@ def add_debate(sub: Any) -> None:
         epilog=DEBATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    debate.add_argument("topic_arg", metavar="TOPIC", help="the proposition to debate")
+    debate.add_argument(
+        "topic_arg", metavar="TOPIC", nargs="?", help="the proposition to debate (or --topic)"
+    )
     debate.add_argument(
         "--profile",
         help="persona profile: classic (default), technical, business, scientific, ethical, "
@@ -103,7 +109,9 @@ def add_consensus(sub: Any) -> None:
         epilog=CONSENSUS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    consensus.add_argument("topic_arg", metavar="TOPIC", help="the question to decide")
+    consensus.add_argument(
+        "topic_arg", metavar="TOPIC", nargs="?", help="the question to decide (or --topic)"
+    )
     consensus.add_argument(
         "--profile",
         help="participants: balanced (default), technical-review, brainstorm, five-voices",
@@ -113,20 +121,37 @@ def add_consensus(sub: Any) -> None:
 
 
 # ------------------------------------------------------------------ worlds
-def _topic(args: argparse.Namespace) -> str:
-    topic = getattr(args, "topic", None) or getattr(args, "topic_arg", None) or ""
-    if not topic.strip():
-        raise UsageError('a TOPIC is required, e.g. rolecall debate "Cities should ban cars"')
-    return str(topic)
+_EXAMPLE_TOPIC = {
+    "debate": "Cities should ban cars",
+    "consensus": "Which database should we adopt?",
+}
+
+
+def _topic(args: argparse.Namespace, command: str) -> str:
+    """The topic of ``rolecall debate|consensus``: TOPIC or ``--topic`` (both: the same)."""
+    given: str | None = getattr(args, "topic_arg", None)
+    flag: str | None = getattr(args, "topic", None)
+    example = f'rolecall {command} "{_EXAMPLE_TOPIC[command]}"'
+    if flag is not None:
+        if not flag.strip():
+            raise UsageError(f"--topic is empty; give the topic, e.g. {example}")
+        if given is not None and given != flag:
+            raise UsageError(
+                f"two topics given, TOPIC {given!r} and --topic {flag!r}; give one of them"
+            )
+        return flag
+    if given is None or not given.strip():
+        raise UsageError(f"a TOPIC is required, e.g. {example}")
+    return given
 
 
 def debate_world(args: argparse.Namespace) -> dict[str, Any]:
     """The world mapping of ``rolecall debate`` (what a world.yaml would hold)."""
     options: dict[str, Any] = {}
-    if getattr(args, "profile", None):
+    if getattr(args, "profile", None) is not None:  # "" is an unknown profile, not classic
         options["profile"] = args.profile
     for side in ("pro", "con"):
-        if getattr(args, side, None):
+        if getattr(args, side, None) is not None:  # "" is refused by the loader
             options[side] = getattr(args, side)
     if getattr(args, "max_turns", None) is not None:
         options["max_turns"] = args.max_turns
@@ -134,17 +159,22 @@ def debate_world(args: argparse.Namespace) -> dict[str, Any]:
         options["dynamic_termination"] = False
     if getattr(args, "judge", False):
         options["judge"] = "judge"
-    return {"name": "debate", "mode": "debate", "topic": _topic(args), "debate": options}
+    return {"name": "debate", "mode": "debate", "topic": _topic(args, "debate"), "debate": options}
 
 
 def consensus_world(args: argparse.Namespace) -> dict[str, Any]:
     """The world mapping of ``rolecall consensus``."""
     options: dict[str, Any] = {}
-    if getattr(args, "profile", None):
+    if getattr(args, "profile", None) is not None:  # "" is an unknown profile
         options["profile"] = args.profile
     if getattr(args, "max_rounds", None) is not None:
         options["max_rounds"] = args.max_rounds
-    return {"name": "consensus", "mode": "consensus", "topic": _topic(args), "consensus": options}
+    return {
+        "name": "consensus",
+        "mode": "consensus",
+        "topic": _topic(args, "consensus"),
+        "consensus": options,
+    }
 
 
 def load_preset(raw: dict[str, Any], source: str) -> World:
@@ -178,24 +208,35 @@ def _run(args: argparse.Namespace, world: World) -> int:
     return outcome(holder[0], args)
 
 
+_DEBATE_FLAGS = {
+    "debate.max_turns": "--max-turns",
+    "debate.profile": "--profile",
+    "debate.pro": "--pro",
+    "debate.con": "--con",
+}
+
+
 def run_debate(args: argparse.Namespace) -> int:
-    """``rolecall debate TOPIC ...``: its ``--max-turns`` counts debater turns."""
+    """``rolecall debate TOPIC ...``: its ``--max-turns`` counts debater turns (the
+    preset's own option); the other common flags (``--max-cost``, ``--topic``) are
+    applied as ``rolecall run`` applies them."""
+    from rolecall.cli.running import apply_overrides
     from rolecall.cli.suggest import flags_named
 
-    with flags_named({"debate.max_turns": "--max-turns", "debate.profile": "--profile"}):
+    with flags_named(_DEBATE_FLAGS):
         world = load_preset(debate_world(args), "debate")
-    return _run(args, world)
+    return _run(args, apply_overrides(world, args, max_turns=False))
 
 
 def run_consensus(args: argparse.Namespace) -> int:
-    """``rolecall consensus TOPIC ...``: ``--max-turns`` is the usual hard cap."""
+    """``rolecall consensus TOPIC ...``: the common flags as in ``rolecall run``
+    (``--max-turns`` the usual hard cap, ``--max-cost`` the budget)."""
     from rolecall.cli.running import apply_overrides
     from rolecall.cli.suggest import flags_named
 
     with flags_named({"consensus.max_rounds": "--max-rounds", "consensus.profile": "--profile"}):
         world = load_preset(consensus_world(args), "consensus")
-    overrides = argparse.Namespace(max_turns=getattr(args, "max_turns", None), topic=None)
-    return _run(args, apply_overrides(world, overrides))
+    return _run(args, apply_overrides(world, args))
 
 
 # -------------------------------------------------------------- worlds new

@@ -33,10 +33,14 @@ def _load(args: argparse.Namespace) -> tuple[World, str | None]:
     return apply_overrides(world, args), str(loaded.path) if loaded.path else None
 
 
-def apply_overrides(world: World, args: argparse.Namespace) -> World:
+def apply_overrides(world: World, args: argparse.Namespace, *, max_turns: bool = True) -> World:
+    """``world`` with the common flags ``--max-turns``, ``--max-cost`` and ``--topic``
+    applied (each checked: a bad value is a usage error). Every command that runs a
+    world applies them here; ``max_turns=False`` for a command whose ``--max-turns``
+    means something of its own (``rolecall debate``: debater turns)."""
     update: dict[str, object] = {}
     settings: dict[str, object] = {}
-    if getattr(args, "max_turns", None) is not None:
+    if max_turns and getattr(args, "max_turns", None) is not None:
         if args.max_turns < 1:
             raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
         settings["max_turns"] = args.max_turns
