@@ -358,3 +358,34 @@ def test_the_cli_refuses_a_world_with_a_key_given_twice(
     assert result.returncode == 2, result.stderr
     assert "line 8, column 3: flow.steps: duplicate key (also at line 6)" in result.stderr
     assert "Traceback" not in result.stderr and not data_dir.exists()
+
+
+def test_every_problem_of_a_judge_block_is_reported_at_once() -> None:
+    text = (ROOT / "worlds" / "courtroom" / "world.yaml").read_text(encoding="utf-8")
+    start, end = text.index("\njudge:\n"), text.index("\nflow:\n")
+    block = (
+        "\njudge: {role: nobody, after: [tree, rebuttal], scale: [10, 0], scores: [a], bogus: 1}"
+    )
+    text = text[:start] + block + text[end:]
+    line = text[: text.index("\njudge:") + 1].count("\n") + 1
+    with pytest.raises(WorldError) as info:
+        parse_world(text, source="w.yaml")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "w.yaml: 4 problems"
+    assert lines[1:] == [
+        f"  line {line}, column 77: judge.bogus: unknown field (did you mean about?)",
+        f"  line {line}, column 48: judge.scale: the low end must be below the high end, "
+        "got [10, 0]",
+        f"  line {line}, column 9: judge.role: no role 'nobody' (roles: plaintiff, defense, "
+        "judge; add one, e.g. {template: judge})",
+        f"  line {line}, column 31: judge.after[0]: no step 'tree' "
+        "(steps: opening, answer, argue, rebuttal)",
+    ]
+
+
+def test_a_judge_field_in_error_is_not_checked_again() -> None:
+    # an invalid role or after is named once, not also looked up among the roles or steps
+    found = problems_of(GOOD + "judge: {role: Bad!, after: 3, scores: [s, s]}\n")
+    paths = list(dict.fromkeys(p.partition(":")[0] for p in found))
+    assert paths == ["judge.role", "judge.after", "judge.scores"]
+    assert found[-1] == "judge.scores: duplicate score names"
