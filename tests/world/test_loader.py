@@ -389,3 +389,35 @@ def test_a_judge_field_in_error_is_not_checked_again() -> None:
     paths = list(dict.fromkeys(p.partition(":")[0] for p in found))
     assert paths == ["judge.role", "judge.after", "judge.scores"]
     assert found[-1] == "judge.scores: duplicate score names"
+
+
+def test_a_study_document_problem_is_reported_with_the_others(tmp_path: Path) -> None:
+    folder = tmp_path / "world"
+    folder.mkdir()
+    (tmp_path / "secret.md").write_text("A paragraph long enough to be studied.\n", "utf-8")
+    (folder / "link.md").symlink_to(tmp_path / "secret.md")
+    text = (
+        "name: s\nmode: study\nstudy:\n  document: link.md\n  delay: 9\n  lock: 1\n"
+        "roles:\n  - id: bogus\n"
+    )
+    (folder / "world.yaml").write_text(text, "utf-8")
+    with pytest.raises(WorldError) as info:
+        load_world(folder)
+    lines = str(info.value).splitlines()
+    assert lines[0].endswith("world.yaml: 4 problems")
+    assert sorted(lines[1:]) == [
+        "  line 4, column 3: study.document: 'link.md' leads outside the world folder "
+        "(a symbolic link?)",
+        "  line 5, column 3: study.delay: input should be less than or equal to 3 (got 9)",
+        "  line 6, column 3: study.lock: input should be greater than or equal to 5 (got 1)",
+        "  line 8, column 5: roles[0].id: study mode has no role 'bogus' (roles: explainer, "
+        "challenger, summarizer, example_generator, misconception_spotter)",
+    ]
+
+
+def test_an_invalid_study_document_is_not_also_called_missing() -> None:
+    found = problems_of("name: s\nmode: study\nstudy: {document: ../x.md, delay: 9}\n")
+    assert found == [
+        "study.document: '../x.md' leaves the world folder ('..' is not allowed)",
+        "study.delay: input should be less than or equal to 3 (got 9)",
+    ]
