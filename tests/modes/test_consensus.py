@@ -130,6 +130,10 @@ def test_a_user_defined_participant() -> None:
             "consensus.participants: a consensus needs at least 3 participants, got 2 (analyst, critic)",
         ),
         (
+            {"participants": []},  # not the profile's participants: an explicit empty list
+            "consensus.participants: a consensus needs at least 3 participants, got 0 (none)",
+        ),
+        (
             {"profile": "party"},
             "consensus.profile: unknown profile 'party' (profiles: balanced, technical-review, brainstorm, five-voices)",
         ),
@@ -160,6 +164,17 @@ def test_bad_consensus_blocks_are_errors(options: dict[str, Any], problem: str) 
     with pytest.raises(WorldError) as info:
         consensus(options)
     assert problem in info.value.problems
+
+
+def test_repeated_and_too_few_participants_are_reported_at_once() -> None:
+    with pytest.raises(WorldError) as info:
+        consensus({"participants": ["analyst", "analyst", "ghost"]})
+    assert info.value.problems == [
+        "consensus.participants: duplicate participants (analyst)",
+        "consensus.participants: a consensus needs at least 3 participants, got 2 (analyst, ghost)",
+        "consensus.participants[2]: no role 'ghost' (define it under roles:, or use a role "
+        "library template such as analyst, creative, critic, engineer, architect, tester)",
+    ]
 
 
 async def test_a_judge_may_declare_consensus_after_a_round() -> None:

@@ -358,3 +358,66 @@ def test_the_cli_refuses_a_world_with_a_key_given_twice(
     assert result.returncode == 2, result.stderr
     assert "line 8, column 3: flow.steps: duplicate key (also at line 6)" in result.stderr
     assert "Traceback" not in result.stderr and not data_dir.exists()
+
+
+def test_every_problem_of_a_judge_block_is_reported_at_once() -> None:
+    text = (ROOT / "worlds" / "courtroom" / "world.yaml").read_text(encoding="utf-8")
+    start, end = text.index("\njudge:\n"), text.index("\nflow:\n")
+    block = (
+        "\njudge: {role: nobody, after: [tree, rebuttal], scale: [10, 0], scores: [a], bogus: 1}"
+    )
+    text = text[:start] + block + text[end:]
+    line = text[: text.index("\njudge:") + 1].count("\n") + 1
+    with pytest.raises(WorldError) as info:
+        parse_world(text, source="w.yaml")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "w.yaml: 4 problems"
+    assert lines[1:] == [
+        f"  line {line}, column 77: judge.bogus: unknown field (did you mean about?)",
+        f"  line {line}, column 48: judge.scale: the low end must be below the high end, "
+        "got [10, 0]",
+        f"  line {line}, column 9: judge.role: no role 'nobody' (roles: plaintiff, defense, "
+        "judge; add one, e.g. {template: judge})",
+        f"  line {line}, column 31: judge.after[0]: no step 'tree' "
+        "(steps: opening, answer, argue, rebuttal)",
+    ]
+
+
+def test_a_judge_field_in_error_is_not_checked_again() -> None:
+    # an invalid role or after is named once, not also looked up among the roles or steps
+    found = problems_of(GOOD + "judge: {role: Bad!, after: 3, scores: [s, s]}\n")
+    paths = list(dict.fromkeys(p.partition(":")[0] for p in found))
+    assert paths == ["judge.role", "judge.after", "judge.scores"]
+    assert found[-1] == "judge.scores: duplicate score names"
+
+
+def test_a_study_document_problem_is_reported_with_the_others(tmp_path: Path) -> None:
+    folder = tmp_path / "world"
+    folder.mkdir()
+    (tmp_path / "secret.md").write_text("A paragraph long enough to be studied.\n", "utf-8")
+    (folder / "link.md").symlink_to(tmp_path / "secret.md")
+    text = (
+        "name: s\nmode: study\nstudy:\n  document: link.md\n  delay: 9\n  lock: 1\n"
+        "roles:\n  - id: bogus\n"
+    )
+    (folder / "world.yaml").write_text(text, "utf-8")
+    with pytest.raises(WorldError) as info:
+        load_world(folder)
+    lines = str(info.value).splitlines()
+    assert lines[0].endswith("world.yaml: 4 problems")
+    assert sorted(lines[1:]) == [
+        "  line 4, column 3: study.document: 'link.md' leads outside the world folder "
+        "(a symbolic link?)",
+        "  line 5, column 3: study.delay: input should be less than or equal to 3 (got 9)",
+        "  line 6, column 3: study.lock: input should be greater than or equal to 5 (got 1)",
+        "  line 8, column 5: roles[0].id: study mode has no role 'bogus' (roles: explainer, "
+        "challenger, summarizer, example_generator, misconception_spotter)",
+    ]
+
+
+def test_an_invalid_study_document_is_not_also_called_missing() -> None:
+    found = problems_of("name: s\nmode: study\nstudy: {document: ../x.md, delay: 9}\n")
+    assert found == [
+        "study.document: '../x.md' leaves the world folder ('..' is not allowed)",
+        "study.delay: input should be less than or equal to 3 (got 9)",
+    ]

@@ -69,7 +69,7 @@ class ConsensusOptions(BaseModel):
 # ======================================================================= expand
 def participants_of(opts: Mapping[str, Any]) -> list[str]:
     chosen = opts.get("participants")
-    if chosen:
+    if chosen is not None:  # an explicit list, even an empty one (too few: an error)
         return list(chosen)
     return list(PROFILES.get(opts.get("profile") or "balanced", PROFILES["balanced"]))
 
@@ -117,18 +117,20 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
         )
     no_flow(data, "consensus", problems)
     people = participants_of(opts)
-    if len(people) < MIN_PARTICIPANTS:
-        problems.append(
-            f"consensus.participants: a consensus needs at least {MIN_PARTICIPANTS} participants, "
-            f"got {len(people)} ({', '.join(people) or 'none'})"
-        )
     if len(set(people)) != len(people):
         dupes = sorted({p for p in people if people.count(p) > 1})
         problems.append(f"consensus.participants: duplicate participants ({', '.join(dupes)})")
         people = list(dict.fromkeys(people))
+    if len(people) < MIN_PARTICIPANTS:  # counted without repeats: both problems at once
+        problems.append(
+            f"consensus.participants: a consensus needs at least {MIN_PARTICIPANTS} participants, "
+            f"got {len(people)} ({', '.join(people) or 'none'})"
+        )
     user_ids = user_role_ids(data.get("roles"))
+    given: list[str] = list(opts["participants"] or [])
     preset: list[dict[str, Any]] = []
-    for i, pid in enumerate(people):
+    for pid in people:
+        i = given.index(pid) if pid in given else 0  # its place in the file (repeats dropped)
         entry: dict[str, Any] = {"id": pid}
         try:
             library.get(pid)

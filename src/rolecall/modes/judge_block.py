@@ -66,32 +66,57 @@ def option_problems(prefix: str, exc: ValidationError, fields: list[str]) -> lis
 
 def parse_block(raw: Any) -> tuple[JudgeBlock | None, list[str]]:
     """The judge block as a model, or the problems with it (paths under ``judge``)."""
+    block, problems, _ = _checked(raw)
+    return (None if problems else block), problems
+
+
+def _checked(raw: Any) -> tuple[JudgeBlock | None, list[str], frozenset[str]]:
+    """The judge block's problems, every one of them, and the block its valid fields make
+    (defaults for the others), with the names of the fields that are not valid.
+
+    The block is None only when ``raw`` is not a mapping; a field in error is left out of
+    the block and named among the invalid ones, so the checks that read it can skip it.
+    """
     if raw is None:
-        return None, []
+        return None, [], frozenset()
     if not isinstance(raw, dict):
-        return None, [f"judge: expected a mapping like {{role: judge, after: all}}, got {raw!r}"]
+        wrong = f"judge: expected a mapping like {{role: judge, after: all}}, got {raw!r}"
+        return None, [wrong], frozenset()
+    fields = list(JudgeBlock.model_fields)
+    problems: list[str] = []
+    bad: set[str] = set()
     try:
         block = JudgeBlock.model_validate(raw)
     except ValidationError as exc:
-        return None, option_problems("judge", exc, list(JudgeBlock.model_fields))
-    problems = []
+        problems.extend(option_problems("judge", exc, fields))
+        bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+        valid = {k: v for k, v in raw.items() if k in fields and k not in bad}
+        try:
+            block = JudgeBlock.model_validate(valid)
+        except ValidationError:  # the fields do not depend on each other: not expected
+            block = JudgeBlock()
+            bad |= set(fields)
     lo, hi = block.scale
-    if lo >= hi:
+    if "scale" not in bad and lo >= hi:
         problems.append(f"judge.scale: the low end must be below the high end, got [{lo}, {hi}]")
-    if len(set(block.scores)) != len(block.scores):
+        bad.add("scale")
+    if "scores" not in bad and len(set(block.scores)) != len(block.scores):
         problems.append("judge.scores: duplicate score names")
-    return (None if problems else block), problems
+        bad.add("scores")
+    return block, problems, frozenset(bad)
 
 
 def check_world(data: Mapping[str, Any]) -> list[str]:
     """Problems of a raw world mapping's ``judge:`` block, with paths and hints.
 
-    Checks the block's fields, that its role exists and that ``after`` names steps.
+    Checks the block's fields, that its role exists and that ``after`` names steps, and
+    reports every problem at once: a field in error is named once and not checked further,
+    the other fields are still checked.
     """
     raw = data.get("judge")
     if raw is None:
         return []
-    block, problems = parse_block(raw)
+    block, problems, bad = _checked(raw)
     if block is None:
         return problems
     roles = data.get("roles")
@@ -100,7 +125,7 @@ def check_world(data: Mapping[str, Any]) -> list[str]:
         rid = role.get("id", role.get("template")) if isinstance(role, dict) else None
         if isinstance(rid, str):
             role_ids.append(rid)
-    if block.role not in role_ids:
+    if "role" not in bad and block.role not in role_ids:
         listing = ", ".join(role_ids) or "none defined"
         problems.append(
             f"judge.role: no role '{block.role}'{suggest(block.role, role_ids, listing=False)} "
@@ -108,7 +133,7 @@ def check_world(data: Mapping[str, Any]) -> list[str]:
         )
     flow = data.get("flow")
     steps = flow.get("steps") if isinstance(flow, dict) else None
-    if isinstance(block.after, list):
+    if "after" not in bad and isinstance(block.after, list):
         if not isinstance(steps, list):
             problems.append("judge.after: the world has no flow, so no steps to judge after")
         else:

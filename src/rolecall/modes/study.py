@@ -176,21 +176,38 @@ def _option_problems(exc: ValidationError) -> list[str]:
 
 def parse_options(block: Any, problems: list[str]) -> StudyOptions | None:
     """The validated ``study:`` block, or None with its problems appended."""
+    found: list[str] = []
+    options = _read_options(block, found)
+    problems.extend(found)
+    return None if found else options
+
+
+def _read_options(block: Any, problems: list[str]) -> StudyOptions | None:
+    """The ``study:`` block's options, every problem with it appended: a field in error is
+    left at its default, so the others (the document above all) can still be checked.
+    None when there is no block, it is not a mapping, or it gives no document."""
     if block is None:
         problems.append("study: required for mode: study (give study.document: <file>)")
         return None
     if not isinstance(block, dict):
         problems.append(f"study: expected a mapping of study options, got {type(block).__name__}")
         return None
+    bad: set[str] = set()
     try:
         options = StudyOptions.model_validate(block)
     except ValidationError as exc:
         problems.extend(_option_problems(exc))
-        return None
+        bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+        valid = {k: v for k, v in block.items() if k in _OPTION_FIELDS and k not in bad}
+        try:
+            options = StudyOptions.model_validate(valid)
+        except ValidationError:  # the fields do not depend on each other: not expected
+            return None
     if options.document is None and options.text is None:
-        problems.append(
-            "study.document: required (a TXT, Markdown or PDF file in the world folder)"
-        )
+        if not bad & {"document", "text"}:  # a document given but invalid is named already
+            problems.append(
+                "study.document: required (a TXT, Markdown or PDF file in the world folder)"
+            )
         return None
     return options
 
@@ -259,7 +276,9 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
         data["settings"] = {"max_turns": MAX_TURNS}
     elif isinstance(settings, dict) and "max_turns" not in settings:
         data["settings"] = {**settings, "max_turns": MAX_TURNS}
-    options = parse_options(data.get("study"), problems)
+    found: list[str] = []
+    options = _read_options(data.get("study"), found)
+    problems.extend(found)
     if options is None:
         return data
     study = options.model_dump(exclude_none=True)
@@ -278,7 +297,8 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
             )
         if not data.get("topic"):
             data["topic"] = default_topic(options.document, text)
-    data["study"] = study
+    if not found:  # the block as validated (with the text read); else as written
+        data["study"] = study
     return data
 
 
@@ -296,7 +316,7 @@ def load_study(world_folder: Path, world: World) -> World:
         return world
     source = str(world_folder / "world.yaml")
     problems: list[str] = []
-    options = parse_options(world.block("study"), problems)
+    options = _read_options(world.block("study"), problems)
     if options is None:
         raise WorldError(source, problems)
     study = dict(world.block("study") or {})
@@ -306,12 +326,13 @@ def load_study(world_folder: Path, world: World) -> World:
             path = _resolve(world_folder, options.document)
             study["text"] = read_document(path, name=options.document).text
         except DocumentError as exc:
-            raise WorldError(source, [f"study.document: {exc}"]) from None
-    text = str(study["text"])
-    if not _has_units(text):
-        raise WorldError(
-            source, ["study.document: nothing to study: no paragraph of 20 characters or more"]
-        )
+            problems.append(f"study.document: {exc}")
+    text = study.get("text")
+    if isinstance(text, str) and not _has_units(text):
+        problems.append("study.document: nothing to study: no paragraph of 20 characters or more")
+    if problems:
+        raise WorldError(source, problems)
+    assert isinstance(text, str)
     world = world.with_block("study", study)
     if not world.topic:
         world = world.model_copy(update={"topic": default_topic(options.document, text)})
