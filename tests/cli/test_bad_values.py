@@ -90,3 +90,17 @@ def test_an_argument_that_is_not_utf8_is_named_before_anything_runs(
     assert f"rolecall: the argument '{shown}' is not UTF-8 text" in done.stderr.decode()
     assert b"Traceback" not in done.stderr
     assert not (tmp_path / "rolecall.db").exists()  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--max-cost", "inf", "--max-cost must be more than 0 (USD) and finite, got inf"),
+        ("--topic", " ", "--topic is empty: give the topic's text (or leave the flag out)"),
+    ],
+)
+def test_a_common_flag_that_means_nothing_is_refused(
+    tmp_path: Path, flag: str, value: str, said: str
+) -> None:
+    done = rolecall("run", "classroom", flag, value, "--data-dir", str(tmp_path))
+    assert done.returncode == 2 and f"rolecall: {said}" in done.stderr

@@ -171,7 +171,9 @@ def test_max_cost_stops_a_preset_before_the_first_call(
 def test_a_preset_refuses_a_bad_max_cost(command: str, value: str, data_dir: Path) -> None:
     args = parser().parse_args([command, "X", f"--max-cost={value}", "--data-dir", str(data_dir)])
     run = run_debate if command == "debate" else run_consensus
-    with pytest.raises(UsageError, match=rf"--max-cost must be more than 0 \(USD\), got {value}"):
+    with pytest.raises(
+        UsageError, match=rf"--max-cost must be more than 0 \(USD\) and finite, got {value}"
+    ):
         run(args)
     assert not (data_dir / "rolecall.db").exists()  # refused before anything is stored
 

@@ -8,6 +8,7 @@ importing the dispatcher back.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -45,13 +46,18 @@ def apply_overrides(world: World, args: argparse.Namespace, *, max_turns: bool =
             raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
         settings["max_turns"] = args.max_turns
     if getattr(args, "max_cost", None) is not None:
-        if not args.max_cost > 0:
-            raise UsageError(f"--max-cost must be more than 0 (USD), got {args.max_cost:g}")
+        if not 0 < args.max_cost < math.inf:
+            raise UsageError(
+                f"--max-cost must be more than 0 (USD) and finite, got {args.max_cost:g}"
+            )
         settings["max_cost"] = args.max_cost
     if settings:
         update["settings"] = world.settings.model_copy(update=settings)
-    if getattr(args, "topic", None):
-        update["topic"] = args.topic
+    topic = getattr(args, "topic", None)
+    if topic is not None:
+        if not topic.strip():
+            raise UsageError("--topic is empty: give the topic's text (or leave the flag out)")
+        update["topic"] = topic
     return world.model_copy(update=update) if update else world
 
 
