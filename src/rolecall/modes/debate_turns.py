@@ -24,7 +24,7 @@ from rolecall.modes.common import (
     validate_judgment,
 )
 from rolecall.modes.judge import ask_judge, hooked_message, store_scores
-from rolecall.modes.judgments import Parsed
+from rolecall.modes.judgments import Agreement, Parsed
 from rolecall.modes.termination import (
     CONCESSION,
     DISENGAGEMENT,
@@ -74,7 +74,7 @@ class DebateJudgment(BaseModel):
     stance: Literal["pro", "con", "undecided"]
     new_arguments: list[str] | Annotated[StrictInt, Field(ge=0)]
     concessions: list[str] | Annotated[StrictInt, Field(ge=0)]
-    agreement: Annotated[float, Field(ge=0, le=1)]
+    agreement: Agreement
 
     @field_validator("stance", mode="before")
     @classmethod
