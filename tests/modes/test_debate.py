@@ -405,6 +405,26 @@ async def test_a_boolean_agreement_is_no_concession() -> None:
     assert stop_reason_of(rec) == "max_turns"
 
 
+async def test_with_dynamic_termination_off_the_judge_never_ends_the_debate() -> None:
+    world = debate(
+        {"max_turns": 8, "judge": "judge", "dynamic_termination": False},
+        roles=[
+            *scripted([long_line("p{n}")], [long_line("c{n}")]),
+            {"id": "judge", "model": "scripted", "script": [verdict(0.9, new=[])]},
+        ],
+    )
+    session, rec = await run_flow(world)
+    assert stop_reason_of(rec) == "max_turns"
+    assert rec.stop().detail == "8 of 8 debater turns"
+    judges = rec.of("system", "judge")
+    assert len(judges) == 8 and all(j.valid for j in judges)  # the judge still runs
+    assert session.state.judge_scores["judge"]["agreement"] == 0.9
+    modes = rec.of("system", "mode")
+    assert modes[4].data["checks"]["dynamic"] is False
+    assert modes[4].data["checks"]["agreement"] == 0.9
+    assert "dynamic termination off" in modes[4].data["detail"]
+
+
 async def test_the_offline_judge_writes_prose_so_its_verdicts_are_ignored() -> None:
     _, rec = await run_flow(debate({"max_turns": 2, "judge": "judge"}))
     assert [j.valid for j in rec.of("system", "judge")] == [False] * 4

@@ -241,6 +241,15 @@ def test_judged_debate_decision(
     assert (decision.reason if decision else None) == reason
 
 
+def test_with_dynamic_termination_off_only_max_turns_stops_a_judged_debate() -> None:
+    verdicts = [v(0.9, new=0)] * 6
+    decision, checks = judged_debate_decision(verdicts, max_turns=8, dynamic=False)
+    assert decision is None
+    assert checks["dynamic"] is False and checks["agreement"] == 0.9  # measured, not acted on
+    decision, _ = judged_debate_decision([*verdicts, v(0.9), v(0.9)], max_turns=8, dynamic=False)
+    assert decision is not None and decision.reason == "max_turns"
+
+
 # -------------------------------------------------------------------- consensus
 @pytest.mark.parametrize(
     ("text", "agrees", "objects"),

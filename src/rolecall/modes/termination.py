@@ -273,7 +273,7 @@ class DebateVerdict:
 
 
 def judged_debate_decision(
-    verdicts: Sequence[DebateVerdict | None], *, max_turns: int
+    verdicts: Sequence[DebateVerdict | None], *, max_turns: int, dynamic: bool = True
 ) -> tuple[Decision | None, dict[str, Any]]:
     """Termination that follows a judge instead of the keyword rules.
 
@@ -281,16 +281,22 @@ def judged_debate_decision(
     ignored). From 4 debater turns on, looking at the latest verdicts:
     ``concession`` when the latest agreement is at least 0.8; ``stalemate_repetition``
     when the last two turns were both judged and neither brought a new argument.
-    Otherwise ``max_turns`` at the cap.
+    Otherwise ``max_turns`` at the cap. With ``dynamic`` false only ``max_turns`` stops
+    the debate: the verdicts are still measured (``agreement`` in the checks), never acted on.
     """
     n = len(verdicts)
     latest = verdicts[-1] if verdicts else None
-    checks: dict[str, Any] = {"turns": n, "max_turns": max_turns, "judged": True}
+    checks: dict[str, Any] = {
+        "turns": n,
+        "max_turns": max_turns,
+        "dynamic": dynamic,
+        "judged": True,
+    }
     decision: Decision | None = None
-    if n >= DEBATE_WINDOW:
+    if latest is not None and (n >= DEBATE_WINDOW or not dynamic):
+        checks["agreement"] = latest.agreement
+    if dynamic and n >= DEBATE_WINDOW:
         last_two = verdicts[-2:]
-        if latest is not None:
-            checks["agreement"] = latest.agreement
         if latest is not None and latest.agreement >= JUDGE_AGREEMENT:
             decision = Decision(
                 CONCESSION,
@@ -303,7 +309,7 @@ def judged_debate_decision(
                 "the judge found no new argument in either of the last two turns",
                 {"turn": n},
             )
-    else:
+    elif dynamic:
         checks["pending"] = f"judged rules start at {DEBATE_WINDOW} debater turns"
     if decision is None and n >= max_turns:
         decision = Decision(MAX_TURNS, f"{n} of {max_turns} debater turns", {"turns": n})
