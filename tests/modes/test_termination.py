@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import pytest
@@ -306,3 +307,13 @@ PEOPLE = ["analyst", "creative", "critic"]
 def test_consensus_over_the_last_full_round(turns: list[tuple[str, str]], holds: bool) -> None:
     result, detail, _ = consensus_decision(turns, PEOPLE)
     assert result is holds, detail
+
+
+def test_a_long_reply_full_of_negated_phrases_is_read_in_linear_time() -> None:
+    # every phrase found looked back over the whole text: 120 KB took 38 s, holding the loop
+    text = "not fair point, you're not right; I don't agree " * 2500
+    started = time.perf_counter()
+    assert concession(text) is None and agreement(text) is None
+    assert time.perf_counter() - started < 5
+    assert concession("x" * 300 + " not " + "y" * 600 + " fair point") is None  # long words
+    assert concession("not - fair point") == "fair point"  # a dash ends the clause

@@ -105,6 +105,7 @@ NEGATORS: Final[frozenset[str]] = frozenset(
 within the :data:`NEGATION_WINDOW` words before it, in the same clause."""
 
 NEGATION_WINDOW: Final = 5
+_NEGATION_CHARS: Final = 256  # the text read first before a phrase (widened when needed)
 REPETITION_THRESHOLD: Final = Fraction(3, 5)
 DISENGAGED_WORDS: Final = 20  # a turn of fewer words than this is disengaged
 DEBATE_WINDOW: Final = 4  # debater turns the dynamic rules look at
@@ -143,13 +144,25 @@ def _phrase_pattern(phrase: str) -> re.Pattern[str]:
 
 
 def _negated(text: str, start: int) -> bool:
-    """A negator within the window of words before ``start``, in the same clause."""
-    before = text[:start]
-    breaks = list(_CLAUSE_BREAK.finditer(before))
-    if breaks:
-        before = before[breaks[-1].end() :]
-    words = _WORD.findall(before)[-NEGATION_WINDOW:]
-    return any(w.strip("'") in NEGATORS or w.endswith("n't") for w in words)
+    """A negator within the window of words before ``start``, in the same clause.
+
+    ``text`` is normalized (single spaces). Only the text just before ``start`` is read,
+    widened until it holds the clause's start or more words than the window: reading
+    all of it for every phrase found made a long reply quadratic (a reply of 100 KB
+    repeating a negated phrase held the event loop for half a minute).
+    """
+    reach = _NEGATION_CHARS
+    while True:
+        lo = 0 if start <= reach else text.rfind(" ", 0, start - reach) + 1  # a word's start
+        before = text[lo:start]
+        breaks = list(_CLAUSE_BREAK.finditer(before))
+        if breaks:
+            before = before[breaks[-1].end() :]
+        words = _WORD.findall(before)
+        if lo == 0 or breaks or len(words) > NEGATION_WINDOW:
+            break
+        reach *= 2
+    return any(w.strip("'") in NEGATORS or w.endswith("n't") for w in words[-NEGATION_WINDOW:])
 
 
 def find_phrase(text: str, phrases: Iterable[str]) -> str | None:
