@@ -114,3 +114,20 @@ def test_consensus_offers_the_five_generic_voices_as_a_profile(tmp_path: Path) -
     senders = [r["sender"] for r in records(result.stdout) if r["type"] == "message"]
     five = ["analyst", "creative", "critic", "pragmatist", "stakeholder"]
     assert senders == [*five, *five, "synthesizer"]
+
+
+def test_a_judge_replying_deeply_nested_json_cannot_crash_the_run(tmp_path: Path) -> None:
+    world = {
+        "name": "deep",
+        "mode": "debate",
+        "topic": "Tax sugar",
+        "debate": {"judge": "judge", "max_turns": 4},
+        "roles": [{"template": "judge", "model": "scripted", "script": ["[" * 3000 + "]" * 3000]}],
+    }
+    path = tmp_path / "deep.yaml"
+    path.write_text(json.dumps(world))  # JSON is YAML
+    result = rolecall("run", str(path), "--json", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+    stops = [r for r in records(result.stdout) if (r["topic"], r["type"]) == ("world", "stop")]
+    assert [s["reason"] for s in stops] == ["max_turns"]

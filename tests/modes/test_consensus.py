@@ -213,6 +213,25 @@ async def test_a_judge_saying_no_keeps_the_rounds_going() -> None:
     assert len(rec.of("system", "judge")) == 2
 
 
+async def test_a_hostile_or_boolean_agreement_verdict_is_ignored() -> None:
+    boolean = json.dumps({"consensus": True, "agreement": True, "open_objections": []})
+    deep = "[" * 3000 + "]" * 3000
+    roles = [
+        say("analyst", "I agree."),
+        say("creative", "I agree."),
+        say("critic", "I agree."),
+        say("judge", boolean, deep),
+    ]
+    session, rec = await run_flow(consensus({"judge": "judge", "max_rounds": 1}, roles=roles))
+    judges = rec.of("system", "judge")
+    assert [j.verdict["error"] for j in judges] == [
+        "score 'agreement' missing or not a number (not a boolean or a string)",
+        "the JSON nests deeper than 32 levels",
+    ]
+    assert len(rec.of("system", "warning")) == 1
+    assert rec.stop().reason == "max_turns" and session.state.state == "finished"
+
+
 def test_settings_fit_every_round_and_the_synthesis() -> None:
     assert consensus({"max_rounds": 4}).settings.max_turns == 13
     assert consensus({"max_rounds": 4, "judge": "judge"}).settings.max_turns == 21

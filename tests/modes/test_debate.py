@@ -13,6 +13,8 @@ from rolecall.errors import ProviderUnavailable, WorldError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.modes.debate import PROFILES
+from rolecall.modes.debate_turns import parse_judgment
+from rolecall.modes.judgments import Invalid
 from rolecall.runtime import Session
 from rolecall.session.document import parse_document, restore_state, snapshot
 from rolecall.world.library import builtin_roles
@@ -361,6 +363,66 @@ async def test_a_malformed_verdict_is_retried_once_then_ignored_with_a_warning()
     assert session.state.extra["debate"].verdicts[1] is None
     assert stop_reason_of(rec) == "max_turns"
     assert messages(rec)[-1].sender == "moderator"
+
+
+async def test_a_deeply_nested_verdict_breaks_the_contract_and_the_debate_ends() -> None:
+    deep = "[" * 3000 + "]" * 3000
+    session, rec = await run_flow(judged([deep], max_turns=4))
+    judges = rec.of("system", "judge")
+    assert len(judges) == 8 and not any(j.valid for j in judges)
+    assert judges[0].verdict == {"error": "the JSON nests deeper than 32 levels", "attempt": 1}
+    assert len(rec.of("system", "warning")) == 4
+    assert stop_reason_of(rec) == "max_turns" and len(rec.of("world", "stop")) == 1
+    assert messages(rec)[-1].sender == "moderator"
+    assert session.state.state == "finished"
+
+
+@pytest.mark.parametrize(
+    ("agreement", "why"),
+    [
+        (True, "score 'agreement' missing or not a number"),
+        ("0.9", "score 'agreement' missing or not a number"),
+        (None, "score 'agreement' missing or not a number"),
+        (1.5, "score 'agreement' = 1.5 is outside 0..1"),
+        (float("nan"), "score 'agreement' = nan is outside 0..1"),
+    ],
+)
+def test_the_agreement_is_a_number_from_0_to_1_as_for_any_judge(agreement: Any, why: str) -> None:
+    text = json.dumps(
+        {"stance": "pro", "new_arguments": [], "concessions": [], "agreement": agreement}
+    )
+    with pytest.raises(Invalid, match=why):
+        parse_judgment(text)
+    assert parse_judgment(verdict(1)).scores["agreement"] == 1.0
+
+
+async def test_a_boolean_agreement_is_no_concession() -> None:
+    true = json.dumps(
+        {"stance": "pro", "new_arguments": ["x"], "concessions": [], "agreement": True}
+    )
+    _, rec = await run_flow(judged([true], max_turns=4))
+    assert not any(j.valid for j in rec.of("system", "judge"))
+    assert stop_reason_of(rec) == "max_turns"
+
+
+async def test_with_dynamic_termination_off_the_judge_never_ends_the_debate() -> None:
+    world = debate(
+        {"max_turns": 8, "judge": "judge", "dynamic_termination": False},
+        roles=[
+            *scripted([long_line("p{n}")], [long_line("c{n}")]),
+            {"id": "judge", "model": "scripted", "script": [verdict(0.9, new=[])]},
+        ],
+    )
+    session, rec = await run_flow(world)
+    assert stop_reason_of(rec) == "max_turns"
+    assert rec.stop().detail == "8 of 8 debater turns"
+    judges = rec.of("system", "judge")
+    assert len(judges) == 8 and all(j.valid for j in judges)  # the judge still runs
+    assert session.state.judge_scores["judge"]["agreement"] == 0.9
+    modes = rec.of("system", "mode")
+    assert modes[4].data["checks"]["dynamic"] is False
+    assert modes[4].data["checks"]["agreement"] == 0.9
+    assert "dynamic termination off" in modes[4].data["detail"]
 
 
 async def test_the_offline_judge_writes_prose_so_its_verdicts_are_ignored() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,13 @@ from rolecall.errors import ProviderUnavailable, WorldError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.modes.judge_block import check_world
-from rolecall.modes.judgments import Invalid, find_json_object, score_parser
+from rolecall.modes.judgments import (
+    MAX_REPLY_CHARS,
+    Invalid,
+    find_json_object,
+    json_object,
+    score_parser,
+)
 from rolecall.runtime import Session
 from rolecall.world.loader import load_world
 from tests.conftest import ROOT
@@ -65,6 +72,59 @@ def test_score_parser_reads_nested_or_top_level_scores(text: str, scores: dict[s
 def test_score_parser_rejects_what_breaks_the_contract(text: str, why: str) -> None:
     with pytest.raises(Invalid, match=why):
         score_parser(["clarity", "evidence"], (0, 10))(text)
+
+
+HOSTILE = [
+    ("[" * 3000 + "]" * 3000, "nests deeper than 32 levels"),
+    ('{"scores": ' * 2000 + "1" + "}" * 2000, "nests deeper than 32 levels"),
+    ("Verdict: " + '{"a": ' * 3000, "nests deeper than 32 levels"),
+    ("```json\n" + "[" * 5000 + "\n```", "nests deeper than 32 levels"),
+    ('{"scores": {"score": [' + "[" * 40 + "]" * 40 + "]}}", "nests deeper than 32 levels"),
+    ("{" * 50_000, "no JSON object found"),
+    ('{"score": 1' + "0" * 5000 + "}", "no JSON object found"),  # past int's digit limit
+    ('{"score": 1} ' + "x" * MAX_REPLY_CHARS, "characters long"),
+]
+
+
+@pytest.mark.parametrize(("text", "why"), HOSTILE)
+def test_any_reply_text_is_read_or_rejected_with_a_reason(text: str, why: str) -> None:
+    with pytest.raises(Invalid, match=why):
+        json_object(text)
+    assert find_json_object(text) is None
+    with pytest.raises(Invalid, match=why):
+        score_parser(["score"], (0, 10))(text)
+
+
+def test_an_object_nesting_up_to_the_limit_is_read() -> None:
+    inner: Any = 5
+    for _ in range(31):
+        inner = {"x": inner}
+    assert find_json_object(json.dumps({"score": 5, "note": inner})) is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"score": NaN}', "'score' = nan is outside 0..10"),
+        ('{"score": Infinity}', "'score' = inf is outside 0..10"),
+        ('{"score": 1e999}', "'score' = inf is outside 0..10"),
+        ('{"score": ' + "9" * 400 + "}", "is outside 0..10"),
+    ],
+)
+def test_numbers_beyond_the_scale_break_the_contract(text: str, why: str) -> None:
+    with pytest.raises(Invalid, match=why):
+        score_parser(["score"], (0, 10))(text)
+
+
+async def test_a_deeply_nested_judge_reply_is_retried_then_ignored() -> None:
+    deep = '{"scores": ' * 2000 + "1" + "}" * 2000
+    world = world_from(judged_world([deep], {"role": "judge", "after": ["two"]}))
+    session, rec = await run_flow(world)
+    judges = rec.of("system", "judge")
+    assert judges and not any(j.valid for j in judges)
+    assert judges[0].verdict["error"] == "the JSON nests deeper than 32 levels"
+    assert len(rec.of("system", "warning")) == len(judges) // 2
+    assert session.state.state == "finished" and len(rec.of("world", "stop")) == 1
 
 
 # --------------------------------------------------------------------- worlds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import pytest
@@ -241,6 +242,15 @@ def test_judged_debate_decision(
     assert (decision.reason if decision else None) == reason
 
 
+def test_with_dynamic_termination_off_only_max_turns_stops_a_judged_debate() -> None:
+    verdicts = [v(0.9, new=0)] * 6
+    decision, checks = judged_debate_decision(verdicts, max_turns=8, dynamic=False)
+    assert decision is None
+    assert checks["dynamic"] is False and checks["agreement"] == 0.9  # measured, not acted on
+    decision, _ = judged_debate_decision([*verdicts, v(0.9), v(0.9)], max_turns=8, dynamic=False)
+    assert decision is not None and decision.reason == "max_turns"
+
+
 # -------------------------------------------------------------------- consensus
 @pytest.mark.parametrize(
     ("text", "agrees", "objects"),
@@ -297,3 +307,13 @@ PEOPLE = ["analyst", "creative", "critic"]
 def test_consensus_over_the_last_full_round(turns: list[tuple[str, str]], holds: bool) -> None:
     result, detail, _ = consensus_decision(turns, PEOPLE)
     assert result is holds, detail
+
+
+def test_a_long_reply_full_of_negated_phrases_is_read_in_linear_time() -> None:
+    # every phrase found looked back over the whole text: 120 KB took 38 s, holding the loop
+    text = "not fair point, you're not right; I don't agree " * 2500
+    started = time.perf_counter()
+    assert concession(text) is None and agreement(text) is None
+    assert time.perf_counter() - started < 5
+    assert concession("x" * 300 + " not " + "y" * 600 + " fair point") is None  # long words
+    assert concession("not - fair point") == "fair point"  # a dash ends the clause

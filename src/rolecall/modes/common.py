@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.modes.judge_block import option_problems as _option_problems
-from rolecall.modes.judgments import Invalid, find_json_object
+from rolecall.modes.judgments import Invalid, json_object
 from rolecall.plans import Host
 from rolecall.world.library import RoleLibrary
 
@@ -20,16 +20,17 @@ S = TypeVar("S", bound=BaseModel)
 def validate_judgment(text: str, model: type[M]) -> M:
     """The judge's JSON object in ``text`` validated as ``model``.
 
-    Raises :class:`~rolecall.modes.judge.Invalid` (``no JSON object found``, or the first
-    validation error as ``field: message``) when it is missing or does not fit.
+    Raises :class:`~rolecall.modes.judgments.Invalid` (why no object was read, or the
+    first validation error as ``field: message``) when it is missing or does not fit.
     """
-    obj = find_json_object(text)
-    if obj is None:
-        raise Invalid("no JSON object found")
+    obj = json_object(text)
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
         first = exc.errors()[0]
+        error = first.get("ctx", {}).get("error")
+        if isinstance(error, Invalid):  # a shared check (a score) that names the field
+            raise Invalid(str(error)) from None
         where = ".".join(str(p) for p in first["loc"]) or "(object)"
         raise Invalid(f"{where}: {first['msg']}") from None
 

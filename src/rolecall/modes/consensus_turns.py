@@ -9,7 +9,7 @@ where the ``consensus`` and ``stalemate`` checks read it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
@@ -24,7 +24,7 @@ from rolecall.modes.common import (
     validate_judgment,
 )
 from rolecall.modes.judge import ask_judge, hooked_message, store_scores
-from rolecall.modes.judgments import Parsed
+from rolecall.modes.judgments import Agreement, Parsed
 from rolecall.modes.termination import CONSENSUS, MAX_TURNS, consensus_decision
 from rolecall.plans import Host
 from rolecall.session.state import Message
@@ -65,7 +65,7 @@ class ConsensusJudgment(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True)
 
     consensus: StrictBool
-    agreement: Annotated[float, Field(ge=0, le=1)]
+    agreement: Agreement
     open_objections: list[str] = Field(default_factory=list)
 
 

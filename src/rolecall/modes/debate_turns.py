@@ -24,7 +24,7 @@ from rolecall.modes.common import (
     validate_judgment,
 )
 from rolecall.modes.judge import ask_judge, hooked_message, store_scores
-from rolecall.modes.judgments import Parsed
+from rolecall.modes.judgments import Agreement, Parsed
 from rolecall.modes.termination import (
     CONCESSION,
     DISENGAGEMENT,
@@ -74,7 +74,7 @@ class DebateJudgment(BaseModel):
     stance: Literal["pro", "con", "undecided"]
     new_arguments: list[str] | Annotated[StrictInt, Field(ge=0)]
     concessions: list[str] | Annotated[StrictInt, Field(ge=0)]
-    agreement: Annotated[float, Field(ge=0, le=1)]
+    agreement: Agreement
 
     @field_validator("stance", mode="before")
     @classmethod
@@ -131,7 +131,9 @@ class DebateHook:
             state.turns.append(message.id)
             state.verdicts.append(verdict)
             decision, checks = judged_debate_decision(
-                [_verdict(v) for v in state.verdicts], max_turns=self.max_turns
+                [_verdict(v) for v in state.verdicts],
+                max_turns=self.max_turns,
+                dynamic=self.dynamic,
             )
         else:
             state.turns.append(message.id)
@@ -267,7 +269,8 @@ def _status(checks: Mapping[str, Any]) -> str:
             parts.append(f"judge's agreement {checks['agreement']:g}")
         else:
             parts.append("no valid verdict on the latest turn")
-        return "; ".join(parts)
+        off = "" if checks.get("dynamic", True) else " (dynamic termination off)"
+        return "; ".join(parts) + off
     if not checks.get("dynamic", True):
         return parts[0] + " (dynamic termination off)"
     parts.append("no concession")

@@ -67,7 +67,9 @@ async def ask_judge(
             return None
         try:
             parsed = parse(reply.content)
-        except Invalid as exc:
+        except (ValueError, RecursionError) as exc:  # Invalid, or a parser's own surprise
+            if not isinstance(exc, Invalid):
+                exc = Invalid(f"the reply could not be read ({type(exc).__name__})")
             session.bus.publish(
                 JudgeEvent(
                     judge=judge,

@@ -105,6 +105,7 @@ NEGATORS: Final[frozenset[str]] = frozenset(
 within the :data:`NEGATION_WINDOW` words before it, in the same clause."""
 
 NEGATION_WINDOW: Final = 5
+_NEGATION_CHARS: Final = 256  # the text read first before a phrase (widened when needed)
 REPETITION_THRESHOLD: Final = Fraction(3, 5)
 DISENGAGED_WORDS: Final = 20  # a turn of fewer words than this is disengaged
 DEBATE_WINDOW: Final = 4  # debater turns the dynamic rules look at
@@ -143,13 +144,25 @@ def _phrase_pattern(phrase: str) -> re.Pattern[str]:
 
 
 def _negated(text: str, start: int) -> bool:
-    """A negator within the window of words before ``start``, in the same clause."""
-    before = text[:start]
-    breaks = list(_CLAUSE_BREAK.finditer(before))
-    if breaks:
-        before = before[breaks[-1].end() :]
-    words = _WORD.findall(before)[-NEGATION_WINDOW:]
-    return any(w.strip("'") in NEGATORS or w.endswith("n't") for w in words)
+    """A negator within the window of words before ``start``, in the same clause.
+
+    ``text`` is normalized (single spaces). Only the text just before ``start`` is read,
+    widened until it holds the clause's start or more words than the window: reading
+    all of it for every phrase found made a long reply quadratic (a reply of 100 KB
+    repeating a negated phrase held the event loop for half a minute).
+    """
+    reach = _NEGATION_CHARS
+    while True:
+        lo = 0 if start <= reach else text.rfind(" ", 0, start - reach) + 1  # a word's start
+        before = text[lo:start]
+        breaks = list(_CLAUSE_BREAK.finditer(before))
+        if breaks:
+            before = before[breaks[-1].end() :]
+        words = _WORD.findall(before)
+        if lo == 0 or breaks or len(words) > NEGATION_WINDOW:
+            break
+        reach *= 2
+    return any(w.strip("'") in NEGATORS or w.endswith("n't") for w in words[-NEGATION_WINDOW:])
 
 
 def find_phrase(text: str, phrases: Iterable[str]) -> str | None:
@@ -273,7 +286,7 @@ class DebateVerdict:
 
 
 def judged_debate_decision(
-    verdicts: Sequence[DebateVerdict | None], *, max_turns: int
+    verdicts: Sequence[DebateVerdict | None], *, max_turns: int, dynamic: bool = True
 ) -> tuple[Decision | None, dict[str, Any]]:
     """Termination that follows a judge instead of the keyword rules.
 
@@ -281,16 +294,22 @@ def judged_debate_decision(
     ignored). From 4 debater turns on, looking at the latest verdicts:
     ``concession`` when the latest agreement is at least 0.8; ``stalemate_repetition``
     when the last two turns were both judged and neither brought a new argument.
-    Otherwise ``max_turns`` at the cap.
+    Otherwise ``max_turns`` at the cap. With ``dynamic`` false only ``max_turns`` stops
+    the debate: the verdicts are still measured (``agreement`` in the checks), never acted on.
     """
     n = len(verdicts)
     latest = verdicts[-1] if verdicts else None
-    checks: dict[str, Any] = {"turns": n, "max_turns": max_turns, "judged": True}
+    checks: dict[str, Any] = {
+        "turns": n,
+        "max_turns": max_turns,
+        "dynamic": dynamic,
+        "judged": True,
+    }
     decision: Decision | None = None
-    if n >= DEBATE_WINDOW:
+    if latest is not None and (n >= DEBATE_WINDOW or not dynamic):
+        checks["agreement"] = latest.agreement
+    if dynamic and n >= DEBATE_WINDOW:
         last_two = verdicts[-2:]
-        if latest is not None:
-            checks["agreement"] = latest.agreement
         if latest is not None and latest.agreement >= JUDGE_AGREEMENT:
             decision = Decision(
                 CONCESSION,
@@ -303,7 +322,7 @@ def judged_debate_decision(
                 "the judge found no new argument in either of the last two turns",
                 {"turn": n},
             )
-    else:
+    elif dynamic:
         checks["pending"] = f"judged rules start at {DEBATE_WINDOW} debater turns"
     if decision is None and n >= max_turns:
         decision = Decision(MAX_TURNS, f"{n} of {max_turns} debater turns", {"turns": n})
