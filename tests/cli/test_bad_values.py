@@ -104,3 +104,12 @@ def test_a_common_flag_that_means_nothing_is_refused(
 ) -> None:
     done = rolecall("run", "classroom", flag, value, "--data-dir", str(tmp_path))
     assert done.returncode == 2 and f"rolecall: {said}" in done.stderr
+
+
+def test_a_damaged_session_file_is_refused_before_a_data_dir_is_made(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"x": 1}', encoding="utf-8")
+    fresh = tmp_path / "fresh"
+    done = rolecall("resume", str(bad), "--data-dir", str(fresh))
+    assert done.returncode == 2 and "not a rolecall session file" in done.stderr
+    assert not fresh.exists()  # nothing was created for a file that was refused

@@ -299,17 +299,30 @@ async def run(
         return await session.run()
 
 
+def session_file_of(target: PathLike) -> SessionDocument | None:
+    """The document of ``target`` when it names a session file (``.json``, or a file);
+    None for a session id. A damaged file is a usage error: callers read it before they
+    open a store, so that a file refused leaves no new database behind."""
+    path = Path(target)
+    if path.suffix == ".json" or path.is_file():
+        return read_session_file(path)
+    return None
+
+
 async def find_session(
-    store: SessionStore | None, target: PathLike
+    store: SessionStore | None, target: PathLike, *, read: SessionDocument | None = None
 ) -> tuple[SessionDocument, str | None]:
     """The document of a session file, or of a stored session by id; and a notice.
 
     A session file goes through :func:`stored_or_file`: the stored copy of its session
-    when the store has one as new or newer.
+    when the store has one as new or newer. ``read``: the file's document, already read
+    (:func:`session_file_of`).
     """
     path = Path(target)
-    if path.suffix == ".json" or await anyio.Path(path).is_file():
-        return await stored_or_file(store, read_session_file(path), path)
+    if read is None and (path.suffix == ".json" or await anyio.Path(path).is_file()):
+        read = read_session_file(path)
+    if read is not None:
+        return await stored_or_file(store, read, path)
     if store is None:
         raise UsageError(
             f"'{target}' is not a session file, and there is no store to find a session id "

@@ -205,14 +205,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stored session (an id) or a session file, regenerating nothing."""
-    from rolecall.api.entry import find_session
+    from rolecall.api.entry import find_session, session_file_of
     from rolecall.cli.wiring import live_session, open_store, session_transport
 
     holder: list[Session] = []
 
     async def main() -> None:
+        read = session_file_of(args.session)  # a damaged file: refused before the store opens
         async with open_store(args) as store:
-            doc, notice = await find_session(store, args.session)
+            doc, notice = await find_session(store, args.session, read=read)
             if notice:
                 print(notice, file=sys.stderr)
             world = apply_overrides(doc.world_model(), args)
