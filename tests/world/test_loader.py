@@ -421,3 +421,17 @@ def test_an_invalid_study_document_is_not_also_called_missing() -> None:
         "study.document: '../x.md' leaves the world folder ('..' is not allowed)",
         "study.delay: input should be less than or equal to 3 (got 9)",
     ]
+
+
+def test_a_preset_world_names_its_own_roles_entries_where_they_are() -> None:
+    """The mode puts its roles first; a problem of an entry the file added still names
+    that entry's index in the file (where the command line finds its line)."""
+    problems = problems_of(
+        "name: cw\ntopic: Which database?\nmode: consensus\nroles:\n"
+        "  - id: analyst\n    sytem_prompt: typo here\n"
+        "  - id: helper\n    nme: typo too\n"
+    )
+    assert problems == [
+        "roles[0].sytem_prompt: unknown field (did you mean system_prompt?)",
+        "roles[1].nme: unknown field (did you mean name?)",
+    ]

@@ -7,6 +7,7 @@ Unreachable steps are warnings, not errors.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,13 +138,17 @@ def build_world(
 ) -> LoadedWorld:
     problems: list[str] = []
     data = dict(raw)
-    if data.get("mode") is not None:
+    expanded = data.get("mode") is not None
+    if expanded:
         from rolecall.modes import expand
 
         if path is not None:  # a mode may read files next to world.yaml (study's document)
             data["__world_folder__"] = path.parent
         data = expand(data, library, problems)
         data.pop("__world_folder__", None)
+    # the mode put its own roles first: a problem of role j names the file's entry
+    origin = _role_origins(raw.get("roles"), data.get("roles")) if expanded else {}
+    first = len(problems)
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
     if data.get("judge") is not None:
@@ -157,10 +162,42 @@ def build_world(
         world = None
     problems.extend(_cross_check(data))
     warnings = _unreachable(data)
+    if origin:
+        problems[first:] = [_in_file(p, origin) for p in problems[first:]]
     if problems:
         raise WorldError(source, _dedupe(problems), warnings)
     assert world is not None
     return LoadedWorld(world=world, path=path, warnings=warnings)
+
+
+_ROLE_AT = re.compile(r"^roles\[(\d+)\]")
+
+
+def _role_origins(raw_roles: Any, roles: Any) -> dict[int, int]:
+    """Where each role of an expanded world came from: its index -> the index of the
+    file's ``roles:`` entry it was made from (by identity, else by id or template);
+    a role the mode added on its own has none."""
+    if not isinstance(raw_roles, list) or not isinstance(roles, list):
+        return {}
+    by_key: dict[str, int] = {}
+    for i, entry in enumerate(raw_roles):
+        if isinstance(entry, dict):
+            key = entry.get("id", entry.get("template"))
+            if isinstance(key, str):
+                by_key.setdefault(key, i)
+    origin: dict[int, int] = {}
+    for j, role in enumerate(roles):
+        same = next((i for i, entry in enumerate(raw_roles) if entry is role), None)
+        if same is None and isinstance(role, dict) and isinstance(role.get("id"), str):
+            same = by_key.get(role["id"])
+        if same is not None:
+            origin[j] = same
+    return origin
+
+
+def _in_file(problem: str, origin: dict[int, int]) -> str:
+    """``problem`` naming the file's ``roles[i]`` instead of the expanded world's."""
+    return _ROLE_AT.sub(lambda m: f"roles[{origin.get(int(m[1]), int(m[1]))}]", problem, count=1)
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
