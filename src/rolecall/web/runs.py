@@ -45,6 +45,7 @@ class LiveRun:
     chat: bool  # a chat world: the page's message box drives it
     closing: anyio.Event = field(default_factory=anyio.Event)
     busy: bool = False  # a run, step or reply is under way
+    driving: int = 0  # how many of them (a message said while agents answer is one more)
     idle: anyio.Event = field(default_factory=anyio.Event)  # set while not busy
     done: anyio.Event = field(default_factory=anyio.Event)  # its session is closed
     error: str | None = None
@@ -196,14 +197,18 @@ class LiveRuns:
             else:
                 await _come_to_rest(run, None)
             finally:
-                run.busy = False
-                run.idle.set()
+                run.driving -= 1
+                if not run.driving:  # the last of them: at rest
+                    run.busy = False
+                    run.idle.set()
                 if run.session.finished:
                     run.closing.set()
                 run.events.nudge()  # its viewers see it at rest (a paused one's stream ends)
 
         run.busy = True  # from now: a control arriving before the task starts sees it
-        run.idle = anyio.Event()
+        run.driving += 1
+        if run.driving == 1:
+            run.idle = anyio.Event()
         start_soon(self.tg, go, name=f"web {what} {run.session_id}")
 
     def say(self, run: LiveRun, text: str) -> None:
