@@ -27,10 +27,11 @@ async def test_a_second_message_keeps_the_session_busy_until_both_are_answered(
     async with SqliteStore(tmp_path / "rolecall.db") as store, anyio.create_task_group() as tg:
         runs = LiveRuns(tg, tmp_path, store)
         run = await runs.start(world_from(CHAT))
+        answering = anyio.Event()
+        run.session.runtime.bus.subscribe(lambda _: answering.set(), "sse", types=("start",))
         runs.say(run, "@alice one")
         with anyio.fail_after(20):
-            while not run.session.runtime.generator.busy:  # alice answers the first
-                await anyio.sleep(0.001)
+            await answering.wait()  # alice answers the first
         runs.say(run, "@alice two")  # meanwhile
         seen: list[bool] = []
         with anyio.fail_after(20):
