@@ -435,3 +435,25 @@ def test_a_preset_world_names_its_own_roles_entries_where_they_are() -> None:
         "roles[0].sytem_prompt: unknown field (did you mean system_prompt?)",
         "roles[1].nme: unknown field (did you mean name?)",
     ]
+
+
+def test_the_final_step_reply_targets_and_next_are_checked_like_steps() -> None:
+    problems = problems_of(
+        "name: x\nmodel: scripted\nroles:\n  - {id: a, script: ['a{n}']}\nflow:\n  steps:\n"
+        "    - {id: s1, speaker: a, next: 5}\n"
+        "    - {id: s2, speaker: a, next: [{goto: s1, whn: {flag: x}}]}\n"
+        "    - {id: end, speaker: a, reply_to: {role: a, step: s2}}\n"
+        "  final: {id: s1, speaker: a, instructions: hi, reply_to: {step: nope}}\n"
+    )
+    assert problems == [
+        "flow.steps[0].next: expected a step id, end, or a list of branches "
+        "([{goto: S, when: CONDITION}, ...]) (got 5)",
+        "flow.steps[1].next[0].whn: unknown field (did you mean when?)",
+        "flow.steps[2].reply_to.step: unknown field; a reply target is previous, none, or "
+        "one of {role: R}, {step: S}, {message: mK}",
+        "flow.final.instructions: unknown field (did you mean instruction?)",
+        "flow.steps[2].id: 'end' is reserved (`next: end` ends the flow); pick another id",
+        "flow.final.id: 's1' is also the id of flow.steps[0] (the execution log could not "
+        "tell them apart)",
+        "flow.final.reply_to.step: no step 'nope' (steps: s1, s2, end)",
+    ]

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from rolecall.errors import NotTextError, UnknownRoleError, UsageError, WorldError
 from rolecall.flows import conditions
-from rolecall.flows.model import Branch, Flow, Loop, Step
+from rolecall.flows.model import Branch, FinalStep, Flow, Loop, Step
 from rolecall.paths import read_text
 from rolecall.world import yamlfile
 from rolecall.world.library import RoleFileError, RoleLibrary, reserved_id, suggest
@@ -32,6 +32,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "step": tuple(Step.model_fields),
     "loop": tuple(Loop.model_fields),
     "branch": tuple(Branch.model_fields),
+    "final step": tuple(FinalStep.model_fields),
 }
 _COND_FIELDS: tuple[str, ...] = conditions.fields()
 
@@ -311,7 +312,56 @@ def _kind_of(loc: tuple[Any, ...]) -> str:
         return last
     if last == "next":
         return "branch"
+    if last == "final":
+        return "final step"
+    if last == "reply_to":
+        return "reply target"
     return "condition"
+
+
+_NEXT_FORMS = ("str", "list[Branch]")  # how pydantic names the two forms of `next:`
+
+
+def _next_at(loc: tuple[Any, ...]) -> int | None:
+    """Where ``next`` is in ``loc`` when the part after it names one of its forms."""
+    for i, part in enumerate(loc[:-1]):
+        if part == "next" and loc[i + 1] in _NEXT_FORMS:
+            return i
+    return None
+
+
+def _one_next_error(errors: list[Any]) -> list[Any]:
+    """``next:`` is a step id or a list of branches, and pydantic reports a wrong value
+    against both forms. A list with wrong branches: only the branches' errors. Neither
+    form: one error saying what ``next:`` takes."""
+    located = [(err, tuple(err["loc"]), _next_at(tuple(err["loc"]))) for err in errors]
+    lists = {
+        loc[: at + 1]
+        for _, loc, at in located
+        if at is not None and loc[at + 1] == "list[Branch]" and len(loc) > at + 2
+    }
+    keep: list[Any] = []
+    told: set[tuple[Any, ...]] = set()
+    for err, loc, at in located:
+        if at is None:
+            keep.append(err)
+            continue
+        where = loc[: at + 1]
+        if where in lists:
+            if len(loc) > at + 2:
+                keep.append(err)  # a branch's own problem
+        elif where not in told:
+            told.add(where)
+            keep.append(
+                {
+                    "loc": where,
+                    "type": "next_form",
+                    "msg": "Expected a step id, end, or a list of branches "
+                    "([{goto: S, when: CONDITION}, ...])",
+                    "input": err.get("input"),
+                }
+            )
+    return keep
 
 
 def _format_validation(
@@ -322,7 +372,7 @@ def _format_validation(
     """One line per error. ``within`` is where the validated value sits in a world;
     ``fields`` replaces the known fields of a kind of thing (for hints)."""
     out = []
-    for err in exc.errors():
+    for err in _one_next_error(list(exc.errors())):
         loc = (*within, *err["loc"])
         where = _path(loc)
         kind = err["type"]
@@ -330,6 +380,12 @@ def _format_validation(
         if kind == "extra_forbidden":
             key = str(loc[-1]) if str(loc[-1]).isprintable() else repr(loc[-1])
             kind = _kind_of(loc)
+            if kind == "reply target":
+                out.append(
+                    f"{where}: unknown field; a reply target is previous, none, or one of "
+                    "{role: R}, {step: S}, {message: mK}"
+                )
+                continue
             known = {**_FIELDS, **(fields or {})}
             names = _world_fields() if kind == "world" else known.get(kind, _COND_FIELDS)
             if key in names:  # a real field, but not of this kind of thing
@@ -400,6 +456,11 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
     for i, step in enumerate(steps):
         sid = step.get("id") if isinstance(step, dict) else None
         if isinstance(sid, str):
+            if sid in RESERVED_STEP_IDS:
+                problems.append(
+                    f"flow.steps[{i}].id: '{sid}' is reserved ({RESERVED_STEP_IDS[sid]}); "
+                    "pick another id"
+                )
             if sid in step_seen:
                 problems.append(
                     f"flow.steps[{i}].id: duplicate step id '{sid}' "
@@ -428,6 +489,18 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
     final = flow.get("final")
     if isinstance(final, dict):
         role_ref("flow.final.speaker", final.get("speaker"))
+        fid = final.get("id", "final")
+        if isinstance(fid, str) and fid in step_seen:
+            problems.append(
+                f"flow.final.id: '{fid}' is also the id of flow.steps[{step_seen[fid]}] "
+                "(the execution log could not tell them apart)"
+            )
+        elif isinstance(fid, str) and fid in RESERVED_STEP_IDS and fid != "final":
+            problems.append(f"flow.final.id: '{fid}' is reserved ({RESERVED_STEP_IDS[fid]})")
+        final_reply = final.get("reply_to")
+        if isinstance(final_reply, dict):
+            role_ref("flow.final.reply_to.role", final_reply.get("role"))
+            step_ref("flow.final.reply_to.step", final_reply.get("step"))
     for i, step in enumerate(steps):
         if not isinstance(step, dict):
             continue
@@ -454,6 +527,14 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
                     if branch.get("when") is not None:
                         _cond_refs(f"{at}.next[{j}].when", branch["when"], role_ref)
     return problems
+
+
+# step ids with a meaning of their own: in `next:`, in the execution log
+RESERVED_STEP_IDS = {
+    "end": "`next: end` ends the flow",
+    "final": "the id of the flow's final step in the execution log",
+    "interjection": "the execution log's id for a turn a human message asked for",
+}
 
 
 def _roles_hint(value: str, role_ids: list[str]) -> str:
