@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -218,3 +219,45 @@ def test_an_unwritable_memory_folder_is_a_clean_runtime_failure(
     assert "Traceback" not in result.stderr
     assert "rolecall: cannot create memory folder" in result.stderr
     assert str(home / "memory") in result.stderr
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_piped_reply_stops_the_command(
+    world_dir: Path, tmp_path: Path, sig: int, code: int
+) -> None:
+    """Nobody is there to go on after Ctrl-C (or a service manager's stop): the command
+    pauses the session and exits, it does not read the rest of its input."""
+    env = {
+        **os.environ,
+        "ROLECALL_HOME": str(tmp_path / "home"),
+        "ROLECALL_STREAM_DELAY": "0.05",
+        "NO_COLOR": "1",
+    }
+    env.pop("ROLECALL_MODEL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", "chat", str(world_dir), "--json"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("hello @alice\n@bob are you there?\n")
+    proc.stdin.close()
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if '"type":"chunk"' in line:
+            break
+    proc.send_signal(sig)
+    out = "".join(seen) + proc.stdout.read()  # what the text wrapper holds too
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.wait(timeout=30) == code, err
+    contents = [r.get("content") for r in records_of(out) if r["type"] == "message"]
+    assert "@bob are you there?" not in contents  # the rest of the input is not read
+    assert "saved as paused" in err

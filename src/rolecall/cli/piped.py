@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from rolecall.storage.data_store import DataStore
 
 
+# the pause reasons of a signal (Ctrl-C, SIGTERM): the command stops reading its input
+INTERRUPTED = ("cancelled", "interrupted")
+
+
 async def run_piped(
     session: Session,
     stream: TextIO,
@@ -51,6 +55,8 @@ async def run_piped(
             )
             continue
         await session.say(text[1:] if text.startswith("//") else text)
+        if session.state.state == "paused" and session.state.pause_reason in INTERRUPTED:
+            break  # Ctrl-C or SIGTERM during a reply: no one is there to go on, stop here
     if session.state.state != "paused":  # a paused session (a failed reply) stays so:
         await session.settle()  # nothing is tried again behind the user's back
     if not session.finished and session.state.state != "paused":
