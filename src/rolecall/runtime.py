@@ -174,6 +174,24 @@ class Session:
             for role in self.world.roles:
                 self.bus.publish(AgentEvent(agent=role.id, action="joined"))
 
+    async def begin(self, *, running: bool = False) -> None:
+        """:meth:`open`, and the state ``running`` when ``running``, stored before anyone
+        sees them (as a turn's events are): a crash during the first generation loses
+        none of the events a reader already saw (cli.md, Persistence)."""
+        events: list[Event] = []
+        if not self._opened:
+            self._opened = True
+            if self.state.state == "created" and self.bus.last_seq == 0:
+                events.append(SessionEvent(state="created"))
+                events += [AgentEvent(agent=r.id, action="joined") for r in self.world.roles]
+        if running and not self.finished and self.state.state != "running":
+            self.state.state = "running"
+            self.state.pause_reason = None
+            events.append(SessionEvent(state="running"))
+        if events:
+            async with self._lock:
+                await self.emit(events)
+
     def _set_state(self, new: State, reason: str | None = None) -> None:
         if self.state.state == new:
             return
@@ -245,11 +263,11 @@ class Session:
     # ------------------------------------------------------------------ runs
     async def run(self) -> None:
         """Auto mode: turns until the session finishes, pauses, or has nothing to do."""
-        self.open()
         if self.finished:
+            self.open()
             return
         self._pause_requested = None
-        self._set_state("running")
+        await self.begin(running=True)
         self._running = True
         try:
             while self.state.state == "running":
@@ -267,10 +285,10 @@ class Session:
 
     async def step(self) -> bool:
         """Step mode: exactly one turn. Returns False when there was nothing to run."""
-        self.open()
         if self.finished:
+            self.open()
             return False
-        self._set_state("running")
+        await self.begin(running=True)
         done = await self._turn()
         self._check_requests()
         await self.persist()
@@ -282,10 +300,10 @@ class Session:
         A paused flow (or mode) stays paused: the replies due (an interjection) are
         answered, then it is paused again, with its reason, as nothing of it runs.
         """
-        self.open()
         held = self.state.pause_reason if self.state.state == "paused" else None
-        if self.state.pending and self.state.state in ("created", "paused"):
-            self._set_state("running")
+        await self.begin(
+            running=bool(self.state.pending) and self.state.state in ("created", "paused")
+        )
         while self.state.pending and self.state.state == "running":
             if self._check_requests():
                 break
@@ -498,9 +516,9 @@ class Session:
         when the turn this call waited for finished it).
         """
         self._refuse_finished()
-        self.open()
-        if self.engine is None and self.director is None and self.state.state == "created":
-            self._set_state("running")  # a chat runs from its first message on
+        # a chat runs from its first message on
+        free_chat = self.engine is None and self.director is None
+        await self.begin(running=free_chat and self.state.state == "created")
         async with self._lock:
             self._refuse_finished()
             self.state.turn_counts.clear()

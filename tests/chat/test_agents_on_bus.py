@@ -107,9 +107,10 @@ async def test_the_replies_owed_are_stored_before_the_first_is_generated() -> No
 
     session.store = Store()
     await session.say("hi")
-    # the human message, then the requests it drew, then a's reply (b still owed), b's
-    assert stored[:2] == [[], [("a", "m1"), ("b", "m1")]]
-    assert stored[2] == [("b", "m1")]
+    # the opening (created, joined, running), the human message, then the requests it
+    # drew, then a's reply (b still owed), b's
+    assert stored[:3] == [[], [], [("a", "m1"), ("b", "m1")]]
+    assert stored[3] == [("b", "m1")]
 
 
 async def test_a_flow_admits_one_direct_address_as_an_interjection() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,7 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         session = Session(world)
         await attach_store(session, store)
+        await session.begin(running=True)  # the opening: stored on its own, before
         store.writer.set_trace_callback(statements.append)
         await session.step()
         store.writer.set_trace_callback(None)
@@ -81,6 +83,33 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
         "INSERT INTO messages",
         "INSERT INTO execution_log VALUES",
     } <= inserts
+
+
+async def test_the_opening_is_stored_before_a_reader_sees_it(tmp_path: Path) -> None:
+    """A crash during the first generation loses none of the events already seen: when
+    the first reply starts streaming, created, the agents joining and running are in
+    the store."""
+    world = scripted_world([{"id": "s1", "speaker": "a"}])
+    async with SqliteStore(tmp_path / "rolecall.db") as store:
+        session = Session(world)
+        await attach_store(session, store)
+        seen: list[tuple[str, str]] = []
+        stored_then: list[list[tuple[str, str]]] = []
+
+        def look(envelope: Any) -> None:
+            event = envelope.event
+            if event.topic == "sse" and event.type == "start":
+                with sqlite3.connect(tmp_path / "rolecall.db") as db:
+                    stored_then.append(
+                        list(db.execute("SELECT topic, type FROM events ORDER BY seq"))
+                    )
+            elif event.topic != "sse":
+                seen.append((event.topic, event.type))
+
+        session.bus.subscribe(look)
+        await session.step()
+    assert seen[:3] == [("world", "session"), ("world", "agent"), ("world", "session")]
+    assert stored_then == [seen[:3]]
 
 
 async def test_a_store_with_the_right_version_but_other_tables_is_refused(tmp_path: Path) -> None:

@@ -169,7 +169,7 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
     def second_write_fails(conn: sqlite3.Connection, batch: Any) -> None:
         nonlocal calls
         calls += 1
-        if calls == 2:
+        if calls == 3:  # the opening, m1's turn, then m2's
             raise sqlite3.OperationalError("database or disk is full")
         write_batch(conn, batch)
 

@@ -34,7 +34,7 @@ async def run_piped(
     from rolecall.cli.lines import LineReader
     from rolecall.cli.repl import run_command_line
 
-    session.open()
+    await session.begin()
     reader = LineReader(stream.fileno())
     reason = "end_of_input"
     while True:

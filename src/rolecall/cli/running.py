@@ -130,7 +130,7 @@ STEP_TYPED = (
 async def _step_loop(session: Session) -> None:
     from rolecall.cli.lines import KeyReader, LineReader
 
-    session.open()
+    await session.begin()
     fd = sys.stdin.fileno()
     if sys.stdin.isatty():
         with KeyReader(fd) as keys:

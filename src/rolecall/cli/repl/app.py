@@ -309,7 +309,7 @@ class Repl:
         subscription = session.bus.subscribe(self.display, name="repl")
         self._armed = False
         self._quit = False
-        session.open()
+        await session.begin()
         self._banner(session, loaded=loaded, hint=after is None)
         self._changed()  # redraw: the toolbar shows the session now
         try:
