@@ -147,8 +147,13 @@ async def next_pending(session: Host) -> Next:
             notice = f"nothing published: {role.id}'s reply to {target.id} was empty"
             session.bus.publish(WarningEvent(message=notice))
             return None
-        # the agents it addressed asked for the floor when the message reached them
-        session.floor.queue(state, await session.floor.collect(message.id), "chat")
+        # the agents it addressed asked for the floor when the message reached them; the
+        # replies owed are stored before any is generated (as a human message's are), so
+        # a crash during the next reply loses that reply only, not the exchange
+        requests = await session.floor.collect(message.id)
+        session.floor.queue(state, requests, "chat")
+        if requests:
+            await session.emit([])
         return None
 
     return TurnPlan(role.id, target, shape=shape, decide=decide, then=then)

@@ -261,3 +261,56 @@ def test_a_signal_during_a_piped_reply_stops_the_command(
     contents = [r.get("content") for r in records_of(out) if r["type"] == "message"]
     assert "@bob are you there?" not in contents  # the rest of the input is not read
     assert "saved as paused" in err
+
+
+def test_a_chat_killed_during_a_reply_between_agents_resumes_to_the_same_end(
+    tmp_path: Path,
+) -> None:
+    """kill -9 while bob answers alice: what was seen is stored with the reply bob owes,
+    and `resume` (no input) answers it and goes on to the same transcript as a run that
+    was never interrupted."""
+    folder = tmp_path / "pingpong"
+    folder.mkdir()
+    world = {
+        "name": "pingpong",
+        "model": "scripted",
+        "settings": {"turn_limit": 3},
+        "roles": [
+            {"id": "alice", "script": ["@bob ping {n} one two three four five six"]},
+            {"id": "bob", "script": ["@alice pong {n} one two three four five six"]},
+        ],
+    }
+    (folder / "world.yaml").write_text(yaml.safe_dump(world, sort_keys=False), "utf-8")
+
+    def said(stdout: str) -> list[tuple[str, str]]:
+        return [(r["sender"], r["content"]) for r in records_of(stdout) if r["type"] == "message"]
+
+    whole = rolecall("chat", str(folder), "--json", stdin="hello @alice\n", home=tmp_path / "a")
+    assert whole.returncode == 0, whole.stderr
+    home = tmp_path / "b"
+    env = {**os.environ, "ROLECALL_HOME": str(home), "ROLECALL_STREAM_DELAY": "0.02"}
+    env.pop("ROLECALL_MODEL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", "chat", str(folder), "--json"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("hello @alice\n")
+    proc.stdin.close()
+    seen: list[str] = []
+    for line in proc.stdout:  # alice's reply, then the first words of bob's
+        seen.append(line)
+        if len(said("".join(seen))) == 2 and '"type":"chunk"' in line:
+            break
+    proc.kill()
+    proc.wait(timeout=20)
+    proc.stdout.close()
+    sid = json.loads(seen[0])["session_id"]
+    again = rolecall("resume", sid, "--json", stdin="", home=home)
+    assert again.returncode == 0, again.stderr
+    assert said("".join(seen)) + said(again.stdout) == said(whole.stdout)

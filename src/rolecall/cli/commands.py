@@ -245,12 +245,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
                     from rolecall.cli.wiring import memory_files, with_interrupts
 
                     memory = memory_files(args)
-                    await with_interrupts(
-                        session,
-                        lambda: run_piped(
-                            session, sys.stdin, store=store, memory=memory, args=args
-                        ),
-                    )
+
+                    async def go_on() -> None:
+                        # resume goes on: running again (a crash or a pause left it
+                        # paused), the replies still due answered before the first line
+                        await session.begin(running=True)
+                        await session.settle()
+                        await run_piped(session, sys.stdin, store=store, memory=memory, args=args)
+
+                    await with_interrupts(session, go_on)
                     return
                 await drive(session, args.mode)
 
