@@ -166,24 +166,24 @@ class Session:
 
     def open(self) -> None:
         """Announce a new session (``created``, agents joined); no-op when resumed."""
+        for event in self._opening():
+            self.bus.publish(event)
+
+    def _opening(self) -> list[Event]:
+        """The events announcing a new session, once (none for a resumed one)."""
         if self._opened:
-            return
+            return []
         self._opened = True
-        if self.state.state == "created" and self.bus.last_seq == 0:
-            self.bus.publish(SessionEvent(state="created"))
-            for role in self.world.roles:
-                self.bus.publish(AgentEvent(agent=role.id, action="joined"))
+        if self.state.state != "created" or self.bus.last_seq != 0:
+            return []
+        joined = [AgentEvent(agent=role.id, action="joined") for role in self.world.roles]
+        return [SessionEvent(state="created"), *joined]
 
     async def begin(self, *, running: bool = False) -> None:
         """:meth:`open`, and the state ``running`` when ``running``, stored before anyone
         sees them (as a turn's events are): a crash during the first generation loses
         none of the events a reader already saw (cli.md, Persistence)."""
-        events: list[Event] = []
-        if not self._opened:
-            self._opened = True
-            if self.state.state == "created" and self.bus.last_seq == 0:
-                events.append(SessionEvent(state="created"))
-                events += [AgentEvent(agent=r.id, action="joined") for r in self.world.roles]
+        events = self._opening()
         if running and not self.finished and self.state.state != "running":
             self.state.state = "running"
             self.state.pause_reason = None

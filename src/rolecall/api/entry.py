@@ -319,8 +319,8 @@ async def find_session(
     (:func:`session_file_of`).
     """
     path = Path(target)
-    if read is None and (path.suffix == ".json" or await anyio.Path(path).is_file()):
-        read = read_session_file(path)
+    if read is None:
+        read = session_file_of(path)
     if read is not None:
         return await stored_or_file(store, read, path)
     if store is None:

@@ -480,6 +480,11 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
         extra = " or end" if allow_end else ""
         problems.append(f"{where}: no step '{value}'{_steps_hint(value, step_ids, extra)}")
 
+    def reply_refs(where: str, reply: Any) -> None:
+        if isinstance(reply, dict):
+            role_ref(f"{where}.role", reply.get("role"))
+            step_ref(f"{where}.step", reply.get("step"))
+
     start = flow.get("start")
     if start is not None:
         step_ref("flow.start", start)
@@ -497,10 +502,7 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
             )
         elif isinstance(fid, str) and fid in RESERVED_STEP_IDS and fid != "final":
             problems.append(f"flow.final.id: '{fid}' is reserved ({RESERVED_STEP_IDS[fid]})")
-        final_reply = final.get("reply_to")
-        if isinstance(final_reply, dict):
-            role_ref("flow.final.reply_to.role", final_reply.get("role"))
-            step_ref("flow.final.reply_to.step", final_reply.get("step"))
+        reply_refs("flow.final.reply_to", final.get("reply_to"))
     for i, step in enumerate(steps):
         if not isinstance(step, dict):
             continue
@@ -508,10 +510,7 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
         role_ref(f"{at}.speaker", step.get("speaker"))
         if step.get("judge") is not None:
             role_ref(f"{at}.judge", step.get("judge"))
-        reply = step.get("reply_to")
-        if isinstance(reply, dict):
-            role_ref(f"{at}.reply_to.role", reply.get("role"))
-            step_ref(f"{at}.reply_to.step", reply.get("step"))
+        reply_refs(f"{at}.reply_to", step.get("reply_to"))
         loop = step.get("loop")
         if isinstance(loop, dict):
             step_ref(f"{at}.loop.to", loop.get("to"))
