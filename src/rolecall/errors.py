@@ -14,6 +14,7 @@
     │   │   ├── ProviderRefused   (4xx other than 408/429: auth, bad request, content policy)
     │   │   └── ProviderUnavailable (connection, 5xx, 429 after retries, broken stream)
     │   ├── StorageError      the data directory could not be read or written
+    │   ├── SessionInUse      another live session goes on with this stored session
     │   └── ConditionTimeout  a regex condition ran past its time bound
 """
 
@@ -107,6 +108,33 @@ class StorageError(RuntimeFailure):
     """The data directory could not be read or written."""
 
     session_id: str | None = None  # the session it happened in, when there was one
+
+
+class SessionInUse(RuntimeFailure):
+    """Another live session (in this process or another) writes this stored session, or
+    wrote to it since it was read: nothing was written."""
+
+    def __init__(self, session_id: str, message: str):
+        self.session_id = session_id
+        super().__init__(message)
+
+    @classmethod
+    def held_by(cls, session_id: str, holder: str) -> SessionInUse:
+        return cls(
+            session_id,
+            f"session {session_id} is open in {holder}: one live session at a time goes on "
+            "with a stored session, so stop it there (or let it finish) and try again; "
+            "nothing was written here",
+        )
+
+    @classmethod
+    def changed(cls, session_id: str, stored: int, read: int) -> SessionInUse:
+        return cls(
+            session_id,
+            f"session {session_id} changed in the store after it was read here (another "
+            f"process went on with it: {stored} messages stored, {read} read): open it "
+            "again; nothing was written here",
+        )
 
 
 class ConditionTimeout(RuntimeFailure):

@@ -233,47 +233,50 @@ async def assemble(
     for sink in (*ambient_sinks.get(), *sinks):
         sink.attach(session.bus)
     source = world_source or (doc.world_source if doc else None)
-    if store is not None:
-        await attach_store(session, store, world_source=source)
-    if memory is not None:
-        if doc is not None:
-            memory.reconcile(session)  # memory files hold every stored message, once
-        memory.attach(session)
-    writer = None
-    if session_file is not None and memory is not None:
-        writer = SessionFileWriter(
-            session_file,
-            session,
-            memory,
-            created_at=doc.created_at if doc else session.clock(),
-            world_source=source,
-            events=doc.events if doc else None,
-        )
-    failed = False
-    _live[0] += 1
+    recorder = None if store is None else await attach_store(session, store, world_source=source)
     try:
-        yield session
-    except StorageError as exc:
-        failed = True
-        if exc.session_id is None:  # not one of a session opened inside this one (/load)
-            exc.session_id = session.session_id  # the message can say what to resume
-            session.storage_failed(str(exc))  # stored below when the store still can be
-        raise
+        if memory is not None:
+            if doc is not None:
+                memory.reconcile(session)  # memory files hold every stored message, once
+            memory.attach(session)
+        writer = None
+        if session_file is not None and memory is not None:
+            writer = SessionFileWriter(
+                session_file,
+                session,
+                memory,
+                created_at=doc.created_at if doc else session.clock(),
+                world_source=source,
+                events=doc.events if doc else None,
+            )
+        failed = False
+        _live[0] += 1
+        try:
+            yield session
+        except StorageError as exc:
+            failed = True
+            if exc.session_id is None:  # not one of a session opened inside this one (/load)
+                exc.session_id = session.session_id  # the message can say what to resume
+                session.storage_failed(str(exc))  # stored below when the store still can be
+            raise
+        finally:
+            _live[0] -= 1
+            with anyio.CancelScope(shield=True):
+                if not _live[0]:
+                    await _close_http_clients()
+                try:
+                    await flush(session)
+                    if writer is not None:
+                        await writer.write(session)
+                except StorageError as exc:
+                    if failed:  # the same cause again: the first report says it all
+                        log.info("final_flush_failed", session=session.session_id, error=str(exc))
+                    else:
+                        exc.session_id = session.session_id
+                        session.storage_failed(str(exc))
+                        with contextlib.suppress(StorageError):  # the store is fine when a
+                            await flush(session)  # session file or a memory file failed
+                        raise
     finally:
-        _live[0] -= 1
-        with anyio.CancelScope(shield=True):
-            if not _live[0]:
-                await _close_http_clients()
-            try:
-                await flush(session)
-                if writer is not None:
-                    await writer.write(session)
-            except StorageError as exc:
-                if failed:  # the same cause again: the first report says it all
-                    log.info("final_flush_failed", session=session.session_id, error=str(exc))
-                else:
-                    exc.session_id = session.session_id
-                    session.storage_failed(str(exc))
-                    with contextlib.suppress(StorageError):  # the store is fine when a
-                        await flush(session)  # session file or a memory file failed
-                    raise
+        if recorder is not None:
+            recorder.release()  # another live session may go on with it now

@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rolecall.bus import Envelope
-from rolecall.errors import UsageError
+from rolecall.errors import SessionInUse, UsageError
 from rolecall.paths import safe_id
 from rolecall.session.document import SessionDocument, StateDoc, check_document
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
+from rolecall.storage.claims import Claim
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Stored] = {}
+        self._claimed: set[str] = set()  # the sessions a live session writes
 
     @property
     def location(self) -> str:
@@ -53,6 +55,13 @@ class MemoryStore:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+    def claim(self, session_id: str) -> Claim:
+        sid = safe_id(session_id, "session id")
+        if sid in self._claimed:
+            raise SessionInUse.held_by(sid, "this process (another live session of this store)")
+        self._claimed.add(sid)
+        return Claim(sid, lambda: self._claimed.discard(sid))
 
     async def create(self, new: NewSession) -> None:
         sid = safe_id(new.session_id, "session id")
@@ -140,6 +149,7 @@ class MemoryStore:
         return rows
 
     async def delete(self, session_id: str) -> int | None:
+        # every live session of this store is this store's: it may delete what it holds
         stored = self._sessions.pop(safe_id(session_id, "session id"), None)
         return None if stored is None else len(stored.messages)
 

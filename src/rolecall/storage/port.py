@@ -20,6 +20,7 @@ from rolecall.bus import Envelope
 from rolecall.session.document import SessionDocument
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
+from rolecall.storage.claims import Claim
 
 if TYPE_CHECKING:
     from rolecall.session.fork import ForkPlan
@@ -103,6 +104,13 @@ class SessionStore(Protocol):
         """Where the store is (a path), for messages."""
         ...
 
+    def claim(self, session_id: str) -> Claim:
+        """Make this process the only writer of the session until the claim is released
+        (its live session closed, or the store): one live session at a time goes on with
+        a stored session. :class:`~rolecall.errors.SessionInUse`, naming the
+        holder, when another one (in any process) has it."""
+        ...
+
     async def create(self, new: NewSession) -> None:
         """Write a new session's row (before its first commit)."""
         ...
@@ -133,7 +141,8 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> int | None:
-        """Delete the session; the number of messages it held, None when it was not stored."""
+        """Delete the session; the number of messages it held, None when it was not stored.
+        SessionInUse while a live session of another store (another process) writes it."""
         ...
 
     async def import_document(self, doc: SessionDocument) -> None:

@@ -15,10 +15,11 @@ from typing import Protocol
 
 from rolecall.bus import Bus, Envelope
 from rolecall.bus.events import StreamChunk
-from rolecall.errors import StorageError
+from rolecall.errors import SessionInUse, StorageError
 from rolecall.paths import safe_id
 from rolecall.session.document import state_json, world_dict
 from rolecall.session.state import SessionState
+from rolecall.storage.claims import Claim
 from rolecall.storage.port import (
     ChunkRun,
     NewSession,
@@ -76,9 +77,10 @@ class EventBuffer(list[Stamped]):
 class Recorder:
     """Writes one live session to a :class:`SessionStore`, a turn at a time."""
 
-    def __init__(self, store: SessionStore, session_id: str) -> None:
+    def __init__(self, store: SessionStore, session_id: str, claim: Claim | None = None) -> None:
         self.store = store
         self.session_id = session_id
+        self.claim = claim or Claim(session_id)  # this live session writes it (released at close)
         self.buffer = EventBuffer()  # stamped since the last commit (the bus appends)
         self.messages = self.records = self.drafts = 0  # how many of each are stored
         self.state_json = ""
@@ -93,15 +95,26 @@ class Recorder:
     ) -> Recorder:
         """Record ``session`` into ``store`` from now on (creating its row if new).
 
-        The caller makes the recorder the session's store (``session.store``) and flushes
-        it after every turn.
+        The session is claimed first (:meth:`SessionStore.claim`): SessionInUse when
+        another live session writes it, or wrote to it since ``session`` was read from the
+        store. The caller makes the recorder the session's store (``session.store``),
+        flushes it after every turn and releases it (:meth:`release`) when it closes.
         """
         sid = safe_id(session.session_id, "session id")
-        recorder = cls(store, sid)
-        session.bus.record_into(recorder.buffer)
+        recorder = cls(store, sid, store.claim(sid))
+        try:
+            await recorder._start(session, world_source)
+        except BaseException:
+            recorder.release()
+            raise
+        return recorder
+
+    async def _start(self, session: Recordable, world_source: str | None) -> None:
+        store, sid = self.store, self.session_id
+        session.bus.record_into(self.buffer)
         stored = await store.counts(sid)
         if stored is None:
-            recorder.state_json = state_json(session.state)
+            self.state_json = state_json(session.state)
             await store.create(
                 NewSession(
                     session_id=sid,
@@ -112,14 +125,23 @@ class Recorder:
                     model_override=session.model_override,
                     state=session.state.state,
                     stop_reason=session.state.stop_reason,
-                    state_json=recorder.state_json,
+                    state_json=self.state_json,
                     last_seq=session.bus.last_seq,
                     created_at=session.clock().isoformat(),
                 )
             )
-        else:
-            recorder.counted(stored)
-        return recorder
+            return
+        state = session.state
+        read = StoredCounts(
+            len(state.transcript.messages), len(state.execution_log), len(state.drafts)
+        )
+        if stored != read:  # read before another process went on with it, then let it go
+            raise SessionInUse.changed(sid, stored.messages, read.messages)
+        self.counted(stored)
+
+    def release(self) -> None:
+        """Let another live session go on with this stored session (its claim ends)."""
+        self.claim.release()
 
     def counted(self, stored: StoredCounts) -> None:
         self.messages, self.records, self.drafts = stored.messages, stored.records, stored.drafts

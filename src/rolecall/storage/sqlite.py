@@ -50,6 +50,7 @@ from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.checkpointer import Checkpointer
 from rolecall.storage.checkpointer import finish as finish_checkpoint
+from rolecall.storage.claims import Claim, FileClaims
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import (
@@ -134,6 +135,8 @@ class SqliteStore:
         self._written: set[str] = set()  # the sessions whose messages it wrote (search index)
         self._grouping = 0
         self._group: list[tuple[Batch, anyio.Event, list[BaseException | None]]] | None = None
+        # which live sessions write which stored ones (storage/claims.py)
+        self._claims = FileClaims(self.path.with_name(self.path.name + "-claims"))
 
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> SqliteStore:
@@ -196,6 +199,7 @@ class SqliteStore:
         raise StorageError(f"cannot open the session store {self.path} to read it: {last}")
 
     async def close(self) -> None:
+        self._claims.release_all()
         if self._writer is not None and self._db is not None:
             with anyio.CancelScope(shield=True):
                 try:  # index what this store wrote since the last catch-up
@@ -292,6 +296,22 @@ class SqliteStore:
     @property
     def location(self) -> str:
         return str(self.path)
+
+    def claim(self, session_id: str) -> Claim:
+        sid = safe_id(session_id, "session id")
+        try:
+            return self._claims.claim(sid)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot claim session {sid} in {self._claims.folder}: {exc.strerror or exc}"
+            ) from exc
+
+    def _change(self, session_id: str) -> Claim:
+        """The claim under which a stored session is changed outside its turns (deleted,
+        an agent's memory cleared): taken for the change, unless a live session of this
+        store holds it (the REPL deletes the empty session it leaves)."""
+        sid = safe_id(session_id, "session id")
+        return Claim(sid) if self._claims.holds(sid) else self.claim(sid)
 
     async def create(self, new: NewSession) -> None:
         """Write a new session's row (before its first commit)."""
@@ -658,8 +678,15 @@ class SqliteStore:
         return {str(sid): (str(parent), str(at)) for sid, parent, at in rows}
 
     async def delete(self, session_id: str) -> int | None:
-        """Delete the session; the number of messages it held, None when it was not stored."""
-        sid = safe_id(session_id, "session id")
+        """Delete the session; the number of messages it held, None when it was not stored.
+        SessionInUse while a live session writes it (in another store or process)."""
+        claim = self._change(session_id)
+        try:
+            return await self._delete(claim.session_id)
+        finally:
+            claim.release()
+
+    async def _delete(self, sid: str) -> int | None:
         async with self._transaction() as db:
             rows = list(
                 await db.execute_fetchall(
@@ -675,8 +702,16 @@ class SqliteStore:
 
     async def forget(self, session_id: str, agent: str) -> int:
         """Clear ``agent``'s memory in the stored state: ``memory_start[agent]`` becomes the
-        number of stored messages (returned), its turn count 0. One transaction."""
-        sid = safe_id(session_id, "session id")
+        number of stored messages (returned), its turn count 0. One transaction.
+        SessionInUse while a live session writes it (that session's next commit would
+        write its own state over this one)."""
+        claim = self._change(session_id)
+        try:
+            return await self._forget(claim.session_id, agent)
+        finally:
+            claim.release()
+
+    async def _forget(self, sid: str, agent: str) -> int:
         async with self._transaction(immediate=True) as db:
             found = list(
                 await db.execute_fetchall("SELECT state_json FROM sessions WHERE id = ?", (sid,))
