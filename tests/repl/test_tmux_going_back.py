@@ -194,3 +194,30 @@ def test_a_stop_is_stored_at_once_whatever_the_user_does_next(
     assert row == ("finished", "manual") and last == "stop"
     t.key("C-d")
     t.wait_for("EXIT=0")
+
+
+def test_a_session_open_in_one_repl_is_refused_to_another_until_it_quits(
+    terminal: Callable[[], Terminal],
+) -> None:
+    first = terminal()
+    first.start("classroom", "--mode", "step")
+    first.ready()
+    first.key("Enter")  # one turn: the session is stored, and stays open here
+    first.wait_for(lambda s: "teacher  step intro" in s and "  ↑" in s)
+    ((sid, _, _),) = stored(first.home)
+
+    second = terminal()
+    second.start("classroom")
+    second.ready()
+    second.type(f"/load {sid}")
+    second.key("Enter")
+    screen = second.wait_for("cannot load")
+    assert f"session {sid} is open in another process (pid " in screen
+    assert "nothing was written here" in screen and "Traceback" not in screen
+    first.key("C-d")  # the first REPL quits: the session is free
+    first.wait_for("EXIT=0")
+    second.type(f"/load {sid}")
+    second.key("Enter")
+    second.wait_for(f"session {sid}: 1 message, paused (quit)")
+    second.key("C-d")
+    second.wait_for("EXIT=0")

@@ -100,8 +100,12 @@ def test_a_session_going_on_in_one_process_is_refused_to_another(
     finally:
         first.kill()
     assert first.returncode == 0, err
-    # the refused commands changed nothing: the session is as one uninterrupted run
+    # the refused commands changed nothing: the session is as one uninterrupted run, its
+    # memory files are where they were, none archived
     assert contents(home, sid) == expected
+    memory = home / "memory" / sid
+    assert sorted(p.name for p in memory.iterdir()) == ["a.jsonl", "b.jsonl"]
+    assert len((memory / "a.jsonl").read_text().splitlines()) == len(expected)
     assert run("sessions", "delete", sid, home=home).returncode == 0  # released at the end
     assert not list((home / "rolecall.db-claims").iterdir())
 

@@ -15,6 +15,7 @@ import anyio
 import httpx
 import pytest
 
+import rolecall as rolecall_api
 from tests.web.conftest import Server, Site, rolecall, start_server, stop_server
 
 pytestmark = pytest.mark.anyio
@@ -186,3 +187,61 @@ async def test_stopping_the_server_pauses_the_sessions_it_runs(site: Site) -> No
     resumed = rolecall("resume", sid, "--data-dir", str(site.data), "--json", cwd=site.root)
     assert resumed.returncode == 0, resumed.stderr
     assert '"reason":"flow_end"' in resumed.stdout
+
+
+async def test_a_session_the_server_runs_is_refused_to_another_process(
+    server: Server, site: Site
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        sid = await _start(client, server.url, "slow")
+        seen = await _sse(client, f"{server.url}/api/sessions/{sid}/stream", limit=3)
+        assert seen, "the run started"
+        refused = await anyio.to_thread.run_sync(
+            lambda: rolecall("resume", sid, "--data-dir", str(site.data), cwd=site.root)
+        )
+        assert refused.returncode == 1, refused.stderr
+        assert f"session {sid} is open in another process (pid {server.process.pid}" in (
+            refused.stderr
+        )
+        assert "Traceback" not in refused.stderr
+        rest = await _sse(client, f"{server.url}/api/sessions/{sid}/stream")
+    finished = [e for e in rest if e["type"] == "stop"]
+    assert finished and finished[-1]["reason"] == "flow_end"  # the server's run went on
+    for _ in range(200):  # the finished run lets its session go (within 10 s)
+        if not (site.data / "rolecall.db-claims" / sid).exists():
+            break
+        await anyio.sleep(0.05)
+    assert not (site.data / "rolecall.db-claims" / sid).exists()
+
+
+async def test_a_session_open_elsewhere_is_not_driven_from_the_page(
+    server: Server, site: Site
+) -> None:
+    made = rolecall(
+        "run",
+        "slow",
+        "--mode",
+        "step",
+        "--data-dir",
+        str(site.data),
+        "--json",
+        cwd=site.root,
+        stdin="\n",
+    )
+    assert made.returncode == 0, made.stderr
+    sid = json.loads(made.stdout.splitlines()[0])["session_id"]
+    async with httpx.AsyncClient(timeout=30) as client:
+        async with rolecall_api.resume(
+            sid, data_dir=site.data, mode="step"
+        ):  # held by this process
+            answer = await client.post(
+                f"{server.url}/api/sessions/{sid}/control", json={"action": "next"}
+            )
+            assert answer.status_code == 409, answer.text
+            assert answer.json()["error"].startswith(
+                f"session {sid} is open in another process (pid {os.getpid()}"
+            )
+        answer = await client.post(  # let go: the page drives it now
+            f"{server.url}/api/sessions/{sid}/control", json={"action": "next"}
+        )
+        assert answer.status_code == 202, answer.text

@@ -74,8 +74,12 @@ def cmd_memory(args: argparse.Namespace) -> int:
             raise UsageError(f"session {sid} has no agent '{agent}'{suggest(agent, agents)}")
         if not clearing:
             return doc, 0, None
-        archive = memory.clear(sid, agent)
-        return doc, await store.forget(sid, agent), archive
+        claim = store.claim(sid)  # refused while a live session writes it: nothing archived
+        try:
+            archive = memory.clear(sid, agent)
+            return doc, await store.forget(sid, agent), archive
+        finally:
+            claim.release()
 
     doc, start, archive = _with_store(
         args, body, missing=f"no session '{sid}'", read_only=not clearing

@@ -414,28 +414,38 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     data = _data(args)
     folder = MemoryFiles.in_data_dir(data).root / sid
 
-    async def body(store: DataStore) -> int | None:
-        return await store.delete(sid)
+    def remove_folder(count: int | None) -> bool:
+        if not folder.is_dir() or folder.is_symlink():
+            return False
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:
+            done = f"deleted the stored session {sid} but not" if count is not None else ""
+            what = done or f"cannot delete session {sid}:"
+            raise StorageError(f"{what} its memory folder {folder}: {exc.strerror or exc}") from exc
+        return True
+
+    async def body(store: DataStore) -> tuple[int | None, bool]:
+        claim = store.claim(sid)  # refused while a live session writes it: nothing deleted
+        try:
+            count = await store.delete(sid)
+            return count, remove_folder(count)
+        finally:
+            claim.release()
 
     from rolecall.paths import db_path
 
     count: int | None = None
+    has_folder = False
     if db_path(data).is_file():
-        count = _with_store(args, body, missing=f"no session '{sid}'", read_only=False)
-    has_folder = folder.is_dir() and not folder.is_symlink()
+        count, has_folder = _with_store(args, body, missing=f"no session '{sid}'", read_only=False)
+    else:
+        has_folder = remove_folder(None)
     if count is None and not has_folder:
         from rolecall.cli.hints import command
 
         listing = command("sessions list", args)
         raise UsageError(f"no session '{sid}' in {db_path(data)} (see `{listing}`)")
-    if has_folder:
-        try:
-            shutil.rmtree(folder)
-        except OSError as exc:
-            raise StorageError(
-                f"deleted the stored session {sid} but not its memory folder {folder}: "
-                f"{exc.strerror or exc}"
-            ) from exc
     parts = []
     if count is not None:
         parts.append(f"{count} messages with their events, execution log and drafts")
