@@ -35,6 +35,7 @@ from rolecall.errors import SessionInUse
 __all__ = ["Claim", "FileClaims"]
 
 _WINDOWS_OFFSET = 1 << 20  # Windows locks a byte range: one byte far past the holder's text
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows opens in text mode otherwise
 
 
 class Claim:
@@ -115,7 +116,7 @@ class FileClaims:
         path = self.path_of(session_id)
         self.folder.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _BINARY, 0o644)
             try:
                 if not _lock(fd):
                     raise SessionInUse.held_by(session_id, describe_holder(path))
