@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 from rolecall.errors import UsageError
 from rolecall.nats.transport import open_transport
+from rolecall.storage.claims import FileClaims
 from tests.cluster.conftest import scripted_world
 from tests.faults import Cli
 from tests.nats_server import NatsServer, free_port, server_binary
@@ -180,6 +182,37 @@ def test_the_stream_holds_the_run_watch_replays_it_and_import_stores_it(
     assert again.stdout.strip() == "imported 0 sessions, updated 0, 1 already up to date"
     resumed = elsewhere.run("resume", sid)
     assert resumed.returncode == 0 and "already finished (flow_end)" in resumed.stderr
+
+
+def test_import_leaves_a_session_open_here_as_it_is_and_updates_it_once_let_go(
+    cli: Cli, nats: NatsServer, tmp_path: Path
+) -> None:
+    world = scripted_world(tmp_path, steps=4)
+    ran = cli.run("run", str(world), "--nats", nats.url, "--mode", "step", "--json", stdin="\n")
+    assert ran.returncode == 0, ran.stderr
+    sid = lines(ran.stdout)[0]["session_id"]
+    elsewhere = Cli(home=tmp_path / "elsewhere", guard=cli.guard, cwd=tmp_path)
+    assert elsewhere.run("sessions", "import", sid, "--nats", nats.url).returncode == 0
+    assert len(stored_messages(elsewhere.home, sid)) == 1
+    resumed = cli.run("resume", sid, "--nats", nats.url)  # the stream goes on to the end
+    assert resumed.returncode == 0, resumed.stderr
+
+    # this test process holds the session in elsewhere's data dir, as a REPL there would
+    held = FileClaims(elsewhere.home / "rolecall.db-claims").claim(sid)
+    refused = elsewhere.run("sessions", "import", sid, "--nats", nats.url)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stdout.strip() == (
+        "imported 0 sessions, updated 0, 0 already up to date, 1 left as stored (open here)"
+    )
+    assert f"not imported: session {sid} is open in another process (pid {os.getpid()}" in (
+        refused.stderr
+    )
+    assert len(stored_messages(elsewhere.home, sid)) == 1  # not deleted to be replaced
+    held.release()
+    updated = elsewhere.run("sessions", "import", sid, "--nats", nats.url)
+    assert updated.returncode == 0, updated.stderr
+    assert updated.stdout.strip() == "imported 0 sessions, updated 1, 0 already up to date"
+    assert stored_messages(elsewhere.home, sid) == stored_messages(cli.home, sid)
 
 
 def test_a_server_restarted_during_a_run_loses_and_reorders_nothing(

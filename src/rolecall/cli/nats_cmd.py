@@ -187,27 +187,41 @@ async def _import(args: argparse.Namespace, url: str) -> int:
 
     for doc in docs:  # before anything is replaced: a stored copy is deleted to be updated
         check_document(doc, f"session {doc.session_id}", damaged=f"damaged in the stream at {url}")
+    from rolecall.errors import SessionInUse
+
     imported = updated = 0
+    held: list[str] = []  # what another live session here goes on with: left as it is
     async with open_store(args) as store:
         for doc in sorted(docs, key=lambda d: d.created_at):
-            if await store.has(doc.session_id):
-                stored = await store.load(doc.session_id, with_events=False)
-                if stored.last_seq >= doc.last_seq:
-                    continue
-                await store.delete(doc.session_id)
-                updated += 1
-            else:
-                imported += 1
-            await store.import_document(doc)
+            try:
+                claim = store.claim(doc.session_id)  # no resume between delete and import
+            except SessionInUse as exc:
+                held.append(str(exc))
+                continue
+            try:
+                if await store.has(doc.session_id):
+                    stored = await store.load(doc.session_id, with_events=False)
+                    if stored.last_seq >= doc.last_seq:
+                        continue
+                    await store.delete(doc.session_id)
+                    updated += 1
+                else:
+                    imported += 1
+                await store.import_document(doc)
+            finally:
+                claim.release()
         listed = await _record_batches(store, url, batches, logs)
     if not args.quiet:
         print(
             f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
-            f"{len(docs) - imported - updated} already up to date"
+            f"{len(docs) - imported - updated - len(held)} already up to date"
+            + (f", {len(held)} left as stored (open here)" if held else "")
         )
         for name in listed:
             print(f"batch {name}: `rolecall sessions list --batch {name}` lists its sessions")
-    return 0
+    for said in held:
+        print(f"rolecall: not imported: {said}", file=sys.stderr)
+    return 1 if held else 0
 
 
 async def _record_batches(
