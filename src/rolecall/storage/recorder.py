@@ -77,10 +77,10 @@ class EventBuffer(list[Stamped]):
 class Recorder:
     """Writes one live session to a :class:`SessionStore`, a turn at a time."""
 
-    def __init__(self, store: SessionStore, session_id: str, claim: Claim | None = None) -> None:
+    def __init__(self, store: SessionStore, session_id: str, claim: Claim) -> None:
         self.store = store
         self.session_id = session_id
-        self.claim = claim or Claim(session_id)  # this live session writes it (released at close)
+        self.claim = claim  # this live session writes it (released when it closes)
         self.buffer = EventBuffer()  # stamped since the last commit (the bus appends)
         self.messages = self.records = self.drafts = 0  # how many of each are stored
         self.state_json = ""
