@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from rolecall.cli import registry
+from rolecall.errors import UsageError
 
 EPILOG = """examples:
   rolecall run classroom                      run worlds/classroom on its models
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UnicodeEncodeError:  # bytes that are not UTF-8 (Python kept them as surrogates)
             shown = os.fsencode(word).decode("utf-8", "backslashreplace")
             print(f"rolecall: the argument '{shown}' is not UTF-8 text", file=sys.stderr)
-            return 2
+            return UsageError.exit_code
     # `rolecall run ...`: the other commands' parsers are not needed to parse it (nor
     # their help: `rolecall run --help` is the run command's own). With no command named
     # at all (`rolecall --help`, `rolecall`, a mistyped one), no command's parser is: the
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command is None:
         parser.print_help()
-        return 2
+        return UsageError.exit_code
     from rolecall.cli.commands import dispatch
 
     return dispatch(args, handlers[args.command])

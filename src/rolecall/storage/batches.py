@@ -90,13 +90,6 @@ class BatchTables:
             for run, sid, text in rows
         }
 
-    async def batch_of(self) -> dict[str, str]:
-        """Session id → batch name, for every session run by a batch."""
-        rows = await self.store._all(
-            "SELECT session_id, batch FROM batch_runs WHERE session_id IS NOT NULL"
-        )
-        return {sid: name for sid, name in rows}
-
     async def record_imported(
         self,
         name: str,
