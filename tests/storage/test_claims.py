@@ -66,8 +66,11 @@ def contents(home: Path, sid: str) -> list[str]:
 
 
 def start_resume(sid: str, home: Path) -> subprocess.Popen[str]:
-    """``rolecall resume SID --json`` at a slow pace, once its first message is out."""
-    argv, env = cli("resume", sid, "--json", home=home, delay=0.05)
+    """``rolecall resume SID --json`` at a slow pace, once its first message is out.
+
+    Slow enough (about 12 s for the rest) that the commands refused meanwhile, each a
+    new process, find it still running on a busy 2-CPU machine."""
+    argv, env = cli("resume", sid, "--json", home=home, delay=0.25)
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
