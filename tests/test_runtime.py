@@ -9,6 +9,7 @@ from rolecall.errors import ProviderUnavailable
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.runtime import Session
+from tests.backends import anyio_backend  # noqa: F401 - asyncio and trio
 from tests.helpers import Recorder, run_flow, scripted_world, world_from
 
 pytestmark = pytest.mark.anyio

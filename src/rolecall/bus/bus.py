@@ -11,7 +11,6 @@ stream fed in the same order.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +33,7 @@ from rolecall.bus.events import (
     Topic,
 )
 from rolecall.bus.protocol import EnvelopeSink, Filter, Handler
+from rolecall.bus.soon import call_soon
 from rolecall.log import get_logger
 
 log = get_logger(__name__)
@@ -253,9 +253,7 @@ class EventBus:
         read from one network packet) were published at the same time and share it.
         Any other event ends the burst."""
         ts = self._clock()
-        try:
-            asyncio.get_running_loop().call_soon(self._burst_ended)
-        except RuntimeError:  # no asyncio loop: every chunk reads the clock
+        if not call_soon(self._burst_ended):  # no event loop: every chunk reads the clock
             return ts
         self._burst = ts
         return ts

@@ -8,7 +8,6 @@ with one colour per role on a terminal (plain text when stdout is not a terminal
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ from rolecall.bus import (
     TurnLimitEvent,
     WarningEvent,
 )
+from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, tokens, use_color
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
@@ -67,12 +67,10 @@ class JsonSink:
         if envelope.event.topic == "world":
             self.flush()
         elif not self._flush_due:
-            try:
-                asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:  # no asyncio loop here: now
-                self.flush()
-            else:
+            if call_soon(self.flush):
                 self._flush_due = True
+            else:  # no event loop here: now
+                self.flush()
 
     def flush(self) -> None:
         self._flush_due = False
