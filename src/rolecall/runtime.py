@@ -182,7 +182,7 @@ class Session:
     async def begin(self, *, running: bool = False) -> None:
         """:meth:`open`, and the state ``running`` when ``running``, stored before anyone
         sees them (as a turn's events are): a crash during the first generation loses
-        none of the events a reader already saw (cli.md, Persistence)."""
+        none of the events a reader already saw (sessions.md, How a turn is written)."""
         events = self._opening()
         if running and not self.finished and self.state.state != "running":
             self.state.state = "running"

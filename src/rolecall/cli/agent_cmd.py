@@ -1,4 +1,4 @@
-"""``rolecall agent ROLE --world W --nats URL``: serve one role's generations (scale.md)."""
+"""``rolecall agent ROLE --world W --nats URL``: serve one role's generations (nats.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``rolecall batch WORLD``: run a world many times and gather the results (scale.md)."""
+"""``rolecall batch WORLD``: run a world many times and gather the results (batch.md)."""
 
 from __future__ import annotations
 

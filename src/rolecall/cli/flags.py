@@ -1,4 +1,4 @@
-"""The flags every command shares (cli.md), in one module every command imports."""
+"""The flags every command shares (guide.md, modes.md), in one module every command imports."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def add_common_flags(
     data_dir_help: str = "where sessions are stored (env ROLECALL_HOME)",
     quiet_help: str = "less output (no token lines)",
 ) -> None:
-    """Add the common flags of cli.md to ``p``, in their usual order.
+    """Add the common flags (modes.md) to ``p``, in their usual order.
 
     ``--model --json --data-dir --session-file --max-turns --topic -q -v --log-file``;
     ``max_turns=False`` leaves out ``--max-turns`` (a command defining its own), and

@@ -37,7 +37,7 @@ CONSENSUS_EPILOG = """examples:
 
 
 def _common(p: argparse.ArgumentParser, *, max_turns: bool = True) -> None:
-    """The common flags of cli.md (as in ``rolecall run``), plus ``--mode``."""
+    """The common flags (modes.md) (as in ``rolecall run``), plus ``--mode``."""
     add_common_flags(
         p,
         max_turns=max_turns,

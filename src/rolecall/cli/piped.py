@@ -1,4 +1,4 @@
-"""Piped chat (cli.md, Piped mode): one human message or /command per input line."""
+"""Piped chat (chat.md, Piped mode): one human message or /command per input line."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def apply_overrides(world: World, args: argparse.Namespace, *, max_turns: bool =
 
 
 def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
-    """The exit code for how the session ended (cli.md, Exit codes).
+    """The exit code for how the session ended (sessions.md, Exit codes).
 
     The last thing printed says how to go on, pasteable as printed (:mod:`.hints`): a
     paused session the command that continues it, a finished one (outside ``--json``)

@@ -9,7 +9,7 @@ short reason; anything else counts as no. Each decision is a ``system/respond`` 
 The question is not a turn: it is not streamed, not stored as a message and not counted
 in the agent's turns; its tokens are reported in the event. An agent that has reached its
 turn limit is not asked (it could not answer anyway): its decision is no, without a call.
-The offline model answers it deterministically (:mod:`rolecall.llm.offline_respond`).
+The offline model answers it deterministically (:func:`rolecall.llm.offline.respond_answer`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The session document: one versioned JSON snapshot of a session (cli.md, Persistence).
+"""The session document: one versioned JSON snapshot of a session (sessions.md, Session files).
 
 The same content as the store: the world as it was run (roles snapshot included),
 the execution pointer, counters, flags, messages, execution log, drafts, events

@@ -1,4 +1,4 @@
-"""Sessions on a NATS cluster, for ``rolecall web --nats URL`` (web.md, scale.md).
+"""Sessions on a NATS cluster, for ``rolecall web --nats URL`` (web.md, nats.md).
 
 Sessions run by other processes or machines with ``--nats`` are not in this server's
 store; the ``ROLECALL_EVENTS`` stream holds them. Two readers of that stream:

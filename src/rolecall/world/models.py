@@ -63,7 +63,7 @@ class Settings(_Model):
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     timeout: Annotated[float, Field(gt=0)] = 60.0
     retries: Annotated[StrictInt, Field(ge=0, le=10)] = 2
-    # a remote agent (transport: nats) silent this long is gone (scale.md); seconds
+    # a remote agent (transport: nats) silent this long is gone (nats.md); seconds
     agent_timeout: Annotated[float, Field(gt=0)] = 30.0
     # how openai/... models are called: through litellm, or rolecall's lean HTTP client
     # (llm/openai_http.py: the same request, a tenth of the CPU; docs/batch.md)
@@ -92,7 +92,7 @@ class Role(_Model):
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     script: list[str] | None = None
     price: Price | None = None
-    # nats: the role's generations are served by `rolecall agent ROLE` processes (scale.md)
+    # nats: the role's generations are served by `rolecall agent ROLE` processes (nats.md)
     transport: Literal["local", "nats"] = "local"
     respond: Respond | None = None  # None: the routing rules alone decide
     template: str | None = None  # where it came from (kept for display)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rolecall.storage.data_store import DataStore
 
 
-# the keys of `sessions list --json`, in this order (cli.md)
+# the keys of `sessions list --json`, in this order (sessions.md)
 LIST_KEYS = (
     "session_id",
     "world",

@@ -1,4 +1,4 @@
-"""The interactive REPL of ``rolecall chat WORLD`` on a terminal (cli.md, REPL).
+"""The interactive REPL of ``rolecall chat WORLD`` on a terminal (repl.md).
 
 Three layers, the first two headless and testable without a terminal:
 
