@@ -575,17 +575,19 @@ def bench_turn_overhead(quick: bool) -> Bench:
         b.add(f"n{mid}_{name}_writes_per_turn", calls / mid, "calls")
     b.add(f"n{mid}_probed_main_thread_cpu_ms_per_turn", ms(probed.main_cpu / mid), "ms")
     b.add(f"n{mid}_probed_cpu_mean_ms_per_turn", ms(probed.cpu / mid), "ms")
-    for turns, _ in plan:
-        b.target(
-            f"n{turns}_median_ms_per_turn",
-            0.25,
-            f"issue 18: median per-turn overhead at N={turns}, store and memory files on",
-        )
-        b.target(
-            f"n{turns}_cpu_mean_ms_per_turn",
-            0.30,
-            f"issue 18: mean CPU per turn at N={turns}, checkpoints included",
-        )
+    # issue 39: the per-turn work is settled (every message committed in its own
+    # transaction before anyone sees it); the guard is the ratio to the hand-written floor
+    # measured in the same run (2.99 wall, 2.77 CPU when it was set), worse by 10% at most
+    b.target(
+        f"n{mid}_ratio_to_floor",
+        3.3,
+        f"issue 39: median per turn at N={mid} / the floor's, at most 10% above 2.99",
+    )
+    b.target(
+        f"n{mid}_cpu_ratio_to_floor",
+        3.05,
+        f"issue 39: CPU per turn at N={mid} / the floor's, at most 10% above 2.77",
+    )
     b.target(
         "ratio_10k_to_1k",
         1.1,
@@ -2058,6 +2060,15 @@ def _web(quick: bool) -> Bench:
     return bench
 
 
+def _first_token(quick: bool) -> Bench:
+    """scripts/bench_latency.py: what a user feels with a real model, against raw aiohttp."""
+    bench: Bench = sibling("bench_latency").bench_first_token(quick, Bench)
+    return bench
+
+
+# run with --latency: loopback providers, and rolecall (and litellm) started many times
+LATENCY: dict[str, Callable[[bool], Bench]] = {"first_token": _first_token}
+
 # run with --web: it starts `rolecall web` on loopback with many stored sessions
 WEB: dict[str, Callable[[bool], Bench]] = {"web": _web}
 
@@ -2103,6 +2114,7 @@ def run_one(name: str, quick: bool) -> Bench:
         BENCHMARKS.get(name)
         or SCALE.get(name)
         or WEB.get(name)
+        or LATENCY.get(name)
         or COMPARISONS[name.removeprefix("compare_")]
     )
     try:
@@ -2175,6 +2187,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the web view's benchmark (a `rolecall web` process with 10,000 stored "
         "sessions); alone unless --only names others too",
     )
+    parser.add_argument(
+        "--latency",
+        action="store_true",
+        help="what a user feels with a real model (first_token: latency added to the first "
+        "token, CPU per reply, command to first token; http and litellm against raw "
+        "aiohttp); alone unless --only names others too",
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)  # memory_rss's child
     return parser.parse_args(argv)
 
@@ -2188,12 +2207,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = machine()
     t0 = time.perf_counter()
     meter = CpuMeter()
-    alone = args.only or args.compare or args.scale or args.web
+    alone = args.only or args.compare or args.scale or args.web or args.latency
     names = [n for n in BENCHMARKS if (args.only and n in args.only) or not alone]
     if args.scale:
         names.extend(SCALE)
     if args.web:
         names.extend(WEB)
+    if args.latency:
+        names.extend(LATENCY)
     if args.compare:
         names.append(f"compare_{args.compare}")
     benches = [run_one(name, args.quick) for name in names]

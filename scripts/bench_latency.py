@@ -1,0 +1,364 @@
+"""What a user feels with a real model: the latency rolecall adds to the first token, its
+CPU per reply, and the time from the command to the first token (issue 39).
+
+Measured from outside the process under test, against a floor doing the same work by hand:
+
+* a loopback OpenAI-compatible server (``python scripts/bench_latency.py serve GAP``, a
+  process of its own on aiohttp) streams every reply as ``CHUNKS`` words ``GAP`` seconds
+  apart and notes ``time.monotonic_ns()`` as each reply's first chunk leaves it (and as
+  each request arrives); ``GET /stamps`` gives them;
+* the client under test runs as a child process whose stdout this process reads line by
+  line on a thread of its own, noting ``time.monotonic_ns()`` as each line arrives
+  (CLOCK_MONOTONIC is one clock for every process of the machine);
+* a reply's **added latency** is the arrival of its first token's line here less the
+  moment the server sent that token: the client's reading, parsing, its event path and
+  its sink, and the pipe;
+* the **floor** (``python scripts/bench_latency.py floor URL N DB``) is raw aiohttp: it
+  sends the same request, parses the same stream, prints one JSON line a chunk (flushed),
+  and commits one SQLite row a reply: what any client doing this work pays at least.
+
+Imported by ``scripts/bench.py`` (``bench_first_token``); the modes above are this
+file's command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CHUNKS = 4  # words a reply
+MARK = "tok"  # a reply's words are tok<reply>_<k>: the first token is k == 0
+
+
+# ----------------------------------------------------------------------------- server
+async def serve(gap: float) -> None:
+    from aiohttp import web
+
+    first_sent: list[int] = []
+    arrived: list[int] = []
+
+    def event(model: str, delta: dict[str, Any] | None, **extra: Any) -> bytes:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, **extra}]
+        body: dict[str, Any] = {"id": "lat", "object": "chat.completion.chunk", "model": model}
+        body["choices"] = choices
+        if delta is None:
+            body["usage"] = {"prompt_tokens": 11, "completion_tokens": CHUNKS, "total_tokens": 15}
+        return f"data: {json.dumps(body)}\n\n".encode()
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        arrived.append(time.monotonic_ns())
+        model = str((await request.json()).get("model", "bench"))
+        reply = len(arrived) - 1
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for k in range(CHUNKS):
+            if k:
+                await asyncio.sleep(gap)
+            chunk = event(model, {"content": f"{MARK}{reply}_{k} "}, finish_reason=None)
+            if k == 0:
+                first_sent.append(time.monotonic_ns())
+            await response.write(chunk)
+        await response.write(event(model, {}, finish_reason="stop"))
+        await response.write(event(model, None))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def stamps(request: web.Request) -> web.Response:
+        return web.json_response({"first_sent": first_sent, "arrived": arrived})
+
+    async def reset(request: web.Request) -> web.Response:
+        first_sent.clear()
+        arrived.clear()
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/stamps", stamps)
+    app.router.add_post("/reset", reset)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    print(f"http://127.0.0.1:{port}/v1", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await runner.cleanup()
+
+
+# ----------------------------------------------------------------------------- floor
+async def floor(url: str, replies: int, db_path: str) -> None:
+    """Raw aiohttp: the same request and stream, a JSON line a chunk, a row a reply."""
+    import aiohttp
+
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, body TEXT)")
+    out = sys.stdout
+    body = {
+        "model": "bench-model",
+        "messages": [{"role": "user", "content": "hello"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    async with aiohttp.ClientSession() as session:
+        for _ in range(replies):
+            text = []
+            async with session.post(f"{url}/chat/completions", json=body) as response:
+                async for raw in response.content:
+                    line = raw.strip()
+                    if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                        continue
+                    chunk = json.loads(line[6:])
+                    for choice in chunk.get("choices", ()):
+                        delta = choice.get("delta", {}).get("content")
+                        if delta:
+                            text.append(delta)
+                            out.write(json.dumps({"type": "chunk", "delta": delta}) + "\n")
+                            out.flush()
+            db.execute("BEGIN")
+            db.execute("INSERT INTO messages (body) VALUES (?)", (json.dumps("".join(text)),))
+            db.execute("COMMIT")
+    db.close()
+
+
+# ----------------------------------------------------------------------------- measuring
+class Reader:
+    """A child's stdout read line by line on a thread, each line stamped as it arrives."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.lines: list[tuple[int, bytes]] = []
+        self.first_at: int | None = None
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        readline = self.proc.stdout.readline
+        while True:
+            line = readline()
+            if not line:
+                return
+            now = time.monotonic_ns()
+            self.lines.append((now, line))
+            if self.first_at is None and MARK.encode() in line:
+                self.first_at = now
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def first_tokens(self) -> dict[int, int]:
+        """Reply number -> when the line with its first token arrived."""
+        found: dict[int, int] = {}
+        for at, line in self.lines:
+            text = line.decode("utf-8", "replace")
+            start = text.find(MARK)
+            while start >= 0:
+                word = text[start + len(MARK) :].split(" ", 1)[0].split('"', 1)[0]
+                reply, _, k = word.partition("_")
+                if k.startswith("0") and reply.isdigit():
+                    found.setdefault(int(reply), at)
+                start = text.find(MARK, start + 1)
+        return found
+
+
+def _get(url: str) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as response:  # loopback only
+        return json.loads(response.read())
+
+
+def _post(url: str) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(url, data=b"{}", method="POST")
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+
+
+def world(base_url: str, client: str, replies: int, *, chat: bool = False) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "name": "latency",
+        "topic": "latency",
+        "model": "openai/bench-model",
+        "settings": {"api_base": base_url, "retries": 0, "timeout": 30, "client": client},
+        "roles": [{"id": "a"}, {"id": "b"}],
+    }
+    if not chat:  # a loop, so that the world's own size does not grow with the replies
+        raw["settings"]["max_turns"] = replies
+        raw["flow"] = {
+            "steps": [
+                {"id": "s1", "speaker": "a"},
+                {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": replies}},
+            ]
+        }
+    return raw
+
+
+def child_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLECALL_")}
+    env.update(
+        ROLECALL_HOME=str(home),
+        OPENAI_API_KEY="sk-bench",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        NO_COLOR="1",
+        PYTHONUNBUFFERED="0",
+    )
+    return env
+
+
+def run_child(
+    argv: list[str], env: dict[str, str], stdin: bytes = b""
+) -> tuple[Reader, float, int]:
+    """Run ``argv``, reading its stdout as it comes: (reader, CPU seconds, spawn time)."""
+    spawned = time.monotonic_ns()
+    proc = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    reader = Reader(proc)
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    reader.join(10)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])}... exited {proc.returncode}")
+    return reader, usage.ru_utime + usage.ru_stime, spawned
+
+
+def added_latencies(reader: Reader, base: str, skip: int = 1) -> list[float]:
+    """Milliseconds from a reply's first token leaving the server to its line here."""
+    sent = _get(base.removesuffix("/v1") + "/stamps")["first_sent"]
+    got = reader.first_tokens()
+    return [(got[r] - sent[r]) / 1e6 for r in range(skip, len(sent)) if r in got]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def _server(gap: float) -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [sys.executable, __file__, "serve", str(gap)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdout is not None
+    return server, server.stdout.readline().strip()
+
+
+def _argv(variant: str, base: str, n: int, tmp: Path) -> list[str]:
+    if variant == "floor":
+        return [sys.executable, __file__, "floor", base, str(n), str(tmp / f"floor{n}.db")]
+    path = tmp / f"{variant}{n}.json"
+    path.write_text(json.dumps(world(base, variant, n)), encoding="utf-8")
+    return [sys.executable, "-m", "rolecall.cli.main", "run", str(path), "--json", "-q",
+            "--data-dir", str(tmp / "data")]  # fmt: skip
+
+
+def bench_first_token(quick: bool, bench_cls: Any) -> Any:
+    b = bench_cls(
+        "first_token",
+        "with a loopback provider: the latency rolecall adds between the provider's first "
+        "token and the token on --json's stdout (chunks 50 ms apart), its CPU per reply, and "
+        "the time from `rolecall chat` to the first token, against raw aiohttp (the floor)",
+    )
+    replies, many, starts_n = (8, 40, 2) if quick else (40, 300, 5)
+    gap = 0.05
+    variants = ("floor", "http", "litellm")
+    details: dict[str, Any] = {}
+    paced, base = _server(gap)
+    eager, eager_base = _server(0.0)
+    try:
+        with tempfile.TemporaryDirectory() as name:
+            tmp = Path(name)
+            env = child_env(tmp / "home")
+            for variant in variants:
+                _post(base.removesuffix("/v1") + "/reset")
+                reader, _, _ = run_child(_argv(variant, base, replies, tmp), env)
+                lat = added_latencies(reader, base)
+                details[f"{variant}_added_ms"] = [round(x, 3) for x in lat]
+                b.add(f"{variant}_added_p50_ms", statistics.median(lat), "ms")
+                b.add(f"{variant}_added_p90_ms", pct(lat, 90), "ms")
+                b.add(f"{variant}_added_p99_ms", pct(lat, 99), "ms")
+                b.add(f"{variant}_added_max_ms", max(lat), "ms")
+            for variant in variants:  # CPU: chunks back to back, start-up subtracted
+                cpu = {n: run_child(_argv(variant, eager_base, n, tmp), env)[1] for n in (many, 2)}
+                details[f"{variant}_cpu_s"] = {str(n): round(c, 4) for n, c in cpu.items()}
+                b.add(f"{variant}_cpu_ms_per_reply", (cpu[many] - cpu[2]) / (many - 2) * 1000, "ms")
+            for variant in ("http", "litellm"):  # the command to the first token
+                path = tmp / f"chat-{variant}.json"
+                path.write_text(json.dumps(world(eager_base, variant, 1, chat=True)), "utf-8")
+                argv = [sys.executable, "-m", "rolecall.cli.main", "chat", str(path), "--json"]
+                argv += ["-q", "--data-dir", str(tmp / "data")]
+                starts = []
+                for _ in range(starts_n):
+                    reader, _, spawned = run_child(argv, env, b"@a hello\n")
+                    if reader.first_at is not None:
+                        starts.append((reader.first_at - spawned) / 1e9)
+                details[f"{variant}_start_to_first_token_s"] = [round(x, 4) for x in starts]
+                b.add(f"{variant}_start_to_first_token_s", statistics.median(starts), "s")
+    finally:
+        for server in (paced, eager):
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(timeout=30)
+    floor_p50 = b.figures["floor_added_p50_ms"]
+    b.add("http_added_p50_ratio_to_floor", b.figures["http_added_p50_ms"] / floor_p50, "ratio")
+    b.add(
+        "http_cpu_ratio_to_floor",
+        b.figures["http_cpu_ms_per_reply"] / b.figures["floor_cpu_ms_per_reply"],
+        "ratio",
+    )
+    b.target("http_added_p50_ratio_to_floor", 1.5, "issue 39: http ≤ 1.5 × the floor at p50")
+    b.target("litellm_added_p50_ms", 2.0, "issue 39: litellm adds ≤ 2 ms at p50")
+    b.target("litellm_added_p99_ms", 5.0, "issue 39: litellm adds ≤ 5 ms at p99")
+    b.target("http_cpu_ratio_to_floor", 1.5, "issue 39: http ≤ 1.5 × the floor's CPU a reply")
+    b.target("litellm_cpu_ms_per_reply", 6.0, "issue 39: litellm ≤ 6 ms of CPU a reply")
+    for variant in ("http", "litellm"):
+        b.target(
+            f"{variant}_start_to_first_token_s",
+            0.5,
+            "issue 39: `rolecall chat` to the first token ≤ 0.5 s, imports included",
+        )
+    b.details = details
+    b.method = {
+        "server": f"scripts/bench_latency.py serve: {CHUNKS} chunks a reply, each reply's "
+        "first chunk stamped (monotonic clock) just before it is written",
+        "added": f"{replies} replies, chunks {gap * 1000:.0f} ms apart, in one `rolecall run "
+        "WORLD --json -q` (two roles in a loop, openai/bench-model at the loopback "
+        "api_base, settings.client http or litellm), the first reply left out (the "
+        "connection, first imports); each reply's first-token line stamped as this process "
+        "reads it from the pipe; floor: `scripts/bench_latency.py floor` (raw aiohttp, a "
+        "JSON line a chunk, a SQLite row a reply)",
+        "cpu": f"the child's user+system CPU (wait4) for {many} replies less that for 2, over "
+        f"{many - 2}: start-up and imports cancel out; chunks back to back",
+        "start": f"spawn of `rolecall chat WORLD --json -q` with `@a hello` on stdin to its "
+        f"first token's line, median of {starts_n}; the server answers at once",
+    }
+    return b
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        asyncio.run(serve(float(sys.argv[2])))
+    elif sys.argv[1] == "floor":
+        asyncio.run(floor(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+    else:
+        sys.exit(f"usage: {sys.argv[0]} serve GAP | floor URL N DB")
