@@ -20,6 +20,8 @@ class HeldAcks:
         self.sent: list[str] = []
         self.acks: list[asyncio.Future[None]] = []
         self.nc, self.js = self, self
+        self.on_reconnect: list[Any] = []
+        self.stats = {"reconnects": 0}
 
     async def publish(self, subject: str, payload: bytes, headers: Any = None) -> None:
         self.sent.append(subject)

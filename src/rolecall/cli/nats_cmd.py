@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rolecall.nats.jobs import StoredBatch
     from rolecall.nats.link import Link
     from rolecall.nats.replay import Reorder, SessionLog, StreamEvent
+    from rolecall.session.document import SessionDocument
     from rolecall.storage.port import SessionStore
 
 
@@ -173,20 +174,18 @@ async def _import(args: argparse.Namespace, url: str) -> int:
         logs = await session_logs(link, session_filter(args.session))
         if args.batch is not None:
             logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
-        docs = [doc for log in logs.values() if (doc := log.document()) is not None]
+        docs, skipped = _importable(logs, url)
         imported_ids = {doc.session_id for doc in docs}
         names = sorted(
             {log.batch for sid, log in logs.items() if log.batch and sid in imported_ids}
         )
         batches: dict[str, StoredBatch] = {name: await stored_batch(link, name) for name in names}
     if not docs:
+        for said in skipped:
+            print(f"rolecall: not imported: {said}", file=sys.stderr)
         what = args.session or (f"batch {args.batch}" if args.batch else "any session")
         print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
         return 1
-    from rolecall.session.document import check_document
-
-    for doc in docs:  # before anything is replaced: a stored copy is deleted to be updated
-        check_document(doc, f"session {doc.session_id}", damaged=f"damaged in the stream at {url}")
     from rolecall.errors import SessionInUse
 
     imported = updated = 0
@@ -216,12 +215,42 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
             f"{len(docs) - imported - updated - len(held)} already up to date"
             + (f", {len(held)} left as stored (open here)" if held else "")
+            + (f", {len(skipped)} skipped (unsafe session id)" if skipped else "")
         )
         for name in listed:
             print(f"batch {name}: `rolecall sessions list --batch {name}` lists its sessions")
-    for said in held:
+    for said in [*skipped, *held]:
         print(f"rolecall: not imported: {said}", file=sys.stderr)
-    return 1 if held else 0
+    return 1 if held or skipped else 0
+
+
+def _importable(logs: dict[str, SessionLog], url: str) -> tuple[list[SessionDocument], list[str]]:
+    """The sessions of ``logs`` that can be stored here, and why each other one cannot (a
+    session id that is not safe in a file name, a session damaged in the stream): checked
+    before anything is replaced, since a stored copy is deleted to be updated."""
+    from pydantic import ValidationError
+
+    from rolecall.paths import safe_id
+    from rolecall.session.document import check_document
+
+    docs: list[SessionDocument] = []
+    skipped: list[str] = []
+    for sid, log in sorted(logs.items()):
+        try:
+            safe_id(sid, "session id")
+            doc = log.document()
+            if doc is None:
+                continue
+            safe_id(doc.session_id, "session id")
+            docs.append(
+                check_document(doc, f"session {sid}", damaged=f"damaged in the stream at {url}")
+            )
+        except UsageError as exc:
+            skipped.append(str(exc))
+        except (ValidationError, KeyError, TypeError, ValueError) as exc:
+            first = str(exc).splitlines()[0]
+            skipped.append(f"session {sid!r}: damaged in the stream at {url}: {first}")
+    return docs, skipped
 
 
 async def _record_batches(

@@ -75,6 +75,16 @@ class Publisher:
         self.acked = 0
         self.resent = 0
         self._progress = anyio.Event()
+        self._awaited: list[Any] = []  # the acknowledgements of the batch in flight
+        link.on_reconnect.append(self._reconnected)
+
+    def _reconnected(self) -> None:
+        """The connection was lost and is back: the batch in flight may have been lost
+        with it, so it is sent again now (its copies already stored are dropped by their
+        message ids) instead of after :data:`ACK_TIMEOUT_S`."""
+        for future in self._awaited:
+            if not future.done():
+                future.set_exception(ConnectionResetError("reconnected to the NATS server"))
 
     def put(self, item: Outgoing) -> None:
         if self._closed:
@@ -104,6 +114,7 @@ class Publisher:
         *body, last = batch
         while True:
             futures: list[Any] = []
+            connection = nc.stats["reconnects"]
             try:
                 # one acknowledgement per batch: the stream stores what one connection
                 # sends in the order sent, so the last message's acknowledgement means
@@ -117,16 +128,24 @@ class Publisher:
                     self.handed = handed
                     self._progress.set()
                     self._progress = anyio.Event()
+                self._awaited = futures
                 with anyio.fail_after(ACK_TIMEOUT_S):
                     for future in futures:
                         await future
-                return
+                if nc.stats["reconnects"] == connection:
+                    return
+                # sent over two connections: what the lost one carried may be lost
+                # while the last message is stored, so the batch goes again
+                problem: Exception = ConnectionResetError("reconnected while sending")
             except (TimeoutError, NatsError, OSError) as exc:
+                problem = exc
                 for future in futures:
                     future.cancel()
-                self.resent += 1
-                log.warning("nats_publish_retry", messages=len(batch), error=repr(exc))
-                await anyio.sleep(0.2)
+            finally:
+                self._awaited = []
+            self.resent += 1
+            log.warning("nats_publish_retry", messages=len(batch), error=repr(problem))
+            await anyio.sleep(0.2)
 
     async def flush(self) -> None:
         """Wait until every message put so far is acknowledged (stored)."""

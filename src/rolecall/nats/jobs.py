@@ -248,8 +248,13 @@ async def _create_workers_consumer(link: Link, ack_wait: float) -> ConsumerInfo 
     )
 
 
-async def publish_result(link: Link, result: RunResult) -> None:
-    await link.js.publish(result_subject(result.batch), result.model_dump_json().encode())
+async def publish_result(link: Link, result: RunResult, attempt: str = "") -> None:
+    """Store ``result``; ``attempt`` (the job message's stream sequence) makes its message
+    id, so a row sent again (a server restarting meanwhile) is stored once."""
+    headers = {"Nats-Msg-Id": f"{result.batch}:{result.run}:result:{attempt}"} if attempt else None
+    await link.js.publish(
+        result_subject(result.batch), result.model_dump_json().encode(), headers=headers
+    )
 
 
 async def follow_results(

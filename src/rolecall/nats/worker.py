@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from nats.errors import Error as NatsError
 from pydantic import ValidationError
 
 from rolecall.batch.plan import recorded_values
@@ -39,6 +40,54 @@ if TYPE_CHECKING:
     from rolecall.session.document import SessionDocument
 
 log = get_logger(__name__)
+
+
+RETRY_S = 0.5  # between attempts to reach a server that is not answering
+ACK_S = 5.0  # how long an acknowledgement of a job waits for the server's answer
+ACK_ATTEMPTS = 6  # then the job is left to the ack wait (a redelivered run that ended ends)
+
+
+def problem_of_batch(batch: str) -> str | None:
+    """Why results of ``batch`` cannot be published, or None."""
+    from rolecall.errors import UsageError
+    from rolecall.nats.link import subject_token
+
+    try:
+        subject_token(batch, "batch name")
+    except UsageError as exc:
+        return str(exc)
+    if not batch:
+        return "the job names no batch"
+    return None
+
+
+def job_problem(job: Job) -> str | None:
+    """Why no worker can run ``job`` (its batch name or session id), or None."""
+    from rolecall.errors import UsageError
+    from rolecall.nats.link import subject_token
+    from rolecall.paths import safe_id
+
+    problem = problem_of_batch(job.batch)
+    if problem is not None:
+        return f"the job cannot be run: {problem}"
+    if not job.session_id:
+        return "the job cannot be run: it has no session id (an empty session_id)"
+    try:
+        subject_token(safe_id(job.session_id, "session id"), "session id")
+    except UsageError as exc:
+        return f"the job cannot be run: {exc}"
+    return None
+
+
+def failed(job: Job, error: str) -> RunResult:
+    """The result row of a run of ``job`` that failed with ``error``."""
+    return RunResult(
+        batch=job.batch,
+        run=job.run,
+        session_id=job.session_id or None,
+        values=recorded_values(job.values),
+        error=error,
+    )
 
 
 @dataclass
@@ -79,6 +128,11 @@ class Worker:
                     except TimeoutError:
                         self.slots.release()
                         continue
+                    except NatsError as exc:  # the server restarting, a leader moving
+                        self.slots.release()
+                        log.warning("work_queue_retry", error=repr(exc))
+                        await anyio.sleep(RETRY_S)
+                        continue
                     tg.start_soon(self._take, msgs[0])
         finally:
             with anyio.CancelScope(shield=True), suppress(Exception):
@@ -99,25 +153,73 @@ class Worker:
         counts down)."""
         while True:
             await anyio.sleep(self.ack_wait / 3)
-            await msg.in_progress()
+            try:
+                await msg.in_progress()
+            except NatsError as exc:  # a long outage filled nats-py's buffer: next time
+                log.info("job_progress_unsent", error=repr(exc))
 
     async def _job(self, msg: Any) -> None:
+        """Run the job of ``msg``; whatever happens, its result is recorded and the job
+        acknowledged (a job no worker can run is failed, never redelivered: a worker
+        never exits for a job)."""
+        from nats.errors import NotJSMessageError
+
         try:
             job = Job.model_validate_json(msg.data)
         except ValidationError as exc:
             log.error("job_unreadable", error=str(exc).splitlines()[0])
-            await msg.term()  # never redelivered: no worker could run it
+            await self._settle(msg, None)  # never redelivered: no worker could run it
             return
-        result = await self.run_job(job)
+        try:
+            attempt = str(msg.metadata.sequence.stream)
+        except (NotJSMessageError, ValueError, AttributeError):
+            attempt = ""
+        problem = job_problem(job)
+        if problem is not None:
+            result = failed(job, problem)
+        else:
+            try:
+                result = await self.run_job(job)
+            except Exception as exc:  # anything but cancellation: the run failed, not the worker
+                log.error("job_crashed", batch=job.batch, run=job.run, error=repr(exc))
+                result = failed(job, f"the worker could not run the job: {exc!r}")
         self.stats.jobs += 1
         if not result.ok:
             self.stats.failed += 1
         await self.transport.publisher.flush()  # every event stored before the ack
-        await publish_result(self.transport.link, result)
-        await msg.ack_sync()
+        await self._settle(msg, result, attempt)
         log.info("job_done", batch=job.batch, run=job.run, ok=result.ok, error=result.error)
 
+    async def _settle(self, msg: Any, result: RunResult | None, attempt: str = "") -> None:
+        """Publish ``result`` (none: a job that names no batch it could go to), then
+        acknowledge the job, each again until the server stores it: a server restarting
+        meanwhile neither loses the result nor stops the worker. A result row carries a
+        message id of the job's delivery, so one sent twice is stored once."""
+        stored = result is None or problem_of_batch(result.batch) is not None
+        if result is not None and stored:
+            log.error("job_refused", batch=result.batch, run=result.run, error=result.error)
+        acks = 0
+        while True:
+            try:
+                if not stored:
+                    assert result is not None
+                    await publish_result(self.transport.link, result, attempt)
+                    stored = True
+                if result is None:
+                    await msg.term()  # unreadable: nothing to run again, whoever takes it
+                else:
+                    acks += 1
+                    await msg.ack_sync(timeout=ACK_S)
+                return
+            except (NatsError, TimeoutError) as exc:
+                if acks >= ACK_ATTEMPTS:  # an acknowledgement whose answer was lost is
+                    log.warning("job_ack_unanswered", error=repr(exc))  # not answered again
+                    return
+                log.warning("job_settle_retry", error=repr(exc))
+                await anyio.sleep(RETRY_S)
+
     async def run_job(self, job: Job) -> RunResult:
+        """Run ``job`` to its end; a failure of the run is in the result."""
         from rolecall.world.models import World
 
         started = time.monotonic()
@@ -128,13 +230,7 @@ class Worker:
                 f"{'.'.join(str(p) for p in e['loc']) or 'world'}: {e['msg']}"
                 for e in exc.errors()[:5]
             )
-            return RunResult(
-                batch=job.batch,
-                run=job.run,
-                session_id=job.session_id,
-                values=recorded_values(job.values),
-                error=f"the world is invalid: {problems}",
-            )
+            return failed(job, f"the world is invalid: {problems}")
         live: list[Session] = []
         errors: list[str] = []
         failure: str | None = None
