@@ -9,6 +9,7 @@ answer changed, which only the store can have said.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,34 @@ def test_batch_records_every_run_and_replays_them(cli: Cli, tmp_path: Path) -> N
     # the doctored call was one run's (occurrence 1 of its request): that run says it
     assert DOCTORED in lasts["second"] and DOCTORED not in lasts["first"]
     assert lasts["second"] - {DOCTORED} <= lasts["first"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("chunks", "Doctored", r"'chunks' must be a list of strings, got a string"),
+        ("chunks", ["ok", 7], r"'chunks' must be a list of strings, got a number at chunks\[1\]"),
+        ("usage", {"input_tokens": 9}, r"'usage' has no 'output_tokens'"),
+        ("n", -1, r"'n' must be a whole number of at least 0, got a number"),
+    ],
+    ids=["chunks-a-string", "chunk-not-text", "usage-short", "n-negative"],
+)
+def test_a_malformed_recording_is_refused_naming_the_file_and_line(
+    cli: Cli, tmp_path: Path, field: str, value: object, says: str
+) -> None:
+    """A hand-edited ``"chunks": "text"`` was replayed one character per chunk; now any
+    recording whose fields have the wrong type stops the command before it runs (exit 2)."""
+    store = tmp_path / "calls.jsonl"
+    args = ("run", str(ROOT / "worlds/tutoring"), "--replay-file", str(store), "--json")
+    recorded = cli.run(*args, "--record")
+    assert recorded.returncode == 0, recorded.stderr
+    lines = [json.loads(line) for line in store.read_text(encoding="utf-8").splitlines()]
+    lines[1][field] = value
+    store.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    replayed = cli.run(*args, "--replay")
+    assert replayed.returncode == 2, replayed.stderr
+    assert "Traceback" not in replayed.stderr
+    assert re.search(rf"calls\.jsonl, line 2: not a recording: {says}", replayed.stderr), (
+        replayed.stderr
+    )
+    assert '"type": "chunk"' not in replayed.stdout and '"type":"chunk"' not in replayed.stdout

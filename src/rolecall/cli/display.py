@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+from pydantic import BaseModel
 
 from rolecall.badges import NONE, Labels
 from rolecall.bus import (
@@ -19,6 +21,7 @@ from rolecall.bus import (
     ConditionEvent,
     Envelope,
     ErrorEvent,
+    Event,
     MessageEvent,
     PassEvent,
     RespondEvent,
@@ -33,8 +36,10 @@ from rolecall.bus import (
 )
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, tokens, use_color
-from rolecall.export.common import answered, snippet
+from rolecall.export.common import CONTROLS, answered, snippet, visible
 from rolecall.money import money
+
+_E = TypeVar("_E", bound=BaseModel)
 
 if TYPE_CHECKING:
     from rolecall.cli.wrap import StreamWrap
@@ -244,13 +249,12 @@ class TerminalDisplay:
         if self.closed:
             return
         try:
-            self._show(envelope)
+            self._show(envelope, shown(envelope.event))
         except BrokenPipeError:
             self.closed = True
             silence_stdout()
 
-    def _show(self, envelope: Envelope) -> None:
-        event = envelope.event
+    def _show(self, envelope: Envelope, event: Event) -> None:
         if isinstance(event, MessageEvent):  # what a later reply's header may quote
             self.said[event.message_id] = snippet(event.content)
         if isinstance(event, StreamStart | StreamChunk | StreamEnd):
@@ -289,6 +293,19 @@ class TerminalDisplay:
             self._line(f"stopped: {event.reason}{detail}")
             cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
             self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
+
+
+def shown(event: _E) -> _E:
+    """``event`` with the control characters of its texts shown as symbols (``␛`` for
+    ESC, see :func:`~rolecall.export.common.visible`): a model's reply printed on a
+    terminal cannot move its cursor, retitle or clear it. ``event`` itself when it has
+    none (the usual case: one regex search per text field)."""
+    changed = {
+        name: visible(value)
+        for name, value in event.__dict__.items()
+        if isinstance(value, str) and CONTROLS.search(value)
+    }
+    return event.model_copy(update=changed) if changed else event
 
 
 def _columns(out: TextIO) -> int:

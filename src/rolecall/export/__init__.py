@@ -13,6 +13,11 @@ Loop badges follow the terminal display: ``loop N`` is the message's ``loop_iter
 
 Safety of user content (message text, names, titles, topics):
 
+* Every rendering (text, Markdown, HTML, PDF) shows control characters instead of
+  passing them on: ESC as ``␛``, BEL as ``␇``, NUL as ``␀``, a C1 control as
+  ``<U+009B>`` (:func:`~rolecall.export.common.visible`); newlines and tabs are kept. A
+  model's reply cannot move the cursor, retitle or clear the reader's terminal.
+
 * HTML: every piece goes through :func:`html.escape`; message bodies are shown with
   ``white-space: pre-wrap``. The page is self-contained (inline CSS, no scripts, no
   external assets).
@@ -33,7 +38,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rolecall.export.common import Selection, TokenRow, select, status, title, token_table
+    from rolecall.export.common import (
+        Selection,
+        TokenRow,
+        select,
+        status,
+        title,
+        token_table,
+        visible,
+    )
     from rolecall.export.html import to_html
     from rolecall.export.markdown import md_escape, md_quote, to_markdown
     from rolecall.export.text import to_text, to_trace
@@ -47,6 +60,7 @@ _MODULES = {
     "status": "common",
     "title": "common",
     "token_table": "common",
+    "visible": "common",
     "to_html": "html",
     "md_escape": "markdown",
     "md_quote": "markdown",
@@ -68,6 +82,7 @@ __all__ = [
     "to_text",
     "to_trace",
     "token_table",
+    "visible",
 ]
 
 

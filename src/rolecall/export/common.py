@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,31 @@ _PALETTE = (
     "#bf3989",
 )
 _GREY = "#6e7781"
+
+
+# ------------------------------------------------------------------ control characters
+# every C0 control but tab and newline, DEL and the C1 controls (a terminal obeys ESC,
+# CSI (U+009B), OSC, BEL, CR, backspace: model text could rewrite what a reader sees)
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ␀ ␇ ␈ ␍ ␛ ...
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    return f"<U+{code:04X}>"  # C1 controls have no pictures
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters shown instead of obeyed: ESC as ``␛``, BEL
+    as ``␇``, NUL as ``␀``, a C1 control as ``<U+009B>``; newlines and tabs are kept (a
+    Windows line end ``\\r\\n`` is a newline). For anything model or user text reaches
+    a terminal or a document through."""
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    return CONTROLS.sub(_picture, text)
 
 
 # ------------------------------------------------------------------ selection

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import re
 
 from rolecall.export.common import (
     _GREY,
@@ -23,12 +22,12 @@ from rolecall.export.common import (
     status,
     title,
     token_table,
+    visible,
 )
 from rolecall.money import money
 from rolecall.session.document import SessionDocument
 
 # ------------------------------------------------------------------ html
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _CSS = """
 :root { color-scheme: light; }
@@ -65,7 +64,7 @@ footer { margin-top: 40px; color: #59636e; font-size: 0.85em; }
 
 
 def _h(text: object) -> str:
-    return html.escape(_CONTROL.sub("\ufffd", str(text)), quote=True)
+    return html.escape(visible(str(text)), quote=True)
 
 
 def _colors(doc: SessionDocument, senders: list[str]) -> dict[str, str]:

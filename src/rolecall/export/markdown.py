@@ -18,6 +18,7 @@ from rolecall.export.common import (
     status,
     title,
     token_table,
+    visible,
 )
 from rolecall.money import money
 from rolecall.session.document import SessionDocument
@@ -30,7 +31,7 @@ _NBSP = "\u00a0"
 
 def md_escape(text: str) -> str:
     """One line of user text, safe anywhere in Markdown (newlines become spaces)."""
-    return _md_line(" ".join(text.splitlines()))
+    return _md_line(" ".join(visible(text).splitlines()))
 
 
 def _md_line(line: str) -> str:
@@ -47,7 +48,7 @@ def _md_line(line: str) -> str:
 
 def md_quote(text: str) -> str:
     """A message body as a neutralised blockquote (see the module docstring)."""
-    lines = [_md_line(line).rstrip() for line in text.splitlines()]
+    lines = [_md_line(line).rstrip() for line in visible(text).splitlines()]
     if not any(lines):
         return "> *(empty)*"
     out = []
@@ -130,4 +131,4 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
             extra = f" · *{e(where)}*" if where else ""
             out.append(f"### {e(d.message_id)} · {e(d.sender)} (incomplete)")
             out += ["", f"{e(d.reason)}{extra} · {_when(d.ts)}", "", md_quote(d.content), ""]
-    return "\n".join(out).rstrip("\n") + "\n"
+    return visible("\n".join(out)).rstrip("\n") + "\n"

@@ -15,7 +15,16 @@ from pathlib import Path
 
 from rolecall.errors import UsageError
 from rolecall.export.common import _labels as labels_of
-from rolecall.export.common import _sender, _target, _tokens, _when, _where, answered, select
+from rolecall.export.common import (
+    _sender,
+    _target,
+    _tokens,
+    _when,
+    _where,
+    answered,
+    select,
+    visible,
+)
 from rolecall.export.common import status as status_of
 from rolecall.export.common import title as title_of
 from rolecall.session.document import SessionDocument
@@ -66,7 +75,7 @@ def to_pdf(doc: SessionDocument, *, role: str | None = None, search: str | None 
 
     def para(text: str, size: float, style: str = "", gap: float = 1.5) -> None:
         pdf.set_font("body", style, size)
-        pdf.multi_cell(width, size * 0.5, text, new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(width, size * 0.5, visible(text), new_x="LMARGIN", new_y="NEXT")
         pdf.ln(gap)
 
     para(title_of(doc), 16, "B", 3)

@@ -14,6 +14,7 @@ from rolecall.export.common import (
     status,
     title,
     token_table,
+    visible,
 )
 from rolecall.money import money
 from rolecall.session.document import SessionDocument
@@ -27,7 +28,8 @@ def to_text(
     search: str | None = None,
     times: bool = False,
 ) -> str:
-    """The transcript as plain text (``rolecall sessions show``)."""
+    """The transcript as plain text (``rolecall sessions show``); control characters
+    (an ESC in a model's reply) are shown as symbols, never obeyed (:func:`visible`)."""
     sel = select(doc, role=role, search=search)
     world = doc.world
     head = f"{title(doc)} — world {world.get('name', '?')} · session {doc.session_id}"
@@ -51,7 +53,7 @@ def to_text(
         if times:
             parts.append(_when(m.ts))
         lines.append("  ".join(parts))
-        lines.extend(f"  {line}" for line in (m.content.splitlines() or [""]))
+        lines.extend(f"  {line}" for line in (visible(m.content).splitlines() or [""]))
     if sel.drafts:
         lines.append("")
         lines.append(f"drafts (incomplete, not part of the history): {len(sel.drafts)}")
@@ -60,7 +62,7 @@ def to_text(
             lines.append(
                 f"  [{d.message_id}] {d.sender} ({d.reason}{', ' + where if where else ''})"
             )
-            lines.extend(f"    {line}" for line in (d.content.splitlines() or [""]))
+            lines.extend(f"    {line}" for line in (visible(d.content).splitlines() or [""]))
     rows = token_table(doc, sel.messages)
     if rows:
         total = _totals(rows)
@@ -70,7 +72,7 @@ def to_text(
             f"{total.messages} message{'' if total.messages == 1 else 's'} · "
             f"cost {money(total.cost_usd)}"
         )
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"  # names, titles, quotes: shown, never obeyed
 
 
 def to_trace(doc: SessionDocument) -> str:
@@ -78,7 +80,7 @@ def to_trace(doc: SessionDocument) -> str:
     head = f"{title(doc)} — session {doc.session_id} · {status(doc)}"
     if not doc.execution_log:
         none = "no steps executed (a chat session, or the flow has not started)"
-        return "\n".join([head, none, *_study_turns(doc)]) + "\n"
+        return visible("\n".join([head, none, *_study_turns(doc)])) + "\n"
     header = ("#", "step", "speaker", "message", "loop", "result", "in", "out", "started", "took")
     rows: list[tuple[str, ...]] = []
     for r in doc.execution_log:
@@ -111,7 +113,7 @@ def to_trace(doc: SessionDocument) -> str:
     lines = [head, "", fmt(header), *(fmt(row) for row in rows), ""]
     lines.append(f"{len(rows)} steps · tokens ↑{total_in:,} ↓{total_out:,}")
     lines += _study_turns(doc)
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"
 
 
 def _study_turns(doc: SessionDocument) -> list[str]:

@@ -79,6 +79,59 @@ class Recording:
     step: str | None
 
 
+def _kind(value: Any) -> str:
+    """What a JSON value is, for an error: ``a string``, ``null``, ``a list``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {str: "a string", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _problem(raw: Any) -> str | None:
+    """What is wrong with one parsed line of a replay file, or None: every field is
+    checked for its type, so a hand-edited ``"chunks": "text"`` is refused rather than
+    replayed one character per chunk."""
+    if not isinstance(raw, dict):
+        return f"expected a JSON object, got {_kind(raw)}"
+    for field in ("key", "request", "chunks", "usage"):
+        if field not in raw:
+            return f"no {field!r}"
+    checks: list[tuple[str, Any, bool, str]] = [
+        ("key", raw["key"], isinstance(raw["key"], str), "a string"),
+        ("request", raw["request"], isinstance(raw["request"], dict), "an object"),
+        ("chunks", raw["chunks"], isinstance(raw["chunks"], list), "a list of strings"),
+        ("usage", raw["usage"], isinstance(raw["usage"], dict), "an object"),
+    ]
+    n = raw.get("n", 0)
+    checks.append(("n", n, _count(n), "a whole number of at least 0"))
+    for field in ("finish_reason", "role", "step"):
+        value = raw.get(field)
+        checks.append((field, value, value is None or isinstance(value, str), "a string or null"))
+    for field, value, ok, wanted in checks:
+        if not ok:
+            return f"{field!r} must be {wanted}, got {_kind(value)}"
+    for i, chunk in enumerate(raw["chunks"]):
+        if not isinstance(chunk, str):
+            return f"'chunks' must be a list of strings, got {_kind(chunk)} at chunks[{i}]"
+    usage = raw["usage"]
+    for field in ("input_tokens", "output_tokens"):
+        if field not in usage:
+            return f"'usage' has no {field!r}"
+        if not _count(usage[field]):
+            got = _kind(usage[field])
+            return f"'usage.{field}' must be a whole number of at least 0, got {got}"
+    cost = usage.get("cost_usd")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
+        return f"'usage.cost_usd' must be a number or null, got {_kind(cost)}"
+    return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 class ReplayStore:
     """The JSON Lines file of recordings, loaded once, appended to line by line."""
 
@@ -103,22 +156,24 @@ class ReplayStore:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
+            where = f"replay file {self.path}, line {number}"
             try:
                 raw = json.loads(line)
-                rec = Recording(
-                    key=raw["key"],
-                    n=int(raw.get("n", 0)),
-                    request=raw["request"],
-                    chunks=[str(c) for c in raw["chunks"]],
-                    usage=dict(raw["usage"]),
-                    finish_reason=raw.get("finish_reason"),
-                    role=str(raw.get("role", "")),
-                    step=raw.get("step"),
-                )
-            except (ValueError, KeyError, TypeError) as exc:
-                raise UsageError(
-                    f"replay file {self.path}, line {number}: not a recording ({exc})"
-                ) from exc
+            except ValueError as exc:
+                raise UsageError(f"{where}: not a recording ({exc})") from exc
+            problem = _problem(raw)
+            if problem is not None:
+                raise UsageError(f"{where}: not a recording: {problem}")
+            rec = Recording(
+                key=raw["key"],
+                n=raw.get("n", 0),
+                request=raw["request"],
+                chunks=list(raw["chunks"]),
+                usage=dict(raw["usage"]),
+                finish_reason=raw.get("finish_reason"),
+                role=raw.get("role") or "",
+                step=raw.get("step"),
+            )
             found.setdefault(rec.key, {})[rec.n] = rec  # a later recording replaces one
         self._by_key = found
         return found

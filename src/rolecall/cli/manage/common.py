@@ -115,7 +115,9 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]
 
 
 def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    from rolecall.export.common import visible
+
+    text = " ".join(visible(text).split())  # a table cell: an ESC shown as ␛, never obeyed
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -200,8 +200,9 @@ class ReplDisplay:
             StreamStart,
             WarningEvent,
         )
+        from rolecall.cli.display import shown
 
-        event = envelope.event
+        event = shown(envelope.event)  # an ESC in a reply is shown as ␛, never obeyed
         p = self.palette
         if isinstance(event, StreamChunk):
             live = self.live
