@@ -37,6 +37,7 @@ from rolecall.llm.types import (
     GenerationRequest,
     StreamItem,
     TextDelta,
+    ToolCall,
     Usage,
 )
 from rolecall.paths import read_text
@@ -53,6 +54,8 @@ def normalise(request: GenerationRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
     }
+    if request.tools:  # tools.md: what the model may call changes its answer
+        data["tools"] = [t.as_provider_dict() for t in request.tools]
     if request.model in BUILTIN_MODELS:  # these answer from the turn's facts, not only the prompt
         data["script"] = list(request.script)
         data["persona"] = asdict(request.persona)
@@ -72,7 +75,7 @@ class Recording:
     key: str
     n: int  # the occurrence of this request in the recording session, 0-based
     request: dict[str, Any]
-    chunks: list[str]
+    chunks: list[str | dict[str, Any]]  # text; a tool call as {"tool_call": {...}}
     usage: dict[str, Any]
     finish_reason: str | None
     role: str
@@ -109,7 +112,7 @@ class ReplayStore:
                     key=raw["key"],
                     n=int(raw.get("n", 0)),
                     request=raw["request"],
-                    chunks=[str(c) for c in raw["chunks"]],
+                    chunks=[c if isinstance(c, dict) else str(c) for c in raw["chunks"]],
                     usage=dict(raw["usage"]),
                     finish_reason=raw.get("finish_reason"),
                     role=str(raw.get("role", "")),
@@ -239,7 +242,10 @@ class ReplayModel:
             rec = self.store.find(key, n)
             if rec is not None:
                 for chunk in rec.chunks:
-                    yield TextDelta(chunk)
+                    if isinstance(chunk, dict):
+                        yield ToolCall(**chunk["tool_call"])
+                    else:
+                        yield TextDelta(chunk)
                 u = rec.usage
                 yield Usage(
                     int(u["input_tokens"]),
@@ -250,10 +256,12 @@ class ReplayModel:
                 return
             if self.mode == "replay":
                 raise ProviderRefused(self._miss(request, normal), model=request.model)
-        chunks: list[str] = []
+        chunks: list[str | dict[str, Any]] = []
         async for item in self._inner().stream(request):
             if isinstance(item, TextDelta):
                 chunks.append(item.text)
+            elif isinstance(item, ToolCall):
+                chunks.append({"tool_call": asdict(item)})
             else:
                 self.store.add(
                     Recording(
