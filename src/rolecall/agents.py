@@ -9,7 +9,7 @@ partial text. It holds no session state.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -18,6 +18,7 @@ from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import (
     GenerationRequest,
     TextDelta,
+    ToolCall,
     Usage,
     estimate_tokens,
     prompt_tokens,
@@ -32,6 +33,9 @@ class Generated:
     output_tokens: int
     seconds: float
     cost_usd: float | None = None  # None: unknown
+    # tools.md: the calls the model asked for (this round), then the turn's call ids
+    calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[str] = field(default_factory=list)
 
 
 class GenerationFailed(Exception):
@@ -70,21 +74,27 @@ class Generator:
         step_id: str | None,
         loop_iteration: int | None,
         reply_to: str | None = None,
+        start: bool = True,
     ) -> Generated:
+        """One model round. ``start``: publish ``sse/start`` (False for the rounds after
+        a turn's tool calls, tools.md); a round that asks for tool calls ends without
+        ``sse/end`` (the turn goes on after their results)."""
         bus = self.bus
         sender = request.info.speaker
         publish = bus.publish
-        publish(
-            StreamStart.trusted(
-                message_id=message_id,
-                sender=sender,
-                target=target,
-                step_id=step_id,
-                loop_iteration=loop_iteration,
-                reply_to=reply_to,
+        if start:
+            publish(
+                StreamStart.trusted(
+                    message_id=message_id,
+                    sender=sender,
+                    target=target,
+                    step_id=step_id,
+                    loop_iteration=loop_iteration,
+                    reply_to=reply_to,
+                )
             )
-        )
         parts: list[str] = []
+        calls: list[ToolCall] = []
         chars = 0
         usage: Usage | None = None
         started = time.perf_counter()
@@ -102,6 +112,8 @@ class Generator:
                         parts.append(delta)
                         chars += len(delta)
                         publish(StreamChunk.of(message_id, sender, delta, max(1, (chars + 3) // 4)))
+                    elif isinstance(item, ToolCall):
+                        calls.append(item)
                     else:
                         usage = item
             except Exception as exc:
@@ -118,6 +130,13 @@ class Generator:
             raise failure
         if usage is None:
             usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+        cost = usage.cost_usd
+        if request.price is not None:  # the world's price for this role wins
+            cost = request.price.cost(usage.input_tokens, usage.output_tokens)
+        if calls:
+            return Generated(
+                text, usage.input_tokens, usage.output_tokens, seconds, cost, calls=calls
+            )
         publish(
             StreamEnd.trusted(
                 message_id=message_id,
@@ -126,7 +145,4 @@ class Generator:
                 output_tokens=usage.output_tokens,
             )
         )
-        cost = usage.cost_usd
-        if request.price is not None:  # the world's price for this role wins
-            cost = request.price.cost(usage.input_tokens, usage.output_tokens)
         return Generated(text, usage.input_tokens, usage.output_tokens, seconds, cost)

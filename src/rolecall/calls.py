@@ -21,6 +21,9 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, Price, TurnInfo, prompt_tokens
 from rolecall.prompt import build_prompt, persona, system_text
 from rolecall.session.state import Draft, Message, SessionState
+from rolecall.tools.approval import Approver
+from rolecall.tools.box import ToolBox
+from rolecall.tools.turn import generate_with_tools
 from rolecall.world.models import Role, World
 
 RequestHook = Callable[[], Awaitable[None]]
@@ -41,8 +44,12 @@ class CallSite(Protocol):
     request_hooks: list[RequestHook]
     _role_ids: list[str]
     _system_texts: dict[str, str]
+    tools: ToolBox | None  # tools.md: the session's tools, None when the world has none
+    approver: Approver | None
 
     def clock(self) -> datetime: ...
+
+    def emit(self, events: list[Any], message: Message | None = None) -> Awaitable[None]: ...
 
     def model_name(self, role: Role) -> str: ...
 
@@ -128,7 +135,7 @@ async def call_model(
         api_key_env=role.api_key_env or settings.api_key_env,
         timeout=settings.timeout,
         retries=settings.retries,
-        script=tuple(role.script or ()),
+        script=role.script_entries(),
         world_title=world.title or world.name,
         participants=tuple(self._role_ids),
         price=price,
@@ -139,6 +146,18 @@ async def call_model(
         for hook in self.request_hooks:
             await hook()
     try:
+        if role.tools and self.tools is not None:
+            return await generate_with_tools(
+                self,
+                role,
+                model,
+                request,
+                message_id,
+                target=target.sender if target else None,
+                step_id=step_id,
+                loop_iteration=loop_iteration,
+                reply_to=target.id if target else None,
+            )
         return await self.generator.generate(
             model,
             request,

@@ -46,6 +46,8 @@ from rolecall.session.state import (
     SessionState,
     State,
 )
+from rolecall.tools.approval import Approver
+from rolecall.tools.box import ToolBox
 from rolecall.world.models import Role, World
 
 log = get_logger(__name__)
@@ -118,6 +120,8 @@ class Session:
         # a preset may word the closing step from what was said (e.g. message ids to cite)
         self.final_instruction: Callable[[Host], str | None] | None = None
         self.store: Store | None = None
+        self.tools: ToolBox | None = None  # tools.md: set by the composition root
+        self.approver: Approver | None = None  # answers `approve: ask` calls (None: deny)
         self.ctx.judge_scores = self.state.judge_scores
         self._lock = anyio.Lock()
         self._running = False
@@ -429,6 +433,7 @@ class Session:
             cost_usd=generated.cost_usd if generated else None,
             seconds=generated.seconds if generated else 0.0,
             ts=self.clock(),
+            tool_calls=generated.tool_calls if generated else [],
         )
 
     def _message_event(self, message: Message) -> MessageEvent:
@@ -445,6 +450,7 @@ class Session:
             input_tokens=message.input_tokens,
             output_tokens=message.output_tokens,
             cost_usd=message.cost_usd,
+            tool_calls=message.tool_calls,
         )
 
     async def speak(self, plan: TurnPlan) -> Spoken:

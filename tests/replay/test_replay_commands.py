@@ -94,8 +94,12 @@ def test_batch_records_every_run_and_replays_them(cli: Cli, tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("chunks", "Doctored", r"'chunks' must be a list of strings, got a string"),
-        ("chunks", ["ok", 7], r"'chunks' must be a list of strings, got a number at chunks\[1\]"),
+        ("chunks", "Doctored", r"'chunks' must be a list, got a string"),
+        (
+            "chunks",
+            ["ok", 7],
+            r"'chunks' must be a list of strings \(or tool calls\), got a number at chunks\[1\]",
+        ),
         ("usage", {"input_tokens": 9}, r"'usage' has no 'output_tokens'"),
         ("n", -1, r"'n' must be a whole number of at least 0, got a number"),
     ],

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from rolecall.bus import Bus, Envelope, EventBus, Topic
+from rolecall.bus import Bus, Envelope, EventBus, Topic, WarningEvent
 from rolecall.errors import StorageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
@@ -35,6 +35,8 @@ from rolecall.session.document import (
 from rolecall.session.state import SessionState
 from rolecall.storage.port import SessionStore
 from rolecall.storage.recorder import Recorder
+from rolecall.tools.approval import Approver
+from rolecall.tools.box import open_toolbox
 from rolecall.world.models import World
 
 log = get_logger(__name__)
@@ -186,6 +188,58 @@ async def _close_http_clients() -> None:
 
 @asynccontextmanager
 async def assemble(
+    world: World,
+    *,
+    store: SessionStore | None = None,
+    memory: MemoryFiles | None = None,
+    models: ModelRegistry | None = None,
+    model_override: str | None = None,
+    session_id: str | None = None,
+    doc: SessionDocument | None = None,
+    world_source: str | None = None,
+    session_file: Path | None = None,
+    sinks: Iterable[Sink] = (),
+    bus: Callable[[str, int], Bus] | None = None,
+    on_created: Callable[[Session], None] | None = None,
+    approver: Approver | None = None,
+) -> AsyncIterator[Session]:
+    """A live session of ``world`` (see :func:`_assemble`), with its tools started for
+    as long as it lives (tools.md): the MCP servers in this block's task group, closed
+    however it ends. ``approver`` answers the calls a role must ask for."""
+    source = world_source or (doc.world_source if doc else None) or world.name
+    async with open_toolbox(world, source=source) as tools:
+
+        def created(session: Session) -> None:
+            session.tools = tools
+            session.approver = approver
+            if tools is not None:
+
+                def warn(text: str) -> None:
+                    session.bus.publish(WarningEvent(message=text))
+
+                tools.warn = warn
+            if on_created is not None:
+                on_created(session)
+
+        async with _assemble(
+            world,
+            store=store,
+            memory=memory,
+            models=models,
+            model_override=model_override,
+            session_id=session_id,
+            doc=doc,
+            world_source=world_source,
+            session_file=session_file,
+            sinks=sinks,
+            bus=bus,
+            on_created=created,
+        ) as session:
+            yield session
+
+
+@asynccontextmanager
+async def _assemble(
     world: World,
     *,
     store: SessionStore | None = None,

@@ -116,6 +116,43 @@ class MessageEvent(_Event):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    # tools.md: the ids of the calls made during this turn; left out when there were none
+    tool_calls: Annotated[list[str], Field(exclude_if=lambda v: not v)] = Field(
+        default_factory=list
+    )
+
+
+class ToolCallEvent(_Event):
+    """A call a role's model asked for (tools.md), stored before it is approved or run."""
+
+    topic: Literal["messages"] = "messages"
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    sender: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    message_id: str | None = None  # the turn's message, once said
+
+
+class ToolResultEvent(_Event):
+    topic: Literal["messages"] = "messages"
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    tool: str
+    content: str
+    is_error: bool = False
+    duration_ms: int = 0
+
+
+class ToolApprovalEvent(_Event):
+    """Whether a call runs: ``by`` policy, human, or the flag that decided (--approve)."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["tool_approval"] = "tool_approval"
+    call_id: str
+    decision: Literal["allow", "deny"]
+    by: str
+    reason: str = ""
 
 
 class StreamStart(_Event):
@@ -300,6 +337,9 @@ def _tag(value: Any) -> str | None:
 
 Event = Annotated[
     Annotated[MessageEvent, Tag("messages/message")]
+    | Annotated[ToolCallEvent, Tag("messages/tool_call")]
+    | Annotated[ToolResultEvent, Tag("messages/tool_result")]
+    | Annotated[ToolApprovalEvent, Tag("system/tool_approval")]
     | Annotated[StreamStart, Tag("sse/start")]
     | Annotated[StreamChunk, Tag("sse/chunk")]
     | Annotated[StreamEnd, Tag("sse/end")]
@@ -426,6 +466,8 @@ def _payload(event: BaseModel) -> str | None:
         if name in _ROUTING:
             continue
         kind = type(value)
+        if name == "tool_calls" and not value:  # a message's, left out when empty
+            continue
         if kind is str:
             text = encode_basestring(value)
         elif kind is int:

@@ -31,6 +31,8 @@ from rolecall.bus import (
     StreamEnd,
     StreamError,
     StreamStart,
+    ToolCallEvent,
+    ToolResultEvent,
     TurnLimitEvent,
     WarningEvent,
 )
@@ -139,6 +141,7 @@ class TerminalDisplay:
         self.closed = False
         self._wrap: StreamWrap | None = None  # live on a terminal: word-wrapped
         self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
+        self._calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
@@ -267,6 +270,10 @@ class TerminalDisplay:
             self._line()
         elif isinstance(event, MessageEvent):
             self._agent_message(event)
+        elif isinstance(event, ToolCallEvent):
+            self._calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
+        elif isinstance(event, ToolResultEvent):
+            self._line(self.dim(tool_line(self._calls.pop(event.call_id, event.tool), event)))
         elif isinstance(event, PassEvent):
             self._line(self.dim(f"({event.agent} passes the floor to the human)"))
         elif isinstance(event, RespondEvent):
@@ -306,6 +313,22 @@ def shown(event: _E) -> _E:
         if isinstance(value, str) and CONTROLS.search(value)
     }
     return event.model_copy(update=changed) if changed else event
+
+
+def short_arguments(arguments: Mapping[str, Any], width: int = 60) -> str:
+    """``a=1, b="x"`` cut to ``width`` characters."""
+    import json
+
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def tool_line(call: str, event: ToolResultEvent) -> str:
+    """One line per tool call: the tool, short arguments, the duration (and the error)."""
+    line = f"  ⚙ {call} · {event.duration_ms} ms"
+    if event.is_error:
+        line += f" · error: {snippet(event.content)}"
+    return line
 
 
 def _columns(out: TextIO) -> int:

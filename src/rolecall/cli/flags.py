@@ -47,6 +47,12 @@ def add_common_flags(
         )
         p.add_argument("--topic", help=topic_help)
         add_replay_flags(p)
+        p.add_argument(
+            "--approve",
+            choices=("auto", "deny"),
+            help="answer the tool calls a role must ask for (approve: ask) when no person "
+            "can: allow them all, or refuse them (the default), docs/tools.md",
+        )
     p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output and logs (-vv)")
     p.add_argument("--log-file", help="write structured JSON logs to this file")

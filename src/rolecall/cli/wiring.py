@@ -43,6 +43,7 @@ from rolecall.world.models import World
 if TYPE_CHECKING:
     from rolecall.llm.replay import ReplaySetup
     from rolecall.nats.transport import Transport
+    from rolecall.tools.approval import Approver
 
 log = get_logger(__name__)
 
@@ -165,12 +166,23 @@ async def live_session(
             session_file=Path(session_file) if session_file else None,
             bus=transport.bus if transport is not None else None,
             on_created=created,
+            approver=_approver(args),
         ) as session:
             tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
             yield session
     finally:
         for tracer in tracers:
             tracer.close()
+
+
+def _approver(args: argparse.Namespace) -> Approver | None:
+    """``--approve auto|deny`` (tools.md); None: an ``ask`` call is refused."""
+    value = getattr(args, "approve", None)
+    if value is None:
+        return None
+    from rolecall.tools.approval import flag_approver
+
+    return flag_approver(value)
 
 
 def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup | None:

@@ -78,7 +78,7 @@ class Agent:
         """Subscribe to the four topics of ``bus``."""
         name = f"agent:{self.id}"
         self._subscriptions = [
-            bus.subscribe(self._on_message, "messages", name=name),
+            bus.subscribe(self._on_message, "messages", name=name, types=("message",)),
             # not chunks: a generation's start and end are what an agent needs of them
             bus.subscribe(self._on_stream, "sse", name=name, types=("start", "end", "error")),
             bus.subscribe(self._on_system, "system", name=name, types=("turn_limit",)),

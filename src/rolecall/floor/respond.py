@@ -120,7 +120,7 @@ async def decide(site: RespondSite, role: Role, message: Message) -> bool:
         api_key_env=role.api_key_env or settings.api_key_env,
         timeout=settings.timeout,
         retries=settings.retries,
-        script=tuple(role.script or ()),
+        script=role.script_entries(),
         world_title=site.world.title or site.world.name,
         participants=tuple(site.world.role_ids),
     )
@@ -130,7 +130,7 @@ async def decide(site: RespondSite, role: Role, message: Message) -> bool:
         async for item in model.stream(request):
             if isinstance(item, TextDelta):
                 parts.append(item.text)
-            else:
+            elif isinstance(item, Usage):  # the question offers no tools
                 usage = item
     except ProviderError as exc:  # a failed question is a no; the session goes on
         _publish(site, role, message, False, f"its model failed: {exc}", {"model": model_name})

@@ -34,6 +34,7 @@ from rolecall.llm.types import (
     GenerationRequest,
     StreamItem,
     TextDelta,
+    ToolCall,
     Usage,
     estimate_tokens,
     prompt_tokens,
@@ -468,6 +469,59 @@ def compose(request: GenerationRequest) -> str:
     return " ".join(text.lstrip("@ ").split())
 
 
+def tool_arguments(schema: dict[str, Any], request: GenerationRequest) -> dict[str, Any]:
+    """Arguments for a tool from its JSON schema, deterministically (docs/tools.md): each
+    required property its default, else its enum's first value, else by type: a string
+    the topic (``UTC`` for a ``*timezone`` one), a number the role's turn, true, [], {}."""
+    props = schema.get("properties") or {}
+    out: dict[str, Any] = {}
+    for name in schema.get("required") or ():
+        prop = props.get(name) or {}
+        if "default" in prop:
+            out[name] = prop["default"]
+        elif prop.get("enum"):
+            out[name] = prop["enum"][0]
+        else:
+            kind = prop.get("type", "string")
+            kind = kind[0] if isinstance(kind, list) and kind else kind
+            out[name] = {
+                "integer": request.info.n,
+                "number": request.info.n,
+                "boolean": True,
+                "array": [],
+                "object": {},
+            }.get(
+                kind,
+                "UTC" if name.lower().endswith("timezone") else request.info.topic or "notes",
+            )
+    return out
+
+
+def offline_call(request: GenerationRequest) -> ToolCall | None:
+    """The tool call the offline model makes now: on a turn offered tools, before any
+    result, the one at the role's turn number among them (turn 1 the first listed)."""
+    if not request.tools or (request.messages and request.messages[-1].role == "tool"):
+        return None
+    tool = request.tools[(request.info.n - 1) % len(request.tools)]
+    arguments = tool_arguments(tool.parameters, request)
+    return ToolCall(f"call_{request.info.turn}", tool.name, json.dumps(arguments))
+
+
+def with_result(text: str, request: GenerationRequest) -> str:
+    """``text`` and, after a tool result, one sentence quoting its first line."""
+    messages = request.messages
+    if not messages or messages[-1].role != "tool":
+        return text
+    call_id = messages[-1].tool_call_id
+    name = next(
+        (c.name for m in messages for c in m.tool_calls if c.call_id == call_id), "the tool"
+    )
+    full = next((t.full_name for t in request.tools if t.name == name), name)
+    first = next((ln.strip() for ln in messages[-1].content.splitlines() if ln.strip()), "")
+    first = first if len(first) <= 100 else first[:99] + "…"
+    return f"{text} I checked {full or name}: {first}".strip()
+
+
 class OfflineModel:
     """The ``offline`` ChatModel: streams :func:`compose` word by word, then ``Usage``."""
 
@@ -482,7 +536,12 @@ class OfflineModel:
         return MAX_OUTPUT_TOKENS
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
-        text = compose(request)
+        call = offline_call(request)
+        if call is not None:  # tools.md: a turn offered tools calls one first
+            yield call
+            yield Usage(prompt_tokens(request.messages), estimate_tokens(call.arguments), 0.0)
+            return
+        text = with_result(compose(request), request)
         words = text.split(" ")
         last = len(words) - 1
         for i, word in enumerate(words):

@@ -37,6 +37,7 @@ from rolecall.llm.types import (
     GenerationRequest,
     StreamItem,
     TextDelta,
+    ToolCall,
     Usage,
 )
 from rolecall.paths import read_text
@@ -53,6 +54,8 @@ def normalise(request: GenerationRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
     }
+    if request.tools:  # tools.md: what the model may call changes its answer
+        data["tools"] = [t.as_provider_dict() for t in request.tools]
     if request.model in BUILTIN_MODELS:  # these answer from the turn's facts, not only the prompt
         data["script"] = list(request.script)
         data["persona"] = asdict(request.persona)
@@ -72,7 +75,7 @@ class Recording:
     key: str
     n: int  # the occurrence of this request in the recording session, 0-based
     request: dict[str, Any]
-    chunks: list[str]
+    chunks: list[str | dict[str, Any]]  # text; a tool call as {"tool_call": {...}}
     usage: dict[str, Any]
     finish_reason: str | None
     role: str
@@ -101,7 +104,7 @@ def _problem(raw: Any) -> str | None:
     checks: list[tuple[str, Any, bool, str]] = [
         ("key", raw["key"], isinstance(raw["key"], str), "a string"),
         ("request", raw["request"], isinstance(raw["request"], dict), "an object"),
-        ("chunks", raw["chunks"], isinstance(raw["chunks"], list), "a list of strings"),
+        ("chunks", raw["chunks"], isinstance(raw["chunks"], list), "a list"),
         ("usage", raw["usage"], isinstance(raw["usage"], dict), "an object"),
     ]
     n = raw.get("n", 0)
@@ -113,8 +116,12 @@ def _problem(raw: Any) -> str | None:
         if not ok:
             return f"{field!r} must be {wanted}, got {_kind(value)}"
     for i, chunk in enumerate(raw["chunks"]):
-        if not isinstance(chunk, str):
-            return f"'chunks' must be a list of strings, got {_kind(chunk)} at chunks[{i}]"
+        call = isinstance(chunk, dict) and isinstance(chunk.get("tool_call"), dict)
+        if not (isinstance(chunk, str) or call):
+            return (
+                f"'chunks' must be a list of strings (or tool calls), got {_kind(chunk)} "
+                f"at chunks[{i}]"
+            )
     usage = raw["usage"]
     for field in ("input_tokens", "output_tokens"):
         if field not in usage:
@@ -168,7 +175,7 @@ class ReplayStore:
                 key=raw["key"],
                 n=raw.get("n", 0),
                 request=raw["request"],
-                chunks=list(raw["chunks"]),
+                chunks=list(raw["chunks"]),  # text, or a tool call as {"tool_call": {...}}
                 usage=dict(raw["usage"]),
                 finish_reason=raw.get("finish_reason"),
                 role=raw.get("role") or "",
@@ -294,7 +301,10 @@ class ReplayModel:
             rec = self.store.find(key, n)
             if rec is not None:
                 for chunk in rec.chunks:
-                    yield TextDelta(chunk)
+                    if isinstance(chunk, dict):
+                        yield ToolCall(**chunk["tool_call"])
+                    else:
+                        yield TextDelta(chunk)
                 u = rec.usage
                 yield Usage(
                     int(u["input_tokens"]),
@@ -305,10 +315,12 @@ class ReplayModel:
                 return
             if self.mode == "replay":
                 raise ProviderRefused(self._miss(request, normal), model=request.model)
-        chunks: list[str] = []
+        chunks: list[str | dict[str, Any]] = []
         async for item in self._inner().stream(request):
             if isinstance(item, TextDelta):
                 chunks.append(item.text)
+            elif isinstance(item, ToolCall):
+                chunks.append({"tool_call": asdict(item)})
             else:
                 self.store.add(
                     Recording(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 
@@ -12,6 +14,7 @@ from rolecall.llm.types import (
     GenerationRequest,
     StreamItem,
     TextDelta,
+    ToolCall,
     Usage,
     estimate_tokens,
     prompt_tokens,
@@ -21,7 +24,8 @@ _WORDS = re.compile(r"\s*\S+\s*")
 
 
 def fill(template: str, request: GenerationRequest) -> str:
-    """Fill ``{turn}``, ``{n}``, ``{speaker}``, ``{target}``, ``{topic}``; other braces stay."""
+    """Fill ``{turn}``, ``{n}``, ``{speaker}``, ``{target}``, ``{topic}`` and ``{result}``
+    (the last tool result's text, tools.md); other braces stay."""
     info = request.info
     values = {
         "{turn}": str(info.turn),
@@ -30,17 +34,71 @@ def fill(template: str, request: GenerationRequest) -> str:
         "{target}": info.target or "",
         "{topic}": info.topic,
     }
-    return re.sub(r"\{(turn|n|speaker|target|topic)\}", lambda m: values[m.group(0)], template)
+    if "{result}" in template:
+        values["{result}"] = last_result(request) or ""
+    return re.sub(
+        r"\{(turn|n|speaker|target|topic|result)\}", lambda m: values[m.group(0)], template
+    )
 
 
-def scripted_text(request: GenerationRequest) -> str:
-    script = request.script
-    if not script:
+def last_result(request: GenerationRequest) -> str | None:
+    """The text of the last tool result of this turn's prompt, if it has one."""
+    for message in reversed(request.messages):
+        if message.role == "tool":
+            return message.content
+        if message.role != "assistant":
+            return None
+    return None
+
+
+Unit = tuple[list[dict[str, Any]], str]
+
+
+def units(script: tuple[str | dict[str, Any], ...]) -> list[Unit]:
+    """The script as turns: the call entries before each text entry, and the text
+    (calls at the end with no text after them say ``{result}``)."""
+    out: list[Unit] = []
+    calls: list[dict[str, Any]] = []
+    for entry in script:
+        if isinstance(entry, str):
+            out.append((calls, entry))
+            calls = []
+        else:
+            calls.append(entry)
+    if calls:
+        out.append((calls, "{result}"))
+    return out
+
+
+def scripted_unit(request: GenerationRequest) -> Unit:
+    turns = units(request.script)
+    if not turns:
         raise ProviderRefused(
             f"role '{request.info.speaker}' uses the scripted model but has no script: lines",
             model="scripted",
         )
-    return fill(script[(request.info.n - 1) % len(script)], request)
+    return turns[(request.info.n - 1) % len(turns)]
+
+
+def scripted_text(request: GenerationRequest) -> str:
+    return fill(scripted_unit(request)[1], request)
+
+
+def scripted_calls(request: GenerationRequest) -> list[ToolCall]:
+    """The calls this turn makes now: its unit's call entries, in the turn's first round
+    (when the model is offered tools and has not seen a result yet)."""
+    calls, _ = scripted_unit(request)
+    if not calls or not request.tools or last_result(request) is not None:
+        return []
+    provider = {d.full_name: d.name for d in request.tools}
+    return [
+        ToolCall(
+            f"call_{request.info.turn}_{i}",
+            provider.get(str(c["call"]), str(c["call"])),
+            json.dumps(c.get("arguments") or {}, ensure_ascii=False),
+        )
+        for i, c in enumerate(calls, start=1)
+    ]
 
 
 def words(text: str) -> list[str]:
@@ -57,6 +115,12 @@ class ScriptedModel:
         self.delay = delay  # seconds between words (pacing for demos and tests)
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        calls = scripted_calls(request)
+        if calls:
+            for call in calls:
+                yield call
+            yield Usage(prompt_tokens(request.messages), 0, cost_usd=0.0)
+            return
         text = scripted_text(request)
         for i, piece in enumerate(words(text)):
             if self.delay > 0 and i:

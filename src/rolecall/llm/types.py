@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-ChatRole = Literal["system", "user", "assistant"]
+ChatRole = Literal["system", "user", "assistant", "tool"]
 BUILTIN_MODELS = ("offline", "scripted")  # built into rolecall (llm/registry.py)
 
 
@@ -16,12 +16,57 @@ class ChatMessage:
     role: ChatRole
     content: str
     name: str | None = None
+    # tools.md: an assistant message's calls, and the call a ``tool`` message answers
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
-    def as_provider_dict(self) -> dict[str, str]:
-        out = {"role": self.role, "content": self.content}
-        if self.name is not None and self.role != "system":
+    def as_provider_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None and self.role not in ("system", "tool"):
             out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [c.as_provider_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """A tool offered to a model (OpenAI's function format); ``name`` is the name the
+    provider sees (``[a-zA-Z0-9_-]``), ``full_name`` rolecall's (``time.get_time``)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    full_name: str = ""
+
+    def as_provider_dict(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call a model asked for: its provider id, the provider-side name, the JSON text
+    of its arguments as the model wrote them. A stream yields it whole (assembled)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+    def as_provider_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.call_id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +124,12 @@ class GenerationRequest:
     api_key_env: str | None = None
     timeout: float = 60.0
     retries: int = 2
-    script: tuple[str, ...] = ()
+    script: tuple[str | dict[str, Any], ...] = ()  # lines; tool calls as dicts (tools.md)
     world_title: str = ""
     participants: tuple[str, ...] = field(default_factory=tuple)
     price: Price | None = None  # the role's own price; wins over what the model reports
     client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
+    tools: tuple[ToolDef, ...] = ()  # tools.md: what the model may call this round
 
 
 @dataclass(slots=True)
@@ -123,7 +169,7 @@ class Usage:
     finish_reason: str | None = field(default=None, compare=False)
 
 
-StreamItem = TextDelta | Usage
+StreamItem = TextDelta | Usage | ToolCall
 
 
 def estimate_tokens(text: str) -> int:

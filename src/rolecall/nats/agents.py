@@ -206,7 +206,7 @@ async def _answer(link: Link, msg: Msg, model_of: Any, role: str, slots: anyio.S
             async for item in model.stream(request):
                 if isinstance(item, TextDelta):
                     await send({"text": item.text})
-                else:
+                elif isinstance(item, Usage):  # a remote role is offered no tools
                     usage = {
                         "input_tokens": item.input_tokens,
                         "output_tokens": item.output_tokens,

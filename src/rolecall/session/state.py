@@ -37,6 +37,8 @@ class Message(BaseModel):
     cost_usd: float | None = None  # an agent message's cost; None when unknown
     ts: datetime
     seconds: float = 0.0  # generation time
+    # tools.md: the ids of the calls made during this turn; left out when there were none
+    tool_calls: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class PendingReply(BaseModel):

@@ -127,7 +127,11 @@ class _Sizes:
         longest_id = max((len(r) for r in [*world.role_ids, "human", "system"]), default=5)
         for role in world.roles:
             self.system[role.id] = estimate_tokens(system_text(world, role)) + 4
-            lines = role.script if world.model_for(role) == "scripted" else None
+            lines = (
+                [line for line in role.script or () if isinstance(line, str)]
+                if world.model_for(role) == "scripted"
+                else None
+            )
             if lines:
                 filled = [_worst_fill(line, world.topic, longest_id, most_turns) for line in lines]
                 self.out[role.id] = max(estimate_tokens(t) for t in filled)

@@ -48,6 +48,48 @@ class Price(_Model):
     output_per_mtok: Annotated[float, Field(ge=0)]
 
 
+# --------------------------------------------------------------------------- tools
+# tools.md: MCP servers and Python callables a world declares, and what each role may call
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
+Approve = Literal["auto", "ask", "deny"]
+
+
+class McpServer(_Model):
+    """One MCP server: a stdio ``command`` or a streamable-HTTP ``url``."""
+
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    url: Annotated[str, Field(pattern=r"^https?://")] | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # the only variables (plus PATH, HOME)
+    timeout: Annotated[float, Field(gt=0)] = 30.0  # seconds per call
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise PydanticCustomError(
+                "mcp_transport", "give exactly one of command (stdio) or url (streamable HTTP)"
+            )
+        if self.url is not None and self.env:
+            raise PydanticCustomError("mcp_env", "env is for a command's process, not a url")
+        return self
+
+
+class Tools(_Model):
+    """A world's ``tools:``: MCP servers by name, Python callables by name."""
+
+    mcp: dict[ToolName, McpServer] = Field(default_factory=dict)
+    python: dict[
+        ToolName,
+        Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")],  # module:function
+    ] = Field(default_factory=dict)
+
+
+class ScriptCall(_Model):
+    """A ``scripted`` role's tool call (tools.md): ``{call: time.now, arguments: {...}}``."""
+
+    call: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class Settings(_Model):
     memory_window: Annotated[StrictInt, Field(ge=0, le=10000)] = 12
     turn_limit: Annotated[StrictInt, Field(ge=1)] = 5
@@ -68,6 +110,11 @@ class Settings(_Model):
     # how openai/... models are called: through litellm, or rolecall's lean HTTP client
     # (llm/openai_http.py: the same request, a tenth of the CPU; docs/batch.md)
     client: Literal["litellm", "http"] = "litellm"
+    # tools.md: tool calls per turn (then the model is asked once more without tools),
+    # per session (None: no limit), and the characters a tool result keeps
+    max_tool_calls: Annotated[StrictInt, Field(ge=0, le=1000)] = 8
+    max_tool_calls_total: Annotated[StrictInt, Field(ge=0)] | None = None
+    max_tool_result_chars: Annotated[StrictInt, Field(ge=100)] = 20000
 
 
 class Respond(_Model):
@@ -90,16 +137,26 @@ class Role(_Model):
     max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    script: list[str] | None = None
+    script: list[str | ScriptCall] | None = None  # call entries: tools.md
     price: Price | None = None
     # nats: the role's generations are served by `rolecall agent ROLE` processes (nats.md)
     transport: Literal["local", "nats"] = "local"
     respond: Respond | None = None  # None: the routing rules alone decide
     template: str | None = None  # where it came from (kept for display)
+    # tools.md: names or patterns (``time.*``) of the tools it may call; None: none
+    tools: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.*-]+$")]] | None = None
+    # auto | ask | deny, or per pattern ({time.*: auto, add: ask}); the first match wins
+    approve: Approve | dict[str, Approve] = "auto"
 
     @property
     def display_name(self) -> str:
         return self.name or self.id.replace("_", " ").title()
+
+    def script_entries(self) -> tuple[str | dict[str, Any], ...]:
+        """The ``script:`` as the scripted model reads it: lines, and calls as dicts."""
+        return tuple(
+            e if isinstance(e, str) else e.model_dump(mode="json") for e in self.script or ()
+        )
 
 
 class World(_Model):
@@ -112,6 +169,7 @@ class World(_Model):
     settings: Settings = Field(default_factory=Settings)
     roles: list[Role] = Field(min_length=1)
     flow: Flow | None = None
+    tools: Tools | None = None  # tools.md
     # each mode's options block (`debate:`, `study:`, ...; and `judge:`), by its name:
     # written at the top level of world.yaml, validated by the mode (its ModeSpec
     # options) when the world is expanded; any registered mode may have one

@@ -1,0 +1,1 @@
+"""Tools a role may call during its turn (tools.md): MCP servers, Python callables, built-ins."""

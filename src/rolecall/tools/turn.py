@@ -1,0 +1,294 @@
+"""A turn with tools (tools.md): the model asks for calls, they are approved and run, it
+is asked again with their results, until it answers in text.
+
+Each call is a ``messages/tool_call`` event, its decision a ``system/tool_approval``,
+its result a ``messages/tool_result``: each stored before it is published (through the
+session's ``emit``). The turn in progress is kept in the session's state
+(``extra["tool_turn"]``), stored with every event, so a resumed session goes on from
+the stored results: a stored call is never run again (one cut while it ran gets an
+error result saying so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+from rolecall.agents import Generated, Generator
+from rolecall.bus import (
+    Bus,
+    Event,
+    ToolApprovalEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    WarningEvent,
+)
+from rolecall.llm.protocol import ChatModel
+from rolecall.llm.types import ChatMessage, GenerationRequest, ToolCall, ToolDef
+from rolecall.session.state import SessionState
+from rolecall.tools.approval import Approver, PendingCall, decide
+from rolecall.tools.box import Outcome, ToolBox, ToolSpec
+from rolecall.tools.names import NameMap
+from rolecall.world.models import Role, World
+
+TURN_KEY = "tool_turn"  # the turn in progress, in SessionState.extra
+TOTAL_KEY = "tool_calls_total"  # calls made in the session
+INTERRUPTED = "the call was interrupted (the session stopped while it ran); it is not run again"
+
+
+class ToolSite(Protocol):
+    """What a turn with tools needs of the session (``runtime.Session``)."""
+
+    world: World
+    state: SessionState
+    generator: Generator
+    bus: Bus
+    tools: ToolBox | None
+    approver: Approver | None
+
+    def emit(self, events: list[Event]) -> Awaitable[None]: ...
+
+
+def tool_defs(specs: list[ToolSpec], names: NameMap) -> tuple[ToolDef, ...]:
+    return tuple(
+        ToolDef(names.to_provider[s.name], s.description, s.parameters, s.name) for s in specs
+    )
+
+
+def _record(site: ToolSite, message_id: str, speaker: str) -> dict[str, Any]:
+    """The stored turn in progress for this message, or a new one."""
+    extra = site.state.extra
+    record = extra.get(TURN_KEY)
+    if (
+        isinstance(record, dict)
+        and record.get("message_id") == message_id
+        and record.get("speaker") == speaker
+    ):
+        return record
+    record = {
+        "message_id": message_id,
+        "speaker": speaker,
+        "rounds": [],
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "seconds": 0.0,
+    }
+    extra[TURN_KEY] = record
+    return record
+
+
+def _round_messages(rounds: list[dict[str, Any]]) -> list[ChatMessage]:
+    """The stored rounds as the speaker's prompt continues: its calls, their results."""
+    out: list[ChatMessage] = []
+    for rnd in rounds:
+        calls = rnd["calls"]
+        out.append(
+            ChatMessage(
+                "assistant",
+                rnd.get("text", ""),
+                tool_calls=tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in calls),
+            )
+        )
+        for c in calls:
+            content = c.get("content")
+            out.append(
+                ChatMessage(
+                    "tool", INTERRUPTED if content is None else content, tool_call_id=c["id"]
+                )
+            )
+    return out
+
+
+async def generate_with_tools(
+    site: ToolSite,
+    role: Role,
+    model: ChatModel,
+    request: GenerationRequest,
+    message_id: str,
+    *,
+    target: str | None,
+    step_id: str | None,
+    loop_iteration: int | None,
+    reply_to: str | None,
+) -> Generated:
+    """The turn's generation with the role's tools; its final text, summed usage, and
+    the ids of the calls made. Raises GenerationFailed as one generation does."""
+    box = site.tools
+    assert box is not None
+    settings = site.world.settings
+    specs = box.for_role(role)
+    names = NameMap(s.name for s in specs)
+    defs = tool_defs(specs, names)
+    extra = site.state.extra
+    record = _record(site, message_id, role.id)
+    rounds: list[dict[str, Any]] = record["rounds"]
+    await _finish_interrupted(site, record)
+    first = not rounds
+    while True:
+        made = sum(len(r["calls"]) for r in rounds)
+        total = int(extra.get(TOTAL_KEY, 0))
+        room = settings.max_tool_calls - made
+        if settings.max_tool_calls_total is not None:
+            room = min(room, settings.max_tool_calls_total - total)
+        asked = dataclasses.replace(
+            request,
+            messages=(*request.messages, *_round_messages(rounds)),
+            tools=defs if room > 0 else (),
+        )
+        generated = await site.generator.generate(
+            model,
+            asked,
+            message_id,
+            target=target,
+            step_id=step_id,
+            loop_iteration=loop_iteration,
+            reply_to=reply_to,
+            start=first,
+        )
+        first = False
+        _add_usage(record, generated)
+        if not generated.calls:
+            extra.pop(TURN_KEY, None)
+            ids = [c["call_id"] for r in rounds for c in r["calls"]]
+            cost = record["cost_usd"]
+            return Generated(
+                generated.text,
+                record["input_tokens"],
+                record["output_tokens"],
+                record["seconds"],
+                None if cost is None else cost,
+                tool_calls=ids,
+            )
+        rnd: dict[str, Any] = {"text": generated.text, "calls": []}
+        rounds.append(rnd)
+        for call in generated.calls:
+            total = int(extra.get(TOTAL_KEY, 0)) + 1
+            extra[TOTAL_KEY] = total
+            await _one_call(site, role, box, names, rnd, call, f"c{total}", room, message_id)
+            room -= 1
+
+
+async def _one_call(
+    site: ToolSite,
+    role: Role,
+    box: ToolBox,
+    names: NameMap,
+    rnd: dict[str, Any],
+    call: ToolCall,
+    call_id: str,
+    room: int,
+    message_id: str,
+) -> None:
+    full = names.full(call.name)
+    tool = full or call.name
+    arguments: dict[str, Any] = {}
+    problem: str | None = None
+    try:
+        parsed = json.loads(call.arguments or "{}")
+    except ValueError as exc:
+        parsed, problem = {}, f"refused: the arguments are not JSON ({exc})"
+    if isinstance(parsed, dict):
+        arguments = parsed
+    elif problem is None:
+        problem = "refused: the arguments are not a JSON object"
+    entry: dict[str, Any] = {
+        "id": call.call_id or call_id,
+        "name": call.name,
+        "arguments": call.arguments or "{}",
+        "call_id": call_id,
+        "tool": tool,
+        "content": None,
+        "is_error": False,
+    }
+    rnd["calls"].append(entry)
+    await site.emit(
+        [
+            ToolCallEvent(
+                call_id=call_id,
+                sender=role.id,
+                tool=tool,
+                arguments=arguments,
+                message_id=message_id,
+            )
+        ]
+    )
+    events: list[Event] = []
+    if full is None:
+        outcome = Outcome(f"no tool {call.name} (tools: {', '.join(names.to_full)})", True)
+    elif room <= 0:
+        limit = site.world.settings
+        outcome = Outcome(
+            f"not run: the limit of tool calls is reached (max_tool_calls {limit.max_tool_calls}"
+            + (
+                f", max_tool_calls_total {limit.max_tool_calls_total}"
+                if limit.max_tool_calls_total is not None
+                else ""
+            )
+            + ")",
+            True,
+        )
+    elif problem is not None:
+        outcome = Outcome(problem, True)
+    else:
+        decision = await decide(role, PendingCall(call_id, role.id, full, arguments), site.approver)
+        approval = ToolApprovalEvent(
+            call_id=call_id, decision=decision.decision, by=decision.by, reason=decision.reason
+        )
+        if decision.decision == "deny":
+            outcome = Outcome(f"refused: {decision.reason or 'not approved'}", True)
+            if decision.by != "policy":
+                events.append(
+                    WarningEvent(message=f"tool call {call_id} refused: {decision.reason}")
+                )
+            await site.emit([approval, *events])
+            events = []
+        else:
+            if decision.arguments is not None:
+                arguments = decision.arguments
+                entry["arguments"] = json.dumps(arguments, ensure_ascii=False)
+            await site.emit([approval])
+            outcome = await box.call(full, arguments)
+    entry["content"] = outcome.content
+    entry["is_error"] = outcome.is_error
+    await site.emit(
+        [
+            *events,
+            ToolResultEvent(
+                call_id=call_id,
+                tool=tool,
+                content=outcome.content,
+                is_error=outcome.is_error,
+                duration_ms=outcome.duration_ms,
+            ),
+        ]
+    )
+
+
+async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
+    """A call stored without a result (the process stopped while it ran) gets an error
+    result now: it is never run again."""
+    for rnd in record["rounds"]:
+        for c in rnd["calls"]:
+            if c.get("content") is None:
+                c["content"] = INTERRUPTED
+                c["is_error"] = True
+                await site.emit(
+                    [
+                        ToolResultEvent(
+                            call_id=c["call_id"], tool=c["tool"], content=INTERRUPTED, is_error=True
+                        )
+                    ]
+                )
+
+
+def _add_usage(record: dict[str, Any], generated: Generated) -> None:
+    record["input_tokens"] += generated.input_tokens
+    record["output_tokens"] += generated.output_tokens
+    record["seconds"] += generated.seconds
+    if record["cost_usd"] is None or generated.cost_usd is None:
+        record["cost_usd"] = None
+    else:
+        record["cost_usd"] += generated.cost_usd
