@@ -21,6 +21,7 @@ import anyio
 
 from rolecall.bus import Bus, Envelope, EventBus, Topic
 from rolecall.errors import StorageError
+from rolecall.knowledge.base import KnowledgeBase
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
@@ -228,6 +229,8 @@ async def assemble(
             model_override=model_override,
             bus=bus(sid, 1) if bus is not None else None,
         )
+    if world.knowledge:  # indexed now: a bad document stops here, before any turn
+        session.knowledge = open_knowledge(world, store)
     if on_created is not None:
         on_created(session)
     for sink in (*ambient_sinks.get(), *sinks):
@@ -280,3 +283,29 @@ async def assemble(
     finally:
         if recorder is not None:
             recorder.release()  # another live session may go on with it now
+        if session.knowledge is not None:
+            session.knowledge.close()
+
+
+def knowledge_db(store: SessionStore | None) -> Path | None:
+    """Where a session's knowledge index lives: beside its SQLite store, in the data
+    directory (``knowledge.db``); None (in memory) for a store without a file."""
+    path = getattr(store, "path", None)
+    return path.with_name("knowledge.db") if isinstance(path, Path) else None
+
+
+def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
+    """``world``'s knowledge collections, indexed where ``store`` keeps its sessions."""
+    return KnowledgeBase.open(world, knowledge_db(store), world_folder(world))
+
+
+def world_folder(world: World) -> Path | None:
+    """The folder the world's knowledge paths are under (citations are shown relative to
+    it): the deepest folder holding every path given (the world's folder, for paths
+    inside it)."""
+    import os
+
+    parents = [str(Path(p).parent) for c in world.knowledge.values() for p in c.paths]
+    if not parents or not all(Path(p).is_absolute() for p in parents):
+        return None
+    return Path(os.path.commonpath(parents))

@@ -453,6 +453,9 @@ def compose(request: GenerationRequest) -> str:
     while _count(filled) > MAX_WORDS and len(filled) > 2:
         del filled[-2]
 
+    if request.references:  # answer from the first passage, and say so (knowledge.md)
+        filled.insert(1, cite(request))
+
     limit = _word_limit(request)
     text = _fit(filled, limit if limit is not None else MAX_WORDS * 2, wants_question)
     # A real model stops at max_tokens: cut words until the estimate fits (never past
@@ -466,6 +469,44 @@ def compose(request: GenerationRequest) -> str:
 
     text = re.sub(r"<\s*world\s*>\s*pass\s*<\s*/\s*world\s*>", "", text, flags=re.IGNORECASE)
     return " ".join(text.lstrip("@ ").split())
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+CITED_WORDS: Final = 30  # a cited sentence is cut to this many words
+
+
+def cite(request: GenerationRequest) -> str:
+    """A sentence from the best passage (``[k1]``) answering the text being answered:
+    the passage's sentence sharing most words with it (the first on a tie), with its
+    id; ``[k2]`` named too when there is one."""
+    first = request.references[0]
+    asked = f"{request.info.target_text or ''} {request.info.topic}"
+    wanted = {t for t in _tokens(asked) if len(t) > 3}
+    best, best_score = "", -1
+    blocks: list[list[str]] = [[]]  # paragraphs; a heading line is one of its own
+    for line in first.text.splitlines():
+        heading = line.lstrip().startswith("#")
+        if heading or not line.strip():
+            blocks.append([])
+        blocks[-1].append(line)
+        if heading:
+            blocks.append([])
+    sentences = [s for b in blocks for s in _SENTENCE.split(" ".join(" ".join(b).split()))]
+    for raw in sentences:
+        sentence = raw.strip().lstrip("#*->| ").strip()
+        if len(sentence.split()) < 4:
+            continue
+        score = len(wanted & set(_tokens(sentence)))
+        if score > best_score:
+            best, best_score = sentence, score
+    if not best:
+        best = " ".join(first.text.split())
+    words = best.split()
+    if len(words) > CITED_WORDS:
+        words = [*words[:CITED_WORDS], "..."]
+    text = " ".join(words).rstrip(".!?;:,")
+    also = f" (see also [{request.references[1].id}])" if len(request.references) > 1 else ""
+    return f"According to [{first.id}]: {text}{also}."
 
 
 class OfflineModel:
