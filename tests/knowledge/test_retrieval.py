@@ -92,7 +92,7 @@ async def test_passages_reach_the_prompt_and_the_event_comes_first(tmp_path: Pat
     block = request.messages[-2]
     assert block.role == "system"
     assert (
-        "[k1] docs/botany.md:1-5 (Photosynthesis)\n# Photosynthesis\nPlants make sugar"
+        "[k1] docs/botany.md:1-5 (Photosynthesis)\n# Photosynthesis\n\nPlants make sugar"
         in block.content
     )
     assert "[k2] docs/botany.md:7-10 (Roots)" in block.content

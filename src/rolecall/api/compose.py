@@ -26,6 +26,7 @@ from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
+from rolecall.paths import knowledge_path
 from rolecall.runtime import Session, new_session_id
 from rolecall.session.document import (
     SessionDocument,
@@ -291,7 +292,7 @@ def knowledge_db(store: SessionStore | None) -> Path | None:
     """Where a session's knowledge index lives: beside its SQLite store, in the data
     directory (``knowledge.db``); None (in memory) for a store without a file."""
     path = getattr(store, "path", None)
-    return path.with_name("knowledge.db") if isinstance(path, Path) else None
+    return knowledge_path(path.parent) if isinstance(path, Path) else None
 
 
 def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:

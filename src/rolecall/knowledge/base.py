@@ -160,18 +160,19 @@ class KnowledgeBase:
         rows = self.index.search(match, ids, top_k)
         return [
             Passage(
-                self._shown(row.path),
+                self.shown(row.path),
                 row.line_start,
                 row.line_end,
                 row.heading,
                 row.text,
-                round(-row.score, 4),
+                round(-row.score, 6),
                 self._of_doc.get(row.path, ""),
             )
             for row in rows
         ]
 
-    def _shown(self, path: str) -> str:
+    def shown(self, path: str) -> str:
+        """``path`` as citations show it: relative to the world's folder when inside it."""
         if self.folder is not None:
             try:
                 return Path(path).relative_to(self.folder).as_posix()

@@ -27,7 +27,7 @@ def split(lines: Lines) -> list[NewPassage]:
     """The passages of a document's ``lines``."""
     out: list[NewPassage] = []
     heading = ""
-    current: list[tuple[int, str]] = []
+    current: list[Lines] = []  # its paragraphs (or pieces of one)
     count = 0
     body = False  # the passage being gathered has more than headings
     passage_heading = ""
@@ -35,8 +35,8 @@ def split(lines: Lines) -> list[NewPassage]:
     def flush() -> None:
         nonlocal current, count, body
         if current and count:
-            text = "\n".join(t for _, t in current)
-            out.append(NewPassage(current[0][0], current[-1][0], passage_heading, text))
+            text = "\n\n".join("\n".join(t for _, t in piece) for piece in current)
+            out.append(NewPassage(current[0][0][0], current[-1][-1][0], passage_heading, text))
         current, count, body = [], 0, False
 
     for paragraph in _paragraphs(lines):
@@ -52,7 +52,7 @@ def split(lines: Lines) -> list[NewPassage]:
                 flush()
             if not current:
                 passage_heading = heading
-            current.extend(piece)
+            current.append(piece)
             count += words
             body = body or any(not _HEADING.match(t) for _, t in piece)
             if count >= TARGET:
