@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from rolecall.knowledge.documents import FORMATS, KnowledgeError, read_document
-from rolecall.knowledge.passages import split
+from rolecall.knowledge.passages import SPLITTER, split
 from rolecall.storage.knowledge_index import IndexedPassage, KnowledgeIndex
 from rolecall.world.models import KnowledgeCollection, World
 
@@ -229,13 +229,13 @@ def sync(index: KnowledgeIndex, files: Mapping[str, Sequence[Path]]) -> SyncRepo
                 raise KnowledgeError(f"{path}: cannot read it ({exc.strerror})") from None
             digest = hashlib.sha256(data).hexdigest()
             old = known.get(key)
-            if old is not None and old.sha256 == digest:
+            if old is not None and old.sha256 == digest and old.splitter == SPLITTER:
                 report.unchanged.append(key)
                 counted[key] = old.passages
                 total += old.passages
                 continue
             passages = split(read_document(path, data))
-            changed.append(IndexedPassage(key, digest, len(data), passages))
+            changed.append(IndexedPassage(key, digest, SPLITTER, len(data), passages))
             report.indexed.append(key)
             report.bytes_read += len(data)
             report.passages += len(passages)

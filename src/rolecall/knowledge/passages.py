@@ -15,8 +15,9 @@ from typing import Final
 from rolecall.knowledge.documents import Lines
 from rolecall.storage.knowledge_index import NewPassage
 
-__all__ = ["LONGEST", "TARGET", "split"]
+__all__ = ["LONGEST", "SPLITTER", "TARGET", "split"]
 
+SPLITTER: Final = "paragraphs-180-300"  # changed whenever passages are cut another way
 TARGET: Final = 180  # words a passage is gathered up to
 LONGEST: Final = 300  # no passage is longer
 

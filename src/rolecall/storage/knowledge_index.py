@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS kdocs (
     id INTEGER PRIMARY KEY,
     path TEXT NOT NULL UNIQUE,
     sha256 TEXT NOT NULL,
+    splitter TEXT NOT NULL,
     bytes INTEGER NOT NULL,
     passages INTEGER NOT NULL,
     indexed_at TEXT NOT NULL
@@ -65,6 +66,7 @@ class IndexedPassage:
 
     path: str
     sha256: str
+    splitter: str  # how it was cut into passages (a new way indexes every file again)
     size: int
     passages: Sequence[NewPassage]
 
@@ -74,6 +76,7 @@ class DocRow:
     id: int
     path: str
     sha256: str
+    splitter: str
     size: int
     passages: int
     indexed_at: str
@@ -126,7 +129,8 @@ class KnowledgeIndex:
     def docs(self, paths: Iterable[str] | None = None) -> dict[str, DocRow]:
         """The indexed files (of ``paths`` only, when given), by path."""
         rows = self._db.execute(
-            "SELECT id, path, sha256, bytes, passages, indexed_at FROM kdocs ORDER BY path"
+            "SELECT id, path, sha256, splitter, bytes, passages, indexed_at "
+            "FROM kdocs ORDER BY path"
         ).fetchall()
         wanted = None if paths is None else set(paths)
         return {row[1]: DocRow(*row) for row in rows if wanted is None or row[1] in wanted}
@@ -143,9 +147,9 @@ class KnowledgeIndex:
                     self._forget(path)
                 for doc in changed:
                     cur = db.execute(
-                        "INSERT INTO kdocs (path, sha256, bytes, passages, indexed_at) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (doc.path, doc.sha256, doc.size, len(doc.passages), now),
+                        "INSERT INTO kdocs (path, sha256, splitter, bytes, passages, indexed_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (doc.path, doc.sha256, doc.splitter, doc.size, len(doc.passages), now),
                     )
                     doc_id = cur.lastrowid
                     for p in doc.passages:
