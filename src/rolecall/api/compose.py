@@ -301,12 +301,14 @@ def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
 
 
 def world_folder(world: World) -> Path | None:
-    """The folder the world's knowledge paths are under (citations are shown relative to
-    it): the deepest folder holding every path given (the world's folder, for paths
-    inside it)."""
+    """The folder citations of the world's knowledge are shown relative to: the
+    collections' root (the world's folder, once loaded from a file), else the deepest
+    folder holding every path given (``rolecall debate --context FILE``)."""
     import os
 
-    parents = [str(Path(p).parent) for c in world.knowledge.values() for p in c.paths]
-    if not parents or not all(Path(p).is_absolute() for p in parents):
+    roots = [c.root for c in world.knowledge.values() if c.root]
+    if not roots:
+        roots = [str(Path(p).parent) for c in world.knowledge.values() for p in c.paths]
+    if not roots or not all(Path(p).is_absolute() for p in roots):
         return None
-    return Path(os.path.commonpath(parents))
+    return Path(os.path.commonpath(roots))

@@ -32,10 +32,12 @@ class Retrieved:
 
 
 def query_for(world: World, target: Message | None, instruction: str | None) -> str:
-    """What a turn searches for: the message answered (else the step's instruction), and
-    the world's topic."""
-    parts = [target.content if target is not None else (instruction or ""), world.topic]
-    return " ".join(p.strip() for p in parts if p and p.strip())[:QUERY_CHARS]
+    """What a turn searches for: the world's topic, then the message answered (else the
+    step's instruction). The topic comes first: a long message's words after the first
+    few dozen are not searched for (:data:`rolecall.knowledge.base.MAX_TERMS`), the
+    topic's always are."""
+    parts = [world.topic, target.content if target is not None else (instruction or "")]
+    return "\n".join(p.strip() for p in parts if p and p.strip())[:QUERY_CHARS]
 
 
 def prompt_block(passages: list[Passage]) -> str:

@@ -126,22 +126,26 @@ _SELF_DESCRIPTION: Final = re.compile(
 _UNSAFE: Final = re.compile(r"[<>@\s]+")
 
 # Every word the templates use: boilerplate of other offline speakers, never "salient".
-_TEMPLATE_WORDS: Final = frozenset(
-    w.lower()
-    for voice in _VOICES.values()
-    for group in (
-        voice.open_named,
-        voice.open_plain,
-        voice.bodies,
-        voice.closers,
-        voice.questions,
-        voice.extras,
+_TEMPLATE_WORDS: Final = (
+    frozenset(
+        w.lower()
+        for voice in _VOICES.values()
+        for group in (
+            voice.open_named,
+            voice.open_plain,
+            voice.bodies,
+            voice.closers,
+            voice.questions,
+            voice.extras,
+        )
+        for template in group
+        for w in _WORD.findall(template)
     )
-    for template in group
-    for w in _WORD.findall(template)
-) | frozenset(
-    w.lower() for group in _STYLE_EXTRAS.values() for t in group for w in _WORD.findall(t)
-)
+    | frozenset(
+        w.lower() for group in _STYLE_EXTRAS.values() for t in group for w in _WORD.findall(t)
+    )
+    | frozenset(("according", "see", "also"))
+)  # the citation's own words (cite)
 
 
 class _Picker:
@@ -396,7 +400,8 @@ def compose(request: GenerationRequest) -> str:
     }
 
     if info.instruction and is_closing(info.instruction):
-        return closing(info.instruction, a, b, t)
+        closed = closing(info.instruction, a, b, t)
+        return f"{closed} {cite(request)}" if request.references else closed
     instruction = (info.instruction or "").lower()
     wants_question = bool(
         re.search(r"\b(ask|asks|asking|pose|quiz)\b", instruction)
@@ -493,7 +498,9 @@ def cite(request: GenerationRequest) -> str:
             blocks.append([])
     sentences = [s for b in blocks for s in _SENTENCE.split(" ".join(" ".join(b).split()))]
     for raw in sentences:
-        sentence = raw.strip().lstrip("#*->| ").strip()
+        if raw.lstrip().startswith("#"):  # a heading names the passage; it says nothing
+            continue
+        sentence = raw.strip().lstrip("*->| ").strip()
         if len(sentence.split()) < 4:
             continue
         score = len(wanted & set(_tokens(sentence)))

@@ -104,11 +104,12 @@ def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWo
 
 def with_knowledge_paths(world: World, folder: Path) -> World:
     """``world`` with its knowledge collections' relative paths made absolute (under
-    ``folder``, the world's folder)."""
-    collections = {
-        name: c.model_copy(update={"paths": [str(folder / p) for p in c.paths]})
-        for name, c in world.knowledge.items()
-    }
+    their ``root``, by default ``folder``, the world's folder)."""
+    collections = {}
+    for name, c in world.knowledge.items():
+        root = folder / c.root if c.root else folder
+        paths = [str(root / p) for p in c.paths]
+        collections[name] = c.model_copy(update={"paths": paths, "root": str(root)})
     return world.model_copy(update={"knowledge": collections})
 
 

@@ -83,6 +83,9 @@ class KnowledgeCollection(_Model):
     .pdf and .html, relative to the world's folder (absolute once loaded)."""
 
     paths: list[str] = Field(min_length=1)
+    # the folder the paths are relative to, and citations shown from (default: the
+    # world's folder); absolute once loaded
+    root: str | None = None
 
 
 class LoreEntry(_Model):
