@@ -17,6 +17,7 @@ from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.flows.targets import budget_block
 from rolecall.knowledge.base import KnowledgeBase
+from rolecall.knowledge.lore import lore_for
 from rolecall.knowledge.turn import retrieve
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
@@ -83,6 +84,9 @@ async def call_model(
         if found.block is not None:
             context.append(found.block)
             references = found.references
+    lore = lore_for(world, role, transcript, target, message_id) if world.lore else None
+    if lore is not None and lore.block is not None:
+        context.append(lore.block)
     prompt = build_prompt(
         world,
         role,
@@ -150,6 +154,8 @@ async def call_model(
     )
     if found is not None:
         self.bus.publish(found.event)  # before the model is asked (knowledge.md)
+    for event in lore.events if lore is not None else ():
+        self.bus.publish(event)
     if self.request_hooks and not getattr(model, "repeatable", False):
         for hook in self.request_hooks:
             await hook()
