@@ -16,9 +16,12 @@ from typing import Any, Protocol
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.flows.targets import budget_block
+from rolecall.knowledge.base import KnowledgeBase
+from rolecall.knowledge.lore import lore_for
+from rolecall.knowledge.turn import retrieve
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
-from rolecall.llm.types import GenerationRequest, Price, TurnInfo, prompt_tokens
+from rolecall.llm.types import GenerationRequest, Price, Reference, TurnInfo, prompt_tokens
 from rolecall.prompt import build_prompt, persona, system_text
 from rolecall.session.state import Draft, Message, SessionState
 from rolecall.tools.approval import Approver
@@ -46,6 +49,7 @@ class CallSite(Protocol):
     _system_texts: dict[str, str]
     tools: ToolBox | None  # tools.md: the session's tools, None when the world has none
     approver: Approver | None
+    knowledge: KnowledgeBase | None  # the world's collections, indexed (knowledge.md)
 
     def clock(self) -> datetime: ...
 
@@ -78,6 +82,18 @@ async def call_model(
     system = self._system_texts.get(role.id)
     if system is None:
         system = self._system_texts[role.id] = system_text(world, role)
+    message_id = transcript.next_id()
+    context: list[str] = []
+    references: tuple[Reference, ...] = ()
+    found = None
+    if role.knowledge and self.knowledge is not None:
+        found = retrieve(self.knowledge, world, role, target, instruction, message_id)
+        if found.block is not None:
+            context.append(found.block)
+            references = found.references
+    lore = lore_for(world, role, transcript, target, message_id) if world.lore else None
+    if lore is not None and lore.block is not None:
+        context.append(lore.block)
     prompt = build_prompt(
         world,
         role,
@@ -86,6 +102,7 @@ async def call_model(
         instruction=instruction,
         memory_start=self.state.memory_start.get(role.id, 0),
         system=system,
+        context=context,
     )
     settings = world.settings
     model_name = self.model_name(role)
@@ -140,8 +157,12 @@ async def call_model(
         participants=tuple(self._role_ids),
         price=price,
         client=settings.client,
+        references=references,
     )
-    message_id = transcript.next_id()
+    if found is not None:
+        self.bus.publish(found.event)  # before the model is asked (knowledge.md)
+    for event in lore.events if lore is not None else ():
+        self.bus.publish(event)
     if self.request_hooks and not getattr(model, "repeatable", False):
         for hook in self.request_hooks:
             await hook()

@@ -33,6 +33,11 @@ def db_path(data: Path) -> Path:
     return data / "rolecall.db"
 
 
+def knowledge_path(data: Path) -> Path:
+    """The knowledge index inside a data directory (knowledge.md), beside the store."""
+    return data / "knowledge.db"
+
+
 def data_dir_flag(db: Path) -> str:
     """`` --data-dir DIR`` for a command printed about the store ``db`` (``DIR/rolecall.db``),
     so it works pasted in any shell; empty for a store outside a data directory."""

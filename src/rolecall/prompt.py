@@ -9,6 +9,8 @@ the window.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rolecall.llm.types import ChatMessage, Persona
 from rolecall.session.state import Message, Transcript
 from rolecall.world.models import Role, World
@@ -100,8 +102,10 @@ def build_prompt(
     instruction: str | None = None,
     memory_start: int = 0,
     system: str | None = None,
+    context: Sequence[str] = (),
 ) -> tuple[ChatMessage, ...]:
-    """The turn's prompt; ``system`` is the role's system text when already built."""
+    """The turn's prompt; ``system`` is the role's system text when already built;
+    ``context``: system texts given just before the turn (retrieved passages, lore)."""
     memory = memory_window(
         transcript,
         role.id,
@@ -112,5 +116,6 @@ def build_prompt(
     return (
         ChatMessage("system", system if system is not None else system_text(world, role)),
         *memory,
+        *(ChatMessage("system", text) for text in context),
         ChatMessage("user", turn_text(world, role, target, instruction)),
     )

@@ -35,6 +35,7 @@ from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
+from rolecall.knowledge.base import KnowledgeBase
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes import install as install_modes
@@ -122,6 +123,9 @@ class Session:
         self.store: Store | None = None
         self.tools: ToolBox | None = None  # tools.md: set by the composition root
         self.approver: Approver | None = None  # answers `approve: ask` calls (None: deny)
+        # the world's knowledge collections, indexed: set by the composition root
+        # (api/compose.py) when the world has any (knowledge.md)
+        self.knowledge: KnowledgeBase | None = None
         self.ctx.judge_scores = self.state.judge_scores
         self._lock = anyio.Lock()
         self._running = False

@@ -21,10 +21,12 @@ import anyio
 
 from rolecall.bus import Bus, Envelope, EventBus, Topic, WarningEvent
 from rolecall.errors import StorageError
+from rolecall.knowledge.base import KnowledgeBase
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
+from rolecall.paths import knowledge_path
 from rolecall.runtime import Session, new_session_id
 from rolecall.session.document import (
     SessionDocument,
@@ -282,6 +284,8 @@ async def _assemble(
             model_override=model_override,
             bus=bus(sid, 1) if bus is not None else None,
         )
+    if world.knowledge:  # indexed now: a bad document stops here, before any turn
+        session.knowledge = open_knowledge(world, store)
     if on_created is not None:
         on_created(session)
     for sink in (*ambient_sinks.get(), *sinks):
@@ -334,3 +338,31 @@ async def _assemble(
     finally:
         if recorder is not None:
             recorder.release()  # another live session may go on with it now
+        if session.knowledge is not None:
+            session.knowledge.close()
+
+
+def knowledge_db(store: SessionStore | None) -> Path | None:
+    """Where a session's knowledge index lives: beside its SQLite store, in the data
+    directory (``knowledge.db``); None (in memory) for a store without a file."""
+    path = getattr(store, "path", None)
+    return knowledge_path(path.parent) if isinstance(path, Path) else None
+
+
+def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
+    """``world``'s knowledge collections, indexed where ``store`` keeps its sessions."""
+    return KnowledgeBase.open(world, knowledge_db(store), world_folder(world))
+
+
+def world_folder(world: World) -> Path | None:
+    """The folder citations of the world's knowledge are shown relative to: the
+    collections' root (the world's folder, once loaded from a file), else the deepest
+    folder holding every path given (``rolecall debate --context FILE``)."""
+    import os
+
+    roots = [c.root for c in world.knowledge.values() if c.root]
+    if not roots:
+        roots = [str(Path(p).parent) for c in world.knowledge.values() for p in c.paths]
+    if not roots or not all(Path(p).is_absolute() for p in roots):
+        return None
+    return Path(os.path.commonpath(roots))

@@ -306,6 +306,45 @@ class ModeEvent(_Event):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class KnowledgeEvent(_Event):
+    """The passages retrieved for a role's turn, before its model is asked (knowledge.md):
+    each ``{id, path, line_start, line_end, score, collection}``, ``id`` as the prompt
+    and a citation name it (``k1``...); ``message_id`` the message being generated."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["knowledge"] = "knowledge"
+    role: str
+    query: str
+    passages: list[dict[str, Any]] = Field(default_factory=list)
+    message_id: str | None = None
+
+
+class LoreEvent(_Event):
+    """A lore entry put into a role's prompt: a key of it was in the recent messages."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["lore"] = "lore"
+    role: str
+    entry: str  # the entry's name (its first key unless named)
+    key: str  # the key found
+    message_id: str | None = None  # the message being generated
+
+
+class SummaryEvent(_Event):
+    """Older messages folded into a role's running summary (knowledge.md, Long sessions):
+    ``text`` stands for messages ``from_id``..``to_id`` in the role's prompts from now on."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["summary"] = "summary"
+    role: str
+    from_id: str
+    to_id: str
+    text: str
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class SessionEvent(_Event):
     topic: Literal["world"] = "world"
     type: Literal["session"] = "session"
@@ -354,6 +393,9 @@ Event = Annotated[
     | Annotated[LogEvent, Tag("system/log")]
     | Annotated[JudgeEvent, Tag("system/judge")]
     | Annotated[ModeEvent, Tag("system/mode")]
+    | Annotated[KnowledgeEvent, Tag("system/knowledge")]
+    | Annotated[LoreEvent, Tag("system/lore")]
+    | Annotated[SummaryEvent, Tag("system/summary")]
     | Annotated[SessionEvent, Tag("world/session")]
     | Annotated[AgentEvent, Tag("world/agent")]
     | Annotated[StopEvent, Tag("world/stop")],

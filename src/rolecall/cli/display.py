@@ -22,6 +22,7 @@ from rolecall.bus import (
     Envelope,
     ErrorEvent,
     Event,
+    KnowledgeEvent,
     MessageEvent,
     PassEvent,
     RespondEvent,
@@ -38,6 +39,7 @@ from rolecall.bus import (
 )
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, tokens, use_color
+from rolecall.export.citations import cited
 from rolecall.export.common import CONTROLS, answered, snippet, visible
 from rolecall.money import money
 
@@ -142,6 +144,8 @@ class TerminalDisplay:
         self._wrap: StreamWrap | None = None  # live on a terminal: word-wrapped
         self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
         self._calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
+        # message id -> the passages its turn was given (system/knowledge), by id (k1..)
+        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
@@ -209,6 +213,7 @@ class TerminalDisplay:
             self.total_in += event.input_tokens
             self.total_out += event.output_tokens
             self._line()
+            self._citations(event.message_id, "".join(self._streamed))
             if not self.quiet:
                 self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
                 self._line()
@@ -236,9 +241,15 @@ class TerminalDisplay:
             )
         )
         self._line(event.content)
+        self._citations(event.message_id, event.content)
         if not self.quiet:
             self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
         self._line()
+
+    def _citations(self, message_id: str, content: str) -> None:
+        """Under a message that cites ``[kN]``: each cited passage's source."""
+        for citation in cited(content, self.sources.pop(message_id, None)):
+            self._line(self.dim(f"  {citation.label}"))
 
     def _line(self, text: str = "", *, err: bool = False) -> None:
         if self._open_line:
@@ -274,6 +285,9 @@ class TerminalDisplay:
             self._calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
         elif isinstance(event, ToolResultEvent):
             self._line(self.dim(tool_line(self._calls.pop(event.call_id, event.tool), event)))
+        elif isinstance(event, KnowledgeEvent):
+            if event.message_id is not None:
+                self.sources[event.message_id] = {p["id"]: p for p in event.passages}
         elif isinstance(event, PassEvent):
             self._line(self.dim(f"({event.agent} passes the floor to the human)"))
         elif isinstance(event, RespondEvent):

@@ -27,6 +27,7 @@ DEBATE_EPILOG = """examples:
   rolecall debate "Adopt microservices" --profile technical --max-turns 6
   rolecall debate "Tax sugar" --pro "a public-health doctor" --con "a small grocer"
   rolecall debate "Nuclear power is green" --judge --model openai/gpt-4o-mini
+  rolecall debate "Ban cars downtown" --context brief.md   both sides cite the brief
 """
 
 CONSENSUS_EPILOG = """examples:
@@ -92,6 +93,13 @@ def add_debate(sub: Any) -> None:
         "--judge",
         action="store_true",
         help="add a judge (role library template 'judge') whose JSON verdicts decide termination",
+    )
+    debate.add_argument(
+        "--context",
+        action="append",
+        metavar="FILE",
+        help="a document (.md, .txt, .pdf, .html) or folder both debaters and the moderator "
+        "answer from, citing passages as [k1]; repeat for more (docs/knowledge.md)",
     )
     _common(debate, max_turns=False)
 
@@ -159,6 +167,10 @@ def debate_world(args: argparse.Namespace) -> dict[str, Any]:
         options["dynamic_termination"] = False
     if getattr(args, "judge", False):
         options["judge"] = "judge"
+    if getattr(args, "context", None):  # relative to where the command runs
+        from pathlib import Path
+
+        options["context"] = [str(Path(p).absolute()) for p in args.context]
     return {"name": "debate", "mode": "debate", "topic": _topic(args, "debate"), "debate": options}
 
 
@@ -213,6 +225,7 @@ _DEBATE_FLAGS = {
     "debate.profile": "--profile",
     "debate.pro": "--pro",
     "debate.con": "--con",
+    "debate.context": "--context",
 }
 
 
@@ -258,6 +271,7 @@ debate:
   max_turns: 8                 # debater turns, 2..20; the synthesis comes on top
   dynamic_termination: true    # false: always run max_turns turns
   # judge: judge               # a judge returns JSON after each turn and decides instead
+  # context: [brief.md]        # documents both debaters and the moderator cite as [k1]
 # roles:                       # override the preset's roles by id: pro, con, moderator
 #   - id: moderator
 #     model: openai/gpt-4o-mini

@@ -64,6 +64,12 @@ COMMANDS: tuple[Command, ...] = (
         "rolecall.cli.manage.roles:cmd_roles",
     ),
     Command(
+        "knowledge",
+        "index, search and list a world's knowledge collections",
+        "rolecall.cli.knowledge_cmd:add_parser",
+        "rolecall.cli.knowledge_cmd:cmd_knowledge",
+    ),
+    Command(
         "memory",
         "show or clear an agent's passive memory in a session",
         "rolecall.cli.manage.memory:add_parser",

@@ -23,6 +23,7 @@ EPILOG = """examples:
   rolecall study paper.pdf --json > events.jsonl       the event stream as JSON lines
   rolecall study notes.md --delay 2 --lock 5 --max-turns 10
   rolecall study notes.md --model openai/gpt-4o-mini   a real model (temperature 0)
+  rolecall study notes.md --knowledge refs/            the roles cite refs/ as [k1]
 """
 
 
@@ -55,6 +56,14 @@ def add_parser(sub: Any) -> None:
         help="turns a role pushed to the back stays locked (5-10, default 7)",
     )
     p.add_argument(
+        "--knowledge",
+        action="append",
+        metavar="FILE",
+        help="reference material (a file or folder of .md, .txt, .pdf, .html) the five roles "
+        "answer from beside the document, citing it as [k1]; repeat for more "
+        "(docs/knowledge.md)",
+    )
+    p.add_argument(
         "--mode",
         choices=("auto", "step"),
         default="auto",
@@ -64,7 +73,11 @@ def add_parser(sub: Any) -> None:
 
 
 def study_world(
-    document: Path, *, delay: int | None = None, lock: int | None = None
+    document: Path,
+    *,
+    delay: int | None = None,
+    lock: int | None = None,
+    knowledge: list[str] | None = None,
 ) -> dict[str, Any]:
     """The world mapping for studying ``document`` (read here; errors are UsageError)."""
     from rolecall.errors import UsageError
@@ -79,6 +92,8 @@ def study_world(
         study["delay"] = delay
     if lock is not None:
         study["lock"] = lock
+    if knowledge:  # relative to where the command runs
+        study["knowledge"] = [str(Path(p).absolute()) for p in knowledge]
     return {
         "name": "study",
         "title": f"Study: {document.name}",
@@ -100,6 +115,7 @@ study:
   document: notes.md   # relative to this folder
   delay: 3             # D: a reallocation takes effect 3 turns after the request (2-3)
   lock: 7              # H: roles pushed back stay at the back for 7 turns (5-10)
+  # knowledge: [refs/] # reference material the roles cite as [k1] (docs/knowledge.md)
 # roles:               # override any study role by id
 #   - id: summarizer
 #     model: openai/gpt-4o-mini
@@ -136,10 +152,13 @@ def load_study_world(args: argparse.Namespace) -> World:
     from rolecall.world.loader import build_world
 
     path = Path(args.document)
-    raw = study_world(path, delay=args.delay, lock=args.lock)
+    raw = study_world(
+        path, delay=args.delay, lock=args.lock, knowledge=getattr(args, "knowledge", None)
+    )
     from rolecall.cli.suggest import flags_named
 
-    with flags_named({"study.delay": "--delay", "study.lock": "--lock"}):
+    flags = {"study.delay": "--delay", "study.lock": "--lock", "study.knowledge": "--knowledge"}
+    with flags_named(flags):
         loaded = build_world(raw, source=str(path), library=RoleLibrary())
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from rolecall.export.citations import CITATION, Sources, cited, sources_by_message
 from rolecall.export.common import (
     _GREY,
     _PALETTE,
@@ -59,6 +60,9 @@ tr.total td { font-weight: 600; background: #f6f8fa; }
 .tokens, time { font-variant-numeric: tabular-nums; }
 .body { white-space: pre-wrap; overflow-wrap: anywhere; margin-top: 4px; }
 a { color: inherit; }
+ol.sources { margin: 6px 0 0; padding-left: 0; list-style: none; font-size: 0.85em;
+  color: #59636e; }
+a.cite { color: #0550ae; }
 footer { margin-top: 40px; color: #59636e; font-size: 0.85em; }
 """
 
@@ -75,6 +79,27 @@ def _colors(doc: SessionDocument, senders: list[str]) -> dict[str, str]:
 
 def _who_span(sender: str, color: str) -> str:
     return f'<span class="who" style="--c:{color}">{_h(sender)}</span>'
+
+
+def _body_with_sources(message_id: str, content: str, sources: Sources | None) -> list[str]:
+    """A message's body; each ``[kN]`` it cites linked to its source, listed below it."""
+    citations = cited(content, sources)
+    body = _h(content)
+    if not citations:
+        return [f'<div class="body">{body}</div>']
+    anchors = {c.id: f"{_h(message_id)}-{c.id}" for c in citations}
+    body = CITATION.sub(
+        lambda found: (
+            f'<a class="cite" href="#{anchors[found.group(1)]}">{found.group(0)}</a>'
+            if found.group(1) in anchors
+            else found.group(0)
+        ),
+        body,  # "[k1]" is left as it is by the escaping
+    )
+    items = "".join(
+        f'<li id="{anchors[c.id]}">[{_h(c.id)}] <code>{_h(c.source)}</code></li>' for c in citations
+    )
+    return [f'<div class="body">{body}</div>', f'<ol class="sources">{items}</ol>']
 
 
 def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
@@ -156,6 +181,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         out.append(f"<p>{'No messages match.' if sel.filtered else 'No messages yet.'}</p>")
     labels = _labels(doc)
     texts = {m.id: m.content for m in doc.messages}
+    sources = sources_by_message(doc.events)
     for m in sel.messages:
         color = colors.get(m.sender, _GREY)
         head = [f'<span class="id">{_h(m.id)}</span>', _who_span(_sender(labels, m), color)]
@@ -179,7 +205,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         out += [
             f'<article class="msg" id="{_h(m.id)}" style="--c:{color}">',
             f'<div class="head">{" ".join(head)}</div>',
-            f'<div class="body">{_h(m.content)}</div>',
+            *_body_with_sources(m.id, m.content, sources.get(m.id)),
             "</article>",
         ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from rolecall.export.citations import cited, sources_by_message
 from rolecall.export.common import (
     _labels,
     _role_names,
@@ -108,6 +109,7 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         out += ["No messages match." if sel.filtered else "No messages yet.", ""]
     labels = _labels(doc)
     texts = {m.id: m.content for m in doc.messages}
+    sources = sources_by_message(doc.events)
     for m in sel.messages:
         out.append(f"### {e(m.id)} · {e(_who(doc, m, labels))}")
         out.append("")
@@ -123,6 +125,9 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
             badges.append(_tokens(m))
         badges.append(_when(m.ts))
         out += [" · ".join(badges), "", md_quote(m.content), ""]
+        citations = cited(m.content, sources.get(m.id))
+        if citations:  # where each [kN] it cites comes from (knowledge.md)
+            out += ["Sources:", "", *(f"- {e(c.label)}" for c in citations), ""]
     if sel.drafts:
         out += ["## Drafts (incomplete)", ""]
         out += ["Generations that did not complete; they are not part of the history.", ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rolecall.export.citations import cited, sources_by_message
 from rolecall.export.common import (
     _labels,
     _tokens,
@@ -40,6 +41,7 @@ def to_text(
     lines.append(f"{_when(doc.created_at)} → {_when(doc.updated_at)} · {sel.describe()}")
     labels = _labels(doc)
     texts = {m.id: m.content for m in doc.messages}
+    sources = sources_by_message(doc.events)
     for m in sel.messages:
         lines.append("")
         parts = [f"[{m.id}] {_who(doc, m, labels)}"]
@@ -54,6 +56,7 @@ def to_text(
             parts.append(_when(m.ts))
         lines.append("  ".join(parts))
         lines.extend(f"  {line}" for line in (visible(m.content).splitlines() or [""]))
+        lines.extend(f"    {c.label}" for c in cited(m.content, sources.get(m.id)))
     if sel.drafts:
         lines.append("")
         lines.append(f"drafts (incomplete, not part of the history): {len(sel.drafts)}")

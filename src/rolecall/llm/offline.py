@@ -127,22 +127,26 @@ _SELF_DESCRIPTION: Final = re.compile(
 _UNSAFE: Final = re.compile(r"[<>@\s]+")
 
 # Every word the templates use: boilerplate of other offline speakers, never "salient".
-_TEMPLATE_WORDS: Final = frozenset(
-    w.lower()
-    for voice in _VOICES.values()
-    for group in (
-        voice.open_named,
-        voice.open_plain,
-        voice.bodies,
-        voice.closers,
-        voice.questions,
-        voice.extras,
+_TEMPLATE_WORDS: Final = (
+    frozenset(
+        w.lower()
+        for voice in _VOICES.values()
+        for group in (
+            voice.open_named,
+            voice.open_plain,
+            voice.bodies,
+            voice.closers,
+            voice.questions,
+            voice.extras,
+        )
+        for template in group
+        for w in _WORD.findall(template)
     )
-    for template in group
-    for w in _WORD.findall(template)
-) | frozenset(
-    w.lower() for group in _STYLE_EXTRAS.values() for t in group for w in _WORD.findall(t)
-)
+    | frozenset(
+        w.lower() for group in _STYLE_EXTRAS.values() for t in group for w in _WORD.findall(t)
+    )
+    | frozenset(("according", "see", "also"))
+)  # the citation's own words (cite)
 
 
 class _Picker:
@@ -397,7 +401,8 @@ def compose(request: GenerationRequest) -> str:
     }
 
     if info.instruction and is_closing(info.instruction):
-        return closing(info.instruction, a, b, t)
+        closed = closing(info.instruction, a, b, t)
+        return f"{closed} {cite(request)}" if request.references else closed
     instruction = (info.instruction or "").lower()
     wants_question = bool(
         re.search(r"\b(ask|asks|asking|pose|quiz)\b", instruction)
@@ -453,6 +458,9 @@ def compose(request: GenerationRequest) -> str:
         filled.insert(-1, _capitalise(_apply_style(extra.format(**slots), kind)))
     while _count(filled) > MAX_WORDS and len(filled) > 2:
         del filled[-2]
+
+    if request.references:  # answer from the first passage, and say so (knowledge.md)
+        filled.insert(1, cite(request))
 
     limit = _word_limit(request)
     text = _fit(filled, limit if limit is not None else MAX_WORDS * 2, wants_question)
@@ -520,6 +528,46 @@ def with_result(text: str, request: GenerationRequest) -> str:
     first = next((ln.strip() for ln in messages[-1].content.splitlines() if ln.strip()), "")
     first = first if len(first) <= 100 else first[:99] + "…"
     return f"{text} I checked {full or name}: {first}".strip()
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+CITED_WORDS: Final = 30  # a cited sentence is cut to this many words
+
+
+def cite(request: GenerationRequest) -> str:
+    """A sentence from the best passage (``[k1]``) answering the text being answered:
+    the passage's sentence sharing most words with it (the first on a tie), with its
+    id; ``[k2]`` named too when there is one."""
+    first = request.references[0]
+    asked = f"{request.info.target_text or ''} {request.info.topic}"
+    wanted = {t for t in _tokens(asked) if len(t) > 3}
+    best, best_score = "", -1
+    blocks: list[list[str]] = [[]]  # paragraphs; a heading line is one of its own
+    for line in first.text.splitlines():
+        heading = line.lstrip().startswith("#")
+        if heading or not line.strip():
+            blocks.append([])
+        blocks[-1].append(line)
+        if heading:
+            blocks.append([])
+    sentences = [s for b in blocks for s in _SENTENCE.split(" ".join(" ".join(b).split()))]
+    for raw in sentences:
+        if raw.lstrip().startswith("#"):  # a heading names the passage; it says nothing
+            continue
+        sentence = raw.strip().lstrip("*->| ").strip()
+        if len(sentence.split()) < 4:
+            continue
+        score = len(wanted & set(_tokens(sentence)))
+        if score > best_score:
+            best, best_score = sentence, score
+    if not best:
+        best = " ".join(first.text.split())
+    words = best.split()
+    if len(words) > CITED_WORDS:
+        words = [*words[:CITED_WORDS], "..."]
+    text = " ".join(words).rstrip(".!?;:,")
+    also = f" (see also [{request.references[1].id}])" if len(request.references) > 1 else ""
+    return f"According to [{first.id}]: {text}{also}."
 
 
 class OfflineModel:

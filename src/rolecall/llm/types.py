@@ -111,6 +111,15 @@ class Price:
 
 
 @dataclass(frozen=True, slots=True)
+class Reference:
+    """A passage put into the prompt for the model to answer from (knowledge.md)."""
+
+    id: str  # k1, k2, ... as the prompt and a citation name it
+    text: str
+    source: str = ""  # path:lines
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """Everything one generation needs."""
 
@@ -130,6 +139,7 @@ class GenerationRequest:
     price: Price | None = None  # the role's own price; wins over what the model reports
     client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
     tools: tuple[ToolDef, ...] = ()  # tools.md: what the model may call this round
+    references: tuple[Reference, ...] = ()  # the turn's retrieved passages, best first
 
 
 @dataclass(slots=True)

@@ -192,3 +192,42 @@ class PresetState(BaseModel):
 
     decision: Decided | None = None
     status: str = "no turn yet"  # what the stop checks report while they do not hold
+
+
+def with_knowledge(
+    data: dict[str, Any],
+    name: str,
+    paths: list[str],
+    role_ids: list[str],
+    where: str,
+    problems: list[str],
+) -> None:
+    """Give the roles ``role_ids`` of ``data`` (an expanded world) retrieval over the
+    documents ``paths`` (knowledge.md): a knowledge collection ``name`` added to the
+    world's ``knowledge:`` and named in each role's ``knowledge:``. ``where`` names the
+    option in problems (``debate.context``)."""
+    if not paths:
+        return
+    collections = data.get("knowledge")
+    if collections is None:
+        collections = {}
+    if not isinstance(collections, dict):
+        return  # the loader says what is wrong with it
+    if name in collections:
+        problems.append(
+            f"knowledge.{name}: the collection {where} makes is named {name}: "
+            "rename the world's own"
+        )
+        return
+    data["knowledge"] = {**collections, name: {"paths": list(paths)}}
+    roles = data.get("roles")
+    if not isinstance(roles, list):
+        return
+    out: list[Any] = []
+    for role in roles:
+        if isinstance(role, dict) and role.get("id") in role_ids:
+            own = role.get("knowledge")
+            own = list(own) if isinstance(own, list) else []
+            role = {**role, "knowledge": [*own, name] if name not in own else own}
+        out.append(role)
+    data["roles"] = out

@@ -40,6 +40,7 @@ from rolecall.modes.common import (
     no_flow,
     parse_options,
     preset_settings,
+    with_knowledge,
 )
 from rolecall.modes.debate_turns import DebateHook, attach, synthesis_instruction
 from rolecall.modes.registry import ModeSpec, register
@@ -87,6 +88,9 @@ class DebateOptions(BaseModel):
     dynamic_termination: StrictBool = True
     judge: Ident | None = None
     max_turns: Annotated[StrictInt, Field(ge=2, le=20)] = 10
+    # documents every debater and the moderator retrieve from (knowledge.md), relative
+    # to the world's folder
+    context: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
 
 # ======================================================================= expand
@@ -205,6 +209,9 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
             "instruction": synthesis_instruction(names, None, ""),
         },
     }
+    with_knowledge(
+        data, "context", opts["context"], ["pro", "con", "moderator"], "debate.context", problems
+    )
     per_turn = 3 if judge is not None else 1  # a verdict and one retry per debater turn
     data["settings"] = preset_settings(data.get("settings"), max_turns=max_turns * per_turn + 1)
     data.setdefault("title", f"Debate: {topic}" if isinstance(topic, str) and topic else "Debate")

@@ -50,6 +50,7 @@ from pydantic import (
 
 from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError, WorldError
+from rolecall.modes.common import with_knowledge
 from rolecall.modes.registry import ModeSpec, register
 from rolecall.plans import Host, Stop, TurnPlan
 from rolecall.session.state import Message
@@ -139,6 +140,9 @@ class StudyOptions(BaseModel):
     delay: Annotated[StrictInt, Field(ge=2, le=3)] = DELAY_DEFAULT
     lock: Annotated[StrictInt, Field(ge=5, le=10)] = LOCK_DEFAULT
     contradictions: StrictBool = True  # module 7: find them and have them addressed
+    # reference material the five roles retrieve from beside the document (knowledge.md):
+    # files or folders relative to the world's folder
+    knowledge: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @field_validator("document")
     @classmethod
@@ -299,6 +303,7 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
             data["topic"] = default_topic(options.document, text)
     if not found:  # the block as validated (with the text read); else as written
         data["study"] = study
+    with_knowledge(data, "reference", options.knowledge, list(ROLES), "study.knowledge", problems)
     return data
 
 

@@ -97,7 +97,20 @@ def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWo
             update={"replay_file": str(path.parent / replay_file)}
         )
         loaded.world = loaded.world.model_copy(update={"settings": settings})
+    if loaded.world.knowledge:  # knowledge paths too (knowledge.md)
+        loaded.world = with_knowledge_paths(loaded.world, path.parent)
     return loaded
+
+
+def with_knowledge_paths(world: World, folder: Path) -> World:
+    """``world`` with its knowledge collections' relative paths made absolute (under
+    their ``root``, by default ``folder``, the world's folder)."""
+    collections = {}
+    for name, c in world.knowledge.items():
+        root = folder / c.root if c.root else folder
+        paths = [str(root / p) for p in c.paths]
+        collections[name] = c.model_copy(update={"paths": paths, "root": str(root)})
+    return world.model_copy(update={"knowledge": collections})
 
 
 def parse_world(
@@ -416,6 +429,40 @@ def _format_validation(
 
 
 # ------------------------------------------------------------ cross-references
+def _knowledge_refs(data: dict[str, Any]) -> list[str]:
+    """Each role's ``knowledge:`` names a collection of the world's, once; each lore
+    entry's ``roles:`` names roles of the world."""
+    problems: list[str] = []
+    roles = data.get("roles")
+    known = data.get("knowledge")
+    names = list(known) if isinstance(known, dict) else []
+    ids = [r.get("id") for r in roles if isinstance(r, dict)] if isinstance(roles, list) else []
+    for i, role in enumerate(roles if isinstance(roles, list) else []):
+        wanted = role.get("knowledge") if isinstance(role, dict) else None
+        if not isinstance(wanted, list):
+            continue
+        seen: set[str] = set()
+        for j, name in enumerate(wanted):
+            if not isinstance(name, str):
+                continue
+            if name in seen:
+                problems.append(f"roles[{i}].knowledge[{j}]: collection '{name}' named twice")
+            elif name not in names:
+                have = ", ".join(names) if names else "none: add a top-level knowledge: block"
+                problems.append(
+                    f"roles[{i}].knowledge[{j}]: no knowledge collection '{name}' "
+                    f"(collections: {have})"
+                )
+            seen.add(name)
+    lore = data.get("lore")
+    for i, entry in enumerate(lore if isinstance(lore, list) else []):
+        who = entry.get("roles") if isinstance(entry, dict) else None
+        for j, rid in enumerate(who if isinstance(who, list) else []):
+            if isinstance(rid, str) and rid not in ids:
+                problems.append(f"lore[{i}].roles[{j}]: no role '{rid}' in this world")
+    return problems
+
+
 def _cross_check(data: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     roles = data.get("roles")
@@ -434,6 +481,7 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
             else:
                 seen[rid] = i
                 role_ids.append(rid)
+    problems.extend(_knowledge_refs(data))
     world_model = data.get("model", "offline")
     if isinstance(roles, list):
         for i, role in enumerate(roles):

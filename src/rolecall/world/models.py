@@ -125,6 +125,30 @@ class Respond(_Model):
     history: Annotated[StrictInt, Field(ge=1, le=50)] = 6  # recent messages it is shown
 
 
+class KnowledgeCollection(_Model):
+    """A named collection of documents (knowledge.md): files or folders of .md, .txt,
+    .pdf and .html, relative to the world's folder (absolute once loaded)."""
+
+    paths: list[str] = Field(min_length=1)
+    # the folder the paths are relative to, and citations shown from (default: the
+    # world's folder); absolute once loaded
+    root: str | None = None
+
+
+class LoreEntry(_Model):
+    """World info put into a role's prompt when one of its keys is in the last few
+    messages (knowledge.md, Lore entries)."""
+
+    keys: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    text: Annotated[str, Field(min_length=1)]
+    roles: list[Ident] | None = None  # None: every role
+    name: str = ""  # how events and displays name it (default: its first key)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.keys[0]
+
+
 class Role(_Model):
     id: Ident
     name: str = ""
@@ -147,6 +171,9 @@ class Role(_Model):
     tools: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.*-]+$")]] | None = None
     # auto | ask | deny, or per pattern ({time.*: auto, add: ask}); the first match wins
     approve: Approve | dict[str, Approve] = "auto"
+    # the world's knowledge collections retrieved for this role's turns (knowledge.md)
+    knowledge: list[Ident] = Field(default_factory=list)
+    knowledge_top_k: Annotated[StrictInt, Field(ge=1, le=50)] = 4
 
     @property
     def display_name(self) -> str:
@@ -170,6 +197,10 @@ class World(_Model):
     roles: list[Role] = Field(min_length=1)
     flow: Flow | None = None
     tools: Tools | None = None  # tools.md
+    knowledge: dict[Annotated[str, Field(pattern=ID_PATTERN)], KnowledgeCollection] = Field(
+        default_factory=dict
+    )
+    lore: list[LoreEntry] = Field(default_factory=list)
     # each mode's options block (`debate:`, `study:`, ...; and `judge:`), by its name:
     # written at the top level of world.yaml, validated by the mode (its ModeSpec
     # options) when the world is expanded; any registered mode may have one

@@ -352,7 +352,8 @@ def _sessions_read(args: argparse.Namespace) -> int:
         )
 
     async def body(store: DataStore) -> SessionDocument:
-        return await store.load(sid, with_events=(fmt == "json" or action == "trace"))
+        # every rendering but json's shows the sources of citations: they are in events
+        return await store.load(sid, with_events=True)
 
     doc = _with_store(args, body, missing=f"no session '{sid}'")
     _check_role_filter(doc, role)

@@ -1,0 +1,183 @@
+"""``rolecall knowledge index|search|list WORLD``: a world's knowledge collections
+(knowledge.md), indexed in the data directory's ``knowledge.db``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from rolecall.cli.flags import add_common_flags, at_least_one
+from rolecall.cli.registry import summary
+from rolecall.errors import UsageError
+
+if TYPE_CHECKING:
+    from rolecall.knowledge.base import KnowledgeBase
+    from rolecall.world.models import World
+
+_WORLD_HELP = "a folder, a world.yaml path, or a name under ./worlds/"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    knowledge = sub.add_parser(
+        "knowledge",
+        help=summary("knowledge"),
+        description=(
+            "A world's knowledge collections (its knowledge: block): index them, search "
+            "them as a role's turn would, list what is indexed. Indexing reads again only "
+            "the files whose content changed."
+        ),
+        epilog="examples:\n  rolecall knowledge index library\n"
+        "  rolecall knowledge search library 'why are leaves green' --role botanist\n"
+        "  rolecall knowledge list library",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ksub = knowledge.add_subparsers(dest="knowledge_command", metavar="ACTION", required=True)
+    index = ksub.add_parser(
+        "index",
+        help="index the world's collections (only files whose content changed)",
+        epilog="example:\n  rolecall knowledge index library",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    index.add_argument("world", metavar="WORLD", help=_WORLD_HELP)
+    add_common_flags(index, run_flags=False, data_dir_help="the data directory (its index)")
+    search = ksub.add_parser(
+        "search",
+        help="the passages a query finds, best first (BM25)",
+        epilog="examples:\n  rolecall knowledge search library chlorophyll\n"
+        "  rolecall knowledge search library 'root hairs' --role botanist --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    search.add_argument("world", metavar="WORLD", help=_WORLD_HELP)
+    search.add_argument("query", metavar="QUERY", help="free text, as a message would say it")
+    search.add_argument(
+        "--role", metavar="R", help="search R's collections, its knowledge_top_k passages"
+    )
+    search.add_argument(
+        "--top-k",
+        type=lambda v: at_least_one(int(v), "--top-k"),
+        metavar="N",
+        help="passages to show (default: the role's knowledge_top_k, else 4)",
+    )
+    search.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_common_flags(search, run_flags=False, data_dir_help="the data directory (its index)")
+    listing = ksub.add_parser(
+        "list",
+        help="each collection's files: passages, size, when indexed; the roles using it",
+        epilog="example:\n  rolecall knowledge list library",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    listing.add_argument("world", metavar="WORLD", help=_WORLD_HELP)
+    add_common_flags(listing, run_flags=False, data_dir_help="the data directory (its index)")
+
+
+def open_base(args: argparse.Namespace, world: World) -> KnowledgeBase:
+    from rolecall.api.compose import world_folder
+    from rolecall.knowledge.base import KnowledgeBase
+    from rolecall.paths import data_dir, knowledge_path
+
+    if not world.knowledge:
+        raise UsageError(
+            f"world {world.name} has no knowledge collections (add a knowledge: block; "
+            "see docs/knowledge.md)"
+        )
+    db = knowledge_path(data_dir(getattr(args, "data_dir", None)))
+    return KnowledgeBase.open(world, db, world_folder(world))
+
+
+def cmd_knowledge(args: argparse.Namespace) -> int:
+    from rolecall.cli.manage import role_library
+    from rolecall.world.loader import load_world
+
+    world = load_world(args.world, role_library(args)).world
+    started = time.perf_counter()
+    with open_base(args, world) as kb:
+        if args.knowledge_command == "index":
+            return _index(kb, time.perf_counter() - started)
+        if args.knowledge_command == "search":
+            return _search(args, world, kb)
+        return _list(world, kb)
+
+
+def _index(kb: KnowledgeBase, seconds: float) -> int:
+    report = kb.report
+    for name, files in kb.files.items():
+        passages = sum(d.passages for d in kb.index.docs(str(p) for p in files).values())
+        print(f"{name}: {_n(len(files), 'file')}, {_n(passages, 'passage')}")
+    print(
+        f"indexed {_n(len(report.indexed), 'file')} ({report.bytes_read:,} bytes, "
+        f"{_n(report.passages, 'passage')}), {len(report.unchanged)} unchanged, "
+        f"in {seconds:.2f} s → {kb.index.path}"
+    )
+    return 0
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _search(args: argparse.Namespace, world: World, kb: KnowledgeBase) -> int:
+    from rolecall.errors import UnknownRoleError
+
+    collections = kb.collections
+    top_k = 4
+    if args.role is not None:
+        try:
+            role = world.role(args.role)
+        except KeyError:
+            raise UnknownRoleError(
+                f"no role '{args.role}' in world {world.name} (roles: "
+                + ", ".join(world.role_ids)
+                + ")"
+            ) from None
+        if not role.knowledge:
+            raise UsageError(f"role '{role.id}' has no knowledge: collections to search")
+        collections, top_k = role.knowledge, role.knowledge_top_k
+    found = kb.search(collections, args.query, args.top_k or top_k)
+    if args.json:
+        out = {
+            "query": args.query,
+            "collections": collections,
+            "passages": [
+                {
+                    "id": f"k{i}",
+                    "path": p.path,
+                    "line_start": p.line_start,
+                    "line_end": p.line_end,
+                    "score": p.score,
+                    "collection": p.collection,
+                    "heading": p.heading,
+                    "text": p.text,
+                }
+                for i, p in enumerate(found, start=1)
+            ],
+        }
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    if not found:
+        print(f"no passage of {', '.join(collections)} matches {args.query!r}", file=sys.stderr)
+        return 1
+    for i, p in enumerate(found, start=1):
+        title = f" ({p.heading})" if p.heading else ""
+        print(f"[k{i}] {p.source}{title} · score {p.score:.3f}")
+        text = " ".join(p.text.split())
+        print(f"     {text[:240]}{'…' if len(text) > 240 else ''}")
+    return 0
+
+
+def _list(world: World, kb: KnowledgeBase) -> int:
+    for name, files in kb.files.items():
+        users = [r.id for r in world.roles if name in r.knowledge] or ["no role"]
+        print(f"{name} (used by {', '.join(users)})")
+        docs = kb.index.docs(str(p) for p in files)
+        for path in files:
+            doc = docs.get(str(path))
+            if doc is None:
+                continue
+            print(
+                f"  {kb.shown(doc.path):40} {doc.passages:>5} passages {doc.size:>10,} bytes  "
+                f"indexed {doc.indexed_at}  sha256 {doc.sha256[:12]}"
+            )
+    return 0

@@ -1,0 +1,251 @@
+"""A world's knowledge collections, indexed and searchable (knowledge.md).
+
+:meth:`KnowledgeBase.open` resolves each collection's paths to files, reads the files
+whose content hash changed since they were indexed, cuts them into passages and
+writes them all in one transaction; any unusable file (unreadable, binary, a PDF
+without text), a collection without text, or a path that is not there is a
+:class:`KnowledgeError` naming it, before anything is written. :meth:`search` ranks
+the passages of some collections for a query by BM25.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from rolecall.knowledge.documents import FORMATS, KnowledgeError, read_document
+from rolecall.knowledge.passages import SPLITTER, split
+from rolecall.storage.knowledge_index import IndexedPassage, KnowledgeIndex
+from rolecall.world.models import KnowledgeCollection, World
+
+__all__ = ["KnowledgeBase", "Passage", "SyncReport", "match_query"]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A passage found for a query: where it is and how well it matched."""
+
+    path: str  # as shown: relative to the world's folder when inside it
+    line_start: int
+    line_end: int
+    heading: str
+    text: str
+    score: float  # BM25 relevance, higher is better
+    collection: str = ""
+
+    @property
+    def lines(self) -> str:
+        if self.line_start == self.line_end:
+            return str(self.line_start)
+        return f"{self.line_start}-{self.line_end}"
+
+    @property
+    def source(self) -> str:
+        """``path:lines``, as citations show it."""
+        return f"{self.path}:{self.lines}"
+
+
+@dataclass
+class SyncReport:
+    """What :meth:`KnowledgeBase.open` did: files indexed again, unchanged, forgotten."""
+
+    indexed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    passages: int = 0
+
+
+# words a query is not searched for (they match most passages and rank nothing)
+_STOP_WORDS: Final = (
+    "a about above after again against all also am an and any are as at be because been "
+    "before being below between both but by can could did do does doing down during each "
+    "few for from further had has have having he her here hers herself him himself his "
+    "how i if in into is it its itself just let me more most my myself no nor not now of "
+    "off on once only or other our ours ourselves out over own same she should so some "
+    "such than that the their theirs them themselves then there these they this those "
+    "through to too under until up very was we were what when where which while who whom "
+    "why will with would you your yours yourself yourselves yes please tell think know "
+    "say said like well really thing things much many one ones way get got make made us "
+    "go going"
+)
+_STOP: Final = frozenset(_STOP_WORDS.split())
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+MAX_TERMS: Final = 24
+
+
+def match_query(query: str) -> str | None:
+    """The FTS5 query for free text: its distinct words but common ones, each quoted,
+    joined by OR (None when no word is left)."""
+    terms: list[str] = []
+    seen: set[str] = set()
+    for word in _WORD.findall(query.lower()):
+        word = word.replace("’", "'")
+        base = word.split("'")[0]
+        if len(base) < 2 or base in _STOP or base in seen:
+            continue
+        seen.add(base)
+        terms.append(base)
+        if len(terms) >= MAX_TERMS:
+            break
+    if not terms:
+        return None
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+class KnowledgeBase:
+    """The indexed collections of one world; :meth:`search` them. Close when done."""
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        files: Mapping[str, Sequence[Path]],
+        folder: Path | None,
+        report: SyncReport,
+    ) -> None:
+        self.index = index
+        self.folder = folder
+        self.report = report
+        self.files = {name: list(paths) for name, paths in files.items()}
+        docs = index.docs()
+        self._doc_ids = {
+            name: tuple(docs[str(p)].id for p in paths if str(p) in docs)
+            for name, paths in self.files.items()
+        }
+        self._all = len({i for ids in self._doc_ids.values() for i in ids}) == len(docs)
+        self._of_doc = {str(p): name for name, paths in self.files.items() for p in paths}
+
+    @classmethod
+    def open(cls, world: World, db: Path | None, folder: Path | None = None) -> KnowledgeBase:
+        """``world``'s collections indexed in ``db`` (None: in memory), brought up to date."""
+        index = KnowledgeIndex(db)
+        try:
+            files = {name: collection_files(name, c) for name, c in world.knowledge.items()}
+            report = sync(index, files)
+        except BaseException:
+            index.close()
+            raise
+        return cls(index, files, folder, report)
+
+    def close(self) -> None:
+        self.index.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def collections(self) -> list[str]:
+        return list(self.files)
+
+    def search(self, collections: Iterable[str], query: str, top_k: int = 4) -> list[Passage]:
+        """The ``top_k`` passages of ``collections`` best matching ``query`` (BM25), best
+        first; none when the query has no searchable word. The built-in tool
+        ``knowledge.search`` calls this. A collection the world lacks is a KnowledgeError."""
+        names = list(dict.fromkeys(collections))
+        for name in names:
+            if name not in self._doc_ids:
+                known = ", ".join(self._doc_ids) or "none"
+                raise KnowledgeError(f"no knowledge collection '{name}' (collections: {known})")
+        match = match_query(query)
+        if match is None or top_k < 1:
+            return []
+        every = set(names) == set(self._doc_ids) and self._all
+        ids = None if every else sorted({i for n in names for i in self._doc_ids[n]})
+        rows = self.index.search(match, ids, top_k)
+        return [
+            Passage(
+                self.shown(row.path),
+                row.line_start,
+                row.line_end,
+                row.heading,
+                row.text,
+                round(-row.score, 6),
+                self._of_doc.get(row.path, ""),
+            )
+            for row in rows
+        ]
+
+    def shown(self, path: str) -> str:
+        """``path`` as citations show it: relative to the world's folder when inside it."""
+        if self.folder is not None:
+            try:
+                return Path(path).relative_to(self.folder).as_posix()
+            except ValueError:
+                pass
+        return path
+
+
+def collection_files(name: str, collection: KnowledgeCollection) -> list[Path]:
+    """The files of a collection: each path given, each supported file under a folder
+    (sorted, hidden ones skipped). A path that is not there is a KnowledgeError."""
+    found: list[Path] = []
+    for entry in collection.paths:
+        path = Path(entry)
+        if path.is_dir():
+            found.extend(
+                p
+                for p in sorted(path.rglob("*"))
+                if p.is_file()
+                and p.suffix.lower() in FORMATS
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise KnowledgeError(f"knowledge.{name}: {entry}: no such file or folder")
+    files = list(dict.fromkeys(p.resolve() for p in found))
+    if not files:
+        raise KnowledgeError(
+            f"knowledge.{name}: the collection is empty: no {', '.join(FORMATS)} file in "
+            + ", ".join(collection.paths)
+        )
+    return files
+
+
+def sync(index: KnowledgeIndex, files: Mapping[str, Sequence[Path]]) -> SyncReport:
+    """Index every file of ``files`` whose content changed, in one transaction."""
+    report = SyncReport()
+    known = index.docs()
+    changed: list[IndexedPassage] = []
+    counted: dict[str, int] = {}
+    seen: set[str] = set()
+    for name, paths in files.items():
+        total = 0
+        for path in paths:
+            key = str(path)
+            if key in seen:
+                total += counted.get(key, 0)
+                continue
+            seen.add(key)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise KnowledgeError(f"{path}: cannot read it ({exc.strerror})") from None
+            digest = hashlib.sha256(data).hexdigest()
+            old = known.get(key)
+            if old is not None and old.sha256 == digest and old.splitter == SPLITTER:
+                report.unchanged.append(key)
+                counted[key] = old.passages
+                total += old.passages
+                continue
+            passages = split(read_document(path, data))
+            changed.append(IndexedPassage(key, digest, SPLITTER, len(data), passages))
+            report.indexed.append(key)
+            report.bytes_read += len(data)
+            report.passages += len(passages)
+            counted[key] = len(passages)
+            total += len(passages)
+        if total == 0:
+            raise KnowledgeError(
+                f"knowledge.{name}: the collection is empty: no text in "
+                + ", ".join(str(p) for p in paths)
+            )
+    if changed:
+        index.replace(changed)
+    return report

@@ -1,0 +1,82 @@
+"""What a role's turn gets from its knowledge (knowledge.md): the passages for the
+message it answers and the world's topic, as a prompt block with ids ``[k1]``,
+``[k2]``..., the ``system/knowledge`` event saying which, and the references the
+model is given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from rolecall.bus import KnowledgeEvent
+from rolecall.knowledge.base import KnowledgeBase, Passage
+from rolecall.llm.types import Reference
+from rolecall.session.state import Message
+from rolecall.world.models import Role, World
+
+__all__ = ["Retrieved", "prompt_block", "query_for", "retrieve"]
+
+QUERY_CHARS: Final = 2000  # a query is cut to this (a long message: its start)
+
+INTRO: Final = (
+    "Reference passages for this turn. Answer from them where they help, and cite each "
+    "one you use by its id in brackets, e.g. [k1]."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    event: KnowledgeEvent
+    block: str | None  # the prompt's block (None: nothing found)
+    references: tuple[Reference, ...]
+
+
+def query_for(world: World, target: Message | None, instruction: str | None) -> str:
+    """What a turn searches for: the world's topic, then the message answered (else the
+    step's instruction). The topic comes first: a long message's words after the first
+    few dozen are not searched for (:data:`rolecall.knowledge.base.MAX_TERMS`), the
+    topic's always are."""
+    parts = [world.topic, target.content if target is not None else (instruction or "")]
+    return "\n".join(p.strip() for p in parts if p and p.strip())[:QUERY_CHARS]
+
+
+def prompt_block(passages: list[Passage]) -> str:
+    lines = [INTRO]
+    for i, p in enumerate(passages, start=1):
+        title = f" ({p.heading})" if p.heading else ""
+        lines.append(f"\n[k{i}] {p.source}{title}\n{p.text}")
+    return "\n".join(lines)
+
+
+def retrieve(
+    kb: KnowledgeBase,
+    world: World,
+    role: Role,
+    target: Message | None,
+    instruction: str | None,
+    message_id: str,
+    collections: list[str] | None = None,
+) -> Retrieved:
+    """The turn's passages from ``role``'s collections (or ``collections``)."""
+    query = query_for(world, target, instruction)
+    passages = kb.search(collections or role.knowledge, query, role.knowledge_top_k)
+    event = KnowledgeEvent.trusted(
+        role=role.id,
+        query=query,
+        passages=[
+            {
+                "id": f"k{i}",
+                "path": p.path,
+                "line_start": p.line_start,
+                "line_end": p.line_end,
+                "score": p.score,
+                "collection": p.collection,
+            }
+            for i, p in enumerate(passages, start=1)
+        ],
+        message_id=message_id,
+    )
+    references = tuple(
+        Reference(f"k{i}", p.text, p.source) for i, p in enumerate(passages, start=1)
+    )
+    return Retrieved(event, prompt_block(passages) if passages else None, references)
