@@ -14,7 +14,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rolecall import export
 from rolecall.errors import RolecallError, WorldError
-from rolecall.session.document import SessionDocument
+from rolecall.session.document import SessionDocument, state_doc
 from rolecall.session.state import Message
 from rolecall.storage.browse import STATUSES, browse, choices, message_of, state_of, world_of
 from rolecall.web import flowedit
@@ -64,7 +64,8 @@ async def sessions(request: Request) -> Response:
         batch=q.get("batch", ""),
         statuses=STATUSES,
         menus=await choices(ctx.store),
-        live=set(ctx.runs.runs),
+        # the sessions this server holds say their state now; the others as stored
+        live={sid: _status(run.session.runtime.state) for sid, run in ctx.runs.runs.items()},
         cluster=cluster.url if cluster is not None else None,
         cluster_rows=[]
         if cluster is None
@@ -90,15 +91,13 @@ def _thread(world: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
     }
 
 
-def _status(doc: SessionDocument, running: bool) -> str:
-    s = doc.state
-    if running and s.state != "finished":
-        return "running"
-    if s.state == "finished":
-        return f"finished ({s.stop_reason})" if s.stop_reason else "finished"
-    if s.state == "paused":
-        return "paused"
-    return "running" if s.state in ("running", "created") else s.state
+def _status(state: Any) -> str:
+    """The status bar's words for a session state (stored, or the live one's)."""
+    if state.state == "finished":
+        return f"finished ({state.stop_reason})" if state.stop_reason else "finished"
+    if state.state == "paused":
+        return f"paused ({state.pause_reason})" if state.pause_reason else "paused"
+    return str(state.state)
 
 
 async def session(request: Request) -> Response:
@@ -114,17 +113,20 @@ async def session(request: Request) -> Response:
     pages = max(1, -(-len(picked) // MESSAGES_PER_PAGE))
     page = min(max(1, _int(q.get("page"), pages)), pages)  # the latest page by default
     shown = picked[(page - 1) * MESSAGES_PER_PAGE : page * MESSAGES_PER_PAGE]
-    # a cluster session's page shows it as of its last checkpoint and replays what came
-    # after (the reply streaming now, from its first chunk)
-    last_seq = doc.last_seq if live is None else max(doc.last_seq, _live_seq(live))
+    # the page shows the session as stored and replays what came after, from the first
+    # chunk of a reply streaming now (a cluster session's: from its last checkpoint)
+    last_seq = doc.last_seq if live is None else live.events.join_after(doc.last_seq)
     following = live is not None or (feed is not None and feed.live)
+    if live is not None:  # what the session in this server says now, not its last store
+        doc = doc.model_copy(update={"state": state_doc(live.session.runtime.state)})
     return ctx.page(
         request,
         "session.html",
         doc=doc,
         sid=sid,
         title=export.title(doc),
-        status=_status(doc, following),
+        status=_status(doc.state),
+        finished=doc.state.state == "finished",
         detail=export.status(doc),
         messages=shown,
         page=page,
@@ -146,11 +148,6 @@ async def _cluster_feed(ctx: WebContext, sid: str, doc: SessionDocument) -> Feed
     if ctx.cluster is None or doc.state.state == "finished":
         return None
     return await ctx.feed(sid)
-
-
-def _live_seq(live: Any) -> int:
-    lines = live.events.lines
-    return int(lines[-1][0]) if lines else 0
 
 
 async def message_fragment(request: Request) -> Response:
