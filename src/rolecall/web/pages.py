@@ -16,7 +16,15 @@ from rolecall import export
 from rolecall.errors import RolecallError, WorldError
 from rolecall.session.document import SessionDocument, state_doc
 from rolecall.session.state import Message
-from rolecall.storage.browse import STATUSES, browse, choices, message_of, state_of, world_of
+from rolecall.storage.browse import (
+    STATUSES,
+    browse,
+    choices,
+    message_of,
+    previews,
+    state_of,
+    world_of,
+)
 from rolecall.web import flowedit
 from rolecall.web.cluster import Feed
 from rolecall.web.context import WebContext
@@ -56,6 +64,7 @@ async def sessions(request: Request) -> Response:
         request,
         "sessions.html",
         found=found,
+        previews=await previews(ctx.store, [r.id for r in found.rows]),
         page=page,
         pages=pages,
         q=q.get("q", ""),

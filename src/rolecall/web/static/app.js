@@ -153,7 +153,7 @@
 
   // reply links: scroll to the answered message and highlight it
   document.addEventListener("click", (e) => {
-    const link = e.target.closest && e.target.closest("a.reply, a.mid");
+    const link = e.target.closest && e.target.closest("a.reply, a.mid, a.cite");
     if (!link) return;
     const target = document.getElementById(link.getAttribute("href").slice(1));
     if (!target) return;

@@ -1,0 +1,118 @@
+"""What the terminal already gives, on the web pages: every page usable on a phone, cited
+message ids as links, what each session is about in the list, an icon for the tab."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+from tests.web.conftest import Server, Site, _stored_id, rolecall, start_server, stop_server
+
+CITES = """\
+name: cites
+title: A closing that cites
+topic: whether citations link
+model: scripted
+roles:
+  - id: alice
+    name: Alice Abbott
+    script: ["Trees cool streets by shading them."]
+  - id: bob
+    script: ["As [m1] says, shade matters; see also [m9] and `[m1]`."]
+flow:
+  steps:
+    - {id: one, speaker: alice, reply_to: none}
+    - {id: two, speaker: bob}
+"""
+
+
+@pytest.fixture(scope="module")
+def shown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site, Server]]:
+    root = tmp_path_factory.mktemp("parity")
+    (root / "worlds" / "cites").mkdir(parents=True)
+    (root / "worlds" / "cites" / "world.yaml").write_text(CITES)
+    shutil.copytree(ROOT / "worlds" / "tutoring", root / "worlds" / "tutoring")
+    site = Site(root=root, data=root / "data", ids={})
+    for name in ("cites", "tutoring"):
+        done = rolecall("run", name, "--data-dir", str(site.data), "--json", cwd=root)
+        assert done.returncode == 0, done.stderr
+        site.ids[name] = _stored_id(done)
+    server = start_server(site)
+    yield site, server
+    stop_server(server)
+
+
+def test_every_page_fits_a_phone_and_the_diagram_stays_readable(
+    browser: Any, shown: tuple[Site, Server]
+) -> None:
+    site, server = shown
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    try:
+        for path in (
+            "/",
+            f"/s/{site.ids['tutoring']}",
+            f"/s/{site.ids['tutoring']}/flow",
+            "/w/tutoring/flow",
+            "/start",
+        ):
+            tab.goto(server.url + path)
+            wide = tab.evaluate("document.documentElement.scrollWidth")
+            assert wide <= 390, f"{path} is {wide} px wide on a 390 px screen"
+        # the flow diagram's words are as big as the page's (scrolled sideways, not shrunk)
+        tab.goto(f"{server.url}/w/tutoring/flow")
+        height = tab.evaluate(
+            "document.querySelector('.node .title').getBoundingClientRect().height"
+        )
+        assert height >= 12, f"the diagram's text is {height} px high"
+        # the editor's fields are each labelled in view, none cut off
+        fits = tab.evaluate(
+            "[...document.querySelectorAll('.loops-form input, .loops-form select')]"
+            ".every(el => el.getBoundingClientRect().right <= 390)"
+        )
+        assert fits
+    finally:
+        context.close()
+
+
+def test_cited_ids_link_to_the_message_and_names_show_their_id(
+    page: Any, shown: tuple[Site, Server]
+) -> None:
+    site, server = shown
+    page.goto(f"{server.url}/s/{site.ids['cites']}")
+    cite = page.locator("#m2 .body a.cite").first
+    assert cite.inner_text() == "[m1]"
+    assert page.locator("#m2 .body code").inner_text() == "[m1]"  # code stays code
+    assert page.locator("#m2 .body a.cite").count() == 2
+    cite.click()
+    page.wait_for_function("location.hash === '#m1'")
+    assert "highlight" in (page.locator("#m1").get_attribute("class") or "")
+    # a named role shows its @id beside the name; an unnamed one only its id
+    assert page.locator("#m1 .who").inner_text() == "Alice Abbott"
+    assert page.locator("#m1 .rid").inner_text() == "@alice"
+    assert page.locator("#m2 .rid").count() == 0
+
+
+def test_the_list_says_what_each_session_is_about(page: Any, shown: tuple[Site, Server]) -> None:
+    site, server = shown
+    page.goto(server.url + "/")
+    row = page.locator(f"tr[data-session='{site.ids['cites']}']")
+    assert row.locator("td.about .topic").inner_text() == "whether citations link"
+    assert row.locator("td.about .latest").inner_text().startswith("bob: As [m1] says")
+    assert row.locator("td.status").inner_text() == "finished (flow_end)"
+
+
+def test_every_page_has_an_icon(page: Any, shown: tuple[Site, Server]) -> None:
+    _, server = shown
+    page.goto(server.url + "/start")
+    href = page.locator("link[rel=icon]").get_attribute("href")
+    assert href
+    icon = httpx.get(server.url + href, timeout=10)
+    assert icon.status_code == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
+    assert "<svg" in icon.text
