@@ -122,7 +122,7 @@ def main() -> int:
                     # a live page: a session started from /start, mid-message
                     tab.goto(url + "/start")
                     tab.select_option("select[name=world]", "debate")
-                    tab.fill("input[name=model]", "offline")
+                    tab.fill("#start-world input[name=model]", "offline")
                     tab.click("form.start button[type=submit]")
                     tab.wait_for_url("**/s/*")
                     tab.locator("#m2.streaming").wait_for(timeout=30_000)

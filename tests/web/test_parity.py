@@ -116,3 +116,62 @@ def test_every_page_has_an_icon(page: Any, shown: tuple[Site, Server]) -> None:
     assert icon.status_code == 200
     assert icon.headers["content-type"].startswith("image/svg+xml")
     assert "<svg" in icon.text
+
+
+def test_a_debate_and_a_consensus_start_from_their_forms_with_options(
+    page: Any, shown: tuple[Site, Server]
+) -> None:
+    _, server = shown
+    page.goto(server.url + "/start")
+    form = page.locator("#start-debate")
+    form.locator("input[name=topic]").fill("Sugar should be taxed")
+    form.locator("select[name=profile]").select_option("technical")
+    form.locator("input[name=pro]").fill("a public-health doctor")
+    form.locator("input[name=max_turns]").fill("2")
+    form.locator("input[name=no_dynamic]").check()
+    form.locator("input[name=model]").fill("offline")
+    form.locator("button[type=submit]").click()
+    page.wait_for_url("**/s/*")
+    sid = page.url.rsplit("/", 1)[1]
+    page.wait_for_function(
+        "document.getElementById('status').textContent.startsWith('finished')", timeout=40_000
+    )
+    doc = httpx.get(f"{server.url}/api/sessions/{sid}", timeout=10).json()
+    assert doc["world"]["topic"] == "Sugar should be taxed"
+    assert doc["world"]["debate"]["profile"] == "technical"
+    assert doc["world"]["debate"]["max_turns"] == 2
+    assert "public-health doctor" in json_text(doc["world"]["roles"][0])
+    senders = [m["sender"] for m in doc["messages"]]
+    assert senders == ["pro", "con", "moderator"]
+    page.goto(server.url + "/start")
+    form = page.locator("#start-consensus")
+    form.locator("input[name=topic]").fill("Which database should we adopt?")
+    form.locator("select[name=profile]").select_option("brainstorm")
+    form.locator("input[name=max_rounds]").fill("1")
+    form.locator("input[name=model]").fill("offline")
+    form.locator("button[type=submit]").click()
+    page.wait_for_url("**/s/*")
+    page.wait_for_function(
+        "document.getElementById('status').textContent.startsWith('finished')", timeout=40_000
+    )
+    sid = page.url.rsplit("/", 1)[1]
+    doc = httpx.get(f"{server.url}/api/sessions/{sid}", timeout=10).json()
+    options = doc["world"]["consensus"]
+    assert (options["profile"], options["max_rounds"]) == ("brainstorm", 1)
+    assert {"dreamer", "realist"} <= {m["sender"] for m in doc["messages"]}
+    # an option out of range: the page says which, and nothing starts
+    before = httpx.get(f"{server.url}/api/sessions", timeout=10).json()["total"]
+    refused = httpx.post(
+        f"{server.url}/start",
+        data={"preset": "debate", "topic": "x", "max_turns": "40"},
+        timeout=10,
+    )
+    assert refused.status_code == 422
+    assert "debate.max_turns: input should be less than or equal to 20" in refused.text
+    assert httpx.get(f"{server.url}/api/sessions", timeout=10).json()["total"] == before
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value)

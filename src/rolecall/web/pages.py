@@ -306,25 +306,35 @@ async def world_flow(request: Request) -> Response:
 
 
 async def start_form(request: Request) -> Response:
-    ctx = WebContext.of(request)
-    if request.method == "POST":
-        form = await request.form()
-        from rolecall.web.api_routes import start_session
+    """``/start``: a world by name, or a debate or consensus from its options."""
+    from rolecall.web import presets
 
-        try:
-            run = await start_session(
-                ctx,
-                str(form.get("world") or ""),
-                str(form.get("topic") or "") or None,
-                str(form.get("model") or "") or None,
-            )
-        except RolecallError as exc:
-            return ctx.page(
-                request,
-                "start.html",
-                status_code=422,
-                worlds=catalog.available(ctx.worlds_dir),
-                error=str(exc),
-            )
-        return RedirectResponse(f"/s/{run.session_id}", status_code=303)
-    return ctx.page(request, "start.html", worlds=catalog.available(ctx.worlds_dir), error=None)
+    ctx = WebContext.of(request)
+
+    def shown(status_code: int = 200, error: str | None = None, kind: str = "") -> Response:
+        return ctx.page(
+            request,
+            "start.html",
+            status_code=status_code,
+            worlds=catalog.available(ctx.worlds_dir),
+            profiles=presets.choices(),
+            error=error,
+            kind=kind,
+        )
+
+    if request.method != "POST":
+        return shown()
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    kind = form.get("preset", "")
+    model = form.get("model") or None
+    try:
+        if kind:
+            world = presets.preset_world(kind, form)
+            run = await ctx.runs.start(world, model=model)
+        else:
+            from rolecall.web.api_routes import start_session
+
+            run = await start_session(ctx, form.get("world", ""), form.get("topic") or None, model)
+    except RolecallError as exc:
+        return shown(422, str(exc), kind)
+    return RedirectResponse(f"/s/{run.session_id}", status_code=303)
