@@ -278,3 +278,21 @@ def test_the_list_says_what_each_held_session_is_doing(slow_server: Server) -> N
     ]
     assert status == "created"
     assert json.loads(_api(slow_server, f"/api/sessions/{idle}").text)["live"] is True
+
+
+def test_retry_in_a_chat_asks_the_same_agent_again(page: Any, slow_server: Server) -> None:
+    sid = _start(slow_server, "chatty")
+    assert _api(slow_server, f"/api/sessions/{sid}/say", {"text": "@ann hi"}).status_code == 202
+    _wait(lambda: len(_api(slow_server, f"/api/sessions/{sid}").json()["messages"]) == 2)
+    _wait(lambda: _api(slow_server, f"/api/sessions/{sid}").json()["state"]["pending"] == [])
+    page.goto(f"{slow_server.url}/s/{sid}")
+    page.locator("#m2 form.retry button").click()
+    page.wait_for_url(lambda url: sid not in url and "/s/" in url)
+    branch = page.url.rsplit("/", 1)[1]
+    page.locator("#m2:not(.streaming)").wait_for(timeout=20_000)
+    assert page.locator("#m2 .who").inner_text() == "Ann Archer"
+    assert "ann replies to human" in page.locator("#m2 .body").inner_text()
+    doc = _api(slow_server, f"/api/sessions/{branch}").json()
+    assert [m["sender"] for m in doc["messages"]] == ["human", "ann"]
+    assert doc["state"]["pending"] == []
+    assert len(_api(slow_server, f"/api/sessions/{sid}").json()["messages"]) == 2

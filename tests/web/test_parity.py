@@ -175,3 +175,62 @@ def json_text(value: Any) -> str:
     import json
 
     return json.dumps(value)
+
+
+def test_fork_from_a_message_with_an_edit_and_go_on_from_there(
+    page: Any, shown: tuple[Site, Server]
+) -> None:
+    site, server = shown
+    parent = site.ids["cites"]
+    page.goto(f"{server.url}/s/{parent}")
+    page.locator("#m1 details.fork summary").click()
+    box = page.locator("#m1 details.fork textarea")
+    assert box.input_value() == "Trees cool streets by shading them."
+    box.fill("Fountains cool squares.")
+    page.locator("#m1 details.fork button[type=submit]").click()
+    page.wait_for_url(lambda url: parent not in url and "/s/" in url)
+    fork = page.url.rsplit("/", 1)[1]
+    assert page.locator("#status").inner_text() == "paused (fork)"
+    assert page.locator("#m1 .body").inner_text().strip() == "Fountains cool squares."
+    assert page.locator("article.message").count() == 1
+    assert f"forked from {parent} at m1" in page.locator("#detail").inner_text()
+    page.click(".controls button[data-action=resume]")
+    page.locator("#m2:not(.streaming)").wait_for(timeout=20_000)
+    page.wait_for_function(
+        "document.getElementById('status').textContent.startsWith('finished')", timeout=20_000
+    )
+    assert "As [m1] says" in page.locator("#m2 .body").inner_text()
+    # the parent is as it was
+    doc = httpx.get(f"{server.url}/api/sessions/{parent}", timeout=10).json()
+    assert doc["messages"][0]["content"] == "Trees cool streets by shading them."
+    assert fork != parent
+
+
+def test_retry_asks_the_latest_speaker_again_in_a_new_branch(
+    page: Any, shown: tuple[Site, Server]
+) -> None:
+    site, server = shown
+    parent = site.ids["cites"]
+    page.goto(f"{server.url}/s/{parent}")
+    assert page.locator("form.retry").count() == 1  # on the latest answer only
+    assert page.locator("#m2 form.retry").count() == 1
+    page.locator("#m2 form.retry button").click()
+    page.wait_for_url(lambda url: parent not in url and "/s/" in url)
+    branch = page.url.rsplit("/", 1)[1]
+    page.locator("#m2:not(.streaming)").wait_for(timeout=20_000)
+    assert page.locator("#m2 .who").inner_text() == "bob"
+    assert "As [m1] says" in page.locator("#m2 .body").inner_text()
+    # the flow ends after bob's step, in the branch as it did here
+    page.wait_for_function(
+        "document.getElementById('status').textContent === 'finished (flow_end)'", timeout=20_000
+    )
+    doc = httpx.get(f"{server.url}/api/sessions/{branch}", timeout=10).json()
+    assert [m["sender"] for m in doc["messages"]] == ["alice", "bob"]
+    before = httpx.get(f"{server.url}/api/sessions/{parent}", timeout=10).json()
+    assert len(before["messages"]) == 2  # the old answer stays in its session
+    # only the latest agent answer is asked again
+    refused = httpx.post(
+        f"{server.url}/s/{parent}/fork", data={"at": "m1", "action": "retry"}, timeout=10
+    )
+    assert refused.status_code == 409
+    assert "m1 is not the latest answer of an agent" in refused.text

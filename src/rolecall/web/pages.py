@@ -148,6 +148,8 @@ async def session(request: Request) -> Response:
         cluster=feed is not None,
         last_seq=last_seq,
         current=doc.state.pointer.current,
+        forkable=feed is None,  # stored here (a cluster's session is forked where it is)
+        last_id=doc.messages[-1].id if doc.messages else None,
         **_thread(doc.world, doc.messages),
     )
 
@@ -165,6 +167,7 @@ async def message_fragment(request: Request) -> Response:
     sid = ctx.session_id(request)
     mid = str(request.path_params["mid"])
     world = await world_of(ctx.store, sid)
+    stored = world is not None  # a cluster's session is forked where it is stored
     if world is None:
         feed = await ctx.feed(sid)
         found = await feed.message(mid) if feed is not None else None
@@ -178,7 +181,10 @@ async def message_fragment(request: Request) -> Response:
     if world is None or found is None:
         raise HTTPException(404, f"no message {mid!r} in session {sid}")
     thread = _thread(world, [answered] if answered else [])
-    return ctx.page(request, "_message.html", m=found, sid=sid, **thread)
+    # the message the live page just received is the latest: Retry is offered on it
+    return ctx.page(
+        request, "_message.html", m=found, sid=sid, forkable=stored, last_id=mid, **thread
+    )
 
 
 async def export_file(request: Request) -> Response:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
+AGAIN_TURNS = 4  # a retry: deciding the forked step, the answer; more is a flow saying nothing
 Action = Literal["pause", "resume", "next", "stop"]
 ACTIONS: tuple[Action, ...] = ("pause", "resume", "next", "stop")
 
@@ -198,6 +199,15 @@ class LiveRuns:
                     await run.session.say(text)
                 elif what == "next":
                     await run.session.step()
+                elif what == "again":  # a retry's branch: the turns until its new answer
+                    before = len(run.session.transcript)
+                    for _ in range(AGAIN_TURNS):
+                        if not await run.session.step() or run.session.finished:
+                            break
+                        if len(run.session.transcript) > before:
+                            break
+                    if not run.chat and not run.session.finished:
+                        run.session.pause("fork")  # as a fork waits: Resume goes on
                 else:
                     await run.session.run()
             except Exception as exc:
@@ -228,6 +238,10 @@ class LiveRuns:
         if run.session.finished:
             raise UsageError(f"session {run.session_id} is finished")
         self._drive(run, "say", text)
+
+    def ask_again(self, run: LiveRun) -> None:
+        """A retry's branch, just forked: ask the speaker again (Retry on the page)."""
+        self._drive(run, "again")
 
     def control(self, run: LiveRun, action: str) -> None:
         if action not in ACTIONS:

@@ -97,6 +97,10 @@
       const fresh = holder.firstElementChild;
       const old = document.getElementById(ev.message_id);
       if (old && fresh) old.replaceWith(fresh);
+      // Retry is for the latest answer only
+      thread.querySelectorAll("form.retry").forEach((f) => {
+        if (!f.closest("#" + CSS.escape(ev.message_id))) f.remove();
+      });
     } catch (e) { /* the next page load shows it */ }
   }
 
