@@ -1,12 +1,14 @@
 """Take docs/web.md's screenshots: every page of the web view at 1280 and 390 px.
 
-Usage (from the repository root; needs the `web` extra and Debian's chromium)::
+Usage (from the repository root; needs the dev dependencies, Playwright and Pillow, and
+Debian's chromium)::
 
     .venv/bin/python scripts/web_screenshots.py [--out docs/img/web]
 
 It makes a scratch folder, stores a few sessions with the offline model (`rolecall run`),
 starts `rolecall web` on a free loopback port and saves ``PAGE-1280.png`` and
-``PAGE-390.png`` for each page (the top of the page, as a screen shows it).
+``PAGE-390.png`` for each page (the top of the page, as a screen shows it), in 128
+colours to keep them small.
 """
 
 from __future__ import annotations
@@ -135,7 +137,12 @@ def main() -> int:
             server.wait(timeout=10)
             if server.stderr is not None:
                 server.stderr.close()
+    from PIL import Image  # Pillow comes with fpdf2 (a dev dependency, the PDF export)
+
     for shot in sorted(out.glob("*.png")):
+        with Image.open(shot) as image:  # 128 colours: a page's screenshot, a third the size
+            small = image.convert("RGB").quantize(colors=128)
+        small.save(shot, optimize=True)
         print(f"{shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot}", file=sys.stderr)
     return 0
 

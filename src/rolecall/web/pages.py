@@ -136,7 +136,9 @@ async def session(request: Request) -> Response:
         title=export.title(doc),
         status=_status(doc.state),
         finished=doc.state.state == "finished",
-        detail=export.status(doc),
+        detail="running"
+        if live is not None and doc.state.state == "running"
+        else export.status(doc),
         messages=shown,
         page=page,
         pages=pages,
