@@ -114,7 +114,7 @@ def test_pause_and_resume_buttons_and_the_page_follows_again(page: Any, server: 
     sid = page.url.rsplit("/", 1)[1]
     page.locator("article.streaming").first.wait_for()
     page.click(".controls button[data-action=pause]")  # after the turn under way
-    page.wait_for_function("document.getElementById('status').textContent === 'paused'")
+    page.wait_for_function("document.getElementById('status').textContent === 'paused (manual)'")
     stored = _get_json(f"{server.url}/api/sessions/{sid}")
     assert stored["state"]["state"] == "paused"  # stored as paused, not left running
     said = len(stored["messages"])
@@ -122,12 +122,14 @@ def test_pause_and_resume_buttons_and_the_page_follows_again(page: Any, server: 
     page.wait_for_function("document.querySelectorAll('article.streaming').length === 0")
     # the stream ended with the pause; resuming follows the session again, live
     page.click(".controls button[data-action=resume]")
+    page.wait_for_function("document.getElementById('status').textContent === 'running'")
+    assert page.locator("#control-error").inner_text() == ""  # answered before it follows
     page.wait_for_function(
         "document.getElementById('status').textContent.startsWith('finished')", timeout=30_000
     )
     page.wait_for_function("document.querySelectorAll('article.streaming').length === 0")
     assert page.locator("article.message").count() == 3
-    assert page.locator("#control-error").inner_text() == ""
+    assert page.locator("#talk").count() == 0  # finished: nothing more to say or press
 
 
 def test_talking_to_a_chat_world_with_mention_completion(page: Any, server: Server) -> None:

@@ -62,3 +62,11 @@ def test_an_image_never_loads() -> None:
     )
     assert "<img" not in html
     assert html.count("<a ") == 3
+
+
+def test_cited_message_ids_link_to_the_message() -> None:
+    html = markdown("As [m3] and [m12] said; not [x], `[m4]`, [m0] nor [see [m5]](#m5)")
+    assert html == (
+        '<p>As <a class="cite" href="#m3">[m3]</a> and <a class="cite" href="#m12">[m12]</a>'
+        ' said; not [x], <code>[m4]</code>, [m0] nor <a href="#m5">see [m5]</a></p>\n'
+    )

@@ -193,3 +193,37 @@ async def events_after(
                 line = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
                 out.append((int(seq) + i, line))
     return out
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a session is about, for the list: its topic and its latest message."""
+
+    topic: str
+    sender: str  # of the latest message ('' when there is none)
+    latest: str
+
+
+async def previews(store: SqliteStore, ids: list[str]) -> dict[str, Preview]:
+    """The topic and latest message of each of ``ids`` (one query each, any page size)."""
+    if not ids:
+        return {}
+    marks = ", ".join("?" * len(ids))
+    topics = {
+        sid: str(topic or "")
+        for sid, topic in await store._all(
+            "SELECT session_id, json_extract(world_json, '$.topic') FROM session_worlds "
+            f"WHERE session_id IN ({marks})",
+            *ids,
+        )
+    }
+    latest = {
+        sid: (str(sender), str(content or ""))
+        for sid, sender, content in await store._all(
+            "SELECT m.session_id, m.sender, json_extract(m.body, '$.content') FROM messages m "
+            f"WHERE m.session_id IN ({marks}) AND m.idx = "
+            "(SELECT MAX(idx) FROM messages WHERE session_id = m.session_id)",
+            *ids,
+        )
+    }
+    return {sid: Preview(topics.get(sid, ""), *latest.get(sid, ("", ""))) for sid in ids}

@@ -105,8 +105,13 @@ async def stream(request: Request) -> Response:
     if live is None and state is None and feed is None:
         raise HTTPException(404, f"no session {sid!r}")
 
+    # a finished session (one this server ran and let go, too) streams its whole history,
+    # chunks and all, as the session it ran streamed it; one another process runs now is
+    # followed message by message
+    streamed = state == "finished"
+
     async def fetch(seq: int) -> tuple[list[tuple[int, str]], bool]:
-        lines = await events_after(ctx.store, sid, seq, streamed=False)
+        lines = await events_after(ctx.store, sid, seq, streamed=streamed)
         return lines, await state_of(ctx.store, sid) in ("running", "created")
 
     async def events() -> AsyncIterator[dict[str, Any]]:

@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rolecall.web import api_routes as api
-from rolecall.web import pages
+from rolecall.web import branches, pages
 from rolecall.web.context import WebContext
 
 COOKIE = "rolecall_token"
@@ -74,6 +74,7 @@ def create_app(ctx: WebContext) -> Starlette:
         Route("/s/{sid}", pages.session),
         Route("/s/{sid}/flow", pages.session_flow),
         Route("/s/{sid}/m/{mid}", pages.message_fragment),
+        Route("/s/{sid}/fork", branches.fork_message, methods=["POST"]),
         Route("/s/{sid}/export.{fmt}", pages.export_file),
         Route("/w/{world}/flow", pages.world_flow, methods=["GET", "POST"]),
         Route("/api/sessions", api.list_sessions),

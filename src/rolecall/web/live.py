@@ -38,10 +38,23 @@ class EventLog:
 
     lines: list[tuple[int, str]] = field(default_factory=list)  # (seq, JSON line)
     closed: bool = False
+    # the messages streaming now: message id -> the seq of its ``sse/start``
+    streaming: dict[str, int] = field(default_factory=dict)
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
     def append(self, envelope: Envelope) -> None:
+        topic, kind = envelope.topic, envelope.type
+        if topic == "sse" and kind == "start":
+            self.streaming[getattr(envelope.event, "message_id", "")] = envelope.seq
+        elif (topic == "sse" and kind in ("end", "error")) or topic == "messages":
+            self.streaming.pop(getattr(envelope.event, "message_id", ""), None)
         self.add_line(envelope.seq, envelope.to_json())
+
+    def join_after(self, stored: int) -> int:
+        """Where a page showing the session as stored up to seq ``stored`` follows it
+        from: before the start of any message streaming now, so a page opened mid-message
+        shows the words streamed so far and goes on streaming."""
+        return min([stored, *(seq - 1 for seq in self.streaming.values())])
 
     def add_line(self, seq: int, line: str) -> None:
         self.lines.append((seq, line))

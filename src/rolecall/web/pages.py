@@ -14,9 +14,17 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rolecall import export
 from rolecall.errors import RolecallError, WorldError
-from rolecall.session.document import SessionDocument
+from rolecall.session.document import SessionDocument, state_doc
 from rolecall.session.state import Message
-from rolecall.storage.browse import STATUSES, browse, choices, message_of, state_of, world_of
+from rolecall.storage.browse import (
+    STATUSES,
+    browse,
+    choices,
+    message_of,
+    previews,
+    state_of,
+    world_of,
+)
 from rolecall.web import flowedit
 from rolecall.web.cluster import Feed
 from rolecall.web.context import WebContext
@@ -56,6 +64,7 @@ async def sessions(request: Request) -> Response:
         request,
         "sessions.html",
         found=found,
+        previews=await previews(ctx.store, [r.id for r in found.rows]),
         page=page,
         pages=pages,
         q=q.get("q", ""),
@@ -64,7 +73,8 @@ async def sessions(request: Request) -> Response:
         batch=q.get("batch", ""),
         statuses=STATUSES,
         menus=await choices(ctx.store),
-        live=set(ctx.runs.runs),
+        # the sessions this server holds say their state now; the others as stored
+        live={sid: _status(run.session.runtime.state) for sid, run in ctx.runs.runs.items()},
         cluster=cluster.url if cluster is not None else None,
         cluster_rows=[]
         if cluster is None
@@ -90,15 +100,13 @@ def _thread(world: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
     }
 
 
-def _status(doc: SessionDocument, running: bool) -> str:
-    s = doc.state
-    if running and s.state != "finished":
-        return "running"
-    if s.state == "finished":
-        return f"finished ({s.stop_reason})" if s.stop_reason else "finished"
-    if s.state == "paused":
-        return "paused"
-    return "running" if s.state in ("running", "created") else s.state
+def _status(state: Any) -> str:
+    """The status bar's words for a session state (stored, or the live one's)."""
+    if state.state == "finished":
+        return f"finished ({state.stop_reason})" if state.stop_reason else "finished"
+    if state.state == "paused":
+        return f"paused ({state.pause_reason})" if state.pause_reason else "paused"
+    return str(state.state)
 
 
 async def session(request: Request) -> Response:
@@ -114,18 +122,23 @@ async def session(request: Request) -> Response:
     pages = max(1, -(-len(picked) // MESSAGES_PER_PAGE))
     page = min(max(1, _int(q.get("page"), pages)), pages)  # the latest page by default
     shown = picked[(page - 1) * MESSAGES_PER_PAGE : page * MESSAGES_PER_PAGE]
-    # a cluster session's page shows it as of its last checkpoint and replays what came
-    # after (the reply streaming now, from its first chunk)
-    last_seq = doc.last_seq if live is None else max(doc.last_seq, _live_seq(live))
+    # the page shows the session as stored and replays what came after, from the first
+    # chunk of a reply streaming now (a cluster session's: from its last checkpoint)
+    last_seq = doc.last_seq if live is None else live.events.join_after(doc.last_seq)
     following = live is not None or (feed is not None and feed.live)
+    if live is not None:  # what the session in this server says now, not its last store
+        doc = doc.model_copy(update={"state": state_doc(live.session.runtime.state)})
     return ctx.page(
         request,
         "session.html",
         doc=doc,
         sid=sid,
         title=export.title(doc),
-        status=_status(doc, following),
-        detail=export.status(doc),
+        status=_status(doc.state),
+        finished=doc.state.state == "finished",
+        detail="running"
+        if live is not None and doc.state.state == "running"
+        else export.status(doc),
         messages=shown,
         page=page,
         pages=pages,
@@ -137,6 +150,8 @@ async def session(request: Request) -> Response:
         cluster=feed is not None,
         last_seq=last_seq,
         current=doc.state.pointer.current,
+        forkable=feed is None,  # stored here (a cluster's session is forked where it is)
+        last_id=doc.messages[-1].id if doc.messages else None,
         **_thread(doc.world, doc.messages),
     )
 
@@ -148,17 +163,13 @@ async def _cluster_feed(ctx: WebContext, sid: str, doc: SessionDocument) -> Feed
     return await ctx.feed(sid)
 
 
-def _live_seq(live: Any) -> int:
-    lines = live.events.lines
-    return int(lines[-1][0]) if lines else 0
-
-
 async def message_fragment(request: Request) -> Response:
     """One message as the thread shows it (the live page swaps it in when it completes)."""
     ctx = WebContext.of(request)
     sid = ctx.session_id(request)
     mid = str(request.path_params["mid"])
     world = await world_of(ctx.store, sid)
+    stored = world is not None  # a cluster's session is forked where it is stored
     if world is None:
         feed = await ctx.feed(sid)
         found = await feed.message(mid) if feed is not None else None
@@ -172,7 +183,10 @@ async def message_fragment(request: Request) -> Response:
     if world is None or found is None:
         raise HTTPException(404, f"no message {mid!r} in session {sid}")
     thread = _thread(world, [answered] if answered else [])
-    return ctx.page(request, "_message.html", m=found, sid=sid, **thread)
+    # the message the live page just received is the latest: Retry is offered on it
+    return ctx.page(
+        request, "_message.html", m=found, sid=sid, forkable=stored, last_id=mid, **thread
+    )
 
 
 async def export_file(request: Request) -> Response:
@@ -300,25 +314,35 @@ async def world_flow(request: Request) -> Response:
 
 
 async def start_form(request: Request) -> Response:
-    ctx = WebContext.of(request)
-    if request.method == "POST":
-        form = await request.form()
-        from rolecall.web.api_routes import start_session
+    """``/start``: a world by name, or a debate or consensus from its options."""
+    from rolecall.web import presets
 
-        try:
-            run = await start_session(
-                ctx,
-                str(form.get("world") or ""),
-                str(form.get("topic") or "") or None,
-                str(form.get("model") or "") or None,
-            )
-        except RolecallError as exc:
-            return ctx.page(
-                request,
-                "start.html",
-                status_code=422,
-                worlds=catalog.available(ctx.worlds_dir),
-                error=str(exc),
-            )
-        return RedirectResponse(f"/s/{run.session_id}", status_code=303)
-    return ctx.page(request, "start.html", worlds=catalog.available(ctx.worlds_dir), error=None)
+    ctx = WebContext.of(request)
+
+    def shown(status_code: int = 200, error: str | None = None, kind: str = "") -> Response:
+        return ctx.page(
+            request,
+            "start.html",
+            status_code=status_code,
+            worlds=catalog.available(ctx.worlds_dir),
+            profiles=presets.choices(),
+            error=error,
+            kind=kind,
+        )
+
+    if request.method != "POST":
+        return shown()
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    kind = form.get("preset", "")
+    model = form.get("model") or None
+    try:
+        if kind:
+            world = presets.preset_world(kind, form)
+            run = await ctx.runs.start(world, model=model)
+        else:
+            from rolecall.web.api_routes import start_session
+
+            run = await start_session(ctx, form.get("world", ""), form.get("topic") or None, model)
+    except RolecallError as exc:
+        return shown(422, str(exc), kind)
+    return RedirectResponse(f"/s/{run.session_id}", status_code=303)

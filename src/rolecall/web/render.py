@@ -6,6 +6,8 @@ when they point to ``http:``, ``https:`` or ``mailto:`` addresses or to an ancho
 the page: ``javascript:``, ``data:``, ``vbscript:`` and every other scheme stay plain
 text. Images never load anything (they are rendered as a link to their address, or as
 their alt text inside a link).
+A message id cited in square brackets (``[m3]``, as presets ask closing turns to cite)
+is a link to that message on the page.
 Every other string a page shows goes through Jinja2's autoescape.
 """
 
@@ -17,6 +19,7 @@ from html import escape
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 
 from rolecall.export.common import _PALETTE  # one palette for the exports and the web view
 
@@ -56,11 +59,23 @@ def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any)
     return f'<a href="{escape(src)}"{title_attr} rel="nofollow noopener">{label}</a>'
 
 
+_CITED = re.compile(r"\[(m[1-9][0-9]{0,8})\]")
+
+
+def _text_with_citations(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """Plain text, each ``[mN]`` in it a link to message mN (not inside another link)."""
+    text = escapeHtml(tokens[idx].content)
+    if "[m" not in text or _inside_link(tokens, idx):
+        return text
+    return _CITED.sub(r'<a class="cite" href="#\1">[\1]</a>', text)
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.validateLink = _valid_link  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_link)
+    md.add_render_rule("text", _text_with_citations)
     return md
 
 

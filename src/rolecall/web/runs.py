@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
+AGAIN_TURNS = 4  # a retry: deciding the forked step, the answer; more is a flow saying nothing
 Action = Literal["pause", "resume", "next", "stop"]
 ACTIONS: tuple[Action, ...] = ("pause", "resume", "next", "stop")
 
@@ -107,6 +108,7 @@ class LiveRuns:
         self.transport = transport  # rolecall web --nats: the sessions run on it
         self.runs: dict[str, LiveRun] = {}
         self.models = paced_models()
+        self._opening: dict[str, anyio.Event] = {}  # stored sessions being reopened
 
     def get(self, session_id: str) -> LiveRun | None:
         return self.runs.get(session_id)
@@ -131,10 +133,17 @@ class LiveRuns:
 
     async def reopen(self, session_id: str) -> LiveRun:
         """A stored session, live again in this server (to talk to it or resume it)."""
+        while (opening := self._opening.get(session_id)) is not None:
+            await opening.wait()  # a request a moment earlier opens it: the same run
         existing = self.runs.get(session_id)
         if existing is not None:
             return existing
-        run: LiveRun = await self.tg.start(self._hold, None, None, session_id)
+        self._opening[session_id] = opened = anyio.Event()
+        try:
+            run: LiveRun = await self.tg.start(self._hold, None, None, session_id)
+        finally:
+            del self._opening[session_id]
+            opened.set()
         return run
 
     async def _hold(
@@ -177,17 +186,28 @@ class LiveRuns:
         finally:
             events.close()
             if run is not None:
+                # released: its page and the API read it from the store from now on
+                if self.runs.get(run.session_id) is run:
+                    del self.runs[run.session_id]
                 run.done.set()
 
     # ----------------------------------------------------------------- driving
     def _drive(self, run: LiveRun, what: str, text: str = "") -> None:
         async def go() -> None:
             try:
-                if what == "say":
+                if what == "say":  # answered as it is said (a pause holds the rest)
                     await run.session.say(text)
-                    await run.session.run()
                 elif what == "next":
                     await run.session.step()
+                elif what == "again":  # a retry's branch: the turns until its new answer
+                    before = len(run.session.transcript)
+                    for _ in range(AGAIN_TURNS):
+                        if not await run.session.step() or run.session.finished:
+                            break
+                        if len(run.session.transcript) > before:
+                            break
+                    if not run.chat and not run.session.finished:
+                        run.session.pause("fork")  # as a fork waits: Resume goes on
                 else:
                     await run.session.run()
             except Exception as exc:
@@ -218,6 +238,10 @@ class LiveRuns:
         if run.session.finished:
             raise UsageError(f"session {run.session_id} is finished")
         self._drive(run, "say", text)
+
+    def ask_again(self, run: LiveRun) -> None:
+        """A retry's branch, just forked: ask the speaker again (Retry on the page)."""
+        self._drive(run, "again")
 
     def control(self, run: LiveRun, action: str) -> None:
         if action not in ACTIONS:

@@ -6,40 +6,13 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from rolecall.api.fork import fork_session
 from rolecall.cli.manage.common import _data, _say, _session_id, _with_store
 
 if TYPE_CHECKING:
-    from rolecall.memory import MemoryFiles
     from rolecall.session.fork import ForkPlan
     from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
-    from rolecall.storage.port import SessionStore
-
-
-async def fork_session(
-    store: SessionStore,
-    memory: MemoryFiles,
-    parent: str,
-    at: str,
-    *,
-    edit: str | None = None,
-    model: str | None = None,
-) -> ForkPlan:
-    """Store a fork of ``parent`` after ``at`` (the store copies the rows) and its memory
-    files (cut from the parent's, or rebuilt from the messages when those do not match).
-    What the fork holds."""
-    from rolecall.bus.bus import utc_now
-    from rolecall.runtime import new_session_id
-
-    plan = await store.fork_copy(
-        parent, at, new_id=new_session_id(), now=utc_now(), edit=edit, model=model
-    )
-    role_ids = [r["id"] for r in plan.world.get("roles", [])]
-    starts = plan.state.memory_start
-    if not memory.fork(parent, plan.new_id, role_ids, starts, plan.last, edited=plan.edited):
-        new = await store.load(plan.new_id, with_events=False)
-        memory.rebuild(plan.new_id, role_ids, new.messages, starts)
-    return plan
 
 
 def sessions_fork(args: argparse.Namespace) -> int:

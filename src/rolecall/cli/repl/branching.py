@@ -57,7 +57,7 @@ def _needs(runner: CommandRunner, name: str) -> tuple[DataStore, MemoryFiles]:
 
 async def _fork(runner: CommandRunner, name: str, at: str, edit: str | None) -> SessionDocument:
     from rolecall.api.compose import flush
-    from rolecall.cli.manage.fork_cmd import fork_session
+    from rolecall.api.fork import fork_session
 
     store, memory = _needs(runner, name)
     await flush(runner.session)

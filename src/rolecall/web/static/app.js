@@ -10,49 +10,85 @@
   const statusEl = document.getElementById("status");
   const stepEl = document.getElementById("step");
   const thinking = document.getElementById("thinking");
+  const detailEl = document.getElementById("detail");
   const streaming = new Map(); // message id -> element being streamed
+  let names = {};
+  try { names = JSON.parse(page.dataset.names || "{}"); } catch (e) { names = {}; }
+  let stopDetail = "";
 
   function text(el, value) { if (el) el.textContent = value; }
+  function nameOf(id) { return names[id] || id; }
 
-  function streamStart(ev) {
-    if (!thread || document.getElementById(ev.message_id)) return;
+  function where(ev) {
+    return "step " + ev.step_id + (ev.loop_iteration ? " · loop " + ev.loop_iteration : "");
+  }
+
+  // a message's element, placed where the event comes: the thread keeps the events' order
+  // whatever the order in which the server's rendering of each message arrives
+  function placeholder(ev) {
     const empty = document.getElementById("no-messages");
     if (empty) empty.remove();
     const art = document.createElement("article");
-    art.className = "message streaming";
+    art.className = "message";
     art.id = ev.message_id;
     art.dataset.sender = ev.sender;
     const head = document.createElement("header");
     const mid = document.createElement("a");
     mid.className = "mid"; mid.href = "#" + ev.message_id; mid.textContent = ev.message_id;
     const who = document.createElement("span");
-    who.className = "who"; who.textContent = ev.sender;
+    who.className = "who"; who.textContent = nameOf(ev.sender);
     head.append(mid, " ", who);
+    if (nameOf(ev.sender) !== ev.sender) {
+      const rid = document.createElement("span");
+      rid.className = "rid"; rid.textContent = "@" + ev.sender;
+      head.append(" ", rid);
+    }
     if (ev.step_id) {
-      const where = document.createElement("span");
-      where.className = "where";
-      where.textContent = "step " + ev.step_id + (ev.loop_iteration ? " · loop " + ev.loop_iteration : "");
-      head.append(" ", where);
+      const at = document.createElement("span");
+      at.className = "where";
+      at.textContent = ev.step_id === "interjection" ? "interjection" : where(ev);
+      head.append(" ", at);
     }
     const body = document.createElement("div");
-    body.className = "body live-text";
+    body.className = "body";
     art.append(head, body);
     thread.append(art);
+    return art;
+  }
+
+  function streamStart(ev) {
+    if (ev.step_id && ev.step_id !== "interjection") {
+      text(stepEl, where(ev)); // the step running now
+      highlight(document.getElementById("node-" + ev.step_id));
+    }
+    if (!thread || document.getElementById(ev.message_id)) return;
+    const art = placeholder(ev);
+    art.classList.add("streaming");
+    art.setAttribute("aria-busy", "true"); // read out once complete, not word by word
+    const body = art.querySelector(".body");
+    body.classList.add("live-text");
     streaming.set(ev.message_id, body);
-    if (thinking) { thinking.hidden = false; thinking.textContent = ev.sender + " is thinking…"; }
+    if (thinking) { thinking.hidden = false; thinking.textContent = nameOf(ev.sender) + " is thinking…"; }
   }
 
   function streamChunk(ev) {
     const body = streaming.get(ev.message_id);
     if (body) body.append(document.createTextNode(ev.delta));
-    if (thinking) thinking.textContent = ev.sender + " is writing…";
+    if (thinking) thinking.textContent = nameOf(ev.sender) + " is writing…";
   }
 
   async function messageDone(ev) {
     streaming.delete(ev.message_id);
     if (thinking) thinking.hidden = true;
     if (!thread) return;
-    // the server renders the finished message (safe Markdown, reply link)
+    let art = document.getElementById(ev.message_id);
+    if (!art) { // said, not streamed (a human message): its place is now, before any reply
+      art = placeholder(ev);
+      art.querySelector(".body").textContent = ev.content;
+    }
+    art.classList.remove("streaming");
+    art.removeAttribute("aria-busy");
+    // the server renders the finished message (safe Markdown, reply link) in its place
     try {
       const res = await fetch("/s/" + encodeURIComponent(sid) + "/m/" + encodeURIComponent(ev.message_id));
       if (!res.ok) return;
@@ -60,7 +96,11 @@
       holder.innerHTML = await res.text();
       const fresh = holder.firstElementChild;
       const old = document.getElementById(ev.message_id);
-      if (old) old.replaceWith(fresh); else thread.append(fresh);
+      if (old && fresh) old.replaceWith(fresh);
+      // Retry is for the latest answer only
+      thread.querySelectorAll("form.retry").forEach((f) => {
+        if (!f.closest("#" + CSS.escape(ev.message_id))) f.remove();
+      });
     } catch (e) { /* the next page load shows it */ }
   }
 
@@ -69,21 +109,36 @@
     if (node) node.classList.add("current");
   }
 
+  function sessionState(ev) {
+    let words = ev.state;
+    let detail = ev.state;
+    if (ev.state === "finished") {
+      words = "finished" + (ev.reason ? " (" + ev.reason + ")" : "");
+      detail = "finished: " + (ev.reason || "unknown reason") + (stopDetail ? " (" + stopDetail + ")" : "");
+      const talk = document.getElementById("talk");
+      if (talk) talk.remove(); // a finished session takes no more messages
+      text(stepEl, "");
+    } else if (ev.state === "paused") {
+      words = "paused" + (ev.reason ? " (" + ev.reason + ")" : "");
+      detail = words;
+    } else if (ev.state === "running") {
+      detail = "running";
+    }
+    text(statusEl, words);
+    text(detailEl, detail);
+    page.dataset.status = ev.state;
+    if (thinking && ev.state !== "running") thinking.hidden = true;
+  }
+
   function onEvent(ev) {
     if (ev.topic === "sse" && ev.type === "start") streamStart(ev);
     else if (ev.topic === "sse" && ev.type === "chunk") streamChunk(ev);
     else if (ev.topic === "messages" && ev.type === "message") messageDone(ev);
     else if (ev.topic === "system" && ev.type === "step") {
-      text(stepEl, "step " + ev.step_id + (ev.loop_iteration ? " · loop " + ev.loop_iteration : ""));
-      highlight(document.getElementById("node-" + ev.step_id));
       const runs = document.querySelector("#node-" + CSS.escape(ev.step_id) + " .runs");
       if (runs) runs.textContent = "×" + (ev.loop_iteration + 1);
-    } else if (ev.topic === "world" && ev.type === "session") {
-      if (ev.state === "finished") text(statusEl, "finished" + (ev.reason ? " (" + ev.reason + ")" : ""));
-      else if (ev.state === "paused") text(statusEl, "paused");
-      else if (ev.state === "running") text(statusEl, "running");
-      if (thinking && ev.state !== "running") thinking.hidden = true;
-    }
+    } else if (ev.topic === "world" && ev.type === "stop") stopDetail = ev.detail || "";
+    else if (ev.topic === "world" && ev.type === "session") sessionState(ev);
   }
 
   function follow() {
@@ -102,7 +157,7 @@
 
   // reply links: scroll to the answered message and highlight it
   document.addEventListener("click", (e) => {
-    const link = e.target.closest && e.target.closest("a.reply, a.mid");
+    const link = e.target.closest && e.target.closest("a.reply, a.mid, a.cite");
     if (!link) return;
     const target = document.getElementById(link.getAttribute("href").slice(1));
     if (!target) return;
