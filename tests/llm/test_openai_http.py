@@ -5,14 +5,16 @@ test_litellm_model.py that talks to the loopback server runs again through it.""
 from __future__ import annotations
 
 import inspect
+import socket
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from rolecall.llm import openai_http
+from rolecall.errors import ProviderError
+from rolecall.llm import litellm_model, openai_http
 from tests.llm import test_litellm_model as base
-from tests.llm.openai_server import OpenAITestServer
+from tests.llm.openai_server import Break, Garbage, OpenAITestServer, Status
 from tests.llm.test_litellm_model import anyio_backend, outbound, server, srv  # noqa: F401
 
 # the tests about litellm itself (its import, its callbacks, its cost map) stay there
@@ -54,3 +56,50 @@ async def test_the_lean_client_behaves_as_litellm(
 
 def test_every_adapter_behaviour_is_covered() -> None:
     assert len(BEHAVIOURS) >= 20
+
+
+async def _failure(loopback: OpenAITestServer, client: str, api_base: str | None = None) -> str:
+    request = base.make_request(
+        loopback, client=client, retries=0, api_base=api_base or loopback.base_url
+    )
+    with pytest.raises(ProviderError) as caught:
+        await base.collect(request)
+    return str(caught.value).replace(loopback.base_url, "BASE")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        Status(400, "nope", "invalid_request_error"),
+        Status(401, "bad key"),
+        Status(503, "overloaded"),
+        Break(""),  # with text, litellm at times reads none of it before the break
+        Garbage(),
+        None,  # nothing listening
+    ],
+    ids=["400", "401", "503", "broken-stream", "not-json", "refused-connection"],
+)
+async def test_both_clients_word_a_failure_alike_and_a_short_key_masks_nothing(
+    srv: OpenAITestServer,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+    behaviour: Status | Break | Garbage | None,
+) -> None:
+    """One wording through litellm and the lean client; a dummy key ``x`` (what local
+    servers take) is too short to be a secret and masks no letter of the words."""
+    monkeypatch.setenv(base.KEY_ENV, "x")
+    litellm_model.preload()  # its import (seconds on a loaded machine) is not the failure
+    api_base = None
+    if behaviour is None:
+        with socket.socket() as probe:  # a loopback port that is free, then closed
+            probe.bind(("127.0.0.1", 0))
+            api_base = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    said = []
+    for client in ("litellm", "http"):
+        if behaviour is not None:
+            srv.queue(behaviour)
+        said.append(await _failure(srv, client, api_base))
+    assert said[0] == said[1]
+    assert "***" not in said[0]
+    for noise in ("Error code", "Exception", "TransferEncodingError", "ssl:default"):
+        assert noise not in said[0], said[0]

@@ -54,8 +54,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     if sum(1 for x in (args.session, args.batch, args.all) if x) != 1:
         raise UsageError("watch needs one of SESSION, --batch NAME or --all")
+    from rolecall.cli.running import EXIT_INTERRUPTED
+
     url = required_nats_url(args.nats, "watch")
-    anyio.run(_watch, args, url)
+    try:
+        anyio.run(_watch, args, url)
+    except KeyboardInterrupt:  # Ctrl-C is how --all ends: no traceback, the shell's 130
+        return EXIT_INTERRUPTED
     return 0
 
 

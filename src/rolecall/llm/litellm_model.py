@@ -325,7 +325,10 @@ class LiteLLMModel:
 
             kind, what = _classify(failure, lit)
             secrets = secret_values(secret)  # the role's key, and those litellm reads
-            detail = _detail(failure, secrets)
+            if what == "connection failed":  # each client words it its own way: one wording
+                detail = _connection_detail(failure, request.api_base, broke=bool(parts))
+            else:
+                detail = _detail(failure, secrets)
             cause = _safe_cause(failure, secrets)
             if parts:
                 chars = sum(len(p) for p in parts)
@@ -598,6 +601,9 @@ def _is_bad_data(exc: BaseException) -> bool:
 
 
 _PREFIX: Final = re.compile(r"^(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout):\s*")
+# the OpenAI SDK's (and so litellm's) "Error code: 400 - " before the provider's words
+_STATUS_PREFIX: Final = re.compile(r"^Error code: \d{3} - ")
+_REFUSED_CONNECTION: Final = frozenset({"ConnectionRefusedError", "ClientConnectorError"})
 _KEY_SHAPES: Final = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 
 
@@ -618,11 +624,30 @@ def _detail(exc: BaseException, secrets: Sequence[str] = ()) -> str:
     previous = None
     while previous != text:
         previous = text
-        text = _PREFIX.sub("", text, count=1)
+        text = _STATUS_PREFIX.sub("", _PREFIX.sub("", text, count=1), count=1)
     text = " ".join(text.split())
     if len(text) > 200:
         text = text[:197] + "..."
     return text or type(exc).__name__
+
+
+def _connection_detail(exc: BaseException, api_base: str | None, *, broke: bool) -> str:
+    """What became of the connection, in the same words whichever client made it (litellm's
+    SDK says "Connection error.", aiohttp names its exception classes and their codes)."""
+    where = _netloc(api_base) or "the provider"
+    if broke:
+        return f"the connection to {where} closed before the reply was complete"
+    if any(_names(linked) & _REFUSED_CONNECTION for linked in _chain(exc)) or any(
+        "all connection attempts failed" in str(linked).lower() for linked in _chain(exc)
+    ):
+        return f"could not connect to {where}"
+    return f"the connection to {where} closed before a reply"
+
+
+def _netloc(api_base: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(api_base).netloc if api_base else ""
 
 
 def _redact(text: str, secrets: Sequence[str]) -> str:
