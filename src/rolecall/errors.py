@@ -137,6 +137,18 @@ class SessionInUse(RuntimeFailure):
         )
 
 
+class BatchInUse(RuntimeFailure):
+    """Another process runs this batch (``rolecall batch`` or ``--resume``): nothing was
+    run here."""
+
+    def __init__(self, name: str, holder: str, again: str):
+        self.name = name
+        super().__init__(
+            f"batch {name} is being run by {holder}: that process runs its remaining runs, "
+            f"so nothing was run here; once it has ended, `{again}` finishes whatever it left"
+        )
+
+
 class ConditionTimeout(RuntimeFailure):
     """A ``regex:`` condition took longer than its bound (flows.md, Conditions)."""
 

@@ -9,6 +9,7 @@ input is a usage error before anything runs.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -268,3 +269,59 @@ def test_a_flow_yaml_value_is_one_value_and_out_records_it_as_yaml(
         (["x"], 1, 1),
         (["x"], 2, 2),
     ]
+
+
+def _wait_for_line(proc: Any, text: str, timeout: float = 40) -> str:
+    """The stderr line of ``proc`` holding ``text`` (read until it comes)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return str(line)
+    raise AssertionError(f"no {text!r} on stderr: {''.join(seen)}")
+
+
+@pytest.mark.timeout(120)
+def test_a_second_resume_of_a_running_batch_says_another_process_runs_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Two ``batch --resume`` of one batch: the second is refused at once (exit 1,
+    naming the first), runs nothing and reports no failure; the first finishes it all."""
+    import signal
+
+    world = scripted_world(tmp_path)
+    slow = {"ROLECALL_STREAM_DELAY": "0.25"}  # each message takes about a second
+    first = cli.popen("batch", str(world), "--runs", "4", "--name", "race", **slow)
+    _wait_for_line(first, "batch race: running 4 of 4 runs")
+    first.send_signal(signal.SIGINT)
+    _, err = Cli.rest(first, 30)
+    assert first.returncode == 130, err
+    winner = cli.popen("batch", "--resume", "race", "--concurrency", "1", **slow)
+    _wait_for_line(winner, "batch race: resuming 4 of 4 runs")
+    loser = cli.run("batch", "--resume", "race", **slow)
+    assert loser.returncode == 1, loser.stderr
+    assert re.search(
+        rf"batch race is being run by another process \(pid {winner.pid}, .*batch.*\): "
+        "that process runs its remaining runs, so nothing was run here",
+        loser.stderr,
+    ), loser.stderr
+    assert "failed" not in loser.stderr and "Traceback" not in loser.stderr
+    out, err = Cli.rest(winner, 60)
+    assert winner.returncode == 0, err
+    assert "batch race: 4/4 runs finished" in out
+    sessions = batch_sessions(cli.home, "race")
+    assert sorted(sessions) == [1, 2, 3, 4]
+    assert {state for _, state in sessions.values()} == {"finished"}
+    with closing(sqlite3.connect(cli.home / "rolecall.db")) as db:  # one session per run
+        (count,) = db.execute("SELECT count(*) FROM sessions").fetchone()
+    assert count == 4
+    # once the winner has ended, the batch can be resumed again (there is nothing left)
+    after = cli.run("batch", "--resume", "race")
+    assert after.returncode == 0, after.stderr
+    assert "resuming 0 of 4 runs" in after.stderr

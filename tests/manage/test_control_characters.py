@@ -114,6 +114,9 @@ def test_sessions_show_and_the_exports_show_control_characters(
     assert_shown(show.stdout)
     assert "  plain\ttab\n  second line" in show.stdout
     assert "topic: topic ␛[31m here" in show.stdout
+    memory = cli.run("memory", "show", sid, "b")  # b's memory holds a's message
+    assert memory.returncode == 0, memory.stderr
+    assert_shown(memory.stdout)
     listed = cli.run("sessions", "list")
     assert listed.returncode == 0, listed.stderr
     assert "\x1b" not in listed.stdout and "topic ␛[31m here" in listed.stdout

@@ -216,6 +216,24 @@ def test_display_streams_a_message_with_header_wrapping_live_region_and_tokens()
     assert display.live_lines() == []
 
 
+def test_display_shows_control_characters_in_a_reply_never_sends_them() -> None:
+    """A reply holding ESC/BEL/NUL (a title change, a screen clear) is shown as ␛ ␇ ␀
+    in the scrollback and the live region (both are written to the terminal raw)."""
+    for stream in ("full", "preview"):
+        display, bus, clock = make_display(width=80, stream=stream)
+        bus.publish(StreamStart(message_id="m2", sender="alice", target="human"))
+        hostile = "hi\x1b]0;pwned\x07 \x1b[2Jgone\x00 "
+        bus.publish(StreamChunk(message_id="m2", sender="alice", delta=hostile, output_tokens=3))
+        live = "\n".join(display.live_lines(clock.now))
+        bus.publish(StreamEnd(message_id="m2", sender="alice", input_tokens=1, output_tokens=3))
+        bus.publish(ErrorEvent(error="bad \x1b[31mthing", source="store"))
+        out = display.take_output()
+        for raw in ("\x1b", "\x07", "\x00"):
+            assert raw not in out and raw not in live, (stream, out, live)
+        assert "hi␛]0;pwned␇ ␛[2Jgone␀" in out + live, (stream, out, live)
+        assert "bad ␛[31mthing" in out
+
+
 def test_display_marks_cancellation_errors_and_session_changes() -> None:
     display, bus, _ = make_display()
     bus.publish(StreamStart(message_id="m3", sender="bob", target="human"))

@@ -3,9 +3,10 @@
 Pure: parses ``KEY=V1,V2,...`` texts, applies one combination of values to a world's
 raw document (the YAML mapping, before templates and presets are expanded, so a varied
 topic or persona flows through a preset exactly as if written in the file), and builds
-every combination's world up front. Every problem (a bad key, a role that does not
-exist, a value the world rejects) is collected and reported at once as a usage error,
-before anything runs.
+every combination's world up front; the runs themselves (each combination ``--runs``
+times) are made as they are reached (:class:`RunSpecs`). Every problem (a bad key, a
+role that does not exist, a value the world rejects) is collected and reported at once
+as a usage error, before anything runs.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import yaml
 
@@ -59,12 +60,46 @@ class RunSpec:
     values: dict[str, str] = field(hash=False)
 
 
+class RunSpecs(Sequence[RunSpec]):
+    """Every run of a plan, in order, made when asked for: ``--runs 100000000`` costs
+    nothing until a run is reached, and iterating holds one run at a time."""
+
+    def __init__(self, combinations: tuple[dict[str, str], ...], runs: int) -> None:
+        self._combinations = combinations
+        self._runs = runs
+
+    def __len__(self) -> int:
+        return len(self._combinations) * self._runs
+
+    @overload
+    def __getitem__(self, index: int) -> RunSpec: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RunSpec]: ...
+
+    def __getitem__(self, index: int | slice) -> RunSpec | list[RunSpec]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"run index {index} out of range")
+        combination = index // self._runs
+        return RunSpec(index + 1, combination, self._combinations[combination])
+
+    def __iter__(self) -> Iterator[RunSpec]:
+        for combination, values in enumerate(self._combinations):
+            first = combination * self._runs + 1
+            for run in range(first, first + self._runs):
+                yield RunSpec(run, combination, values)
+
+
 @dataclass(frozen=True)
 class BatchPlan:
     axes: tuple[Axis, ...]
     runs_per_combination: int
     worlds: tuple[World, ...]  # one per combination, in cross-product order
-    runs: tuple[RunSpec, ...]
+    runs: RunSpecs  # lazy: made as they are reached
 
     @property
     def total(self) -> int:
@@ -318,12 +353,7 @@ def build_plan(
         worlds.append(built.world)
     if problems:
         raise VaryError(_dedupe(problems))
-    specs = [
-        RunSpec(run=n * runs + r + 1, combination=n, values=values)
-        for n, values in enumerate(combos)
-        for r in range(runs)
-    ]
-    return BatchPlan(tuple(axes), runs, tuple(worlds), tuple(specs))
+    return BatchPlan(tuple(axes), runs, tuple(worlds), RunSpecs(tuple(combos), runs))
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:

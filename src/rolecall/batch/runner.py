@@ -1,6 +1,7 @@
 """Running a batch in one process: K sessions in flight, every run recorded.
 
-One task group; a capacity limiter keeps ``concurrency`` sessions running at once.
+One task group of ``concurrency`` workers, each taking the next run when its last one
+ended: that many sessions run at once, and memory does not grow with the batch.
 Each run is an ordinary stored session (one store and one set of memory files serve
 them all); its result row is stored in the batch tables when it ends. A run that fails
 (the model failed after its retries, the store refused a write) is recorded with its
@@ -11,11 +12,12 @@ in flight, keeps whatever they said, and starts no new one: ``--resume`` goes on
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Container, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.plan import BatchPlan, RunSpec, recorded_values
@@ -103,18 +105,44 @@ class BatchRunner:
         self.plan = plan
         self.ctx = ctx
         self.tables = tables
-        self.limiter = anyio.CapacityLimiter(concurrency)
+        self.concurrency = concurrency
         self.listener = listener
         self.results: list[RunResult] = []
         self.interrupted = False
 
-    async def run(self, todo: Sequence[RunSpec], sessions: dict[int, str]) -> list[RunResult]:
-        """Run ``todo`` (``sessions``: the stored session of a run to resume); the results."""
+    async def run(
+        self,
+        todo: Iterable[RunSpec],
+        sessions: Mapping[int, str],
+        skip: Container[int] = (),
+    ) -> list[RunResult]:
+        """Run ``todo`` but the runs in ``skip`` (``sessions``: the stored session of a
+        run to resume); the results.
+
+        ``concurrency`` workers take the runs from ``todo`` one at a time, so memory
+        holds the runs in flight, not the batch (a task per run waiting its turn was
+        1.9 GB for ``--runs 300000``), and a run is planned only when a worker is free.
+        """
         tune_gc()  # many sessions at once: collect less often (api/tuning.py)
+        specs = iter(todo)
         async with anyio.create_task_group() as tg:
-            for spec in todo:
-                tg.start_soon(self._one, spec, sessions.get(spec.run))
+            for _ in range(self.concurrency):
+                tg.start_soon(self._worker, specs, sessions, skip)
         return self.results
+
+    async def _worker(
+        self, specs: Iterator[RunSpec], sessions: Mapping[int, str], skip: Container[int]
+    ) -> None:
+        skipped = 0
+        for spec in specs:
+            if self.interrupted:
+                return
+            if spec.run in skip:
+                skipped += 1
+                if skipped % 1024 == 0:  # a resume passing many done runs still hears Ctrl-C
+                    await anyio.lowlevel.checkpoint()
+                continue
+            await self._one(spec, sessions.get(spec.run))
 
     def interrupt(self) -> None:
         """Ctrl-C: pause the runs in flight (a generation is cut, kept as a draft)."""
@@ -124,41 +152,41 @@ class BatchRunner:
                 session.pause("interrupted")
 
     async def _one(self, spec: RunSpec, session_id: str | None) -> None:
-        async with self.limiter:
-            if self.interrupted:
-                return
-            started = time.monotonic()
-            errors: list[str] = []
-            session: Session | None = None
-            failure: str | None = None
-            try:
-                async with open_run(self.ctx, spec, self.plan, session_id) as session:
-                    self.ctx.sessions[session.session_id] = session
-                    if session_id is None:
-                        await self.tables.set_session(self.name, spec.run, session.session_id)
-                    try:
-                        errors = await run_to_end(session)
-                    finally:
-                        self.ctx.sessions.pop(session.session_id, None)
-            except RolecallError as exc:
-                failure = str(exc)
-                log.info("batch_run_failed", batch=self.name, run=spec.run, error=failure)
-            state = session.state if session is not None else None
-            if (
-                self.interrupted
-                and state is not None
-                and state.state == "paused"
-                and state.pause_reason in ("interrupted", "cancelled")
-            ):
-                return  # left for --resume
-            result = result_of(
-                self.name, spec.run, spec.values, session, failure, errors,
-                time.monotonic() - started,
-            )  # fmt: skip
-            await self.tables.set_result(result)
-            self.results.append(result)
-            if self.listener is not None:
-                self.listener(result)
+        started = time.monotonic()
+        errors: list[str] = []
+        session: Session | None = None
+        failure: str | None = None
+        try:
+            async with open_run(self.ctx, spec, self.plan, session_id) as session:
+                self.ctx.sessions[session.session_id] = session
+                if session_id is None:
+                    await self.tables.set_session(self.name, spec.run, session.session_id)
+                if self.interrupted:  # Ctrl-C while it opened: left for --resume, not run
+                    self.ctx.sessions.pop(session.session_id, None)
+                    return
+                try:
+                    errors = await run_to_end(session)
+                finally:
+                    self.ctx.sessions.pop(session.session_id, None)
+        except RolecallError as exc:
+            failure = str(exc)
+            log.info("batch_run_failed", batch=self.name, run=spec.run, error=failure)
+        state = session.state if session is not None else None
+        if (
+            self.interrupted
+            and state is not None
+            and state.state == "paused"
+            and state.pause_reason in ("interrupted", "cancelled")
+        ):
+            return  # left for --resume
+        result = result_of(
+            self.name, spec.run, spec.values, session, failure, errors,
+            time.monotonic() - started,
+        )  # fmt: skip
+        await self.tables.set_result(result)
+        self.results.append(result)
+        if self.listener is not None:
+            self.listener(result)
 
 
 async def run_to_end(session: Session) -> list[str]:

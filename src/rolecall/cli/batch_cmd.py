@@ -16,9 +16,11 @@ from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
     from rolecall.batch.plan import BatchPlan
     from rolecall.batch.runner import BatchRunner
-    from rolecall.storage.batches import StoredRun
+    from rolecall.storage.batches import BatchTables, StoredRun
 
 EXAMPLES = [
     "rolecall batch debate --vary topic=@topics.txt --runs 2 --out results.jsonl",
@@ -186,38 +188,90 @@ def cmd_batch(args: argparse.Namespace) -> int:
         assert doc is not None
         assert plan is not None
         return anyio.run(submit_batch, args, name, doc, plan, url)
-    return anyio.run(_main, args, name, doc, plan)
+    try:
+        return anyio.run(_main, args, name, doc, plan)
+    except KeyboardInterrupt:  # before the batch listens for Ctrl-C: nothing ran yet
+        from rolecall.cli.running import EXIT_INTERRUPTED
+
+        print(f"rolecall: interrupted; batch {name} ran nothing", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 async def _main(
     args: argparse.Namespace, name: str, doc: dict[str, Any] | None, plan: BatchPlan | None
 ) -> int:
-    from rolecall.cli.wiring import memory_files, open_store
+    from rolecall.cli.wiring import open_store
     from rolecall.storage.batches import BatchTables
     from rolecall.storage.data_store import sqlite_only
 
-    async with open_store(args) as store:
+    async with anyio.create_task_group() as tg, open_store(args) as store:
+        interrupts = Interrupts()
+        await tg.start(interrupts.watch)  # from here on Ctrl-C is heard, never a traceback
         tables = BatchTables(sqlite_only(store, "rolecall batch"))
-        if doc is None:
-            doc = await tables.plan(name)
-            if doc is None:
-                known = await tables.names()
-                listed = f" (batches: {', '.join(known[-10:])})" if known else " (none stored)"
-                raise UsageError(f"no batch named {name!r} in this data directory{listed}")
-            if cluster := doc.get("nats"):  # imported by `sessions import`: run on a cluster
-                import shlex
+        claim = tables.claim(name)  # a second process running it: exit 1, nothing run
+        try:
+            code = await _claimed(args, name, doc, plan, store, tables, interrupts)
+        finally:
+            claim.release()
+            tg.cancel_scope.cancel()
+    return code
 
-                again = f"rolecall batch --resume {name} --nats {shlex.quote(cluster)}"
-                raise UsageError(
-                    f"batch {name!r} ran on the NATS cluster at {cluster} (its sessions were "
-                    f"imported here): `{again}` finishes it there"
-                )
-            plan = _plan_of(doc, args)
-        else:
-            await tables.create(name, doc)
-        assert plan is not None
-        stored = await tables.runs(name)
-        return await _run(args, name, doc, plan, store, tables, stored, memory_files(args))
+
+class Interrupts:
+    """Ctrl-C during a batch: the runner is told at once (the runs in flight pause, no
+    new one starts), also when it comes before the runner exists."""
+
+    def __init__(self) -> None:
+        self.heard = False
+        self.runner: BatchRunner | None = None
+
+    async def watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for _ in signals:
+                self.heard = True
+                if self.runner is not None:
+                    self.runner.interrupt()
+
+    def attach(self, runner: BatchRunner) -> None:
+        self.runner = runner
+        if self.heard:
+            runner.interrupt()
+
+
+async def _claimed(
+    args: argparse.Namespace,
+    name: str,
+    doc: dict[str, Any] | None,
+    plan: BatchPlan | None,
+    store: Any,
+    tables: BatchTables,
+    interrupts: Interrupts,
+) -> int:
+    """The batch, claimed: a new one recorded, or a stored one's plan read; then run."""
+    from rolecall.cli.wiring import memory_files
+
+    if doc is None:
+        doc = await tables.plan(name)
+        if doc is None:
+            known = await tables.names()
+            listed = f" (batches: {', '.join(known[-10:])})" if known else " (none stored)"
+            raise UsageError(f"no batch named {name!r} in this data directory{listed}")
+        if cluster := doc.get("nats"):  # imported by `sessions import`: run on a cluster
+            import shlex
+
+            again = f"rolecall batch --resume {name} --nats {shlex.quote(cluster)}"
+            raise UsageError(
+                f"batch {name!r} ran on the NATS cluster at {cluster} (its sessions were "
+                f"imported here): `{again}` finishes it there"
+            )
+        plan = _plan_of(doc, args)
+    else:
+        await tables.create(name, doc)
+    assert plan is not None
+    stored = await tables.runs(name)
+    memory = memory_files(args)
+    return await _run(args, name, doc, plan, store, tables, stored, memory, interrupts)
 
 
 async def _run(
@@ -229,6 +283,7 @@ async def _run(
     tables: Any,
     stored: dict[int, StoredRun],
     memory: Any,
+    interrupts: Interrupts,
 ) -> int:
     from rolecall.batch.runner import BatchContext, BatchRunner
     from rolecall.cli.display import JsonSink
@@ -237,7 +292,6 @@ async def _run(
 
     earlier = [s.result for s in stored.values() if s.result is not None and s.result.ok]
     done = {r.run for r in earlier}
-    todo = [spec for spec in plan.runs if spec.run not in done]
     sessions = {run: s.session_id for run, s in stored.items() if s.session_id}
     ctx = BatchContext(
         store=store,
@@ -251,7 +305,8 @@ async def _run(
     if not args.json and not args.quiet:
         verb = "resuming" if args.resume else "running"
         print(
-            f"batch {name}: {verb} {len(todo)} of {plan.total} runs, {args.concurrency} at once",
+            f"batch {name}: {verb} {plan.total - len(done)} of {plan.total} runs, "
+            f"{args.concurrency} at once",
             file=sys.stderr,
         )
     started = time.monotonic()
@@ -263,22 +318,10 @@ async def _run(
     from rolecall.cli.batch_report import finish
 
     runner = BatchRunner(name, plan, ctx, tables, concurrency=args.concurrency, listener=progress)
+    interrupts.attach(runner)
     if progress is not None:
         with progress:
-            await _with_interrupts(runner, todo, sessions)
+            await runner.run(plan.runs, sessions, skip=done)
     else:
-        await _with_interrupts(runner, todo, sessions)
+        await runner.run(plan.runs, sessions, skip=done)
     return finish(args, name, plan.total, [*earlier, *runner.results], runner.interrupted, started)
-
-
-async def _with_interrupts(runner: BatchRunner, todo: list[Any], sessions: dict[int, str]) -> None:
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                async for _ in signals:
-                    runner.interrupt()
-
-        tg.start_soon(watch)
-        await runner.run(todo, sessions)
-        tg.cancel_scope.cancel()

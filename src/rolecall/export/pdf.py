@@ -6,11 +6,21 @@ TrueType font, DejaVu Sans from Debian's ``fonts-dejavu-core`` (or the font name
 written; characters it lacks are left out, never an error. Shows what the other
 exports show: the title, world, topic and status, then each message with who answers
 whom, its step and loop iteration, the message it answers and its tokens.
+
+Text in a script that needs shaping (Hebrew and Arabic, written right to left and, for
+Arabic, with letters joined; the Indic, Thai and other complex scripts) is set through
+fpdf2's text shaping, HarfBuzz (``uharfbuzz``, part of the extra): the bidirectional
+algorithm puts the words in reading order and the letters take their joined forms.
+Without uharfbuzz such text would print reversed and unjoined: the export still writes
+the file and warns (the ``warn`` callback) naming the scripts and the fix.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from rolecall.errors import UsageError
@@ -56,20 +66,61 @@ def font_files() -> tuple[Path, Path]:
     )
 
 
-def to_pdf(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> bytes:
-    """The session as a PDF document."""
+# the scripts fpdf2 sets wrongly without a shaping engine, by the blocks they use
+_NEEDS_SHAPING = (
+    ("Hebrew", re.compile(r"[\u0590-\u05ff\ufb1d-\ufb4f]")),
+    ("Arabic", re.compile(r"[\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufeff]")),
+    ("Syriac, Thaana or N'Ko", re.compile(r"[\u0700-\u074f\u0780-\u07ff]")),
+    ("an Indic script", re.compile(r"[\u0900-\u0dff]")),
+    ("Thai, Lao, Tibetan, Myanmar or Khmer", re.compile(r"[\u0e00-\u109f\u1780-\u17ff]")),
+)
+
+
+def scripts_needing_shaping(texts: list[str]) -> list[str]:
+    """The names of the scripts in ``texts`` that print right only when shaped."""
+    return [name for name, chars in _NEEDS_SHAPING if any(chars.search(t) for t in texts)]
+
+
+def _shaping_engine() -> bool:
+    try:
+        importlib.import_module("uharfbuzz")  # what fpdf2's text shaping uses
+    except ImportError:
+        return False
+    return True
+
+
+def to_pdf(
+    doc: SessionDocument,
+    *,
+    role: str | None = None,
+    search: str | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> bytes:
+    """The session as a PDF document; ``warn`` is told what could not be set right."""
     try:
         from fpdf import FPDF
     except ModuleNotFoundError:
         raise UsageError(f"the PDF export needs fpdf2: {INSTALL}") from None
     regular, bold = font_files()
     sel = select(doc, role=role, search=search)
+    shown = [title_of(doc), str(doc.world.get("topic") or "")]
+    shown += [m.content for m in sel.messages] + [d.content for d in sel.drafts]
+    shown += [m.sender for m in sel.messages]
+    scripts = scripts_needing_shaping(shown)
     pdf = FPDF(format="A4")
     pdf.set_title(title_of(doc))
     pdf.set_creator("rolecall")
     pdf.add_font("body", "", str(regular))
     pdf.add_font("body", "B", str(bold))
     pdf.set_auto_page_break(auto=True, margin=15)
+    if scripts and _shaping_engine():
+        pdf.set_text_shaping(use_shaping_engine=True)  # bidi order, joined letters
+    elif scripts and warn is not None:
+        warn(
+            f"the PDF holds {' and '.join(scripts)} text, which prints reversed or with "
+            "its letters unjoined without a text shaping engine: install uharfbuzz "
+            f"({INSTALL}, or `pip install uharfbuzz`) and export again"
+        )
     pdf.add_page()
     width = pdf.epw
 

@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rolecall.batch.results import RunResult
-from rolecall.errors import UsageError
+from rolecall.errors import BatchInUse, SessionInUse, StorageError, UsageError
 from rolecall.paths import data_dir_flag
+from rolecall.storage.claims import Claim, FileClaims, describe_holder
 from rolecall.storage.sqlite import SqliteStore
 
 
@@ -37,6 +38,27 @@ class BatchTables:
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
+
+    def claim(self, name: str) -> Claim:
+        """Make this process the only one running batch ``name`` until the claim is
+        released (or the process ends, however it ends): a second ``rolecall batch
+        --resume NAME`` started meanwhile would find every remaining run's session
+        claimed and report them all failed. :class:`BatchInUse`, naming the holder, when
+        another process has it.
+
+        The lock files are those of the sessions' claims (storage/claims.py), in a
+        ``.batches`` folder beside them: no session id or batch name starts with a dot.
+        """
+        claims = FileClaims(self.store.claims_folder / ".batches")
+        try:
+            return claims.claim(name)
+        except SessionInUse:
+            again = f"rolecall batch --resume {name}{data_dir_flag(self.store.path)}"
+            raise BatchInUse(name, describe_holder(claims.path_of(name)), again) from None
+        except OSError as exc:
+            raise StorageError(
+                f"cannot claim batch {name} in {claims.folder}: {exc.strerror or exc}"
+            ) from exc
 
     async def create(self, name: str, plan: dict[str, Any]) -> None:
         """Record a new batch; a usage error when the name is taken."""

@@ -297,6 +297,11 @@ class SqliteStore:
     def location(self) -> str:
         return str(self.path)
 
+    @property
+    def claims_folder(self) -> Path:
+        """The folder of this store's claims (lock files; storage/claims.py)."""
+        return self._claims.folder
+
     def claim(self, session_id: str) -> Claim:
         sid = safe_id(session_id, "session id")
         try:

@@ -93,6 +93,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
             f"its prompts start after message {start}",
         )
         return 0
+    from rolecall.export.common import visible
+
     entries = memory.read(sid, agent)
     noun = "entry" if len(entries) == 1 else "entries"
     print(f"memory of {agent} in session {sid}: {len(entries)} {noun} ({path})")
@@ -111,8 +113,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         else:
             who = f"from {entry.get('name', '?')}"
         stamp = str(entry.get("ts", ""))[:19].replace("T", " ")
-        print(f"\n[{entry.get('message_id', '?')}] {who}  {stamp}".rstrip())
-        content = str(entry.get("content", ""))
+        head = f"\n[{entry.get('message_id', '?')}] {who}  {stamp}".rstrip()
+        print(visible(head))  # what a model wrote: an ESC shown as ␛, never obeyed
+        content = visible(str(entry.get("content", "")))
         for line in content.splitlines() or [""]:
             print(f"  {line}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import (
@@ -388,7 +389,11 @@ def _sessions_read(args: argparse.Namespace) -> int:
 
         if not args.out:
             raise UsageError("--format pdf writes a file: give --out FILE.pdf")
-        _atomic_write(Path(args.out), to_pdf(doc, role=role, search=search))
+
+        def warn(text: str) -> None:
+            print(f"warning: {text}", file=sys.stderr)
+
+        _atomic_write(Path(args.out), to_pdf(doc, role=role, search=search, warn=warn))
     else:
         text = (export.to_markdown if fmt == "md" else export.to_html)(
             doc, role=role, search=search
