@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rolecall.web.flowedit import apply_form
+import pytest
+
+from rolecall.web.flowedit import FormConflict, apply_form
 from rolecall.world.loader import load_world
 
 EDIT_WORLD = """\
@@ -335,3 +337,21 @@ def test_an_edit_the_file_cannot_hold_as_asked_is_refused_and_nothing_is_saved(
     # what it can write, it writes: s3's own max
     assert apply_form(path, _merged_form(loop_2_max="6"), roles_dir=None).saved
     assert path.read_text() == MERGED.replace("max: 3", "max: 6")
+
+
+def test_rows_are_matched_to_steps_by_their_id_not_their_position(tmp_path: Path) -> None:
+    """A form whose rows name their steps edits those steps wherever they are in the file
+    (here the rows come in the other order); a row naming a step the file no longer has
+    is refused, and nothing is saved."""
+    path = _world(tmp_path)
+    form = _form(step_0="s2", step_1="s1", loop_0_to="s1", loop_0_max="4")
+    assert apply_form(path, form, roles_dir=None).saved
+    flow = load_world(path).world.flow
+    assert flow is not None and flow.steps[0].loop is None
+    assert flow.steps[1].loop is not None and flow.steps[1].loop.max == 4
+    gone = _form(step_0="s1", step_1="gone", loop_1_to="s1", loop_1_max="2")
+    with pytest.raises(FormConflict, match="no step 'gone'"):
+        apply_form(path, gone, roles_dir=None)
+    with pytest.raises(FormConflict, match="changed since this form was shown"):
+        apply_form(path, _form(loop_1_to="s1", loop_1_max="2"), roles_dir=None, expected="0")
+    assert path.read_text() == EDIT_WORLD.replace("max: 2}", "max: 4}")
