@@ -454,17 +454,23 @@ def test_an_ipv6_address_is_printed_in_brackets_once(spot: Site, host: str) -> N
 # ------------------------------------------------------------ which worlds
 
 
-def test_a_world_to_start_is_a_world_folder_never_a_path(web: Server, spot: Site) -> None:
+def test_a_world_to_start_is_a_listed_world_never_another_file(web: Server, spot: Site) -> None:
     secret = spot.root / "secret.yaml"
     secret.write_text("password_of_the_db: hunter2\napi_key_x: abc\n")
+    (spot.root / "elsewhere").mkdir(exist_ok=True)
+    (spot.root / "elsewhere" / "world.yaml").write_text(CHAT_WORLD)  # a world, not listed
     before = _total(web)
-    for world in (str(secret), str(spot.worlds / "talk" / "world.yaml"), "../worlds/talk"):
+    for world in (str(secret), str(spot.root / "elsewhere"), "../worlds/talk", "/etc/passwd"):
         answer = httpx.post(f"{web.url}/api/sessions", json={"world": world}, timeout=10)
         assert answer.status_code == 422, answer.text
         error = answer.json()["error"]
         assert error.startswith("no world named") and "talk" in error
         assert "password_of_the_db" not in error and "hunter2" not in error
     assert _total(web) == before
+    # a listed world by the path of its folder or its world.yaml is that world
+    for world in (str(spot.worlds / "talk"), str(spot.worlds / "talk" / "world.yaml")):
+        answer = httpx.post(f"{web.url}/api/sessions", json={"world": world}, timeout=10)
+        assert answer.status_code == 201, answer.text
 
 
 def test_a_shipped_world_is_never_saved_through_the_checkouts_worlds_link(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -155,17 +156,28 @@ async def start_session(
 
 
 def _world_spec(ctx: WebContext, world: str) -> str:
-    """The world.yaml of a world the server lists (local or shipped), by its name: a
-    path is not a world here (the server would read any file it can)."""
+    """The world.yaml of a world the server lists (local or shipped): by its name, or by
+    the path of its folder or its world.yaml. Any other path is not a world here (the
+    server would read any file it can, and show its keys in the error)."""
     from rolecall.errors import UsageError
     from rolecall.world import catalog
 
     found = catalog.find(world, ctx.worlds_dir)
-    if found is None:
-        names = ", ".join(entry.name for entry in catalog.available(ctx.worlds_dir))
-        shown = world if len(world) <= 60 else world[:59] + "…"
-        raise UsageError(f"no world named {shown!r} here (the worlds: {names})")
-    return str(found)
+    if found is not None:
+        return str(found)
+    listed = catalog.available(ctx.worlds_dir)
+    try:
+        given = Path(world).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        given = None
+    for entry in listed:
+        if given is not None and given in (entry.path.resolve(), entry.path.parent.resolve()):
+            return str(entry.path)
+    names = ", ".join(entry.name for entry in listed)
+    shown = world if len(world) <= 60 else world[:59] + "…"
+    raise UsageError(
+        f"no world named {shown!r} here (the worlds: {names}; a path must be one of their folders)"
+    )
 
 
 class _Body(BaseModel):
