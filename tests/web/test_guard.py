@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -425,6 +426,8 @@ def test_a_token_that_is_not_ascii_is_refused_and_the_printed_address_encodes_it
         assert wrong.status_code == 401
         right = httpx.get(printed.split("serving on ")[1].split()[0], timeout=10)
         assert right.status_code == 303 and right.headers["location"] == "/"
+        twisted = httpx.get(f"{web.url}//evil.example/x?token={quote(token)}", timeout=10)
+        assert twisted.status_code == 303 and twisted.headers["location"] == "/evil.example/x"
         _no_traceback(web)
     finally:
         stop_server(web)

@@ -45,7 +45,8 @@ class TokenCheck:
         if given is not None and hmac.compare_digest(given.encode(), token.encode()):
             # a path of its own only: the redirect never leaves this server
             rest = request.url.remove_query_params("token")
-            target = rest.path + (f"?{rest.query}" if rest.query else "")
+            # (one leading slash: `//host/` would be another server's address)
+            target = "/" + rest.path.lstrip("/") + (f"?{rest.query}" if rest.query else "")
             response = RedirectResponse(target, 303)
             response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
         else:
