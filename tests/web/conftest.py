@@ -222,7 +222,10 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    # Playwright's wait_for_function evaluates its predicate string in the page, which the
+    # pages' Content-Security-Policy (no eval) refuses: test_guard.py checks the pages
+    # under their policy, in a context of its own
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, bypass_csp=True)
     tab = context.new_page()
     tab.set_default_timeout(15_000)
     yield tab

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rolecall.web.flowedit import apply_form
+import pytest
+
+from rolecall.web.flowedit import FormConflict, apply_form
 from rolecall.world.loader import load_world
 
 EDIT_WORLD = """\
@@ -203,3 +205,153 @@ def test_comment_lines_stay_where_they_are_when_loops_and_stops_come_and_go(
     assert path.read_text() == without.replace(
         "      speaker: b\n", "      speaker: b\n      loop: {to: s1, max: 4}\n"
     ).replace("      loop:\n        to: s2\n        max: 3   # three\n", "")
+
+
+# ------------------------------------------------------------ the file as it is kept
+
+
+def test_a_symlinked_world_yaml_stays_a_link_and_its_target_keeps_its_mode(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "shared" / "world.yaml"
+    target.parent.mkdir()
+    target.write_text(EDIT_WORLD)
+    target.chmod(0o640)
+    (tmp_path / "edit").mkdir()
+    link = tmp_path / "edit" / "world.yaml"
+    link.symlink_to(target)
+    assert apply_form(link, _form(loop_1_to="s1", loop_1_max="3"), roles_dir=None).saved
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_text() == EDIT_WORLD.replace("max: 2}", "max: 3}")
+    assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_crlf_line_ends_and_a_byte_order_mark_are_kept_by_an_edit(tmp_path: Path) -> None:
+    path = _world(tmp_path)
+    path.write_bytes(b"\xef\xbb\xbf" + EDIT_WORLD.replace("\n", "\r\n").encode())
+    assert apply_form(path, _form(loop_1_to="s1", loop_1_max="4"), roles_dir=None).saved
+    expected = EDIT_WORLD.replace("max: 2}", "max: 4}").replace("\n", "\r\n")
+    assert path.read_bytes() == b"\xef\xbb\xbf" + expected.encode()
+
+
+def test_a_form_saved_unchanged_leaves_the_file_byte_for_byte(tmp_path: Path) -> None:
+    odd = "\ufeff" + EDIT_WORLD.replace(
+        "title: 'Edit me'", "title: '" + "long " * 1000 + "'"
+    ).replace("model: offline", "model: &unused offline").replace("\n", "\r\n")
+    path = _world(tmp_path)
+    path.write_bytes(odd.encode())
+    before = path.stat().st_mtime_ns
+    assert apply_form(path, _form(loop_1_to="s1", loop_1_max="2"), roles_dir=None).saved
+    assert path.read_bytes() == odd.encode()
+    assert path.stat().st_mtime_ns == before  # not even rewritten
+
+
+SHARED = """\
+name: shared
+topic: t
+model: offline
+roles:
+  - id: a
+  - id: b
+flow:
+  steps:
+    - id: s1
+      speaker: a
+    - id: s2
+      speaker: b
+      loop: &back {to: s1, max: 2}
+    - id: s3
+      speaker: a
+      loop: *back
+"""
+
+
+def _shared_form(**fields: str) -> dict[str, str]:
+    form = {f"loop.{i}.{k}": "" for i in range(3) for k in ("to", "max", "until")}
+    form.update({"loop.1.to": "s1", "loop.1.max": "2", "loop.2.to": "s1", "loop.2.max": "2"})
+    form["stop"] = ""
+    form.update({k.replace("_", "."): v for k, v in fields.items()})
+    return form
+
+
+def test_a_loop_shared_through_an_alias_gets_the_edit_on_its_own_step_only(
+    tmp_path: Path,
+) -> None:
+    """Editing the anchor's step, or the alias's, changes that step and no other: the
+    edit is never lost (it was: the other row, unchanged, wrote the old value back)."""
+    for row, untouched in ((1, 2), (2, 1)):
+        path = tmp_path / f"row{row}" / "world.yaml"
+        path.parent.mkdir()
+        path.write_text(SHARED)
+        result = apply_form(path, _shared_form(**{f"loop_{row}_max": "5"}), roles_dir=None)
+        assert result.saved, result
+        flow = load_world(path).world.flow
+        assert flow is not None
+        edited, other = flow.steps[row].loop, flow.steps[untouched].loop
+        assert edited is not None and edited.max == 5
+        assert other is not None and other.max == 2
+
+
+MERGED = """\
+name: merged
+topic: t
+model: offline
+roles:
+  - id: a
+  - id: b
+flow:
+  steps:
+    - id: s1
+      speaker: a
+    - id: s2
+      speaker: b
+      loop: &base {to: s1, max: 2, until: {contains: DONE}}
+    - id: s3
+      speaker: a
+      loop:
+        <<: *base
+        max: 3
+"""
+
+
+def _merged_form(**fields: str) -> dict[str, str]:
+    form = {f"loop.{i}.{k}": "" for i in range(3) for k in ("to", "max", "until")}
+    form.update({"loop.1.to": "s1", "loop.1.max": "2", "loop.1.until": "{contains: DONE}"})
+    form.update({"loop.2.to": "s1", "loop.2.max": "3", "loop.2.until": "{contains: DONE}"})
+    form["stop"] = ""
+    form.update({k.replace("_", "."): v for k, v in fields.items()})
+    return form
+
+
+def test_an_edit_the_file_cannot_hold_as_asked_is_refused_and_nothing_is_saved(
+    tmp_path: Path,
+) -> None:
+    """s3's ``until`` comes from a merge key: the form cannot take it away by editing
+    s3 (the merged value would come back): refused, naming the step, not "Saved"."""
+    path = _world(tmp_path, MERGED)
+    result = apply_form(path, _merged_form(loop_2_until=""), roles_dir=None)
+    assert not result.saved
+    assert "step 's3'" in " ".join(result.other), result
+    assert "cannot write faithfully" in " ".join(result.other)
+    assert path.read_text() == MERGED
+    # what it can write, it writes: s3's own max
+    assert apply_form(path, _merged_form(loop_2_max="6"), roles_dir=None).saved
+    assert path.read_text() == MERGED.replace("max: 3", "max: 6")
+
+
+def test_rows_are_matched_to_steps_by_their_id_not_their_position(tmp_path: Path) -> None:
+    """A form whose rows name their steps edits those steps wherever they are in the file
+    (here the rows come in the other order); a row naming a step the file no longer has
+    is refused, and nothing is saved."""
+    path = _world(tmp_path)
+    form = _form(step_0="s2", step_1="s1", loop_0_to="s1", loop_0_max="4")
+    assert apply_form(path, form, roles_dir=None).saved
+    flow = load_world(path).world.flow
+    assert flow is not None and flow.steps[0].loop is None
+    assert flow.steps[1].loop is not None and flow.steps[1].loop.max == 4
+    gone = _form(step_0="s1", step_1="gone", loop_1_to="s1", loop_1_max="2")
+    with pytest.raises(FormConflict, match="no step 'gone'"):
+        apply_form(path, gone, roles_dir=None)
+    with pytest.raises(FormConflict, match="changed since this form was shown"):
+        apply_form(path, _form(loop_1_to="s1", loop_1_max="2"), roles_dir=None, expected="0")
+    assert path.read_text() == EDIT_WORLD.replace("max: 2}", "max: 4}")

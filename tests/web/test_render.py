@@ -13,29 +13,32 @@ from rolecall.web.render import markdown
     [
         (
             "See ![a chart](https://example.com/chart.png)",
-            '<p>See <a href="https://example.com/chart.png" rel="nofollow noopener">'
+            '<p>See <a href="https://example.com/chart.png" rel="nofollow noopener noreferrer">'
             "a chart</a></p>\n",
         ),
         (  # reference-style, with a title
             '![the chart][c]\n\n[c]: https://example.com/c.png "Figure 1"',
-            '<p><a href="https://example.com/c.png" title="Figure 1" rel="nofollow noopener">'
+            '<p><a href="https://example.com/c.png" title="Figure 1" rel="nofollow noopener noreferrer">'
             "the chart</a></p>\n",
         ),
         (  # an image in a link: its label only, no link inside a link
             "[![logo](https://example.com/logo.png)](https://example.org)",
-            '<p><a href="https://example.org">logo</a></p>\n',
+            '<p><a href="https://example.org" rel="nofollow noopener noreferrer">logo</a></p>\n',
         ),
         (  # no alt text
             "![](https://example.com/x.png)",
-            '<p><a href="https://example.com/x.png" rel="nofollow noopener">image</a></p>\n',
+            '<p><a href="https://example.com/x.png" rel="nofollow noopener noreferrer">image</a></p>\n',
         ),
         (  # markup in the alt text is text; an image in an image is its alt text
             "![*big* ![inner](https://example.com/i.png)](https://example.com/o.png)",
-            '<p><a href="https://example.com/o.png" rel="nofollow noopener">big inner</a></p>\n',
+            '<p><a href="https://example.com/o.png" rel="nofollow noopener noreferrer">big inner</a></p>\n',
         ),
         ("![x](javascript:alert(1))", "<p>![x](javascript:alert(1))</p>\n"),
         ("![x](data:image/png;base64,AAAA)", "<p>![x](data:image/png;base64,AAAA)</p>\n"),
-        ("<https://example.com>", '<p><a href="https://example.com">https://example.com</a></p>\n'),
+        (
+            "<https://example.com>",
+            '<p><a href="https://example.com" rel="nofollow noopener noreferrer">https://example.com</a></p>\n',
+        ),
         ("<javascript:alert(1)>", "<p>&lt;javascript:alert(1)&gt;</p>\n"),
         (
             "<div onclick=x>hi</div>\n\nafter",

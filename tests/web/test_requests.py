@@ -4,6 +4,7 @@ HTTP to a real `rolecall web` process (no browser needed)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import time
@@ -39,6 +40,8 @@ flow:
 
 
 FULL_FORM = {
+    "step.0": "s1",
+    "step.1": "s2",
     "loop.0.to": "",
     "loop.0.max": "",
     "loop.0.until": "",
@@ -47,6 +50,17 @@ FULL_FORM = {
     "loop.1.until": "",
     "stop": "",
 }
+
+
+VERSION = re.compile(r'name="version" value="([0-9a-f]+)"')
+
+
+def versioned(web: Server, world: str, form: dict[str, str]) -> dict[str, str]:
+    """``form`` with the version of world.yaml that the flow page shows now."""
+    page = httpx.get(f"{web.url}/w/{world}/flow", timeout=10)
+    found = VERSION.search(page.text)
+    assert found, page.text
+    return {**form, "version": found.group(1)}
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +92,19 @@ def test_a_message_with_images_renders_them_as_links(web: Server, place: Site) -
     page = httpx.get(f"{web.url}/s/{place.ids['img']}", timeout=10)
     assert page.status_code == 200, page.text
     html = page.text
-    assert '<a href="https://example.com/chart.png" rel="nofollow noopener">a chart</a>' in html
-    assert '<a href="https://example.com/map.png" rel="nofollow noopener">the map</a>' in html
-    assert '<a href="https://example.org">logo</a>' in html
-    assert '<a href="https://example.net">https://example.net</a>' in html
+    assert (
+        '<a href="https://example.com/chart.png" rel="nofollow noopener noreferrer">a chart</a>'
+        in html
+    )
+    assert (
+        '<a href="https://example.com/map.png" rel="nofollow noopener noreferrer">the map</a>'
+        in html
+    )
+    assert '<a href="https://example.org" rel="nofollow noopener noreferrer">logo</a>' in html
+    assert (
+        '<a href="https://example.net" rel="nofollow noopener noreferrer">https://example.net</a>'
+        in html
+    )
     assert "<img" not in html
     # the fragment the live page swaps in when a message completes
     fragment = httpx.get(f"{web.url}/s/{place.ids['img']}/m/m1", timeout=10)
@@ -98,12 +121,13 @@ def test_a_message_with_images_renders_them_as_links(web: Server, place: Site) -
         (
             {"content-type": "application/x-www-form-urlencoded"},
             b"",
-            "it lacks loop.0.to, loop.0.max",
+            "it lacks step.0, loop.0.to, loop.0.max",
         ),
         (
             {"content-type": "application/x-www-form-urlencoded"},
-            b"loop.0.to=&loop.0.max=&loop.0.until=&loop.1.to=&loop.1.max=&loop.1.until=",
-            "it lacks stop;",
+            b"step.0=s1&step.1=s2&loop.0.to=&loop.0.max=&loop.0.until=&loop.1.to=&loop.1.max="
+            b"&loop.1.until=",
+            "it lacks stop, version;",
         ),
     ],
 )
@@ -121,20 +145,21 @@ def test_a_flow_post_without_the_form_is_refused_and_saves_nothing(
 def test_the_flow_form_saves_and_lists_every_problem(web: Server, place: Site) -> None:
     path = place.worlds / "edit" / "world.yaml"
     bad = {**FULL_FORM, "loop.1.max": "x", "loop.1.until": "{contains: [", "stop": "[oops"}
-    answer = httpx.post(f"{web.url}/w/edit/flow", data=bad, timeout=10)
+    answer = httpx.post(f"{web.url}/w/edit/flow", data=versioned(web, "edit", bad), timeout=10)
     assert answer.status_code == 200
     assert answer.text.count('class="field-error"') == 3
     assert path.read_text() == EDIT_WORLD
     try:
-        good = {**FULL_FORM, "loop.1.max": "3"}
+        good = versioned(web, "edit", {**FULL_FORM, "loop.1.max": "3"})
         saved = httpx.post(f"{web.url}/w/edit/flow", data=good, timeout=10)
         assert saved.status_code == 303 and saved.headers["location"].endswith("?saved=1")
         assert path.read_text() == EDIT_WORLD.replace("max: 2}", "max: 3}")
         # a multipart form is a form too
-        files = {k: (None, v) for k, v in FULL_FORM.items()}
+        files = {k: (None, v) for k, v in versioned(web, "edit", FULL_FORM).items()}
         again = httpx.post(f"{web.url}/w/edit/flow", files=files, timeout=10)
         assert again.status_code == 303
         assert path.read_text() == EDIT_WORLD
+        files = {k: (None, v) for k, v in versioned(web, "edit", FULL_FORM).items()}
         files["stop"] = ("stop.txt", "{flag: f}")
         uploaded = httpx.post(f"{web.url}/w/edit/flow", files=files, timeout=10)
         assert uploaded.status_code == 400 and "no file fields (stop)" in uploaded.text
@@ -182,7 +207,12 @@ def test_say_and_control_bodies_are_checked_too(web: Server, place: Site) -> Non
     right = httpx.post(f"{web.url}/api/sessions/{sid}/control", json={"action": "stop"}, timeout=10)
     assert right.status_code == 409 and "finished" in right.json()["error"]
     for raw, problem in ((b"nope", "not JSON"), (b"[1]", "must be a JSON object")):
-        answer = httpx.post(f"{web.url}/api/sessions", content=raw, timeout=10)
+        answer = httpx.post(
+            f"{web.url}/api/sessions",
+            content=raw,
+            headers={"content-type": "application/json"},
+            timeout=10,
+        )
         assert answer.status_code == 400 and problem in answer.json()["error"]
 
 
@@ -290,7 +320,7 @@ def test_a_flow_post_to_a_world_with_a_key_given_twice_names_it_and_saves_nothin
     path = place.worlds / "twice" / "world.yaml"
     text = EDIT_WORLD.replace("name: edit\n", "name: twice\n") + "topic: again\n"
     path.write_text(text)
-    answer = httpx.post(f"{web.url}/w/twice/flow", data=FULL_FORM, timeout=10)
+    answer = httpx.post(f"{web.url}/w/twice/flow", data={**FULL_FORM, "version": "0"}, timeout=10)
     assert 400 <= answer.status_code < 500, answer.text
     assert "duplicate key" in answer.text
     assert path.read_text() == text

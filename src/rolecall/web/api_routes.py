@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -29,17 +30,26 @@ from rolecall.web.live import follow_store
 from rolecall.web.runs import LiveRun
 
 MAX_LIST = 500
+MAX_NUMBER = 2**62  # a seq or an offset beyond any session (SQLite's integers are 64-bit)
+
+
+def whole(raw: str, name: str) -> int:
+    """A query parameter that is a whole number, from 0 to :data:`MAX_NUMBER` (a larger
+    one means "past the end"); a 400 naming it for anything else."""
+    try:
+        value = int(raw)
+    except ValueError:
+        shown = raw if len(raw) <= 40 else raw[:39] + "…"
+        raise HTTPException(400, f"{name} must be a whole number, got {shown!r}") from None
+    return min(MAX_NUMBER, max(0, value))
 
 
 async def list_sessions(request: Request) -> Response:
     ctx = WebContext.of(request)
     q = request.query_params
     status = q.get("status")
-    try:
-        limit = min(MAX_LIST, max(1, int(q.get("limit", "50"))))
-        offset = max(0, int(q.get("offset", "0")))
-    except ValueError:
-        return JSONResponse({"error": "limit and offset are whole numbers"}, status_code=400)
+    limit = min(MAX_LIST, max(1, whole(q.get("limit", "50"), "limit")))
+    offset = whole(q.get("offset", "0"), "offset")
     found = await browse(
         ctx.store,
         search=q.get("q") or None,
@@ -68,7 +78,10 @@ async def get_session(request: Request) -> Response:
 async def _lines_after(ctx: WebContext, sid: str, after: int) -> list[tuple[int, str]]:
     live = ctx.runs.get(sid)
     if live is not None:
-        return live.events.after(after) or await events_after(ctx.store, sid, after)
+        # what is stored (a session the server reopened has only its newer events in
+        # memory), then what the live log holds past it (a turn not stored yet)
+        stored = await events_after(ctx.store, sid, after)
+        return stored + live.events.after(stored[-1][0] if stored else after)
     if await state_of(ctx.store, sid) is None:
         feed = await ctx.feed(sid)
         if feed is None:
@@ -79,10 +92,7 @@ async def _lines_after(ctx: WebContext, sid: str, after: int) -> list[tuple[int,
 
 def _after(request: Request) -> int:
     raw = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        raise HTTPException(400, f"after must be a seq number, got {raw!r}") from None
+    return whole(raw, "after (a seq number)")
 
 
 async def get_events(request: Request) -> Response:
@@ -116,7 +126,16 @@ async def stream(request: Request) -> Response:
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         if live is not None:
-            source = live.events.follow(after, until=live.at_rest)
+            # a reopened session's log starts where it was reopened: the store has the rest
+            lines = live.events.lines
+            start = after
+            if not lines or lines[0][0] > after + 1:
+                for seq, line in await events_after(ctx.store, sid, after):
+                    if lines and seq >= lines[0][0]:
+                        break
+                    start = seq
+                    yield {"id": str(seq), "data": line}
+            source = live.events.follow(start, until=live.at_rest)
         elif feed is not None:
             source = feed.events.follow(after)
         else:
@@ -142,11 +161,28 @@ async def start_session(
 
 
 def _world_spec(ctx: WebContext, world: str) -> str:
-    """A world name (local or shipped) or a path, as ``rolecall run`` takes it."""
+    """The world.yaml of a world the server lists (local or shipped): by its name, or by
+    the path of its folder or its world.yaml. Any other path is not a world here (the
+    server would read any file it can, and show its keys in the error)."""
+    from rolecall.errors import UsageError
     from rolecall.world import catalog
 
     found = catalog.find(world, ctx.worlds_dir)
-    return str(found) if found is not None else world
+    if found is not None:
+        return str(found)
+    listed = catalog.available(ctx.worlds_dir)
+    try:
+        given = Path(world).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        given = None
+    for entry in listed:
+        if given is not None and given in (entry.path.resolve(), entry.path.parent.resolve()):
+            return str(entry.path)
+    names = ", ".join(entry.name for entry in listed)
+    shown = world if len(world) <= 60 else world[:59] + "…"
+    raise UsageError(
+        f"no world named {shown!r} here (the worlds: {names}; a path must be one of their folders)"
+    )
 
 
 class _Body(BaseModel):
@@ -201,6 +237,8 @@ async def _json(request: Request, shape: type[_B]) -> _B:
         body = await request.json()
     except ValueError:
         raise HTTPException(400, "the body is not JSON") from None
+    except RecursionError:
+        raise HTTPException(400, "the body's JSON is nested too deeply") from None
     if not isinstance(body, dict):
         raise HTTPException(400, "the body must be a JSON object")
     try:

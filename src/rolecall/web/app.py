@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rolecall.web import api_routes as api
 from rolecall.web import branches, pages
 from rolecall.web.context import WebContext
+from rolecall.web.guard import RequestGuard
 
 COOKIE = "rolecall_token"
 STATIC = Path(__file__).parent / "static"
@@ -41,8 +42,12 @@ class TokenCheck:
         request = Request(scope)
         given = request.query_params.get("token")
         response: Response | None = None
-        if given is not None and hmac.compare_digest(given, token):
-            response = RedirectResponse(str(request.url.remove_query_params("token")), 303)
+        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
+            # a path of its own only: the redirect never leaves this server
+            rest = request.url.remove_query_params("token")
+            # (one leading slash: `//host/` would be another server's address)
+            target = "/" + rest.path.lstrip("/") + (f"?{rest.query}" if rest.query else "")
+            response = RedirectResponse(target, 303)
             response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
         else:
             sent = request.cookies.get(COOKIE) or ""
@@ -59,15 +64,40 @@ class TokenCheck:
             await self.app(scope, receive, send)
 
 
+TITLES = {
+    400: "Bad request",
+    403: "Not allowed",
+    404: "Not found",
+    408: "Request timed out",
+    409: "Cannot do that now",
+    413: "Too large",
+    415: "Wrong kind of body",
+    421: "Wrong host name",
+    422: "Cannot do that",
+}
+
+
+def error_title(status: int) -> str:
+    """An error page's title (and its heading), by its status."""
+    return TITLES.get(status, "Cannot do that")
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if request.url.path.startswith("/api/"):
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
     ctx = WebContext.of(request)
-    return ctx.page(request, "error.html", status_code=exc.status_code, message=exc.detail)
+    return ctx.page(
+        request,
+        "error.html",
+        status_code=exc.status_code,
+        message=exc.detail,
+        title=error_title(exc.status_code),
+    )
 
 
-def create_app(ctx: WebContext) -> Starlette:
+def create_app(ctx: WebContext, host: str = "127.0.0.1") -> Starlette:
+    """The application for a server listening on ``host`` (the host names it answers to)."""
     routes = [
         Route("/", pages.sessions),
         Route("/start", pages.start_form, methods=["GET", "POST"]),
@@ -88,7 +118,8 @@ def create_app(ctx: WebContext) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(TokenCheck, token=ctx.token)],
+        # outermost first: the host and origin checks come before the token's
+        middleware=[Middleware(RequestGuard, host=host), Middleware(TokenCheck, token=ctx.token)],
         exception_handlers={HTTPException: _http_error},
     )
     app.state.ctx = ctx

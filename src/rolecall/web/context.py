@@ -90,9 +90,13 @@ class WebContext:
         return await self.cluster.feed(sid) if self.cluster is not None else None
 
     def world_path(self, name: str) -> tuple[Path, bool]:
-        """A named world's file and whether the page may edit it (a local world only)."""
+        """A named world's file and whether the page may edit it: a local world only,
+        and never a file of the shipped worlds, however it is reached (in a checkout
+        ``./worlds`` is a link to the package's worlds; a world.yaml may be a link)."""
         path = catalog.find(name, self.worlds_dir)
         if path is None:
             raise HTTPException(404, f"no world {name!r}")
-        local = (self.worlds_dir / name / "world.yaml").is_file()
+        mine = self.worlds_dir / name / "world.yaml"
+        shipped = catalog.shipped_dir().resolve()
+        local = mine.is_file() and not mine.resolve().is_relative_to(shipped)
         return path, local

@@ -37,9 +37,12 @@ PAGE_SIZE = 50
 MESSAGES_PER_PAGE = 200
 
 
+MAX_PAGE = 2**40  # a page past the end (its offset stays a 64-bit integer)
+
+
 def _int(value: str | None, default: int) -> int:
     try:
-        return max(0, int(value)) if value is not None else default
+        return min(MAX_PAGE, max(0, int(value))) if value is not None else default
     except ValueError:
         return default
 
@@ -266,6 +269,8 @@ async def _flow_form(request: Request, name: str, path: Any, ctx: WebContext) ->
             400, f"the flow form has no file fields ({', '.join(files)}): nothing was saved"
         )
     form = {k: str(v) for k, v in sent.items()}
+    if "version" in form and form["version"] != flowedit.version(path):
+        raise HTTPException(409, f"world {name!r}: {flowedit.STALE}")
     missing = [f for f in flowedit.form_fields(len(steps)) if f not in form]
     if missing:
         shown = ", ".join(missing[:6]) + (
@@ -288,13 +293,20 @@ async def world_flow(request: Request) -> Response:
         if not local:
             raise HTTPException(403, f"world {name!r} is shipped with rolecall: copy it to edit it")
         form = await _flow_form(request, name, path, ctx)
-        result = flowedit.apply_form(path, form, roles_dir=ctx.data_dir / "roles")
+        try:
+            result = flowedit.apply_form(
+                path, form, roles_dir=ctx.data_dir / "roles", expected=form["version"]
+            )
+        except flowedit.FormConflict as exc:
+            raise HTTPException(409, f"world {name!r}: {exc}") from None
         if result.saved:
             return RedirectResponse(f"/w/{name}/flow?saved=1", status_code=303)
     try:
         world = _world(path, ctx)
     except RolecallError as exc:
-        return ctx.page(request, "error.html", status_code=422, message=str(exc))
+        return ctx.page(
+            request, "error.html", status_code=422, message=str(exc), title="Cannot do that"
+        )
     steps = flowedit.editable_steps(path) if local else None
     shapes = diagram(world) if world.flow is not None else None
     return ctx.page(
@@ -310,6 +322,7 @@ async def world_flow(request: Request) -> Response:
         result=result,
         saved=request.query_params.get("saved") == "1",
         stop_text=flowedit.stop_text(path) if steps is not None else "",
+        version=flowedit.version(path) if steps is not None else "",
     )
 
 

@@ -56,7 +56,19 @@ def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any)
         return label
     title = token.attrGet("title")
     title_attr = f' title="{escape(str(title))}"' if title else ""
-    return f'<a href="{escape(src)}"{title_attr} rel="nofollow noopener">{label}</a>'
+    return f'<a href="{escape(src)}"{title_attr} rel="{REL}">{label}</a>'
+
+
+REL = "nofollow noopener noreferrer"  # a page it opens gets no handle on this one
+
+
+def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """A link out of the page (not a ``#`` anchor of it) is ``rel="nofollow noopener
+    noreferrer"``."""
+    token = tokens[idx]
+    if not str(token.attrGet("href") or "").startswith("#"):
+        token.attrSet("rel", REL)
+    return str(renderer.renderToken(tokens, idx, options, env))
 
 
 _CITED = re.compile(r"\[(m[1-9][0-9]{0,8})\]")
@@ -76,6 +88,7 @@ def _parser() -> MarkdownIt:
     md.validateLink = _valid_link  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("text", _text_with_citations)
+    md.add_render_rule("link_open", _link_open)
     return md
 
 

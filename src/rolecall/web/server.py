@@ -13,6 +13,7 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 import uvicorn
@@ -23,6 +24,7 @@ from rolecall.nats.transport import open_transport
 from rolecall.storage.data_store import open_data_store, sqlite_only
 from rolecall.web.app import create_app
 from rolecall.web.cluster import Cluster
+from rolecall.web.conn import TimedH11Protocol
 from rolecall.web.context import WebContext
 from rolecall.web.live import start_soon
 from rolecall.web.runs import LiveRun, LiveRuns
@@ -49,6 +51,16 @@ def check_host(host: str, token: str | None) -> None:
             f"--host {host} is not a loopback address: pass --token T (or set "
             "ROLECALL_WEB_TOKEN) so that only people with the token can use the page"
         )
+
+
+def address(host: str, port: int, session_id: str | None, token: str | None) -> str:
+    """The page's address as printed: an IPv6 host in brackets (once), the token
+    percent-encoded."""
+    bare = host.strip("[]")
+    shown = f"[{bare}]" if ":" in bare else bare
+    path = f"/s/{session_id}" if session_id is not None else "/"
+    suffix = f"?token={quote(token, safe='')}" if token else ""
+    return f"http://{shown}:{port}{path}{suffix}"
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -107,9 +119,10 @@ async def serve(
             start_soon(tg, ctx.cluster.index, "cluster-index")
         opened = await first(ctx) if first is not None else None
         config = uvicorn.Config(
-            create_app(ctx),
+            create_app(ctx, host),
             host=host,
             port=port,
+            http=TimedH11Protocol,  # a request's headers have a deadline (conn.py)
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -138,10 +151,7 @@ async def serve(
                 if server.should_exit:
                     return
                 await anyio.sleep(0.02)
-            shown = f"[{host}]" if ":" in host else host
-            path = f"/s/{opened.session_id}" if opened is not None else "/"
-            suffix = f"?token={token}" if token else ""
-            announce(f"http://{shown}:{port}{path}{suffix}")
+            announce(address(host, port, opened.session_id if opened else None, token))
 
         tg.start_soon(announce_when_up)
         try:
