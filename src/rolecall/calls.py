@@ -18,11 +18,19 @@ from rolecall.bus import Bus, ErrorEvent
 from rolecall.flows.targets import budget_block
 from rolecall.knowledge.base import KnowledgeBase
 from rolecall.knowledge.lore import lore_for
+from rolecall.knowledge.summary import Summary, fold
 from rolecall.knowledge.turn import retrieve
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
-from rolecall.llm.types import GenerationRequest, Price, Reference, TurnInfo, prompt_tokens
-from rolecall.prompt import build_prompt, persona, system_text
+from rolecall.llm.types import (
+    GenerationRequest,
+    Price,
+    Reference,
+    TurnInfo,
+    estimate_tokens,
+    prompt_tokens,
+)
+from rolecall.prompt import build_prompt, persona, system_text, turn_text
 from rolecall.session.state import Draft, Message, SessionState
 from rolecall.world.models import Role, World
 
@@ -45,6 +53,7 @@ class CallSite(Protocol):
     _role_ids: list[str]
     _system_texts: dict[str, str]
     knowledge: KnowledgeBase | None  # the world's collections, indexed (knowledge.md)
+    summaries: dict[str, Summary]  # each role's running summary (long sessions)
 
     def clock(self) -> datetime: ...
 
@@ -87,17 +96,29 @@ async def call_model(
     lore = lore_for(world, role, transcript, target, message_id) if world.lore else None
     if lore is not None and lore.block is not None:
         context.append(lore.block)
+    memory_start = self.state.memory_start.get(role.id, 0)
+    summary: Summary | None = None
+    window: int | None = None
+    settings = world.settings
+    if settings.context_tokens is not None:  # fold older messages past the budget
+        fixed = estimate_tokens(system) + sum(estimate_tokens(c) for c in context)
+        fixed += estimate_tokens(turn_text(world, role, target, instruction)) + 12
+        if target is not None:
+            fixed -= (len(target.content) + 3) // 4  # quoted, not in the memory
+        memory_start, summary = await fold(self, role, memory_start, fixed, settings.context_tokens)
+        window = len(transcript)
     prompt = build_prompt(
         world,
         role,
         transcript,
         target=target,
         instruction=instruction,
-        memory_start=self.state.memory_start.get(role.id, 0),
+        memory_start=memory_start,
         system=system,
         context=context,
+        summary=summary.as_prompt() if summary is not None else None,
+        window=window,
     )
-    settings = world.settings
     model_name = self.model_name(role)
     model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None

@@ -36,6 +36,7 @@ from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.knowledge.base import KnowledgeBase
+from rolecall.knowledge.summary import Summary
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes import install as install_modes
@@ -122,6 +123,9 @@ class Session:
         # the world's knowledge collections, indexed: set by the composition root
         # (api/compose.py) when the world has any (knowledge.md)
         self.knowledge: KnowledgeBase | None = None
+        # each role's running summary (knowledge.md, Long sessions); a resumed session's
+        # from its stored system/summary events
+        self.summaries: dict[str, Summary] = {}
         self.ctx.judge_scores = self.state.judge_scores
         self._lock = anyio.Lock()
         self._running = False

@@ -22,6 +22,7 @@ import anyio
 from rolecall.bus import Bus, Envelope, EventBus, Topic
 from rolecall.errors import StorageError
 from rolecall.knowledge.base import KnowledgeBase
+from rolecall.knowledge.summary import stored_summaries
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
@@ -219,6 +220,8 @@ async def assemble(
             model_override=model_override or doc.model_override,
         )
         session._opened = True
+        # running summaries are reused, never asked for again (knowledge.md)
+        session.summaries = stored_summaries(doc.events, session.state.transcript.messages)
         if store is not None:
             await store.import_document(doc)
     else:

@@ -68,6 +68,11 @@ class Settings(_Model):
     # how openai/... models are called: through litellm, or rolecall's lean HTTP client
     # (llm/openai_http.py: the same request, a tenth of the CPU; docs/batch.md)
     client: Literal["litellm", "http"] = "litellm"
+    # long sessions (knowledge.md): a role's prompt budget in tokens; past it, older
+    # messages are folded into a running summary (by summary_model, else the role's)
+    # instead of the memory_window's trimming
+    context_tokens: Annotated[StrictInt, Field(ge=256)] | None = None
+    summary_model: str | None = None
 
 
 class Respond(_Model):
