@@ -183,10 +183,10 @@ def bench_knowledge(quick: bool, bench_class: Any) -> Any:
             content="Why are the lower leaves of my tomato plants turning yellow?",
             ts=datetime.now(UTC),
         )
-        turn = _time(lambda: retrieve(kb, garden, role, target, None, "m2"), 300 if quick else 2000)
+        turn = _time(lambda: retrieve(kb, garden, role, target, None, "m2"), 100 if quick else 2000)
         b.add("turn_retrieve_ms_p50_garden", _percentile(turn, 50) * 1000, "ms")
-    sizes = (1000, 10000) if quick else (10000, 100000)
-    queries = 100 if quick else 400
+    sizes = (500, 2000) if quick else (10000, 100000)
+    queries = 50 if quick else 400
     with tempfile.TemporaryDirectory(prefix="rolecall-bench-knowledge-") as tmp:
         for n in sizes:
             _at_size(b, Path(tmp), n, queries)
