@@ -234,7 +234,8 @@ async def assemble(
             bus=bus(sid, 1) if bus is not None else None,
         )
     if world.knowledge:  # indexed now: a bad document stops here, before any turn
-        session.knowledge = open_knowledge(world, store)
+        # (in a thread: a large collection does not hold up other sessions' event loop)
+        session.knowledge = await anyio.to_thread.run_sync(open_knowledge, world, store)
     if on_created is not None:
         on_created(session)
     for sink in (*ambient_sinks.get(), *sinks):
