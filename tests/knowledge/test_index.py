@@ -172,3 +172,13 @@ def test_a_world_file_reads_nothing_outside_its_folder(
     with pytest.raises(WorldError) as caught:
         load_world(path)
     assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+def test_a_link_out_of_a_collection_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "ok.md").write_text(BOTANY)
+    (tmp_path / "secret.md").write_text("the password is swordfish")
+    (tmp_path / "docs" / "leak.md").symlink_to(tmp_path / "secret.md")
+    world = load_world(world_with(tmp_path, ["docs"])).world
+    with pytest.raises(KnowledgeError, match=r"leak.md: a symbolic link leading outside"):
+        KnowledgeBase.open(world, None)

@@ -225,13 +225,19 @@ def collection_files(name: str, collection: KnowledgeCollection) -> list[Path]:
     for entry in collection.paths:
         path = Path(entry)
         if path.is_dir():
-            found.extend(
-                p
-                for p in sorted(path.rglob("*"))
-                if p.is_file()
-                and p.suffix.lower() in FORMATS
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
+            inside = path.resolve()
+            for p in sorted(path.rglob("*")):
+                if (
+                    not p.is_file()
+                    or p.suffix.lower() not in FORMATS
+                    or any(part.startswith(".") for part in p.relative_to(path).parts)
+                ):
+                    continue
+                if not p.resolve().is_relative_to(inside):
+                    raise KnowledgeError(
+                        f"knowledge.{name}: {p}: a symbolic link leading outside {entry}"
+                    )
+                found.append(p)
         elif path.is_file():
             found.append(path)
         else:
