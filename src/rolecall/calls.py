@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.flows.targets import budget_block
-from rolecall.knowledge.base import KnowledgeBase
-from rolecall.knowledge.lore import lore_for
-from rolecall.knowledge.summary import Summary, fold
-from rolecall.knowledge.turn import retrieve
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (
@@ -33,6 +29,10 @@ from rolecall.llm.types import (
 from rolecall.prompt import build_prompt, persona, system_text, turn_text
 from rolecall.session.state import Draft, Message, SessionState
 from rolecall.world.models import Role, World
+
+if TYPE_CHECKING:  # imported when a world uses them (start-up stays lean)
+    from rolecall.knowledge.base import KnowledgeBase
+    from rolecall.knowledge.summary import Summary
 
 RequestHook = Callable[[], Awaitable[None]]
 """Awaited before a model is asked for a message (see ``Session.request_hooks``), unless
@@ -89,11 +89,17 @@ async def call_model(
     references: tuple[Reference, ...] = ()
     found = None
     if role.knowledge and self.knowledge is not None:
+        from rolecall.knowledge.turn import retrieve
+
         found = retrieve(self.knowledge, world, role, target, instruction, message_id)
         if found.block is not None:
             context.append(found.block)
             references = found.references
-    lore = lore_for(world, role, transcript, target, message_id) if world.lore else None
+    lore = None
+    if world.lore:
+        from rolecall.knowledge.lore import lore_for
+
+        lore = lore_for(world, role, transcript, target, message_id)
     if lore is not None and lore.block is not None:
         context.append(lore.block)
     memory_start = self.state.memory_start.get(role.id, 0)
@@ -101,6 +107,8 @@ async def call_model(
     window: int | None = None
     settings = world.settings
     if settings.context_tokens is not None:  # fold older messages past the budget
+        from rolecall.knowledge.summary import fold
+
         fixed = estimate_tokens(system) + sum(estimate_tokens(c) for c in context)
         fixed += estimate_tokens(turn_text(world, role, target, instruction)) + 12
         if target is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -35,8 +35,6 @@ from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
-from rolecall.knowledge.base import KnowledgeBase
-from rolecall.knowledge.summary import Summary
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes import install as install_modes
@@ -49,6 +47,10 @@ from rolecall.session.state import (
     State,
 )
 from rolecall.world.models import Role, World
+
+if TYPE_CHECKING:  # imported when a world has knowledge (start-up stays lean)
+    from rolecall.knowledge.base import KnowledgeBase
+    from rolecall.knowledge.summary import Summary
 
 log = get_logger(__name__)
 

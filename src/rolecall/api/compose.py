@@ -15,14 +15,12 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from rolecall.bus import Bus, Envelope, EventBus, Topic
 from rolecall.errors import StorageError
-from rolecall.knowledge.base import KnowledgeBase
-from rolecall.knowledge.summary import stored_summaries
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
@@ -39,6 +37,9 @@ from rolecall.session.state import SessionState
 from rolecall.storage.port import SessionStore
 from rolecall.storage.recorder import Recorder
 from rolecall.world.models import World
+
+if TYPE_CHECKING:
+    from rolecall.knowledge.base import KnowledgeBase
 
 log = get_logger(__name__)
 
@@ -220,8 +221,12 @@ async def assemble(
             model_override=model_override or doc.model_override,
         )
         session._opened = True
-        # running summaries are reused, never asked for again (knowledge.md)
-        session.summaries = stored_summaries(doc.events, session.state.transcript.messages)
+        if session.world.settings.context_tokens is not None:
+            from rolecall.knowledge.summary import stored_summaries
+
+            # running summaries are reused, never asked for again (knowledge.md)
+            messages = session.state.transcript.messages
+            session.summaries = stored_summaries(doc.events, messages)
         if store is not None:
             await store.import_document(doc)
     else:
@@ -301,6 +306,8 @@ def knowledge_db(store: SessionStore | None) -> Path | None:
 
 def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
     """``world``'s knowledge collections, indexed where ``store`` keeps its sessions."""
+    from rolecall.knowledge.base import KnowledgeBase
+
     return KnowledgeBase.open(world, knowledge_db(store), world_folder(world))
 
 
