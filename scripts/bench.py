@@ -18,6 +18,8 @@ Benchmarks (see docs/performance.md for what every figure means):
   restoring it from the database;
 * ``memory_rss``: resident memory of a process holding a 10,000-message session;
 * ``many_worlds``: 100 sessions at once sharing one store and one set of memory files.
+* ``knowledge``: recall@4 on the shipped labelled questions, FTS5 indexing MB/s and BM25
+  retrieval p50/p99 at 10,000 and 100,000 passages (scripts/bench_knowledge.py).
 
 ``--compare autogen`` runs the same 3-agent round robin in AutoGen (installed in a
 separate virtualenv under ``~/.cache/rolecall-bench``, never in rolecall's) and in
@@ -2033,6 +2035,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "replay_overhead": bench_replay_overhead,
     "fork": bench_fork,
     "long_reply": bench_long_reply,
+    "knowledge": lambda quick: sibling("bench_knowledge").bench_knowledge(quick, Bench),
 }
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 

@@ -34,6 +34,7 @@ BENCHMARKS = {
     "fork",
     "long_reply",
     "shared_store",
+    "knowledge",
 }
 
 

@@ -11,23 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.flows.targets import budget_block
-from rolecall.knowledge.base import KnowledgeBase
-from rolecall.knowledge.lore import lore_for
-from rolecall.knowledge.turn import retrieve
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
-from rolecall.llm.types import GenerationRequest, Price, Reference, TurnInfo, prompt_tokens
-from rolecall.prompt import build_prompt, persona, system_text
+from rolecall.llm.types import (
+    GenerationRequest,
+    Price,
+    Reference,
+    TurnInfo,
+    estimate_tokens,
+    prompt_tokens,
+)
+from rolecall.prompt import build_prompt, persona, system_text, turn_text
 from rolecall.session.state import Draft, Message, SessionState
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
 from rolecall.tools.turn import generate_with_tools
 from rolecall.world.models import Role, World
+
+if TYPE_CHECKING:  # imported when a world uses them (start-up stays lean)
+    from rolecall.knowledge.base import KnowledgeBase
+    from rolecall.knowledge.summary import Summary
 
 RequestHook = Callable[[], Awaitable[None]]
 """Awaited before a model is asked for a message (see ``Session.request_hooks``), unless
@@ -50,6 +58,7 @@ class CallSite(Protocol):
     tools: ToolBox | None  # tools.md: the session's tools, None when the world has none
     approver: Approver | None
     knowledge: KnowledgeBase | None  # the world's collections, indexed (knowledge.md)
+    summaries: dict[str, Summary]  # each role's running summary (long sessions)
 
     def clock(self) -> datetime: ...
 
@@ -87,24 +96,44 @@ async def call_model(
     references: tuple[Reference, ...] = ()
     found = None
     if role.knowledge and self.knowledge is not None:
+        from rolecall.knowledge.turn import retrieve
+
         found = retrieve(self.knowledge, world, role, target, instruction, message_id)
         if found.block is not None:
             context.append(found.block)
             references = found.references
-    lore = lore_for(world, role, transcript, target, message_id) if world.lore else None
+    lore = None
+    if world.lore:
+        from rolecall.knowledge.lore import lore_for
+
+        lore = lore_for(world, role, transcript, target, message_id)
     if lore is not None and lore.block is not None:
         context.append(lore.block)
+    memory_start = self.state.memory_start.get(role.id, 0)
+    summary: Summary | None = None
+    window: int | None = None
+    settings = world.settings
+    if settings.context_tokens is not None:  # fold older messages past the budget
+        from rolecall.knowledge.summary import fold
+
+        fixed = estimate_tokens(system) + sum(estimate_tokens(c) for c in context)
+        fixed += estimate_tokens(turn_text(world, role, target, instruction)) + 12
+        if target is not None:
+            fixed -= (len(target.content) + 3) // 4  # quoted, not in the memory
+        memory_start, summary = await fold(self, role, memory_start, fixed, settings.context_tokens)
+        window = len(transcript)
     prompt = build_prompt(
         world,
         role,
         transcript,
         target=target,
         instruction=instruction,
-        memory_start=self.state.memory_start.get(role.id, 0),
+        memory_start=memory_start,
         system=system,
         context=context,
+        summary=summary.as_prompt() if summary is not None else None,
+        window=window,
     )
-    settings = world.settings
     model_name = self.model_name(role)
     model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None

@@ -103,18 +103,23 @@ def build_prompt(
     memory_start: int = 0,
     system: str | None = None,
     context: Sequence[str] = (),
+    summary: str | None = None,
+    window: int | None = None,
 ) -> tuple[ChatMessage, ...]:
     """The turn's prompt; ``system`` is the role's system text when already built;
-    ``context``: system texts given just before the turn (retrieved passages, lore)."""
+    ``context``: system texts given just before the turn (retrieved passages, lore);
+    ``summary``: what stands for the messages before ``memory_start`` (a running
+    summary); ``window``: memory entries at most (default: ``memory_window``)."""
     memory = memory_window(
         transcript,
         role.id,
         memory_start,
-        world.settings.memory_window,
+        world.settings.memory_window if window is None else window,
         target.id if target is not None else None,
     )
     return (
         ChatMessage("system", system if system is not None else system_text(world, role)),
+        *((ChatMessage("system", summary),) if summary is not None else ()),
         *memory,
         *(ChatMessage("system", text) for text in context),
         ChatMessage("user", turn_text(world, role, target, instruction)),

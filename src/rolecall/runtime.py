@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -35,7 +35,6 @@ from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
-from rolecall.knowledge.base import KnowledgeBase
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes import install as install_modes
@@ -50,6 +49,10 @@ from rolecall.session.state import (
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
 from rolecall.world.models import Role, World
+
+if TYPE_CHECKING:  # imported when a world has knowledge (start-up stays lean)
+    from rolecall.knowledge.base import KnowledgeBase
+    from rolecall.knowledge.summary import Summary
 
 log = get_logger(__name__)
 
@@ -126,6 +129,9 @@ class Session:
         # the world's knowledge collections, indexed: set by the composition root
         # (api/compose.py) when the world has any (knowledge.md)
         self.knowledge: KnowledgeBase | None = None
+        # each role's running summary (knowledge.md, Long sessions); a resumed session's
+        # from its stored system/summary events
+        self.summaries: dict[str, Summary] = {}
         self.ctx.judge_scores = self.state.judge_scores
         self._lock = anyio.Lock()
         self._running = False

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rolecall.errors import WorldError
 from rolecall.knowledge.base import KnowledgeBase
 from rolecall.knowledge.documents import KnowledgeError
 from rolecall.storage.knowledge_index import KnowledgeIndex
@@ -147,4 +148,37 @@ def test_an_empty_collection_is_an_error(tmp_path: Path) -> None:
 def test_a_missing_path_is_an_error(tmp_path: Path) -> None:
     world = load_world(world_with(tmp_path, ["nowhere.md"])).world
     with pytest.raises(KnowledgeError, match=r"knowledge.botany: .*nowhere.md: no such file"):
+        KnowledgeBase.open(world, None)
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("/etc/passwd", "knowledge.botany.paths[0]: absolute path '/etc/passwd'"),
+        ("../secret.md", "knowledge.botany.paths[0]: '../secret.md' leaves the world folder"),
+        ("~/notes.md", "knowledge.botany.paths[0]: '~/notes.md': '~' is not expanded"),
+        ("link/x.md", "knowledge.botany.paths[0]: 'link/x.md' leads outside the world folder"),
+    ],
+)
+def test_a_world_file_reads_nothing_outside_its_folder(
+    tmp_path: Path, entry: str, problem: str
+) -> None:
+    world = tmp_path / "w"
+    world.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x.md").write_text("secret")
+    (world / "link").symlink_to(tmp_path / "outside")
+    path = world_with(world, [f"'{entry}'"])
+    with pytest.raises(WorldError) as caught:
+        load_world(path)
+    assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+def test_a_link_out_of_a_collection_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "ok.md").write_text(BOTANY)
+    (tmp_path / "secret.md").write_text("the password is swordfish")
+    (tmp_path / "docs" / "leak.md").symlink_to(tmp_path / "secret.md")
+    world = load_world(world_with(tmp_path, ["docs"])).world
+    with pytest.raises(KnowledgeError, match=r"leak.md: a symbolic link leading outside"):
         KnowledgeBase.open(world, None)

@@ -15,13 +15,12 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from rolecall.bus import Bus, Envelope, EventBus, Topic, WarningEvent
 from rolecall.errors import StorageError
-from rolecall.knowledge.base import KnowledgeBase
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
@@ -40,6 +39,9 @@ from rolecall.storage.recorder import Recorder
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import open_toolbox
 from rolecall.world.models import World
+
+if TYPE_CHECKING:
+    from rolecall.knowledge.base import KnowledgeBase
 
 log = get_logger(__name__)
 
@@ -273,6 +275,12 @@ async def _assemble(
             model_override=model_override or doc.model_override,
         )
         session._opened = True
+        if session.world.settings.context_tokens is not None:
+            from rolecall.knowledge.summary import stored_summaries
+
+            # running summaries are reused, never asked for again (knowledge.md)
+            messages = session.state.transcript.messages
+            session.summaries = stored_summaries(doc.events, messages)
         if store is not None:
             await store.import_document(doc)
     else:
@@ -285,7 +293,8 @@ async def _assemble(
             bus=bus(sid, 1) if bus is not None else None,
         )
     if world.knowledge:  # indexed now: a bad document stops here, before any turn
-        session.knowledge = open_knowledge(world, store)
+        # (in a thread: a large collection does not hold up other sessions' event loop)
+        session.knowledge = await anyio.to_thread.run_sync(open_knowledge, world, store)
     if on_created is not None:
         on_created(session)
     for sink in (*ambient_sinks.get(), *sinks):
@@ -351,6 +360,8 @@ def knowledge_db(store: SessionStore | None) -> Path | None:
 
 def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
     """``world``'s knowledge collections, indexed where ``store`` keeps its sessions."""
+    from rolecall.knowledge.base import KnowledgeBase
+
     return KnowledgeBase.open(world, knowledge_db(store), world_folder(world))
 
 

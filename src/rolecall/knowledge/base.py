@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rolecall.knowledge.documents import FORMATS, KnowledgeError, read_document
 from rolecall.knowledge.passages import SPLITTER, split
@@ -77,23 +78,58 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 MAX_TERMS: Final = 24
 
 
-def match_query(query: str) -> str | None:
-    """The FTS5 query for free text: its distinct words but common ones, each quoted,
-    joined by OR (None when no word is left)."""
+POSTINGS: Final = 1500  # passages a query's terms may hold in all (see match_query)
+
+
+def query_words(query: str) -> list[str]:
+    """The distinct words of free text that are worth searching for (no stop words),
+    at most :data:`MAX_TERMS`, in order."""
     terms: list[str] = []
     seen: set[str] = set()
     for word in _WORD.findall(query.lower()):
-        word = word.replace("’", "'")
-        base = word.split("'")[0]
+        base = word.replace("’", "'").split("'")[0]
         if len(base) < 2 or base in _STOP or base in seen:
             continue
         seen.add(base)
         terms.append(base)
         if len(terms) >= MAX_TERMS:
             break
-    if not terms:
+    return terms
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("porter")  # the algorithm of FTS5's porter tokenizer
+
+
+@lru_cache(maxsize=50_000)
+def _stem(word: str) -> str:
+    stem: str = _stemmer().stemWord(word)
+    return stem
+
+
+def match_query(query: str, passages_of: Callable[[list[str]], dict[str, int]]) -> str | None:
+    """The FTS5 query for free text: its words, each quoted, joined by OR (None when no
+    word is left). ``passages_of`` says how many passages hold each (stemmed) term: the
+    rarest words are kept while the passages they hold add up to :data:`POSTINGS` at
+    most (two at least), so a common word never makes BM25 rank most of the index."""
+    words = query_words(query)
+    if not words:
         return None
-    return " OR ".join(f'"{t}"' for t in terms)
+    stems = {w: _stem(w) for w in words}
+    counts = passages_of(sorted(set(stems.values())))
+    ranked = sorted(words, key=lambda w: counts.get(stems[w], 0))
+    kept: list[str] = []
+    total = 0
+    for word in ranked:
+        n = counts.get(stems[word], 0)  # 0: no passage holds it (costs nothing to ask)
+        if len(kept) >= 2 and total + n > POSTINGS:
+            break
+        kept.append(word)
+        total += n
+    return " OR ".join(f'"{w}"' for w in kept)
 
 
 class KnowledgeBase:
@@ -107,7 +143,8 @@ class KnowledgeBase:
         report: SyncReport,
     ) -> None:
         self.index = index
-        self.folder = folder
+        # resolved as the files are (a world reached through a symbolic link)
+        self.folder = folder.resolve() if folder is not None else None
         self.report = report
         self.files = {name: list(paths) for name, paths in files.items()}
         docs = index.docs()
@@ -152,7 +189,7 @@ class KnowledgeBase:
             if name not in self._doc_ids:
                 known = ", ".join(self._doc_ids) or "none"
                 raise KnowledgeError(f"no knowledge collection '{name}' (collections: {known})")
-        match = match_query(query)
+        match = match_query(query, self.index.term_passages)
         if match is None or top_k < 1:
             return []
         every = set(names) == set(self._doc_ids) and self._all
@@ -188,13 +225,19 @@ def collection_files(name: str, collection: KnowledgeCollection) -> list[Path]:
     for entry in collection.paths:
         path = Path(entry)
         if path.is_dir():
-            found.extend(
-                p
-                for p in sorted(path.rglob("*"))
-                if p.is_file()
-                and p.suffix.lower() in FORMATS
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
+            inside = path.resolve()
+            for p in sorted(path.rglob("*")):
+                if (
+                    not p.is_file()
+                    or p.suffix.lower() not in FORMATS
+                    or any(part.startswith(".") for part in p.relative_to(path).parts)
+                ):
+                    continue
+                if not p.resolve().is_relative_to(inside):
+                    raise KnowledgeError(
+                        f"knowledge.{name}: {p}: a symbolic link leading outside {entry}"
+                    )
+                found.append(p)
         elif path.is_file():
             found.append(path)
         else:

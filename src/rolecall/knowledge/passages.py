@@ -17,7 +17,7 @@ from rolecall.storage.knowledge_index import NewPassage
 
 __all__ = ["LONGEST", "SPLITTER", "TARGET", "split"]
 
-SPLITTER: Final = "paragraphs-180-300"  # changed whenever passages are cut another way
+SPLITTER: Final = "paragraphs-180-300/2"  # changed whenever passages are cut another way
 TARGET: Final = 180  # words a passage is gathered up to
 LONGEST: Final = 300  # no passage is longer
 
@@ -47,6 +47,8 @@ def split(lines: Lines) -> list[NewPassage]:
             if body:
                 flush()
             heading = found.group(1)
+            if not body:  # a title over a section: the passage is named by the section
+                passage_heading = heading
         for piece in _pieces(paragraph):
             words = sum(len(t.split()) for _, t in piece)
             if count and count + words > LONGEST:

@@ -356,12 +356,51 @@ def respond_answer(request: GenerationRequest) -> str:
     return f"NO. Nothing in it concerns my role as {name}; others are better placed."
 
 
+_FOLDED = re.compile(r"^\[(m\d+)\] ([^:]+): (.*)$")
+_BEGAN = re.compile(r"^It began with: (.*?)$", re.MULTILINE)
+_RANGE = re.compile(r"^Messages (m\d+) to (m\d+) ")
+
+
+def summary_answer(request: GenerationRequest) -> str:
+    """A running summary (``purpose: summary``, rolecall.knowledge.summary): what the
+    conversation began with (kept from the summary so far), the range it covers, the
+    salient words of each speaker's folded messages, and the latest folded message.
+    Pure, deterministic and bounded (about 120 words whatever it folds)."""
+    asked = request.messages[-1].content
+    folded = [m for line in asked.splitlines() if (m := _FOLDED.match(line))]
+    began = _BEGAN.search(asked.split("Messages to fold into it:")[0])
+    first = began.group(1) if began else (_words(folded[0].group(3), 20) if folded else "")
+    span = _RANGE.match(asked)
+    lines = [f"It began with: {first}"]
+    if span:
+        lines.append(f"Covered: {span.group(1)} to {span.group(2)}.")
+    by_sender: dict[str, list[str]] = {}
+    for found in folded:
+        by_sender.setdefault(found.group(2), []).append(found.group(3))
+    for sender, texts in list(by_sender.items())[:6]:
+        words = _salient(" ".join(texts), frozenset(_tokens(sender)))[:5]
+        lines.append(f"{sender} ({len(texts)} messages) spoke of {', '.join(words) or 'little'}.")
+    if folded:
+        last = folded[-1]
+        lines.append(
+            f"Latest folded: [{last.group(1)}] {last.group(2)}: {_words(last.group(3), 15)}"
+        )
+    return "\n".join(lines)
+
+
+def _words(text: str, most: int) -> str:
+    words = text.split()
+    return " ".join(words[:most]) + (" ..." if len(words) > most else "")
+
+
 def compose(request: GenerationRequest) -> str:
     """The full reply of the offline model to ``request`` (pure and deterministic)."""
     persona = request.persona
     info = request.info
     if info.purpose == "respond":
         return respond_answer(request)
+    if info.purpose == "summary":
+        return summary_answer(request)
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]

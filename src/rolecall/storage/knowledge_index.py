@@ -46,6 +46,11 @@ CREATE INDEX IF NOT EXISTS kpassages_doc ON kpassages (doc_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS kfts USING fts5(
     heading, text, tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS kvocab USING fts5vocab(kfts, 'row');
+-- how many passages hold each (stemmed) term, as of the last write: a search leaves
+-- out the terms so common that ranking every passage holding them would be slow
+CREATE TABLE IF NOT EXISTS kterms (term TEXT PRIMARY KEY, passages INTEGER NOT NULL)
+    WITHOUT ROWID;
 """
 _VERSION: Final = 1  # PRAGMA user_version of a knowledge.db this code writes
 
@@ -161,6 +166,8 @@ class KnowledgeIndex:
                             "INSERT INTO kfts (rowid, heading, text) VALUES (?, ?, ?)",
                             (cur.lastrowid, p.heading, p.text),
                         )
+                db.execute("DELETE FROM kterms")
+                db.execute("INSERT INTO kterms (term, passages) SELECT term, doc FROM kvocab")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -202,6 +209,17 @@ class KnowledgeIndex:
         except sqlite3.Error as exc:
             raise StorageError(f"cannot search the knowledge index {self.path}: {exc}") from exc
         return [SearchRow(*row) for row in rows]
+
+    def term_passages(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many passages hold each of ``terms`` (stemmed as the index stems them);
+        a term no passage holds is left out."""
+        if not terms:
+            return {}
+        rows = self._db.execute(
+            f"SELECT term, passages FROM kterms WHERE term IN ({','.join('?' * len(terms))})",
+            list(terms),
+        ).fetchall()
+        return {str(term): int(n) for term, n in rows}
 
     def counts(self) -> tuple[int, int]:
         """(files, passages) indexed."""

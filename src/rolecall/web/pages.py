@@ -197,6 +197,8 @@ async def export_file(request: Request) -> Response:
     sid = ctx.session_id(request)
     fmt = str(request.path_params["fmt"])
     doc = await ctx.document(sid)
+    if fmt in ("md", "html") and await state_of(ctx.store, sid) is not None:
+        doc = await ctx.store.load(sid)  # with its events: the sources of citations
     if fmt == "md":
         return PlainTextResponse(export.to_markdown(doc), media_type="text/markdown")
     if fmt == "html":

@@ -98,8 +98,34 @@ def load_world(spec: str | Path, library: RoleLibrary | None = None) -> LoadedWo
         )
         loaded.world = loaded.world.model_copy(update={"settings": settings})
     if loaded.world.knowledge:  # knowledge paths too (knowledge.md)
+        problems = knowledge_path_problems(loaded.world, path.parent)
+        if problems:
+            raise WorldError(str(path), problems, loaded.warnings)
         loaded.world = with_knowledge_paths(loaded.world, path.parent)
     return loaded
+
+
+def knowledge_path_problems(world: World, folder: Path) -> list[str]:
+    """Why the knowledge paths of a world file could lead outside its folder (a world
+    file never makes rolecall read, nor send to a model, a file outside its folder)."""
+    from rolecall.study.document import check_relative
+
+    problems: list[str] = []
+    root = folder.resolve()
+    for name, collection in world.knowledge.items():
+        entries = [(f"knowledge.{name}.root", collection.root)] if collection.root else []
+        base = collection.root or ""
+        entries += [
+            (f"knowledge.{name}.paths[{i}]", str(Path(base) / p) if base else p)
+            for i, p in enumerate(collection.paths)
+        ]
+        for where, entry in entries:
+            problem = check_relative(entry)
+            if problem is None and not (root / entry).resolve().is_relative_to(root):
+                problem = f"{entry!r} leads outside the world folder (a symbolic link?)"
+            if problem is not None:
+                problems.append(f"{where}: {problem}")
+    return problems
 
 
 def with_knowledge_paths(world: World, folder: Path) -> World:

@@ -115,6 +115,11 @@ class Settings(_Model):
     max_tool_calls: Annotated[StrictInt, Field(ge=0, le=1000)] = 8
     max_tool_calls_total: Annotated[StrictInt, Field(ge=0)] | None = None
     max_tool_result_chars: Annotated[StrictInt, Field(ge=100)] = 20000
+    # long sessions (knowledge.md): a role's prompt budget in tokens; past it, older
+    # messages are folded into a running summary (by summary_model, else the role's)
+    # instead of the memory_window's trimming
+    context_tokens: Annotated[StrictInt, Field(ge=256)] | None = None
+    summary_model: str | None = None
 
 
 class Respond(_Model):

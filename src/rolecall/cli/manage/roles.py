@@ -70,6 +70,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "rolecall roles create my-teacher --from teacher --style strict",
             "rolecall roles edit my-teacher --constraint 'Use SI units.'",
             "rolecall roles delete my-teacher",
+            "rolecall roles import captain.png",
+            "rolecall roles export teacher --format card",
         ],
     )
     rsub = roles.add_subparsers(dest="roles_command", metavar="ACTION", required=True)
@@ -128,6 +130,36 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("id", metavar="ID", help="a user role id")
     _role_field_flags(p, editing=True)
+    _common(p)
+    p = _add(
+        rsub,
+        "import",
+        help="add a character card (V2/V3 JSON, or a PNG with the card inside) as your role",
+        description=(
+            "Read a Character Card (SillyTavern's V2 or V3, JSON or PNG) into "
+            "<data dir>/roles/ID.yaml: its name, description and personality as the persona, "
+            "scenario and first message in the system prompt, example dialogue as the style."
+        ),
+        examples=[
+            "rolecall roles import captain.png",
+            "rolecall roles import card.json --id my-captain",
+        ],
+    )
+    p.add_argument("file", metavar="FILE", help="a .json card or a .png with one")
+    p.add_argument("--id", dest="role_id", metavar="ID", help="the role's id (default: its name)")
+    _common(p)
+    p = _add(
+        rsub,
+        "export",
+        help="write a role as a V2 character card (JSON)",
+        examples=[
+            "rolecall roles export teacher --format card",
+            "rolecall roles export my-captain --format card --out captain.json",
+        ],
+    )
+    p.add_argument("id", metavar="ID", help="a role id (built-in or yours)")
+    p.add_argument("--format", choices=("card",), default="card", help="card: a V2 card (JSON)")
+    p.add_argument("--out", metavar="FILE", help="write it to FILE (default: standard output)")
     _common(p)
     p = _add(
         rsub,
@@ -240,7 +272,11 @@ def cmd_roles(args: argparse.Namespace) -> int:
     library = role_library(args)
     if action == "list":
         return _roles_list(args, library)
+    if action == "import":
+        return _roles_import(args, library)
     role_id = _role_id(args.id)
+    if action == "export":
+        return _roles_export(args, library, role_id)
     if action == "show":
         return _roles_show(args, library, role_id)
     if action == "create":
@@ -293,6 +329,54 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
     )
     if broken:
         print("\n".join(broken), file=sys.stderr)
+    return 0
+
+
+def _roles_import(args: argparse.Namespace, library: RoleLibrary) -> int:
+    """``roles import FILE``: a character card as a new user role."""
+    from pathlib import Path
+
+    from rolecall.errors import UsageError
+    from rolecall.knowledge.cards import read_card, role_id_for, role_of_card
+    from rolecall.world.library import reserved_id
+
+    assert library.user_dir is not None
+    card = read_card(Path(args.file))
+    role_id = _role_id(args.role_id or role_id_for(str(card["name"])))
+    reserved = reserved_id(role_id)
+    if reserved is not None or library.is_builtin(role_id):
+        raise UsageError(
+            f"role id {reserved or repr(role_id) + ' is a built-in'}: choose another with --id"
+        )
+    path = library.user_dir / f"{role_id}.yaml"
+    if path.exists():
+        raise UsageError(f"role '{role_id}' already exists ({path}); choose another with --id")
+    data = _validated(role_of_card(card, role_id), f"{args.file}")
+    _create_file(path, _dump_yaml(data))
+    _say(
+        args,
+        f"imported {card['name']} as role {role_id}: {path}; use it in a world as "
+        f"`template: {role_id}`",
+    )
+    return 0
+
+
+def _roles_export(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+    """``roles export ID --format card``: the role as a V2 character card."""
+    import json
+    from pathlib import Path
+
+    from rolecall.knowledge.cards import card_of_role
+    from rolecall.world.loader import role_template
+
+    data = role_template(library, role_id)
+    data.setdefault("id", role_id)
+    text = json.dumps(card_of_role(data), ensure_ascii=False, indent=2) + "\n"
+    if args.out is None or args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    _atomic_write(Path(args.out), text)
+    _say(args, f"wrote role {role_id} as a V2 character card: {args.out}")
     return 0
 
 

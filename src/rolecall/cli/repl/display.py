@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
 from rolecall.cli.repl.toolbar import width_of
@@ -30,6 +30,7 @@ class _Live:
     out_tokens: int = 0
     header: str = ""
     parts: list[str] = field(default_factory=list)  # preview: the reply so far, held
+    text: list[str] = field(default_factory=list)  # the whole reply so far (citations)
 
 
 class ReplDisplay:
@@ -72,6 +73,8 @@ class ReplDisplay:
         self._seen_out = 0
         self._blank = True  # the last line printed was blank (or nothing was printed)
         self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
+        # message id -> the passages its turn was given (system/knowledge), by id (k1..)
+        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
 
     # -- output -----------------------------------------------------------------------
     def emit(self, line: str = "") -> None:
@@ -187,6 +190,7 @@ class ReplDisplay:
             ConditionEvent,
             ErrorEvent,
             JudgeEvent,
+            KnowledgeEvent,
             MessageEvent,
             ModeEvent,
             PassEvent,
@@ -201,6 +205,7 @@ class ReplDisplay:
             WarningEvent,
         )
         from rolecall.cli.display import shown
+        from rolecall.export.citations import cited
 
         event = shown(envelope.event)  # an ESC in a reply is shown as ␛, never obeyed
         p = self.palette
@@ -211,6 +216,7 @@ class ReplDisplay:
             if live.first_token is None:
                 live.first_token = self.clock()
             live.out_tokens = event.output_tokens
+            live.text.append(event.delta)
             if live.header:  # preview: held until the reply is complete
                 live.parts.append(event.delta)
             else:
@@ -229,6 +235,9 @@ class ReplDisplay:
                 self.live.header = head
         elif isinstance(event, StreamEnd):
             live = self._end_live()
+            if live is not None:  # under a reply citing [kN]: each cited source
+                for citation in cited("".join(live.text), self.sources.pop(live.message_id, None)):
+                    self.emit(p.dim(f"  {citation.label}"))
             self._seen_in += event.input_tokens
             self._seen_out += event.output_tokens
             if not self.quiet:
@@ -249,6 +258,9 @@ class ReplDisplay:
             if event.sender == "system":
                 self.gap()
                 self.emit(p.yellow(f"⚑ system: {event.content}"))
+        elif isinstance(event, KnowledgeEvent):
+            if event.message_id is not None:
+                self.sources[event.message_id] = {q["id"]: q for q in event.passages}
         elif isinstance(event, PassEvent):
             self.note(f"  ({event.agent} passes the floor to you)")
         elif isinstance(event, RespondEvent):
