@@ -332,12 +332,17 @@ async def start_form(request: Request) -> Response:
 
     if request.method != "POST":
         return shown()
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    sent = await request.form()
+    form = {k: v for k, v in sent.items() if isinstance(v, str)}
+    upload = sent.get("document")
+    document = None
+    if upload is not None and not isinstance(upload, str):  # a study's document
+        document = (upload.filename or "", await upload.read(presets.MAX_DOCUMENT + 1))
     kind = form.get("preset", "")
     model = form.get("model") or None
     try:
         if kind:
-            world = presets.preset_world(kind, form)
+            world = presets.preset_world(kind, form, document)
             run = await ctx.runs.start(world, model=model)
         else:
             from rolecall.web.api_routes import start_session
