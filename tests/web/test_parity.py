@@ -143,6 +143,12 @@ def test_a_debate_and_a_consensus_start_from_their_forms_with_options(
     assert "public-health doctor" in json_text(doc["world"]["roles"][0])
     senders = [m["sender"] for m in doc["messages"]]
     assert senders == ["pro", "con", "moderator"]
+    # each side's badge and turn, as the terminal shows them (live, and on a reload)
+    for _ in range(2):
+        page.wait_for_function("document.querySelectorAll('#thread .badge').length === 3")
+        badges = page.locator("#thread .badge").all_inner_texts()
+        assert [b.strip() for b in badges] == ["#1 PRO", "#2 CON", "#3 MODERATOR"]
+        page.reload()
     page.goto(server.url + "/start")
     form = page.locator("#start-consensus")
     form.locator("input[name=topic]").fill("Which database should we adopt?")
