@@ -143,6 +143,12 @@ def test_a_debate_and_a_consensus_start_from_their_forms_with_options(
     assert "public-health doctor" in json_text(doc["world"]["roles"][0])
     senders = [m["sender"] for m in doc["messages"]]
     assert senders == ["pro", "con", "moderator"]
+    # each side's badge and turn, as the terminal shows them (live, and on a reload)
+    for _ in range(2):
+        page.wait_for_function("document.querySelectorAll('#thread .badge').length === 3")
+        badges = page.locator("#thread .badge").all_inner_texts()
+        assert [b.strip() for b in badges] == ["#1 PRO", "#2 CON", "#3 MODERATOR"]
+        page.reload()
     page.goto(server.url + "/start")
     form = page.locator("#start-consensus")
     form.locator("input[name=topic]").fill("Which database should we adopt?")
@@ -234,3 +240,36 @@ def test_retry_asks_the_latest_speaker_again_in_a_new_branch(
     )
     assert refused.status_code == 409
     assert "m1 is not the latest answer of an agent" in refused.text
+
+
+def test_a_study_starts_from_an_uploaded_document(
+    page: Any, shown: tuple[Site, Server], tmp_path: Any
+) -> None:
+    _, server = shown
+    notes = tmp_path / "seasons.md"
+    notes.write_text(
+        "# Seasons\n\n## Tilt\n\nThe axis is tilted by 23.4 degrees, so sunlight meets each "
+        "hemisphere at a steeper angle in its summer.\n"
+    )
+    page.goto(server.url + "/start")
+    form = page.locator("#start-study")
+    form.locator("input[name=document]").set_input_files(str(notes))
+    form.locator("input[name=delay]").fill("2")
+    form.locator("button[type=submit]").click()
+    page.wait_for_url("**/s/*")
+    sid = page.url.rsplit("/", 1)[1]
+    page.locator("#m1").wait_for(timeout=20_000)
+    doc = httpx.get(f"{server.url}/api/sessions/{sid}", timeout=10).json()
+    study = doc["world"]["study"]
+    assert study["document"] == "seasons.md" and study["delay"] == 2
+    assert "tilted by 23.4 degrees" in study["text"]
+    assert doc["world"]["title"] == "Study: seasons.md"
+    # a document it cannot read: the page says why, nothing starts
+    refused = httpx.post(
+        f"{server.url}/start",
+        data={"preset": "study"},
+        files={"document": ("notes.docx", b"PK\x03\x04", "application/octet-stream")},
+        timeout=10,
+    )
+    assert refused.status_code == 422
+    assert "notes.docx: unsupported document type" in refused.text

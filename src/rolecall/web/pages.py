@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rolecall import export
+from rolecall.badges import labels_of
 from rolecall.errors import RolecallError, WorldError
 from rolecall.session.document import SessionDocument, state_doc
 from rolecall.session.state import Message
@@ -92,12 +93,24 @@ async def sessions(request: Request) -> Response:
     )
 
 
+def _badges(world: dict[str, Any]) -> dict[str, str]:
+    """A debate's side badges by role id (PRO, CON, MODERATOR, JUDGE), as the terminal
+    and the exports show them; none for other worlds (or a world that does not load)."""
+    if world.get("mode") != "debate":
+        return {}
+    try:
+        return dict(labels_of(World.model_validate(world)).badges)
+    except ValueError:
+        return {}
+
+
 def _thread(world: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
     role_ids = [str(r.get("id")) for r in world.get("roles", []) if isinstance(r, dict)]
     names = {str(r.get("id")): str(r.get("name") or r.get("id")) for r in world.get("roles", [])}
     return {
         "role_ids": role_ids,
         "names": names,
+        "badges": _badges(world),
         "colors": {rid: color_of(role_ids, rid) for rid in [*role_ids, "human", "system"]},
         "by_id": {m.id: m for m in messages},
     }
@@ -347,12 +360,17 @@ async def start_form(request: Request) -> Response:
 
     if request.method != "POST":
         return shown()
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    sent = await request.form()
+    form = {k: v for k, v in sent.items() if isinstance(v, str)}
+    upload = sent.get("document")
+    document = None
+    if upload is not None and not isinstance(upload, str):  # a study's document
+        document = (upload.filename or "", await upload.read(presets.MAX_DOCUMENT + 1))
     kind = form.get("preset", "")
     model = form.get("model") or None
     try:
         if kind:
-            world = presets.preset_world(kind, form)
+            world = presets.preset_world(kind, form, document)
             run = await ctx.runs.start(world, model=model)
         else:
             from rolecall.web.api_routes import start_session
