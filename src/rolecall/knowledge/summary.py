@@ -183,7 +183,7 @@ async def _summarise(
         async for item in model.stream(request):
             if isinstance(item, TextDelta):
                 parts.append(item.text)
-            else:
+            elif isinstance(item, Usage):  # a summary request offers no tools: no ToolCall
                 usage = item
     except ProviderError as exc:
         site.bus.publish(ErrorEvent(error=f"summary for {role.id} failed: {exc}", source="summary"))
