@@ -191,7 +191,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     try:
         return anyio.run(_main, args, name, doc, plan)
     except KeyboardInterrupt:  # before the batch listens for Ctrl-C: nothing ran yet
-        from rolecall.cli.running import EXIT_INTERRUPTED
+        from rolecall.cli.exits import EXIT_INTERRUPTED
 
         print(f"rolecall: interrupted; batch {name} ran nothing", file=sys.stderr)
         return EXIT_INTERRUPTED

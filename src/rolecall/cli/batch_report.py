@@ -21,8 +21,8 @@ def finish(
     nats: str | None = None,
 ) -> int:
     from rolecall.batch.results import Summary, write_results
+    from rolecall.cli.exits import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
     from rolecall.cli.hints import command
-    from rolecall.cli.running import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 
     summary = Summary.of(name, total, results, time.monotonic() - started)
     unwritten = None

@@ -12,10 +12,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli import logs
+from rolecall.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from rolecall.cli.running import (
-    EXIT_FAILURE,
-    EXIT_OK,
-    EXIT_USAGE,
     _load,
     apply_overrides,
     drive,

@@ -54,7 +54,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     if sum(1 for x in (args.session, args.batch, args.all) if x) != 1:
         raise UsageError("watch needs one of SESSION, --batch NAME or --all")
-    from rolecall.cli.running import EXIT_INTERRUPTED
+    from rolecall.cli.exits import EXIT_INTERRUPTED
 
     url = required_nats_url(args.nats, "watch")
     try:

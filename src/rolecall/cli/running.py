@@ -12,17 +12,18 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from rolecall.errors import RuntimeFailure, UsageError
+from rolecall.cli.exits import (  # the commands import them from here too
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+)
+from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
     from rolecall.cli.lines import KeyReader
     from rolecall.runtime import Session
     from rolecall.world.models import World
-
-# the failures' codes are the exception tree's own (rolecall.errors); 130 and 143 are the
-# shell's for SIGINT and SIGTERM
-EXIT_OK, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 130, 143
-EXIT_FAILURE, EXIT_USAGE = RuntimeFailure.exit_code, UsageError.exit_code
 
 
 def _load(args: argparse.Namespace) -> tuple[World, str | None]:

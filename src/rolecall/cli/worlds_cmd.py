@@ -90,8 +90,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_worlds(args: argparse.Namespace) -> int:
+    from rolecall.cli.exits import EXIT_OK
     from rolecall.cli.manage import role_library
-    from rolecall.cli.running import EXIT_OK
     from rolecall.world.loader import load_world
 
     library = role_library(args)
@@ -138,7 +138,7 @@ def cmd_worlds(args: argparse.Namespace) -> int:
 
 def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
     """``worlds show``: the roles, then the flow (speaker → reply target per step)."""
-    from rolecall.cli.running import EXIT_OK
+    from rolecall.cli.exits import EXIT_OK
     from rolecall.flows.view import flow_lines
     from rolecall.world.loader import load_world
 
@@ -164,8 +164,8 @@ def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
 
 def _new_world(args: argparse.Namespace) -> int:
     """Write ``<dir>/<name>/world.yaml`` from a preset; never overwrite a world."""
+    from rolecall.cli.exits import EXIT_OK
     from rolecall.cli.modes_cmd import new_world_yaml
-    from rolecall.cli.running import EXIT_OK
     from rolecall.cli.study_cmd import new_study_files
 
     if args.preset == "study":
