@@ -50,7 +50,7 @@ def test_an_unsafe_session_id_in_the_stream_is_skipped_and_named(
     imported = gathered.run("sessions", "import", "--nats", nats.url)
     assert imported.returncode == 1, imported.stderr
     assert imported.stdout.startswith("imported 2 sessions, updated 0, 0 already up to date")
-    assert "2 skipped (unsafe session id)" in imported.stdout
+    assert "2 skipped (named below)" in imported.stdout
     assert sorted(messages_of(gathered.home)) == sorted(sids)
     said = imported.stderr.splitlines()
     assert "rolecall: not imported: session id '-rf' is not safe in a file name" in said[0]

@@ -220,7 +220,7 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
             f"{len(docs) - imported - updated - len(held)} already up to date"
             + (f", {len(held)} left as stored (open here)" if held else "")
-            + (f", {len(skipped)} skipped (unsafe session id)" if skipped else "")
+            + (f", {len(skipped)} skipped (named below)" if skipped else "")
         )
         for name in listed:
             print(f"batch {name}: `rolecall sessions list --batch {name}` lists its sessions")

@@ -33,6 +33,7 @@ import anyio
 from pydantic import BaseModel
 
 from rolecall.bus import Envelope, EventBus
+from rolecall.errors import StorageError
 from rolecall.log import get_logger
 from rolecall.nats.link import (
     H_BATCH,
@@ -179,6 +180,32 @@ class Publisher:
         self._wakeup.set()
 
 
+def message_size(payload: bytes, headers: dict[str, str] | None) -> int:
+    """What a message counts against the server's ``max_payload``: its payload and its
+    headers (nats-py checks only the payload; the server refuses the whole message and
+    closes the connection, so it must be caught before it is sent)."""
+    if not headers:
+        return len(payload)
+    return (
+        len(payload) + 12 + sum(len(k.encode()) + len(v.encode()) + 4 for k, v in headers.items())
+    )
+
+
+def too_large(what: str, size: int, link: Link) -> str:
+    """The error of a message over the server's ``max_payload``."""
+    limit = link.nc.max_payload
+    return (
+        f"{what} is {size:,} bytes, over the {limit:,} bytes the NATS server at {link.url} "
+        "accepts in one message (its max_payload): raise max_payload in the server's "
+        "configuration (e.g. `max_payload: 8MB`, at most 64MB), or make it smaller"
+    )
+
+
+class PayloadTooLarge(StorageError):
+    """An event of the session is larger than the NATS server accepts: nothing after it
+    is published, and the session pauses (stored here as it is)."""
+
+
 class NatsBus(EventBus):
     """A session's bus whose events are also published to the ``ROLECALL_EVENTS`` stream."""
 
@@ -198,6 +225,8 @@ class NatsBus(EventBus):
         self.checkpoint: Callable[[int], str] | None = None
         self._fixed: dict[str, str] = {}
         self._subjects: dict[type, str] = {}  # event class -> its subject in this session
+        self.max_payload = publisher.link.nc.max_payload
+        self.refused: str | None = None  # an event too large to publish: nothing after it is
         if batch is not None:
             self._fixed[H_BATCH] = batch
             self._fixed[H_RUN] = str(run or 0)
@@ -222,7 +251,21 @@ class NatsBus(EventBus):
             subject = subjects.get(type(event))
             if subject is None:
                 subject = subjects[type(event)] = event_subject(sid, event.topic, event.type)
-            put(Outgoing(subject, envelope.to_json().encode(), headers))
+            if self.refused is not None:
+                return
+            payload = envelope.to_json().encode()
+            if len(payload) + 4 * sum(len(v) for v in headers.values()) > self.max_payload:
+                size = message_size(payload, headers)  # exactly, only when it may be over
+                if size > self.max_payload:
+                    self.refused = too_large(
+                        f"event {envelope.seq} of session {sid} ({event.topic}/{event.type}, "
+                        "with the session's state it carries)",
+                        size,
+                        self.publisher.link,
+                    )
+                    log.error("nats_event_too_large", session=sid, seq=envelope.seq, size=size)
+                    return
+            put(Outgoing(subject, payload, headers))
 
 
 def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
@@ -256,6 +299,15 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
             },
             ensure_ascii=False,
         )
+        size = message_size(b"", {H_WORLD: bus.world_header})
+        if size > bus.max_payload - 4096:  # and the first event's own JSON and headers
+            raise PayloadTooLarge(
+                too_large(
+                    f"the world '{session.world.name}' (sent with the session's first event)",
+                    size,
+                    bus.publisher.link,
+                )
+            )
 
     def checkpoint(seq: int) -> str:
         messages = state.transcript.messages[sent["messages"] :]
@@ -279,8 +331,17 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
 
     publisher = bus.publisher
 
+    def refused() -> None:
+        if bus.refused is not None:
+            raise PayloadTooLarge(bus.refused)
+
     async def on_its_way(_: Session) -> None:
+        refused()
         await publisher.hand_over()
 
+    async def before_request() -> None:
+        refused()
+        await publisher.flush()
+
     session.turn_hooks.append(on_its_way)
-    session.request_hooks.append(publisher.flush)
+    session.request_hooks.append(before_request)

@@ -78,6 +78,8 @@ async def submit(link: Link, plan: BatchPlanMessage, jobs: Sequence[Job]) -> Non
     Message ids (the batch and run) make a second submission of the same job a no-op.
     """
 
+    fit(link, jobs)  # before the plan: a batch refused here has not taken its name
+
     async def once() -> None:
         await link.js.publish(
             plan_subject(plan.batch),
@@ -87,6 +89,22 @@ async def submit(link: Link, plan: BatchPlanMessage, jobs: Sequence[Job]) -> Non
         await _publish_jobs(link, jobs, "")
 
     await _until_stored(link, once)
+
+
+def fit(link: Link, jobs: Sequence[Job]) -> None:
+    """UsageError naming the first job larger than the server accepts in one message
+    (its ``max_payload``): a job carries its run's whole world."""
+    from rolecall.errors import UsageError
+    from rolecall.nats.bus import message_size, too_large
+
+    limit = link.nc.max_payload
+    for job in jobs:
+        size = message_size(job.model_dump_json().encode(), {"Nats-Msg-Id": f"{job.batch}:x"})
+        if size > limit:
+            raise UsageError(
+                too_large(f"the job of run {job.run} of batch {job.batch} (its world)", size, link)
+                + "; nothing was submitted"
+            )
 
 
 async def _until_stored(link: Link, publish: Callable[[], Awaitable[None]]) -> None:
@@ -114,6 +132,7 @@ async def _until_stored(link: Link, publish: Callable[[], Awaitable[None]]) -> N
 async def resubmit(link: Link, jobs: Sequence[Job], attempt: str) -> None:
     """Put ``jobs`` in the work queue again (``batch --resume``); ``attempt`` makes their
     message ids new, so JetStream does not drop them as duplicates."""
+    fit(link, jobs)
     await _until_stored(link, lambda: _publish_jobs(link, jobs, f":{attempt}", copies=False))
 
 
