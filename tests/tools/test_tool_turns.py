@@ -57,6 +57,8 @@ def test_scripted_role_calls_mcp_server_time_and_a_python_tool(
     stored_kinds = [f"{e['topic']}/{e['type']}" for e in doc["events"]]
     assert stored_kinds.count("messages/tool_result") == 2
     assert doc["messages"][0]["tool_calls"] == message["tool_calls"]
+    # the speaker's memory file records its calls with its message
+    assert doc["memory"]["clerk"][0]["tool_calls"] == message["tool_calls"]
 
 
 def test_world_errors_name_every_problem_with_exit_2(tmp_path: Path, data_dir: Path) -> None:
