@@ -19,6 +19,7 @@ def server() -> Iterator[OpenAITestServer]:
         yield srv
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 @pytest.mark.parametrize("client", ["litellm", "http"])
 def test_streamed_tool_call_deltas_run_the_tools_and_the_model_sees_the_results(
     client: str, server: OpenAITestServer, tmp_path: Path, data_dir: Path

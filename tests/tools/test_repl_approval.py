@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.repl.test_tmux import Terminal, terminal, toolbar
 from tests.tools.helpers import write_world
 
 __all__ = ["terminal"]  # the fixture: a REPL in tmux
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_an_ask_call_waits_for_y_n_or_edited_arguments(
     terminal: Callable[[], Terminal], tmp_path: Path
 ) -> None:

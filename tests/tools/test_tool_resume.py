@@ -10,10 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.tools.helpers import FIXTURE, events, of, one_step_world, rolecall, write_world
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_kill_9_during_a_call_then_resume_runs_no_stored_call_twice(
     tmp_path: Path, data_dir: Path
 ) -> None:
@@ -73,6 +76,7 @@ def test_kill_9_during_a_call_then_resume_runs_no_stored_call_twice(
     assert marks.read_text() == "first\nsecond\n"  # "first" ran once
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_replay_starts_no_server_and_gives_the_same_transcript(
     tmp_path: Path, data_dir: Path
 ) -> None:
@@ -126,3 +130,40 @@ def test_replay_starts_no_server_and_gives_the_same_transcript(
     assert results[1]["content"].startswith(
         'replay: no recorded result of fx.echo with arguments {"text": "recorded answer"}'
     )
+
+
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
+def test_a_fork_copies_the_calls_up_to_its_point_and_runs_none_of_them(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    marks = tmp_path / "marks.txt"
+    world = one_step_world(
+        [
+            {"call": "fx.mark", "arguments": {"path": str(marks), "text": "one"}},
+            "first: {result}",
+            {"call": "fx.mark", "arguments": {"path": str(marks), "text": "two"}},
+            "second: {result}",
+        ],
+        tools={"mcp": {"fx": {"command": FIXTURE}}},
+        role_tools=["fx.*"],
+        steps=2,
+    )
+    ran = rolecall("run", str(write_world(tmp_path / "w", world)), "--json")
+    assert ran.returncode == 0, ran.stderr
+    sid = events(ran.stdout)[0]["session_id"]
+    forked = rolecall("sessions", "fork", sid, "--at", "m1", "--json")
+    assert forked.returncode == 0, forked.stderr
+    new = json.loads(forked.stdout)["session_id"]
+    doc = json.loads(rolecall("sessions", "export", new, "--format", "json").stdout)
+    kinds = [(e["type"], e.get("call_id")) for e in doc["events"] if e["type"].startswith("tool")]
+    assert kinds == [("tool_call", "c1"), ("tool_approval", "c1"), ("tool_result", "c1")]
+    assert doc["messages"][0]["tool_calls"] == ["c1"]
+    assert marks.read_text() == "one\ntwo\n"
+
+    resumed = rolecall("resume", new, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    evs = events(resumed.stdout)
+    (call,) = of(evs, "messages/tool_call")
+    assert call["call_id"] != "c1"  # a new call, never one of the copied ids
+    assert of(evs, "messages/message")[0]["content"] == "second: marked two"
+    assert marks.read_text() == "one\ntwo\ntwo\n"  # only the fork's own turn ran

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.tools.helpers import (
     FIXTURE,
     TIME,
@@ -16,6 +18,7 @@ from tests.tools.helpers import (
 )
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_scripted_role_calls_mcp_server_time_and_a_python_tool(
     tmp_path: Path, data_dir: Path
 ) -> None:
@@ -93,6 +96,7 @@ def test_a_server_that_exits_at_once_is_an_error_not_a_hang(tmp_path: Path, data
     assert "tools.mcp.dead: the server did not start" in result.stderr
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_bad_cases_give_the_model_an_error_result_and_the_turn_goes_on(
     tmp_path: Path, data_dir: Path
 ) -> None:

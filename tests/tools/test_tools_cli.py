@@ -16,6 +16,7 @@ from tests.conftest import ROOT
 from tests.tools.helpers import NOTES, events, of, one_step_world, rolecall, write_world
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_tools_list_names_each_role_s_tools_and_where_they_come_from(data_dir: Path) -> None:
     result = rolecall("tools", "list", "worlds/research", "--json")
     assert result.returncode == 0, result.stderr
@@ -30,6 +31,7 @@ def test_tools_list_names_each_role_s_tools_and_where_they_come_from(data_dir: P
     assert "  word_count  [python rolecall.examples.desk_tools:word_count]" in text.stdout
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_the_research_desk_runs_offline_and_asks_before_filing_a_note(data_dir: Path) -> None:
     refused = rolecall("run", "worlds/research", "--json")
     assert refused.returncode == 0, refused.stderr
@@ -110,6 +112,7 @@ def notes_over_http() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_a_streamable_http_server_is_called_by_url(
     notes_over_http: str, tmp_path: Path, data_dir: Path
 ) -> None:
