@@ -62,6 +62,11 @@ def test_scripted_role_calls_mcp_server_time_and_a_python_tool(
     assert doc["messages"][0]["tool_calls"] == message["tool_calls"]
     # the speaker's memory file records its calls with its message
     assert doc["memory"]["clerk"][0]["tool_calls"] == message["tool_calls"]
+    # the Markdown export shows them collapsed, one line per call, under the message
+    md = rolecall("sessions", "export", sid, "--format", "md")
+    assert md.returncode == 0, md.stderr
+    assert "<details><summary>2 tool calls</summary>" in md.stdout
+    assert '- `compute` {"expression": "6\\*7"} → 6\\*7 = 42 (' in md.stdout
 
 
 def test_world_errors_name_every_problem_with_exit_2(tmp_path: Path, data_dir: Path) -> None:

@@ -352,7 +352,10 @@ def _sessions_read(args: argparse.Namespace) -> int:
         )
 
     async def body(store: DataStore) -> SessionDocument:
-        return await store.load(sid, with_events=(fmt == "json" or action == "trace"))
+        doc = await store.load(sid, with_events=(fmt == "json" or action == "trace"))
+        if fmt == "md" and not doc.events and any(m.tool_calls for m in doc.messages):
+            doc = await store.load(sid, with_events=True)  # its tool calls (tools.md)
+        return doc
 
     doc = _with_store(args, body, missing=f"no session '{sid}'")
     _check_role_filter(doc, role)
