@@ -101,7 +101,7 @@ _CHUNK = 64 * 1024
 def memory_line(message: Message, agent_id: str) -> dict[str, Any]:
     """The memory entry of ``message`` in ``agent_id``'s file (a JSON-ready dict)."""
     entry = memory_entry(message, agent_id)
-    line = {
+    line: dict[str, Any] = {
         "role": entry.role,
         "content": message.content,
         "name": entry.name,
