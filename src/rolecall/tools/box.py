@@ -15,13 +15,10 @@ reason, never an exception for the turn.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -117,6 +114,9 @@ def check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str | 
 # ------------------------------------------------------------------------ python
 def _python_spec(name: str, target: str) -> tuple[ToolSpec, Callable[..., Any]]:
     """Import ``module:function``; its schema from the type hints, its docstring."""
+    import importlib
+    import inspect
+
     from pydantic import create_model
 
     module_name, _, attr = target.partition(":")
@@ -184,6 +184,8 @@ class _Server:
         env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
         env.update(config.env)
         params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+        import tempfile  # (imported here: a world without servers never needs it)
+
         # its stderr, kept to say why it did not start (closed when its task ends)
         self.errlog = tempfile.TemporaryFile(  # noqa: SIM115
             "w+", encoding="utf-8", errors="replace"
@@ -426,6 +428,8 @@ class ToolBox:
             return Outcome(f"failed: {_reason(exc)}", True)
 
     async def _call_python(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> Outcome:
+        import inspect
+
         if inspect.iscoroutinefunction(fn):
             value = await fn(**arguments)
         else:
