@@ -91,7 +91,19 @@ class Html:
     body: str = "<html><body>Please log in to continue</body></html>"
 
 
-Behaviour = Reply | Status | Stall | Break | Garbage | Truncated | Html
+@dataclass(frozen=True)
+class ToolCalls:
+    """Stream tool calls as OpenAI does: per call a first delta with its index, id and
+    name, then its arguments' JSON text in pieces of ``piece`` characters; finish reason
+    ``tool_calls``, usage, ``[DONE]``. ``calls``: (name, arguments JSON text) pairs."""
+
+    calls: tuple[tuple[str, str], ...]
+    piece: int = 5
+    prompt_tokens: int = 13
+    completion_tokens: int = 5
+
+
+Behaviour = Reply | Status | Stall | Break | Garbage | Truncated | Html | ToolCalls
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,28 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(behaviour, Status):
             err = {"message": behaviour.message, "type": behaviour.type, "code": behaviour.code}
             self._send_json(behaviour.code, {"error": err}, behaviour.headers)
+            return
+        if isinstance(behaviour, ToolCalls):
+            self._start_stream()
+            for index, (name, arguments) in enumerate(behaviour.calls):
+                first = {"index": index, "id": f"call_{index}", "type": "function"}
+                first["function"] = {"name": name, "arguments": ""}
+                self._event(_chunk(model, {"tool_calls": [first]}))
+                for at in range(0, len(arguments), behaviour.piece):
+                    more = {
+                        "index": index,
+                        "function": {"arguments": arguments[at : at + behaviour.piece]},
+                    }
+                    self._event(_chunk(model, {"tool_calls": [more]}))
+            self._event(_chunk(model, {}, finish_reason="tool_calls"))
+            usage = {
+                "prompt_tokens": behaviour.prompt_tokens,
+                "completion_tokens": behaviour.completion_tokens,
+                "total_tokens": behaviour.prompt_tokens + behaviour.completion_tokens,
+            }
+            self._event(_chunk(model, None, usage=usage))
+            self._event("[DONE]")
+            self._end_stream()
             return
         if isinstance(behaviour, Reply):
             self._start_stream()

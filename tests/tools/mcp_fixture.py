@@ -3,8 +3,8 @@
 
 ``echo`` answers its text; ``sleep`` waits (a tool that hangs past its timeout);
 ``big`` returns a text of ``chars`` characters (a 1 MB result); ``crash`` ends the
-server's process in the middle of the call (a server that dies mid-session); ``env``
-says which environment variables the server got.
+server's process in the middle of the call (a server that dies mid-session); ``mark``
+appends a line to a file (which calls ran); ``env`` says which environment variables the server got.
 """
 
 from __future__ import annotations
@@ -34,6 +34,14 @@ def sleep(seconds: float) -> str:
 def big(chars: int) -> str:
     """A text of this many characters."""
     return "x" * chars
+
+
+@server.tool()
+def mark(path: str, text: str) -> str:
+    """Append a line to a file (so a test can count the calls that ran)."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(text + "\n")
+    return f"marked {text}"
 
 
 @server.tool()

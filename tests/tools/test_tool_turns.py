@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.tools.helpers import (
     FIXTURE,
     TIME,
@@ -16,6 +18,7 @@ from tests.tools.helpers import (
 )
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_scripted_role_calls_mcp_server_time_and_a_python_tool(
     tmp_path: Path, data_dir: Path
 ) -> None:
@@ -57,6 +60,13 @@ def test_scripted_role_calls_mcp_server_time_and_a_python_tool(
     stored_kinds = [f"{e['topic']}/{e['type']}" for e in doc["events"]]
     assert stored_kinds.count("messages/tool_result") == 2
     assert doc["messages"][0]["tool_calls"] == message["tool_calls"]
+    # the speaker's memory file records its calls with its message
+    assert doc["memory"]["clerk"][0]["tool_calls"] == message["tool_calls"]
+    # the Markdown export shows them collapsed, one line per call, under the message
+    md = rolecall("sessions", "export", sid, "--format", "md")
+    assert md.returncode == 0, md.stderr
+    assert "<details><summary>2 tool calls</summary>" in md.stdout
+    assert '- `compute` {"expression": "6\\*7"} → 6\\*7 = 42 (' in md.stdout
 
 
 def test_world_errors_name_every_problem_with_exit_2(tmp_path: Path, data_dir: Path) -> None:
@@ -91,6 +101,7 @@ def test_a_server_that_exits_at_once_is_an_error_not_a_hang(tmp_path: Path, data
     assert "tools.mcp.dead: the server did not start" in result.stderr
 
 
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
 def test_bad_cases_give_the_model_an_error_result_and_the_turn_goes_on(
     tmp_path: Path, data_dir: Path
 ) -> None:

@@ -211,7 +211,8 @@ async def assemble(
     as long as it lives (tools.md): the MCP servers in this block's task group, closed
     however it ends. ``approver`` answers the calls a role must ask for."""
     source = world_source or (doc.world_source if doc else None) or world.name
-    async with open_toolbox(world, source=source) as tools:
+    replay = models.replay if models is not None else None  # --record, --replay
+    async with open_toolbox(world, source=source, replay=replay) as tools:
 
         def created(session: Session) -> None:
             session.tools = tools

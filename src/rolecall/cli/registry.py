@@ -135,6 +135,12 @@ COMMANDS: tuple[Command, ...] = (
         "rolecall.cli.worlds_cmd:add_parser",
         "rolecall.cli.worlds_cmd:cmd_worlds",
     ),
+    Command(
+        "tools",
+        "the tools each role of a world may call (MCP servers, Python, built-in)",
+        "rolecall.cli.tools_cmd:add_parser",
+        "rolecall.cli.tools_cmd:cmd_tools",
+    ),
 )
 
 

@@ -13,6 +13,7 @@ from rolecall.errors import UsageError, WorldError
 
 if TYPE_CHECKING:
     from rolecall.world.library import RoleLibrary
+    from rolecall.world.models import World
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -106,6 +107,7 @@ def cmd_worlds(args: argparse.Namespace) -> int:
         world = loaded.world
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        _check_tools(world, str(loaded.path))
         steps = len(world.flow.steps) if world.flow else 0
         print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
         from rolecall.cli.check_cmd import summary, worst_case
@@ -134,6 +136,23 @@ def cmd_worlds(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return EXIT_OK
+
+
+def _check_tools(world: World, source: str) -> None:
+    """Start the world's tools as a session does (tools.md): a pattern that matches no
+    tool, a server that does not start, a Python tool that does not import is a
+    WorldError naming each."""
+    from rolecall.tools.box import open_toolbox, uses_tools
+
+    if not uses_tools(world):
+        return
+    import anyio
+
+    async def started() -> None:
+        async with open_toolbox(world, source=source):
+            pass
+
+    anyio.run(started)
 
 
 def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:

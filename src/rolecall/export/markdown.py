@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from rolecall.export.citations import cited, sources_by_message
 from rolecall.export.common import (
@@ -63,6 +65,44 @@ def md_quote(text: str) -> str:
     return "\n".join(out)
 
 
+def tool_calls_of(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool call of the stored events by its id: tool, arguments, result, error."""
+    calls: dict[str, dict[str, Any]] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "tool_call":
+            calls[str(event.get("call_id"))] = {
+                "tool": event.get("tool"),
+                "arguments": event.get("arguments") or {},
+            }
+        elif kind == "tool_result" and str(event.get("call_id")) in calls:
+            calls[str(event.get("call_id"))].update(
+                content=event.get("content", ""),
+                is_error=bool(event.get("is_error")),
+                duration_ms=event.get("duration_ms", 0),
+            )
+    return calls
+
+
+def _tool_lines(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:
+    """A message's tool calls as a collapsed block: the tool, its arguments, the result."""
+    noun = "tool call" if len(ids) == 1 else "tool calls"
+    out = ["<details><summary>" + f"{len(ids)} {noun}" + "</summary>", ""]
+    for cid in ids:
+        call = calls.get(cid)
+        if call is None:
+            out.append(f"- {md_escape(cid)}")
+            continue
+        arguments = json.dumps(call["arguments"], ensure_ascii=False)
+        mark = "error: " if call.get("is_error") else ""
+        result = snippet(str(call.get("content", "")))
+        out.append(
+            f"- `{call['tool']}` {md_escape(arguments)} → {mark}{md_escape(result)}"
+            f" ({call.get('duration_ms', 0)} ms)"
+        )
+    return [*out, "", "</details>", ""]
+
+
 def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
     """The session as a Markdown document (see the module docstring for the escaping)."""
     sel = select(doc, role=role, search=search)
@@ -110,6 +150,7 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
     labels = _labels(doc)
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
+    calls = tool_calls_of(doc.events)
     for m in sel.messages:
         out.append(f"### {e(m.id)} · {e(_who(doc, m, labels))}")
         out.append("")
@@ -124,7 +165,10 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         if _tokens(m):
             badges.append(_tokens(m))
         badges.append(_when(m.ts))
-        out += [" · ".join(badges), "", md_quote(m.content), ""]
+        out += [" · ".join(badges), ""]
+        if m.tool_calls:  # tools.md: collapsed, one line per call
+            out += _tool_lines(m.tool_calls, calls)
+        out += [md_quote(m.content), ""]
         citations = cited(m.content, sources.get(m.id))
         if citations:  # where each [kN] it cites comes from (knowledge.md)
             out += ["Sources:", "", *(f"- {e(c.label)}" for c in citations), ""]

@@ -41,6 +41,7 @@ from rolecall.llm.types import (
     GenerationRequest,
     StreamItem,
     TextDelta,
+    ToolCall,
     Usage,
     estimate_tokens,
     prompt_tokens,
@@ -254,6 +255,8 @@ class LiteLLMModel:
             kwargs["max_tokens"] = request.max_tokens
         if request.api_base:
             kwargs["api_base"] = request.api_base
+        if request.tools:  # tools.md: OpenAI's function format, litellm maps it per provider
+            kwargs["tools"] = [t.as_provider_dict() for t in request.tools]
         if secret is not None:
             kwargs["api_key"] = secret
 
@@ -268,6 +271,7 @@ class LiteLLMModel:
         for attempt in range(1, attempts + 1):
             log.debug("provider_call", model=model, attempt=attempt, attempts=attempts)
             parts: list[str] = []
+            calls: dict[int, dict[str, str]] = {}  # streamed tool-call pieces, by index
             usage: Usage | None = None
             finish: str | None = None
             failure: Exception | None = None
@@ -305,6 +309,7 @@ class LiteLLMModel:
                         if chunk_usage is not None:
                             usage = chunk_usage
                         finish = _finish_reason(chunk) or finish
+                        _tool_pieces(chunk, calls)
                         if text:
                             parts.append(text)
                             yield TextDelta(text)
@@ -318,6 +323,11 @@ class LiteLLMModel:
                         output_tokens=estimate_tokens("".join(parts)),
                     )
                 cost = map_cost(model, usage.input_tokens, usage.output_tokens)
+                for index in sorted(calls):  # whole, once the stream has ended
+                    piece = calls[index]
+                    yield ToolCall(
+                        piece["id"] or f"call_{index}", piece["name"], piece["arguments"]
+                    )
                 yield Usage(
                     usage.input_tokens, usage.output_tokens, cost_usd=cost, finish_reason=finish
                 )
@@ -405,6 +415,34 @@ def _read_chunk(chunk: Any) -> tuple[str, Usage | None]:
     if prompt is None and completion is None:
         return text, None
     return text, Usage(input_tokens=prompt or 0, output_tokens=completion or 0)
+
+
+def _tool_pieces(chunk: Any, calls: dict[int, dict[str, str]]) -> None:
+    """Add a chunk's tool-call deltas to ``calls`` (by index: the id and name come in the
+    first piece, the arguments' JSON text in pieces after it)."""
+    for choice in getattr(chunk, "choices", None) or ():
+        delta = getattr(choice, "delta", None)
+        pieces = _get(delta, "tool_calls") if delta is not None else None
+        for piece in pieces or ():
+            index = _get(piece, "index")
+            call = calls.setdefault(
+                index if isinstance(index, int) else len(calls),
+                {"id": "", "name": "", "arguments": ""},
+            )
+            call_id = _get(piece, "id")
+            if isinstance(call_id, str) and call_id:
+                call["id"] = call_id
+            function = _get(piece, "function")
+            name = _get(function, "name") if function is not None else None
+            if isinstance(name, str) and name:
+                call["name"] = name
+            arguments = _get(function, "arguments") if function is not None else None
+            if isinstance(arguments, str):
+                call["arguments"] += arguments
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def _finish_reason(chunk: Any) -> str | None:

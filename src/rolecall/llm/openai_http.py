@@ -97,7 +97,10 @@ class LeanStream:
     def _chunk(self, chunk: dict[str, Any]) -> Any:
         choices = [
             SimpleNamespace(
-                delta=SimpleNamespace(content=(c.get("delta") or {}).get("content")),
+                delta=SimpleNamespace(
+                    content=(c.get("delta") or {}).get("content"),
+                    tool_calls=(c.get("delta") or {}).get("tool_calls"),  # pieces, as dicts
+                ),
                 finish_reason=c.get("finish_reason"),
             )
             for c in chunk.get("choices") or ()
@@ -130,6 +133,7 @@ async def acompletion(
     max_tokens: int | None = None,
     api_base: str | None = None,
     api_key: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> LeanStream:
     """Start one streamed chat completion; the arguments are ``litellm.acompletion``'s."""
     body: dict[str, Any] = {
@@ -143,6 +147,8 @@ async def acompletion(
         body["temperature"] = temperature
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if tools:
+        body["tools"] = tools
     # one connection per request: httpcore's pool looks at every pooled connection for
     # every request, which costs more than a loopback connect once a hundred sessions
     # keep one each (measured: 17 ms against 3 ms of CPU a reply)

@@ -101,13 +101,16 @@ _CHUNK = 64 * 1024
 def memory_line(message: Message, agent_id: str) -> dict[str, Any]:
     """The memory entry of ``message`` in ``agent_id``'s file (a JSON-ready dict)."""
     entry = memory_entry(message, agent_id)
-    return {
+    line: dict[str, Any] = {
         "role": entry.role,
         "content": message.content,
         "name": entry.name,
         "message_id": message.id,
         "ts": message.ts.isoformat(),
     }
+    if message.tool_calls and message.sender == agent_id:  # its own calls (tools.md)
+        line["tool_calls"] = list(message.tool_calls)
+    return line
 
 
 _to_json = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode

@@ -32,7 +32,8 @@ from rolecall.session.state import Message
 
 MESSAGE_ID = re.compile(r"^m([1-9][0-9]*)$")
 FORK_KEY = "fork"  # state.extra[FORK_KEY] = {"parent": ID, "at": "mK"}
-TRANSIENT = ("undecided", "concluding", "final_done", "judge_scores", FORK_KEY)
+# "tool_turn": a turn with tools in progress (tools.md) belongs to the parent's next message
+TRANSIENT = ("undecided", "concluding", "final_done", "judge_scores", FORK_KEY, "tool_turn")
 
 
 @dataclass(frozen=True, slots=True)

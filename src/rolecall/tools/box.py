@@ -15,28 +15,29 @@ reason, never an exception for the turn.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO, get_type_hints
+from typing import TYPE_CHECKING, Any, TextIO, get_type_hints
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from rolecall.errors import WorldError
+from rolecall.errors import UsageError, WorldError
 from rolecall.log import get_logger
 from rolecall.redaction import redact, secret_values
 from rolecall.tools.builtin import BuiltinTool, ToolFailed, builtins
 from rolecall.tools.names import matches
 from rolecall.world.models import McpServer, Role, World
+
+if TYPE_CHECKING:
+    from rolecall.llm.replay import ReplaySetup
+    from rolecall.tools.tape import ToolTape
 
 log = get_logger(__name__)
 
@@ -113,6 +114,9 @@ def check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str | 
 # ------------------------------------------------------------------------ python
 def _python_spec(name: str, target: str) -> tuple[ToolSpec, Callable[..., Any]]:
     """Import ``module:function``; its schema from the type hints, its docstring."""
+    import importlib
+    import inspect
+
     from pydantic import create_model
 
     module_name, _, attr = target.partition(":")
@@ -180,6 +184,8 @@ class _Server:
         env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
         env.update(config.env)
         params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+        import tempfile  # (imported here: a world without servers never needs it)
+
         # its stderr, kept to say why it did not start (closed when its task ends)
         self.errlog = tempfile.TemporaryFile(  # noqa: SIM115
             "w+", encoding="utf-8", errors="replace"
@@ -271,6 +277,7 @@ class ToolBox:
         self.warn: Callable[[str], None] = lambda text: None  # the session publishes them
         self._warned: set[str] = set()
         self.limit = world.settings.max_tool_result_chars
+        self.tape: ToolTape | None = None  # --record / --replay (tools/tape.py)
         self._secrets = secret_values(
             *(os.environ.get(n or "") for n in _key_names(world)),
         )
@@ -326,6 +333,11 @@ class ToolBox:
                 self._builtin[name] = tool
         failed = {n for n in (tools.python if tools else {}) if n not in self.specs}
         failed |= {n for n in (tools.mcp if tools else {}) if n not in self._servers}
+        self._check_patterns(problems, failed)
+
+    def _check_patterns(self, problems: list[str], failed: set[str]) -> None:
+        """Each role's patterns against the tools listed (those of a tool that did not
+        start are left to its own problem)."""
         for i, role in enumerate(self.world.roles):
             for pattern in role.tools or ():
                 if any(matches(pattern, name) for name in self.specs):
@@ -347,6 +359,17 @@ class ToolBox:
                             "the role's tools"
                         )
 
+    def _replayed(self, tape: ToolTape, problems: list[str]) -> None:
+        """The tools as recorded (no server started, nothing imported)."""
+        listed = tape.listing()
+        if listed is None:
+            raise UsageError(
+                f"replay: no recorded tool listing of world {self.world.name} in "
+                f"{tape.store.path} (record first with --record or --replay-or-call)"
+            )
+        self.specs = {s.name: s for s in listed}
+        self._check_patterns(problems, set())
+
     def close(self) -> None:
         for server in self._servers.values():
             server.closed.set()
@@ -357,12 +380,30 @@ class ToolBox:
             self.warn(text)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
-        """Run one call; every failure is an error outcome with a one-line reason."""
+        """Run one call; every failure is an error outcome with a one-line reason.
+
+        Recording, the outcome is kept; replaying, it comes from the recording (a call
+        not in it is an error outcome naming it, and a warning)."""
+        tape = self.tape
+        handle = None
+        if tape is not None and tape.mode != "record":
+            recorded, handle = tape.find(name, arguments)
+            if recorded is not None:
+                return recorded
+            if tape.replaying:
+                miss = tape.miss(name, arguments)
+                self.warn(miss)
+                return Outcome(miss, True)
         started = time.perf_counter()
         outcome = await self._call(name, arguments)
         took = int((time.perf_counter() - started) * 1000)
         content = redact(cut(outcome.content, self.limit), self._secrets)
-        return Outcome(content, outcome.is_error, took)
+        done = Outcome(content, outcome.is_error, took)
+        if tape is not None:
+            if handle is None:
+                _, handle = tape.find(name, arguments)
+            tape.keep(handle, done)
+        return done
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> Outcome:
         spec = self.specs.get(name)
@@ -387,6 +428,8 @@ class ToolBox:
             return Outcome(f"failed: {_reason(exc)}", True)
 
     async def _call_python(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> Outcome:
+        import inspect
+
         if inspect.iscoroutinefunction(fn):
             value = await fn(**arguments)
         else:
@@ -426,21 +469,36 @@ def _key_names(world: World) -> list[str | None]:
 
 
 @asynccontextmanager
-async def open_toolbox(world: World, *, source: str) -> AsyncIterator[ToolBox | None]:
+async def open_toolbox(
+    world: World, *, source: str, replay: ReplaySetup | None = None
+) -> AsyncIterator[ToolBox | None]:
     """The world's tools, started (None when it uses none); closed when the block ends.
 
     Every problem (a pattern that matches nothing, a server that did not start, a
-    Python tool that does not import) is named in one WorldError.
+    Python tool that does not import) is named in one WorldError. With ``replay``
+    (``--record``, ``--replay``...) the listing and the results go to or come from the
+    replay store; ``--replay`` starts nothing.
     """
     if not uses_tools(world):
         yield None
         return
     problems: list[str] = []
+    tape = None
+    if replay is not None:
+        from rolecall.tools.tape import ToolTape
+
+        tape = ToolTape(replay, world.name)
     try:
         async with anyio.create_task_group() as tg:
             box = ToolBox(world)
+            box.tape = tape
             try:
-                await box._start(tg, problems)
+                if tape is not None and tape.replaying:
+                    box._replayed(tape, problems)
+                else:
+                    await box._start(tg, problems)
+                    if tape is not None and not problems:
+                        tape.keep_listing(list(box.specs.values()))
                 if not problems:
                     yield box
             finally:

@@ -284,6 +284,13 @@ async def _flow_form(request: Request, name: str, path: Any, ctx: WebContext) ->
             400, f"the flow form has no file fields ({', '.join(files)}): nothing was saved"
         )
     form = {k: str(v) for k, v in sent.items()}
+    tools = sorted(k for k in form if k == "tools" or k.startswith(("tools.", "tools[")))
+    if tools:  # tools.md: a world's commands are the user's own file, never the browser's
+        raise HTTPException(
+            400,
+            f"the flow form never writes tools: ({', '.join(tools)}): a world's tools are "
+            "set in world.yaml only; nothing was saved",
+        )
     if "version" in form and form["version"] != flowedit.version(path):
         raise HTTPException(409, f"world {name!r}: {flowedit.STALE}")
     missing = [f for f in flowedit.form_fields(len(steps)) if f not in form]

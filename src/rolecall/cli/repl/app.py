@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import signal
 import sys
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.storage.data_store import DataStore
+    from rolecall.tools.approval import Decision, PendingCall
     from rolecall.world.models import World
 
 
@@ -131,6 +133,8 @@ class Repl:
         self._history_file = history_file or self.data_dir / "repl_history"
         self.jobs = 0
         self._armed = False
+        # a tool call waiting for y / n / e (tools.md): the call, its event, the answer
+        self._asking: tuple[PendingCall, anyio.Event, list[Decision]] | None = None
         self._armed_at = 0.0
         self._eof_at = -QUIT_WINDOW
         self._quit = False
@@ -276,6 +280,7 @@ class Repl:
     async def _serve(self, session: Session, after: After | None = None) -> Outcome | LoadRequest:
         loaded = self.session is not None
         self.session = session
+        session.approver = self._approve  # tools.md: `approve: ask` calls are asked here
         palette = Palette(session.world.role_ids, color=self.color)
         transcript = session.state.transcript
 
@@ -365,6 +370,9 @@ class Repl:
             except KeyboardInterrupt:  # pragma: no cover - Ctrl-C is bound; belt and braces
                 continue
             self._armed = False
+            if self._asking is not None:  # the answer to a tool call that waits
+                self._answer(text)
+                continue
             result = await self._handle(text)
             if result is not Outcome.CONTINUE:
                 return result
@@ -745,8 +753,71 @@ class Repl:
         ]
         return fitted
 
+    async def _approve(self, call: PendingCall) -> Decision:
+        """A call the role must ask for (tools.md, Approval): shown, then held until the
+        next line: ``y`` runs it, ``n`` refuses it, ``e {...}`` runs it with these
+        arguments (JSON)."""
+        from rolecall.tools.approval import Decision
+
+        display = self.display
+        answered: anyio.Event = anyio.Event()
+        self._asking = (call, answered, [])
+        if display is not None:
+            display.warn(
+                f"{call.sender} wants to call {call.tool} with "
+                f"{json.dumps(call.arguments, ensure_ascii=False)} — "
+                "y: run it · n: refuse it · e {...}: run it with these arguments (JSON)"
+            )
+        self._changed()
+        try:
+            await answered.wait()
+        finally:
+            got = self._asking[2] if self._asking is not None else []
+            self._asking = None
+            self._changed()
+        if got:
+            decision: Decision = got[0]
+            return decision
+        return Decision("deny", "human", "no answer")
+
+    def _answer(self, text: str) -> None:
+        """The line typed while a tool call waits: y, n, or e and the arguments."""
+        from rolecall.tools.approval import Decision
+
+        assert self._asking is not None
+        call, answered, got = self._asking
+        word = text.strip()
+        decision: Decision | None = None
+        if word.lower() in ("y", "yes"):
+            decision = Decision("allow", "human")
+        elif word.lower() in ("n", "no"):
+            decision = Decision("deny", "human", f"the person refused {call.tool}")
+        elif word[:1].lower() == "e":
+            try:
+                arguments = json.loads(word[1:].strip() or "null")
+            except ValueError as exc:
+                arguments, problem = None, f"not JSON ({exc})"
+            else:
+                problem = "" if isinstance(arguments, dict) else "not a JSON object"
+            if isinstance(arguments, dict):
+                decision = Decision("allow", "human", arguments=arguments)
+            elif self.display is not None:
+                self.display.error(f"e: the arguments are {problem}; the call still waits")
+        elif self.display is not None:
+            self.display.error("the tool call waits: y, n, or e {...} with its arguments")
+        if decision is not None:
+            got.append(decision)
+            answered.set()
+
     def _toolbar_parts(self, session: Session, display: ReplDisplay) -> ToolbarParts:
         st = session.state
+        if self._asking is not None:
+            call = self._asking[0]
+            return ToolbarParts(
+                world=session.world.name,
+                session=session.session_id,
+                status=f"a call waits: {call.tool} (y / n / e)",
+            )
         if self.runner is not None and self.runner.pausing and (self.jobs or session.busy):
             status = "pausing…"
         elif display.active and session.generator.busy:

@@ -1,0 +1,83 @@
+"""Function calling through a provider (tools.md, Models): litellm and the lean http
+client, against the loopback OpenAI-compatible server streaming tool-call deltas."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.llm.openai_server import OpenAITestServer, Reply, ToolCalls
+from tests.tools.helpers import TIME, events, of, rolecall, write_world
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer() as srv:
+        yield srv
+
+
+@pytest.mark.timeout(150)  # several rolecall processes, each starting MCP servers
+@pytest.mark.parametrize("client", ["litellm", "http"])
+def test_streamed_tool_call_deltas_run_the_tools_and_the_model_sees_the_results(
+    client: str, server: OpenAITestServer, tmp_path: Path, data_dir: Path
+) -> None:
+    server.reset()
+    server.queue(
+        ToolCalls(
+            (
+                ("time__get_current_time", json.dumps({"timezone": "UTC"})),
+                ("compute", json.dumps({"expression": "2**10"})),
+            )
+        )
+    )
+    server.queue(Reply("It is late and 2**10 is 1024.", prompt_tokens=40, completion_tokens=9))
+    world = {
+        "name": "desk",
+        "topic": "tools",
+        "model": "openai/test-model",
+        "settings": {"api_base": server.base_url, "client": client, "retries": 0},
+        "tools": {
+            "mcp": {"time": {"command": TIME}},
+            "python": {"compute": "rolecall.examples.desk_tools:compute"},
+        },
+        "roles": [{"id": "clerk", "tools": ["time.get_current_time", "compute"]}],
+        "flow": {"start": "s", "steps": [{"id": "s", "speaker": "clerk"}]},
+    }
+    env = {
+        "OPENAI_API_KEY": "sk-test-key-0123456789",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "NO_PROXY": "*",
+    }
+    result = rolecall("run", str(write_world(tmp_path / "w", world)), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    evs = events(result.stdout)
+    calls = of(evs, "messages/tool_call")
+    assert [(c["tool"], c["arguments"]) for c in calls] == [
+        ("time.get_current_time", {"timezone": "UTC"}),
+        ("compute", {"expression": "2**10"}),
+    ]
+    results = of(evs, "messages/tool_result")
+    assert json.loads(results[0]["content"])["timezone"] == "UTC"
+    assert results[1]["content"] == "2**10 = 1024"
+    (message,) = of(evs, "messages/message")
+    assert message["content"] == "It is late and 2**10 is 1024."
+    assert message["tool_calls"] == ["c1", "c2"]
+    # both rounds counted in the message's tokens
+    assert message["input_tokens"] == 13 + 40 and message["output_tokens"] == 5 + 9
+
+    first, second = (r.body for r in server.requests)
+    offered = [t["function"]["name"] for t in first["tools"]]
+    assert offered == ["time__get_current_time", "compute"]
+    assert first["tools"][1]["function"]["parameters"]["required"] == ["expression"]
+    # the second round carries the assistant's calls and one tool message per result
+    assistant, *answers = second["messages"][-3:]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_0", "call_1"]
+    assert assistant["tool_calls"][0]["function"]["name"] == "time__get_current_time"
+    assert [(a["role"], a["tool_call_id"]) for a in answers] == [
+        ("tool", "call_0"),
+        ("tool", "call_1"),
+    ]
+    assert answers[1]["content"] == "2**10 = 1024"
