@@ -33,6 +33,7 @@ from rolecall.log import get_logger
 from rolecall.redaction import redact, secret_values
 from rolecall.tools.builtin import BuiltinTool, ToolFailed, builtins
 from rolecall.tools.names import matches
+from rolecall.tools.specs import Outcome, ToolSpec
 from rolecall.world.models import McpServer, Role, World
 
 if TYPE_CHECKING:
@@ -42,35 +43,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 START_TIMEOUT = 30.0  # seconds an MCP server has to start and list its tools
-PYTHON_TIMEOUT = 30.0  # seconds per call of a Python tool
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool a session can call."""
-
-    name: str  # full name: SERVER.TOOL, a Python key, or a built-in's
-    description: str
-    parameters: dict[str, Any]  # JSON Schema of its arguments
-    source: str  # where it comes from, as `rolecall tools list` says it
-    timeout: float = PYTHON_TIMEOUT
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "source": self.source,
-            "parameters": self.parameters,
-        }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A call's result as the model sees it."""
-
-    content: str
-    is_error: bool = False
-    duration_ms: int = 0
 
 
 def uses_tools(world: World) -> bool:

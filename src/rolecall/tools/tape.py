@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from rolecall.llm.replay import Recording, ReplaySetup, request_key
-from rolecall.tools.box import Outcome, ToolSpec
+from rolecall.tools.specs import Outcome, ToolSpec
 
 
 class ToolTape:

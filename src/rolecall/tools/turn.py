@@ -29,8 +29,9 @@ from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import ChatMessage, GenerationRequest, ToolCall, ToolDef
 from rolecall.session.state import SessionState
 from rolecall.tools.approval import Approver, PendingCall, decide
-from rolecall.tools.box import Outcome, ToolBox, ToolSpec
+from rolecall.tools.box import ToolBox
 from rolecall.tools.names import NameMap
+from rolecall.tools.specs import Outcome, ToolSpec
 from rolecall.world.models import Role, World
 
 TURN_KEY = "tool_turn"  # the turn in progress, in SessionState.extra
