@@ -207,3 +207,37 @@ def test_unknown_session_id(tmp_path: Path) -> None:
     result = run("resume", "../no-such-session", home=tmp_path / "h")
     assert result.returncode == 2
     assert "not safe in a file name" in result.stderr
+
+
+def test_resume_max_turns_pauses_and_says_how_to_go_on(world: Path, tmp_path: Path) -> None:
+    from tests.faults import stored
+
+    home = tmp_path / "home"
+    first = run("run", str(world), "--mode", "step", home=home, stdin="\n")  # 1 turn, EOF pauses
+    assert first.returncode == 0, first.stderr
+    assert len(stored(home).messages) == 1
+    capped = run("resume", "last", "--mode", "auto", "--max-turns", "2", home=home)
+    assert capped.returncode == 0, capped.stderr
+    s = stored(home)
+    assert (s.state, s.pause_reason, len(s.messages)) == ("paused", "max_turns", 3)
+    assert f"`rolecall resume {s.id}` goes on" in capped.stderr
+    again = run("resume", "last", "--max-turns", "2", home=home)
+    assert again.returncode == 0, again.stderr
+    assert len(stored(home).messages) == 5  # a cap is not "already finished"
+    rest = run("resume", "last", home=home)
+    assert rest.returncode == 0, rest.stderr
+    s = stored(home)
+    assert (s.state, s.stop_reason, len(s.messages)) == ("finished", "flow_end", 8)
+
+
+def test_resume_of_a_stepped_session_steps(world: Path, tmp_path: Path) -> None:
+    from tests.faults import stored
+
+    home = tmp_path / "home"
+    first = run("run", str(world), "--mode", "step", home=home, stdin="\n")
+    assert first.returncode == 0, first.stderr
+    resumed = run("resume", "last", home=home, stdin="\n")  # one more step, then EOF
+    assert resumed.returncode == 0, resumed.stderr
+    s = stored(home)
+    assert (s.state, len(s.messages)) == ("paused", 2)
+    assert "[Enter] next turn" in resumed.stderr
