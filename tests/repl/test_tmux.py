@@ -300,3 +300,16 @@ def test_a_streaming_reply_is_a_one_line_preview_then_printed_whole(
     t.wait_for("replies stream as: full (every line of a reply as it streams)")
     t.key("C-d")
     t.wait_for("EXIT=0")
+
+
+def test_run_in_step_mode_on_a_terminal_names_the_world_and_session(
+    terminal: Callable[[], Terminal],
+) -> None:
+    t = terminal()
+    t.start("run", "worlds/tutoring", "--mode", "step")
+    t.wait_for("[Enter] next turn")
+    t.key("C-d")
+    screen = t.wait_for("EXIT=0")
+    ((sid, state, _),) = stored(t.home)
+    assert f"rolecall · tutoring — A tutoring session on the seasons · session {sid}" in screen
+    assert state == "paused"

@@ -154,6 +154,13 @@ async def _step_loop(session: Session) -> None:
     await session.begin()
     fd = sys.stdin.fileno()
     if sys.stdin.isatty():
+        world = session.world
+        title = f" — {world.title}" if world.title else ""
+        print(
+            f"rolecall · {world.name}{title} · session {session.session_id} · step mode",
+            file=sys.stderr,
+            flush=True,
+        )
         with KeyReader(fd) as keys:
             await _step_keys(session, keys)
         return
