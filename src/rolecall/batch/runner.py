@@ -128,6 +128,9 @@ class BatchRunner:
             if self.interrupted:
                 return
             started = time.monotonic()
+            begun = getattr(self.listener, "started", None)  # a progress bar's runs in flight
+            if begun is not None:
+                begun(spec.run)
             errors: list[str] = []
             session: Session | None = None
             failure: str | None = None
