@@ -113,7 +113,7 @@ def test_manual_stop_then_resume(world: Path, tmp_path: Path, uninterrupted: lis
     assert len(messages(before)) == 3
     assert before[-1]["type"] == "stop" and before[-1]["reason"] == "manual"
     (session_id,) = stored_sessions(home)
-    second = run("resume", session_id, "--json", home=home)
+    second = run("resume", session_id, "--json", "--mode", "auto", home=home)
     assert second.returncode == 0, second.stderr
     after = records(second.stdout)
     assert messages(before) + messages(after) == uninterrupted
@@ -175,7 +175,7 @@ def test_session_file_resume_and_finished_sessions(
     assert set(doc["memory"]) == {"a", "b"} and len(doc["memory"]["a"]) == 3
     # resume from the file into a fresh data directory: the session is imported and continued
     other = tmp_path / "other"
-    resumed = run("resume", str(saved), "--json", home=other)
+    resumed = run("resume", str(saved), "--json", "--mode", "auto", home=other)
     assert resumed.returncode == 0, resumed.stderr
     assert messages(records(first.stdout)) + messages(records(resumed.stdout)) == uninterrupted
     again = run("resume", doc["session_id"], home=other)
