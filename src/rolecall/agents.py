@@ -97,11 +97,15 @@ class Generator:
         calls: list[ToolCall] = []
         chars = 0
         usage: Usage | None = None
+        prepare = getattr(model, "prepare", None)
         started = time.perf_counter()
         failure: GenerationFailed | None = None
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
+                if prepare is not None:  # a client's import (litellm: seconds): not generation
+                    await prepare(request)
+                    started = time.perf_counter()
                 async for item in model.stream(request):
                     if isinstance(item, TextDelta):
                         delta = item.text

@@ -151,7 +151,8 @@ async def call_model(
             want_cost=settings.max_cost is not None,
         )
         next_input, next_cost = guess.input_tokens, guess.cost_usd
-    blocked = budget_block(settings, transcript, next_input, next_cost)
+    why = pricing.unpriced(model_name) if next_cost is None else ""
+    blocked = budget_block(settings, transcript, next_input, next_cost, why)
     if blocked is not None:
         if finish_on_budget:
             self.finish(*blocked)

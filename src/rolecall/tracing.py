@@ -10,13 +10,17 @@ session's events (a bus subscriber), so tracing changes nothing in how a session
 - ``turn <speaker>``, a child of the session: one agent message; ``rolecall.speaker``,
   ``rolecall.message_id``, ``rolecall.step``, ``rolecall.loop_iteration``,
   ``rolecall.reply_target``, ``rolecall.cost_usd``;
-- ``chat <model>``, a child of the turn (kind CLIENT): the model call, with the GenAI
-  semantic-convention attributes ``gen_ai.operation.name`` (``chat``), ``gen_ai.system``
-  (the provider: the model string's prefix, or ``rolecall`` for the built-in models),
-  ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``,
-  ``gen_ai.usage.output_tokens`` and ``gen_ai.response.finish_reasons`` (``stop`` for a
-  complete reply, ``error`` or ``cancelled`` otherwise: rolecall's view, not the
-  provider's).
+- ``chat <model>``, a child of the turn (kind CLIENT): the model call, with the
+  attributes of OpenTelemetry's GenAI semantic conventions (v1.37): ``gen_ai.operation.name``
+  (``chat``), ``gen_ai.provider.name`` (``openai``, ``anthropic``, ``gcp.gemini``, ...
+  from the model string's prefix; ``rolecall`` for the built-in models),
+  ``gen_ai.request.model`` (the model name as sent to the provider: ``gpt-4o-mini`` for
+  ``openai/gpt-4o-mini``), ``gen_ai.conversation.id`` (the session id),
+  ``server.address`` and ``server.port`` (of the role's ``api_base``, when one is set),
+  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``; a failed call has
+  status ERROR and ``error.type`` (``timeout``, ``refused``, ``unavailable``,
+  ``cancelled`` or ``_OTHER``). ``gen_ai.response.finish_reasons`` is not set: the
+  provider's finish reason does not reach the session's events.
 """
 
 from __future__ import annotations
@@ -71,10 +75,43 @@ def configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def _system(model: str) -> str:
+# litellm's provider prefixes whose GenAI convention name differs
+_PROVIDERS = {
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+}
+
+
+def _provider(model: str) -> str:
+    """``gen_ai.provider.name`` of a model string (litellm's prefix; no prefix: openai)."""
     if model in _BUILTIN:
         return "rolecall"
-    return model.split("/", 1)[0] if "/" in model else "openai"
+    prefix = model.split("/", 1)[0] if "/" in model else "openai"
+    return _PROVIDERS.get(prefix, prefix)
+
+
+def _sent(model: str) -> str:
+    """The model name the provider is sent: litellm drops the provider's prefix."""
+    return model.split("/", 1)[1] if "/" in model and model not in _BUILTIN else model
+
+
+def _error_type(error: str) -> str:
+    """``error.type``: a low-cardinality class of a failed call, from its message."""
+    if error == "cancelled":
+        return "cancelled"
+    if "timed out" in error:
+        return "timeout"
+    if "refused the request" in error or "is not set" in error:
+        return "refused"
+    if "unavailable" in error or "stream broke" in error:
+        return "unavailable"
+    return "_OTHER"
 
 
 class SessionTracer:
@@ -96,7 +133,6 @@ class SessionTracer:
                 generation = spans[1]
                 generation.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
                 generation.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
-                generation.set_attribute("gen_ai.response.finish_reasons", ("stop",))
                 generation.end()
         elif isinstance(event, StreamError):
             self._fail_turn(event)
@@ -140,15 +176,19 @@ class SessionTracer:
             f"turn {event.sender}", context=trace.set_span_in_context(root), attributes=attributes
         )
         model = self._model_of(event.sender)
+        sent = _sent(model)
+        call: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": _provider(model),
+            "gen_ai.request.model": sent,
+            "gen_ai.conversation.id": self.session.state.session_id,
+        }
+        call.update(self._server_of(event.sender))
         generation = self.tracer.start_span(
-            f"chat {model}",
+            f"chat {sent}",
             context=trace.set_span_in_context(turn),
             kind=trace.SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.system": _system(model),
-                "gen_ai.request.model": model,
-            },
+            attributes=call,
         )
         self._turns[event.message_id] = (turn, generation)
 
@@ -158,6 +198,23 @@ class SessionTracer:
         except KeyError:
             return "unknown"
 
+    def _server_of(self, sender: str) -> dict[str, Any]:
+        """``server.address`` and ``server.port`` of the role's ``api_base``, if set."""
+        from urllib.parse import urlsplit
+
+        try:
+            role = self.session.world.role(sender)
+        except KeyError:
+            return {}
+        base = role.api_base or self.session.world.settings.api_base
+        if not base:
+            return {}
+        url = urlsplit(base)
+        if not url.hostname:
+            return {}
+        port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+        return {"server.address": url.hostname, **({"server.port": port} if port else {})}
+
     def _fail_turn(self, event: StreamError) -> None:
         from opentelemetry.trace import Status, StatusCode
 
@@ -165,8 +222,7 @@ class SessionTracer:
         if spans is None:
             return
         turn, generation = spans
-        reason = "cancelled" if event.error == "cancelled" else "error"
-        generation.set_attribute("gen_ai.response.finish_reasons", (reason,))
+        generation.set_attribute("error.type", _error_type(event.error))
         for span in (generation, turn):
             span.set_status(Status(StatusCode.ERROR, event.error))
             span.end()

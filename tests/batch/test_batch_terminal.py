@@ -25,8 +25,10 @@ def test_the_bar_counts_runs_ctrl_c_pauses_and_resume_finishes(
         "batch", str(world), "--vary", "topic=x,y,z", "--runs", "2", "--concurrency", "2",
         "--name", "tty", env={"ROLECALL_STREAM_DELAY": "0.1"},
     )  # fmt: skip
+    # the title says the runs in flight at once, before any has ended
+    first.wait_for("batch tty · 2 running · no failure · tokens ↑")
     screen = first.wait_for(lambda s: re.search(r"runs .*\]\s+[1-9]/\s*6", s) is not None)
-    assert "batch tty · no failure · tokens ↑" in screen
+    assert "running · no failure · tokens ↑" in screen
     first.key("C-c")
     screen = first.wait_for("EXIT=")
     assert "EXIT=130" in screen

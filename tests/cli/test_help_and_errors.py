@@ -40,7 +40,7 @@ def test_every_command_and_action_has_examples() -> None:
 
 def test_chat_and_worlds_new_help_say_what_they_take() -> None:
     chat = rolecall("chat", "--help").stdout
-    assert "WORLD                 a folder, a world.yaml path" in chat
+    assert "WORLD                 a shipped world (classroom" in chat
     assert "step: one turn per Enter" in chat
     assert "--from study" in rolecall("worlds", "new", "--help").stdout
     assert "rolecall worlds list" in rolecall("worlds", "--help").stdout
@@ -123,3 +123,21 @@ def test_help_does_not_load_the_runtime() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_run_and_chat_help_name_the_shipped_worlds(command: str) -> None:
+    from rolecall.world.catalog import shipped_dir
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "rolecall", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    flat = " ".join(shown.split())
+    names = sorted(p.parent.name for p in shipped_dir().glob("*/world.yaml"))
+    assert len(names) >= 5
+    for name in names:
+        assert name in flat, name

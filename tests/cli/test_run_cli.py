@@ -68,6 +68,18 @@ def test_json_stream_follows_events_md(data_dir: Path) -> None:
         kind = (record["topic"], record["type"])
         assert FIELDS.get(kind, set()) <= set(record), (kind, record)
         Envelope.from_record(record)  # every line is a valid typed event
+    # the sample lines of events.md have exactly the fields of the events they show
+    fields = {(r["topic"], r["type"]): list(r) for r in records}
+    sample = Path(__file__).parents[2] / "docs" / "events.md"
+    shown = [
+        json.loads(line)
+        for line in sample.read_text("utf-8").splitlines()
+        if line.startswith('{"topic":')
+    ]
+    assert shown
+    for line in shown:
+        kind = (line["topic"], line["type"])
+        assert kind not in fields or list(line) == fields[kind], (kind, list(line))
     stops = [r for r in records if r["topic"] == "world" and r["type"] == "stop"]
     assert len(stops) == 1 and records[-1] == stops[0]
     assert stops[0]["reason"] == "flow_end"

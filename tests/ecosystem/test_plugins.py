@@ -46,3 +46,28 @@ def test_a_broken_plugin_is_a_clear_usage_error() -> None:
         UsageError, match=r"model plugin 'odd' .* returned str, which has no stream\(\) method"
     ):
         registry.get("odd")
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("installed")
+async def test_max_cost_with_a_plugin_model_says_the_plugin_gives_no_price() -> None:
+    """Not "not in litellm's price map": litellm never sees a plugin's model."""
+    from tests.helpers import run_flow, world_from
+
+    world = world_from(
+        {
+            "name": "w",
+            "topic": "t",
+            "model": "mine/large",
+            "settings": {"max_cost": 1.0},
+            "roles": [{"id": "a", "script": ["hello"]}],
+            "flow": {"steps": [{"id": "one", "speaker": "a"}]},
+        }
+    )
+    _, rec = await run_flow(world, models=ModelRegistry())
+    stop = rec.stop()
+    assert stop.reason == "max_cost"
+    assert "litellm" not in stop.detail
+    assert "plugin fake-plugin 1.0" in stop.detail and "mine/large" in stop.detail
+    assert "price:" in stop.detail  # and how to run it anyway
+    assert rec.of("messages", "message") == []

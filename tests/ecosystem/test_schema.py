@@ -71,3 +71,51 @@ def test_the_schema_catches_what_an_editor_should_flag(
 
     no_role = {"name": "w", "roles": [{"name": "nobody"}]}
     assert errors(validator, no_role) != []  # neither an id nor a template
+
+
+# (where in the world, value as written in YAML): every numeric kind of field, and the
+# spellings people write: whole and fractional numbers, quoted numbers, booleans
+FIELDS = [
+    ("settings.max_turns", 10),
+    ("settings.max_seconds", 1.5),
+    ("settings.temperature", 0.5),
+    ("settings.timeout", 30),
+    ("loop.max", 3),
+    ("title", "A title"),
+]
+SPELLINGS = ["3", "3.0", "3.5", "'10'", "'1.5'", "yes", "true", "'yes'", "0", "-1", "2.0e0"]
+
+
+def _world_text(field: str, written: str) -> str:
+    settings = f"settings: {{{field.split('.')[1]}: {written}}}\n" if field.startswith("s") else ""
+    title = f"title: {written}\n" if field == "title" else ""
+    loop = f", loop: {{to: one, max: {written}}}" if field == "loop.max" else ""
+    return (
+        f"name: generated\ntopic: t\nmodel: scripted\n{settings}{title}"
+        "roles: [{id: a, script: [hi]}]\n"
+        f"flow:\n  steps: [{{id: one, speaker: a{loop}}}]\n"
+    )
+
+
+def test_validate_and_the_schema_judge_every_generated_world_alike(
+    validator: jsonschema.Draft202012Validator,
+) -> None:
+    """One rule for what a world file may say, whichever checks it: `worlds validate`
+    (the loader) and `worlds schema` (an editor). Numbers are written as numbers; a
+    count is whole (3 or 3.0, one number to JSON); a boolean is not text."""
+    from rolecall.errors import WorldError
+    from rolecall.world.loader import parse_world
+
+    disagree = []
+    for field, _ in FIELDS:
+        for written in SPELLINGS:
+            text = _world_text(field, written)
+            by_schema = errors(validator, yaml.safe_load(text)) == []
+            try:
+                parse_world(text)
+                by_loader = True
+            except WorldError:
+                by_loader = False
+            if by_schema != by_loader:
+                disagree.append(f"{field}: {written} (schema {by_schema}, validate {by_loader})")
+    assert disagree == [], "\n".join(disagree)

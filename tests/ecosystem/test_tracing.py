@@ -59,11 +59,11 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
         assert chat.kind == SpanKind.CLIENT
         assert chat.parent is not None and chat.parent.span_id in by_turn
         assert chat.attributes["gen_ai.operation.name"] == "chat"
-        assert chat.attributes["gen_ai.system"] == "rolecall"
+        assert chat.attributes["gen_ai.provider.name"] == "rolecall"
+        assert chat.attributes["gen_ai.conversation.id"] == session.state.session_id
         assert chat.attributes["gen_ai.request.model"] == "scripted"
         assert chat.attributes["gen_ai.usage.input_tokens"] == message.input_tokens
         assert chat.attributes["gen_ai.usage.output_tokens"] == message.output_tokens
-        assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
         assert chat.status.status_code != StatusCode.ERROR
 
 
@@ -115,9 +115,62 @@ async def test_a_failed_generation_is_an_error_span(exporter: InMemorySpanExport
     spans = {s.name: s for s in exporter.get_finished_spans()}
     chat = spans["chat scripted"]
     assert chat.status.status_code == StatusCode.ERROR
-    assert chat.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    assert chat.attributes["error.type"] == "unavailable"
     assert spans["turn student"].status.status_code == StatusCode.ERROR
     assert spans["session t"].attributes["rolecall.pause_reason"] == "error"
+
+
+@pytest.mark.anyio
+async def test_a_provider_call_follows_the_genai_conventions(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real call over HTTP to a loopback OpenAI-compatible server, then a refused one."""
+    from rolecall.llm.litellm_model import aclose_clients
+    from tests.helpers import world_from
+    from tests.llm.openai_server import OpenAITestServer, Reply, Status
+
+    monkeypatch.setenv("NO_PROXY", "*")
+    monkeypatch.setenv("ROLECALL_TRACE_TEST_KEY", "sk-trace-test-0123456789")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with OpenAITestServer() as server:
+        server.queue(Reply("Fine."), Status(401, "bad key"))
+        world = world_from(
+            {
+                "name": "t",
+                "topic": "t",
+                "model": "openai/gpt-4o-mini",
+                "settings": {
+                    "client": "http",
+                    "api_base": server.base_url,
+                    "api_key_env": "ROLECALL_TRACE_TEST_KEY",
+                    "retries": 0,
+                },
+                "roles": [{"id": "a"}, {"id": "b"}],
+                "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
+            }
+        )
+        session = Session(world)
+        trace_session(session, tracer_provider=provider)
+        try:
+            await session.run()
+        finally:
+            await aclose_clients()
+        port = server.port
+
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert [c.name for c in chats] == ["chat gpt-4o-mini"] * 2
+    for chat in chats:
+        assert chat.attributes["gen_ai.provider.name"] == "openai"
+        assert chat.attributes["gen_ai.request.model"] == "gpt-4o-mini"  # as sent
+        assert chat.attributes["gen_ai.conversation.id"] == session.state.session_id
+        assert chat.attributes["server.address"] == "127.0.0.1"
+        assert chat.attributes["server.port"] == port
+        assert "gen_ai.system" not in chat.attributes  # the deprecated name
+    ok, refused = chats
+    assert "error.type" not in ok.attributes and ok.attributes["gen_ai.usage.output_tokens"] > 0
+    assert refused.status.status_code == StatusCode.ERROR
+    assert refused.attributes["error.type"] == "refused"
 
 
 # the command line, in a process of its own: traced when the program set a tracer

@@ -234,7 +234,7 @@ def test_resume_from_an_older_session_file_of_a_stored_session(cli: Cli, tmp_pat
     older = tmp_path / "older.json"
     shutil.copyfile(saved, older)  # 2 messages
     sid = only_session(cli.home)
-    ahead = cli.run("resume", sid, "--max-turns", "4")  # the store moves on to 4 messages
+    ahead = cli.run("resume", sid, "--mode", "auto", "--max-turns", "2")  # on to 4 messages
     assert ahead.returncode == 0, ahead.stderr
     assert len(stored(cli.home).ids) == 4
 

@@ -114,7 +114,7 @@ def test_a_cleared_agent_resumes_with_a_fresh_memory(
 ) -> None:
     data, sid = home
     assert call(capsys, "memory", "clear", sid, "a")[0] == 0
-    resumed = rolecall("resume", sid, "--json", home=data)
+    resumed = rolecall("resume", sid, "--json", "--mode", "auto", home=data)
     assert resumed.returncode == 0, resumed.stderr
     assert records(resumed.stdout)[-1]["reason"] == "flow_end"
     folder = data / "memory" / sid

@@ -295,7 +295,7 @@ def test_a_saved_session_keeps_its_role_snapshot(tmp_path: Path) -> None:
     assert edited.returncode == 0, edited.stderr
     assert yaml.safe_load((home / "roles" / "tutor.yaml").read_text())["system_prompt"] == "CHANGED"
 
-    resumed = rolecall("resume", sid, "--json", home=home)
+    resumed = rolecall("resume", sid, "--json", "--mode", "auto", home=home)
     assert resumed.returncode == 0, resumed.stderr
     after = [r for r in records(resumed.stdout) if r["type"] == "message"]
     assert records(resumed.stdout)[-1]["reason"] == "flow_end"

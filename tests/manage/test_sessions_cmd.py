@@ -198,7 +198,7 @@ def test_export_json_is_the_session_document_with_memory(
     assert code == 2 and "--format json is always the whole session document" in err
     # the exported file resumes in another data directory and finishes the flow
     elsewhere = tmp_path / "elsewhere"
-    resumed = rolecall("resume", str(out), "--json", home=elsewhere)
+    resumed = rolecall("resume", str(out), "--json", "--mode", "auto", home=elsewhere)
     assert resumed.returncode == 0, resumed.stderr
     recs = records(resumed.stdout)
     assert [r["message_id"] for r in recs if r["type"] == "message"] == [

@@ -66,7 +66,7 @@ def test_the_json_is_one_array_of_the_specs_keys_with_the_sessions_totals(
     rows = listing(path)
     for row in rows:
         assert list(row) == [
-            *("session_id", "world", "title", "status", "stop_reason", "messages"),
+            *("session_id", "world", "title", "status", "stop_reason", "pause_reason", "messages"),
             *("input_tokens", "output_tokens", "cost_usd", "started", "updated", "preview"),
             "batch",
         ]

@@ -20,8 +20,8 @@ from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.manage import call
 
 KEYS = [
-    *("session_id", "world", "title", "status", "stop_reason", "messages", "input_tokens"),
-    *("output_tokens", "cost_usd", "started", "updated", "preview", "batch"),
+    *("session_id", "world", "title", "status", "stop_reason", "pause_reason", "messages"),
+    *("input_tokens", "output_tokens", "cost_usd", "started", "updated", "preview", "batch"),
 ]
 HUMAN = {"sender": "human", "kind": "human"}
 AGENT = {"sender": "ann", "kind": "agent"}
@@ -156,6 +156,7 @@ def test_the_json_objects_hold_the_specs_keys_and_the_sessions_totals(
         "title": "A pair",
         "status": "finished",
         "stop_reason": "flow_end",
+        "pause_reason": None,
         "messages": 3,
         "input_tokens": 1304,
         "output_tokens": 107,
@@ -166,6 +167,7 @@ def test_the_json_objects_hold_the_specs_keys_and_the_sessions_totals(
         "batch": "sweep",
     }
     assert rows["s-human"]["status"] == "paused" and rows["s-human"]["cost_usd"] == 0
+    assert rows["s-human"]["pause_reason"] == "end_of_input"  # why, as the table shows it
     assert rows["s-human"]["preview"] == "hello from s-human"
     assert rows["s-unpriced"]["cost_usd"] is None  # an agent message of unknown cost
     assert rows["s-unpriced"]["preview"] == "pairs"  # no human message: the topic
@@ -213,3 +215,14 @@ def test_the_repl_completes_the_newest_first(data: Path) -> None:
         ("s-unpriced", "pairs"),
         ("s-human", "hello from s-human"),
     ]
+
+
+def test_the_json_objects_are_the_shared_session_summary(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One shape for every session list: the CLI's objects validate as SessionSummary,
+    the model the web view's GET /api/sessions is to give too."""
+    from rolecall.storage.catalog import SessionSummary
+
+    for row in listing(capsys, data, "--all"):
+        assert SessionSummary.model_validate(row).model_dump() == row

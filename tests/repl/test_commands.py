@@ -118,6 +118,7 @@ FLOW = {
         ("/save 'my file.json'", Command("save", ("my file.json",))),
         ("/model openai/gpt-4o-mini", Command("model", ("openai/gpt-4o-mini",))),
         ("/clear @alice", Command("clear", ("@alice",))),
+        ("/commands", Command("help", ())),
     ],
 )
 def test_parse_command(line: str, expected: Command) -> None:
@@ -129,6 +130,11 @@ def test_parse_command(line: str, expected: Command) -> None:
     [
         ("/flwo", "unknown command /flwo (did you mean /flow?); /help lists the commands"),
         ("/zzz", "unknown command /zzz; /help lists the commands"),
+        (
+            "/comands",
+            "unknown command /comands (did you mean /commands?); /help lists the commands",
+        ),
+        ("/lists", "unknown command /lists; /help lists the commands"),
         ("/flag", "/flag: wrong number of arguments (usage: /flag NAME)"),
         ("/flag a b", "/flag: wrong number of arguments (usage: /flag NAME)"),
         ("/run now", "/run takes no arguments (usage: /run)"),

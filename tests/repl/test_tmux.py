@@ -300,3 +300,50 @@ def test_a_streaming_reply_is_a_one_line_preview_then_printed_whole(
     t.wait_for("replies stream as: full (every line of a reply as it streams)")
     t.key("C-d")
     t.wait_for("EXIT=0")
+
+
+def test_run_in_step_mode_on_a_terminal_names_the_world_and_session(
+    terminal: Callable[[], Terminal],
+) -> None:
+    t = terminal()
+    t.start("run", "worlds/tutoring", "--mode", "step")
+    t.wait_for("[Enter] next turn")
+    t.key("C-d")
+    screen = t.wait_for("EXIT=0")
+    ((sid, state, _),) = stored(t.home)
+    assert f"rolecall · tutoring — A tutoring session on the seasons · session {sid}" in screen
+    assert state == "paused"
+
+
+def test_flow_breaks_long_lines_between_words(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    world = tmp_path / "long"
+    world.mkdir()
+    words = " ".join(f"word{i}" for i in range(40))
+    (world / "world.yaml").write_text(
+        f"""\
+name: long
+topic: t
+model: scripted
+roles: [{{id: a, script: ["hello"]}}, {{id: b, script: ["hi"]}}]
+flow:
+  steps:
+    - {{id: one, speaker: a}}
+    - {{id: two, speaker: b, loop: {{to: one, max: 3, until: {{contains: "{words}"}}}}}}
+""",
+        encoding="utf-8",
+    )
+    t = terminal()
+    t.start(str(world), "--mode", "step")
+    t.ready()
+    t.type("/flow")
+    t.key("Enter")
+    t.wait_for("state created")
+    # the screen as drawn, rows not joined (-J would join what the terminal wrapped)
+    rows = t.tmux("capture-pane", "-p", "-t", t.target, "-S", "-200")
+    seen = [word.strip("{}") for word in rows.split()]
+    for i in range(40):  # each word whole on its row: none cut at the terminal's edge
+        assert f"word{i}" in seen, (i, rows)
+    t.key("C-d")
+    t.wait_for("EXIT=0")

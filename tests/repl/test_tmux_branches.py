@@ -130,3 +130,25 @@ def test_retry_in_a_chat_asks_the_same_agent_again(terminal: Callable[[], Termin
     stored = sessions(t.home)
     assert [s for s, _ in stored[fork]["messages"]] == ["human", "historian"]
     assert stored[fork]["fork"] == {"parent": parent, "at": "m1"}
+
+
+def test_a_forked_human_message_gets_its_replies(terminal: Callable[[], Terminal]) -> None:
+    """/fork m1 TEXT of your own message in a chat: the edited message is answered in
+    the fork, by whom it now addresses, without a /resume."""
+    t = terminal()
+    t.start("worlds/panel")
+    t.ready()
+    t.type("@historian what happened in Chicago in 1995?")
+    t.key("Enter")
+    t.wait_for("historian → human")
+    t.wait_for(lambda s: "│ ready │" in toolbar(s))
+    t.type("/fork m1 @economist what happened to prices in 1995?")
+    t.key("Enter")
+    t.wait_for("switching to the fork")
+    t.wait_for("economist → human", timeout=30)
+    t.wait_for(lambda s: "│ ready │" in toolbar(s))
+    t.key("C-d")
+    t.wait_for("EXIT=0")
+    (fork,) = [s for s in sessions(t.home).values() if s["fork"]]
+    assert [who for who, _ in fork["messages"]] == ["human", "economist"]
+    assert fork["messages"][0][1] == "@economist what happened to prices in 1995?"

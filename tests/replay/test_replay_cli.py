@@ -132,3 +132,11 @@ def test_debate_records_and_replays_the_offline_model(cli: Cli, tmp_path: Path) 
     assert replayed.returncode == 0, replayed.stderr
     assert transcript(replayed.stdout) == transcript(recorded.stdout)
     assert len(store.read_text(encoding="utf-8").splitlines()) == len(transcript(recorded.stdout))
+
+
+def test_a_miss_is_said_once(cli: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "empty.jsonl"
+    store.write_text("", encoding="utf-8")
+    missed = cli.run("run", "classroom", "--replay", "--replay-file", str(store), "-q")
+    assert missed.returncode == 1
+    assert missed.stderr.count("no recorded call for role teacher, step intro") == 1, missed.stderr

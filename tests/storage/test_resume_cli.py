@@ -113,7 +113,7 @@ def test_manual_stop_then_resume(world: Path, tmp_path: Path, uninterrupted: lis
     assert len(messages(before)) == 3
     assert before[-1]["type"] == "stop" and before[-1]["reason"] == "manual"
     (session_id,) = stored_sessions(home)
-    second = run("resume", session_id, "--json", home=home)
+    second = run("resume", session_id, "--json", "--mode", "auto", home=home)
     assert second.returncode == 0, second.stderr
     after = records(second.stdout)
     assert messages(before) + messages(after) == uninterrupted
@@ -175,7 +175,7 @@ def test_session_file_resume_and_finished_sessions(
     assert set(doc["memory"]) == {"a", "b"} and len(doc["memory"]["a"]) == 3
     # resume from the file into a fresh data directory: the session is imported and continued
     other = tmp_path / "other"
-    resumed = run("resume", str(saved), "--json", home=other)
+    resumed = run("resume", str(saved), "--json", "--mode", "auto", home=other)
     assert resumed.returncode == 0, resumed.stderr
     assert messages(records(first.stdout)) + messages(records(resumed.stdout)) == uninterrupted
     again = run("resume", doc["session_id"], home=other)
@@ -207,3 +207,37 @@ def test_unknown_session_id(tmp_path: Path) -> None:
     result = run("resume", "../no-such-session", home=tmp_path / "h")
     assert result.returncode == 2
     assert "not safe in a file name" in result.stderr
+
+
+def test_resume_max_turns_pauses_and_says_how_to_go_on(world: Path, tmp_path: Path) -> None:
+    from tests.faults import stored
+
+    home = tmp_path / "home"
+    first = run("run", str(world), "--mode", "step", home=home, stdin="\n")  # 1 turn, EOF pauses
+    assert first.returncode == 0, first.stderr
+    assert len(stored(home).messages) == 1
+    capped = run("resume", "last", "--mode", "auto", "--max-turns", "2", home=home)
+    assert capped.returncode == 0, capped.stderr
+    s = stored(home)
+    assert (s.state, s.pause_reason, len(s.messages)) == ("paused", "max_turns", 3)
+    assert f"`rolecall resume {s.id}` goes on" in capped.stderr
+    again = run("resume", "last", "--max-turns", "2", home=home)
+    assert again.returncode == 0, again.stderr
+    assert len(stored(home).messages) == 5  # a cap is not "already finished"
+    rest = run("resume", "last", home=home)
+    assert rest.returncode == 0, rest.stderr
+    s = stored(home)
+    assert (s.state, s.stop_reason, len(s.messages)) == ("finished", "flow_end", 8)
+
+
+def test_resume_of_a_stepped_session_steps(world: Path, tmp_path: Path) -> None:
+    from tests.faults import stored
+
+    home = tmp_path / "home"
+    first = run("run", str(world), "--mode", "step", home=home, stdin="\n")
+    assert first.returncode == 0, first.stderr
+    resumed = run("resume", "last", home=home, stdin="\n")  # one more step, then EOF
+    assert resumed.returncode == 0, resumed.stderr
+    s = stored(home)
+    assert (s.state, len(s.messages)) == ("paused", 2)
+    assert "[Enter] next turn" in resumed.stderr

@@ -1,7 +1,8 @@
 """The progress bar of a batch on a terminal (prompt-toolkit's ``ProgressBar``).
 
 Runs done / total with the bar, elapsed and remaining time; the title line counts the
-failures and the tokens spent so far. Runs finished by an earlier invocation
+runs in flight, the failures and the tokens spent so far (the bar itself moves as runs
+end; the title says at once that runs have started). Runs finished by an earlier invocation
 (``--resume``) count as done from the start.
 """
 
@@ -21,14 +22,14 @@ class TerminalProgress:
         self.input_tokens = sum(r.input_tokens for r in earlier)
         self.output_tokens = sum(r.output_tokens for r in earlier)
         self._done_before = len(earlier)
+        self.running = 0
         self._bar: Any = None
         self._counter: Any = None
 
     def title(self) -> str:
         failed = f"{self.failed} failed" if self.failed else "no failure"
-        return (
-            f"batch {self.name} · {failed} · tokens ↑{self.input_tokens:,} ↓{self.output_tokens:,}"
-        )
+        tokens = f"tokens ↑{self.input_tokens:,} ↓{self.output_tokens:,}"
+        return f"batch {self.name} · {self.running} running · {failed} · {tokens}"
 
     def __enter__(self) -> TerminalProgress:
         from prompt_toolkit.shortcuts import ProgressBar
@@ -39,8 +40,15 @@ class TerminalProgress:
         self._counter.items_completed = self._done_before
         return self
 
+    def started(self, run: int) -> None:
+        """Run ``run`` started."""
+        self.running += 1
+        if self._bar is not None:
+            self._bar.invalidate()
+
     def __call__(self, result: RunResult) -> None:
         """One run ended."""
+        self.running = max(0, self.running - 1)
         if not result.ok:
             self.failed += 1
         self.input_tokens += result.input_tokens

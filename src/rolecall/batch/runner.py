@@ -153,6 +153,9 @@ class BatchRunner:
 
     async def _one(self, spec: RunSpec, session_id: str | None) -> None:
         started = time.monotonic()
+        begun = getattr(self.listener, "started", None)  # a progress bar's runs in flight
+        if begun is not None:
+            begun(spec.run)
         errors: list[str] = []
         session: Session | None = None
         failure: str | None = None

@@ -18,6 +18,7 @@ from rolecall.cli.running import (
     apply_overrides,
     drive,
     outcome,
+    stepped,
 )
 from rolecall.errors import (
     RolecallError,
@@ -201,6 +202,26 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return outcome(holder[0], args)
 
 
+def pause_after(session: Session, turns: int) -> None:
+    """Pause ``session`` (reason ``max_turns``) once its agents have sent ``turns`` more
+    messages: the cap of one ``resume --max-turns``, which leaves the session resumable."""
+    from rolecall.bus import Envelope
+    from rolecall.bus.events import MessageEvent
+
+    agents = set(session.world.role_ids)
+    sent = 0
+
+    def count(envelope: Envelope) -> None:
+        nonlocal sent
+        event = envelope.event
+        if isinstance(event, MessageEvent) and event.sender in agents:
+            sent += 1
+            if sent == turns:
+                session.pause("max_turns")
+
+    session.bus.subscribe(count, "messages", types=["message"], name="resume-max-turns")
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stored session (an id) or a session file, regenerating nothing."""
     from rolecall.api.entry import find_session, session_file_of
@@ -214,12 +235,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
             doc, notice = await find_session(store, args.session, read=read)
             if notice:
                 print(notice, file=sys.stderr)
+            # resume's --max-turns is how many more agent messages this run may add: the
+            # session then pauses (not finishes) and another resume goes on
+            more = args.max_turns
+            if more is not None and more < 1:
+                raise UsageError(f"--max-turns must be at least 1, got {more}")
+            args.max_turns = None
             world = apply_overrides(doc.world_model(), args)
+            args.max_turns = more
             chat_only = world.flow is None and world.mode is None
             from rolecall.cli.repl.live import left_from_repl
 
             left_in = left_from_repl(doc.state.extra)  # the REPL's mode, if left from it
-            args.mode = args.mode or left_in or "auto"
+            args.mode = args.mode or left_in or stepped(doc.state.extra) or "auto"
             terminal = sys.stdin.isatty() and sys.stdout.isatty() and not args.json
             if (chat_only or left_in is not None) and terminal:
                 from rolecall.cli.repl import resume_repl
@@ -231,6 +259,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 live_session(args, world, store, doc=doc, transport=transport) as session,
             ):
                 holder.append(session)
+                if more is not None:
+                    pause_after(session, more)
                 if session.finished:
                     print(
                         f"session {session.session_id} already finished "

@@ -301,7 +301,8 @@ class TerminalDisplay:
             # nothing after it (the pause it brings) is shown
             self.closed = True
         elif isinstance(event, ErrorEvent):
-            self._line(f"error: {event.error}", err=True)
+            if not event.source.startswith("model:"):  # the stream error said it already
+                self._line(f"error: {event.error}", err=True)
         elif isinstance(event, ConditionEvent) and self.show_conditions:
             mark = "✓" if event.result else "·"
             self._line(self.dim(f"  {mark} {event.context} {event.condition}: {event.detail}"))

@@ -13,6 +13,17 @@ if TYPE_CHECKING:
     Sub = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
+def world_help() -> str:
+    """WORLD's help: what it may be, with the names of the shipped worlds."""
+    from rolecall.world.catalog import shipped_dir
+
+    names = sorted(p.parent.name for p in shipped_dir().glob("*/world.yaml"))
+    return (
+        "a shipped world (" + ", ".join(names) + "), a name under ./worlds/, a folder, or a "
+        "world.yaml path (rolecall worlds list)"
+    )
+
+
 def add_run(sub: Sub) -> None:
     run = sub.add_parser(
         "run",
@@ -23,9 +34,7 @@ def add_run(sub: Sub) -> None:
         "  rolecall run classroom --model openai/gpt-4o-mini",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument(
-        "world", metavar="WORLD", help="a folder, a world.yaml path, or a name under ./worlds/"
-    )
+    run.add_argument("world", metavar="WORLD", help=world_help())
     run.add_argument(
         "--mode",
         choices=("auto", "step"),
@@ -50,9 +59,7 @@ def add_chat(sub: Sub) -> None:
         "  printf 'hello @alice\\n' | rolecall chat panel --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    chat.add_argument(
-        "world", metavar="WORLD", help="a folder, a world.yaml path, or a name under ./worlds/"
-    )
+    chat.add_argument("world", metavar="WORLD", help=world_help())
     chat.add_argument(
         "--mode",
         choices=("auto", "step"),

@@ -103,9 +103,24 @@ def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    if state.pause_reason == "max_turns" and args is not None:
+        print(
+            f"paused after --max-turns {args.max_turns} more turns; `{resume}` goes on "
+            "(add --max-turns N for N more)",
+            file=sys.stderr,
+        )
+        return EXIT_OK
     if state.pause_reason != "quit" and args is not None:
         print(f"continue it with: {resume}", file=sys.stderr)
     return EXIT_OK
+
+
+MODE_KEY = "run_mode"  # state.extra[MODE_KEY] == "step": run or resumed with --mode step
+
+
+def stepped(extra: dict[str, object]) -> str | None:
+    """``"step"`` for a session last driven with ``--mode step``, else ``None``."""
+    return "step" if extra.get(MODE_KEY) == "step" else None
 
 
 async def drive(session: Session, mode: str) -> None:
@@ -115,7 +130,13 @@ async def drive(session: Session, mode: str) -> None:
     async def body() -> None:
         if session.engine is None and session.director is None:
             await session.settle()
-        elif mode == "step":
+            return
+        # kept with the session (stored with its next turn): `resume` goes on in this mode
+        if mode == "step":
+            session.state.extra[MODE_KEY] = "step"
+        else:
+            session.state.extra.pop(MODE_KEY, None)
+        if mode == "step":
             await _step_loop(session)
         else:
             await session.run()
@@ -137,6 +158,13 @@ async def _step_loop(session: Session) -> None:
     await session.begin()
     fd = sys.stdin.fileno()
     if sys.stdin.isatty():
+        world = session.world
+        title = f" — {world.title}" if world.title else ""
+        print(
+            f"rolecall · {world.name}{title} · session {session.session_id} · step mode",
+            file=sys.stderr,
+            flush=True,
+        )
         with KeyReader(fd) as keys:
             await _step_keys(session, keys)
         return

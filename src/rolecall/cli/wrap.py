@@ -12,9 +12,13 @@ from __future__ import annotations
 from wcwidth import wcswidth
 
 
-def _columns(text: str) -> int:
+def columns(text: str) -> int:
+    """The terminal columns ``text`` takes (wcwidth; its length if it has control chars)."""
     n = wcswidth(text)
     return n if n >= 0 else len(text)
+
+
+_columns = columns
 
 
 class StreamWrap:

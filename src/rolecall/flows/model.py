@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictInt, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from rolecall.flows.conditions import Condition
+from rolecall.flows.conditions.base import Whole
 
 ID_PATTERN = r"^[a-z][a-z0-9_-]*$"
 Ident = Annotated[str, Field(pattern=ID_PATTERN)]
@@ -69,7 +70,7 @@ ReplyTo = Annotated[
 # ---------------------------------------------------------------------- steps
 class Loop(_Model):
     to: str
-    max: Annotated[StrictInt, Field(ge=1, le=10000)]
+    max: Annotated[Whole, Field(ge=1, le=10000)]
     until: Condition | None = None
 
 

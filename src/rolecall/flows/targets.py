@@ -41,7 +41,11 @@ def resolve_target(
 
 
 def budget_block(
-    settings: Settings, transcript: Transcript, next_input: int, next_cost: float | None = 0.0
+    settings: Settings,
+    transcript: Transcript,
+    next_input: int,
+    next_cost: float | None = 0.0,
+    unpriced: str = "the model is not in litellm's price map",
 ) -> tuple[str, str] | None:
     """Why the next call may not start (reason, detail), or None when it fits the budgets.
 
@@ -63,10 +67,14 @@ def budget_block(
     if settings.max_cost is not None:
         spent = transcript.cost_usd
         if spent is None or next_cost is None:
-            what = "the session so far" if spent is None else "the next call"
+            if spent is None:
+                why = "a message of it was of a model without a price"
+                what = "the session so far"
+            else:
+                why, what = unpriced, "the next call"
             return (
                 "max_cost",
-                f"the cost of {what} is unknown (the model is not in litellm's price map); "
+                f"the cost of {what} is unknown ({why}); "
                 "give the role a price: to run under max_cost",
             )
         if spent + next_cost > settings.max_cost:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import functools
+import importlib
+import importlib.util
 import json
 import os
 import random
@@ -96,8 +98,6 @@ def _warm_up(lit: Any) -> None:
     is already running.
     """
     with contextlib.suppress(Exception):
-        import importlib
-
         importlib.import_module("openai.resources")
     with contextlib.suppress(Exception):
         lit.token_counter(text="warm up")
@@ -227,18 +227,35 @@ class LiteLLMModel:
             return prompt_tokens(messages)
         return counted if isinstance(counted, int) else prompt_tokens(messages)
 
+    async def prepare(self, request: GenerationRequest) -> None:
+        """Import the client ``request`` goes through (litellm: seconds), off the event loop.
+
+        Called before a turn's clock starts (:class:`rolecall.agents.Agent`), so that an
+        import is never counted as generation time (``max_seconds``).
+        """
+        model = request.model or self.name
+        if _is_lean(request, model):
+            if "rolecall.llm.openai_http" not in sys.modules:
+                await anyio.to_thread.run_sync(importlib.import_module, "rolecall.llm.openai_http")
+        elif _litellm is None:
+            with contextlib.suppress(ImportError):  # stream() says so, as a provider error
+                await anyio.to_thread.run_sync(_load)
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         model = request.model or self.name
         secret = _api_key(request, model)
-        try:
-            if _litellm is None:
-                # Importing litellm takes seconds; keep the event loop responsive meanwhile.
-                await anyio.to_thread.run_sync(_load)
-            lit: Any = _load()
-        except ImportError as exc:
-            raise ProviderUnavailable(
-                f"{model}: the litellm package could not be imported ({exc})", model=model
-            ) from exc
+        lean = _is_lean(request, model)
+        lit: Any = _litellm
+        if not lean:  # the lean client never needs litellm (nor its import's seconds)
+            try:
+                if _litellm is None:
+                    # Importing litellm takes seconds; keep the event loop responsive meanwhile.
+                    await anyio.to_thread.run_sync(_load)
+                lit = _load()
+            except ImportError as exc:
+                raise ProviderUnavailable(
+                    f"{model}: the litellm package could not be imported ({exc})", model=model
+                ) from exc
 
         kwargs: dict[str, Any] = {
             "model": model,
@@ -260,12 +277,12 @@ class LiteLLMModel:
         if secret is not None:
             kwargs["api_key"] = secret
 
-        call = lit.acompletion
-        lean = request.client == "http" and model.startswith("openai/")
         if lean:
             from rolecall.llm import openai_http  # imports aiohttp; only when asked for
 
             call = openai_http.acompletion
+        else:
+            call = lit.acompletion
         attempts = max(0, request.retries) + 1
         timeout = request.timeout
         for attempt in range(1, attempts + 1):
@@ -322,7 +339,10 @@ class LiteLLMModel:
                         input_tokens=prompt_tokens(request.messages),
                         output_tokens=estimate_tokens("".join(parts)),
                     )
-                cost = map_cost(model, usage.input_tokens, usage.output_tokens)
+                if lean and _litellm is None:
+                    cost = _bundled_cost(model, usage.input_tokens, usage.output_tokens)
+                else:
+                    cost = map_cost(model, usage.input_tokens, usage.output_tokens)
                 for index in sorted(calls):  # whole, once the stream has ended
                     piece = calls[index]
                     yield ToolCall(
@@ -384,6 +404,37 @@ class LiteLLMModel:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+def _is_lean(request: GenerationRequest, model: str) -> bool:
+    """Whether ``request`` goes through the lean client (``settings.client: http``)."""
+    return request.client == "http" and model.startswith("openai/")
+
+
+@functools.cache
+def _bundled_map() -> dict[str, Any]:
+    """litellm's bundled price map read as a file, without importing litellm (seconds)."""
+    spec = importlib.util.find_spec("litellm")  # a top-level package: not imported
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = os.path.join(folder, "model_prices_and_context_window_backup.json")
+        with contextlib.suppress(OSError, ValueError):
+            with open(path, encoding="utf-8") as file:
+                data = json.load(file)
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def _bundled_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """What the lean client's call cost, by the same map litellm prices from."""
+    table = _bundled_map()
+    entry = table.get(model) or table.get(model.split("/", 1)[-1])
+    if not isinstance(entry, dict):
+        return None
+    rate_in, rate_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+    if not isinstance(rate_in, int | float) or not isinstance(rate_out, int | float):
+        return None
+    return input_tokens * float(rate_in) + output_tokens * float(rate_out)
 
 
 def _api_key(request: GenerationRequest, model: str) -> str | None:

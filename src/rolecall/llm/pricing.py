@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
+from rolecall.llm.plugins import plugin_for
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import BUILTIN
 from rolecall.llm.types import ChatMessage, Price, prompt_tokens
@@ -71,3 +72,14 @@ async def estimate(
         limit = getattr(model, "max_output_tokens", None)
         max_output = await anyio.to_thread.run_sync(limit, name) if callable(limit) else None
     return Estimate(tokens, tokens * found[0] + (max_output or 0) * found[1])
+
+
+def unpriced(name: str) -> str:
+    """Why model ``name`` has no price, in words for a ``max_cost`` stop."""
+    plugin = plugin_for(name)
+    if plugin is not None:
+        return (
+            f"model '{name}' comes from the plugin {plugin.package}, which gives no price "
+            "for it (no price_rates(), or it answered None)"
+        )
+    return f"model '{name}' is not in litellm's price map"

@@ -291,6 +291,14 @@ class ReplayModel:
             raise AttributeError(attr)
         return getattr(self._inner(), attr)
 
+    async def prepare(self, request: GenerationRequest) -> None:
+        """The wrapped model's :meth:`prepare` when every call goes to it (``record``); a
+        replay never creates it (a miss of ``replay-or-call`` imports on its call)."""
+        if self.mode == "record":
+            inner = getattr(self._inner(), "prepare", None)
+            if inner is not None:
+                await inner(request)
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         normal = normalise(request)
         key = request_key(normal)

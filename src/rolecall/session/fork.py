@@ -28,7 +28,7 @@ from typing import Any
 from rolecall.errors import UsageError
 from rolecall.llm.types import estimate_tokens
 from rolecall.session.document import PointerDoc, SessionDocument, StateDoc
-from rolecall.session.state import Message
+from rolecall.session.state import Message, PendingReply
 
 MESSAGE_ID = re.compile(r"^m([1-9][0-9]*)$")
 FORK_KEY = "fork"  # state.extra[FORK_KEY] = {"parent": ID, "at": "mK"}
@@ -244,7 +244,7 @@ def plan_fork(
             "turn_counts": _turn_counts(source.heads),
             "limit_notified": [],
             "memory_start": {a: min(i, k) for a, i in doc.state.memory_start.items()},
-            "pending": [],
+            "pending": _owed(doc.world, last),
             "extra": extra,
         }
     )
@@ -264,6 +264,23 @@ def plan_fork(
         message_event=event,
         last_seq=0 if event is None else int(event.get("seq", 0)),
     )
+
+
+def _owed(world: dict[str, Any], last: Message) -> list[PendingReply]:
+    """The replies a chat owes its last message, a human's (edited or not): the fork
+    goes on by answering it, as the message got answered when it was sent. Who answers
+    is routed as then (addressed, mentioned, or everyone); a flow or a mode decides
+    its next turn itself, and an agent's message is an answer already."""
+    if last.kind != "human" or world.get("flow") or world.get("mode"):
+        return []
+    from rolecall.routing.decide import route
+
+    roles = [str(r.get("id")) for r in world.get("roles") or () if r.get("id")]
+    try:
+        answerers = route(last.sender, last.content, roles).answerers
+    except ValueError:
+        return []
+    return [PendingReply(agent=a, message_id=last.id, kind="chat") for a in answerers]
 
 
 def _message_event_index(events: list[dict[str, Any]], message_id: str) -> int | None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from rolecall.storage import fts
 
 STATES = ("created", "running", "paused", "finished")
@@ -42,6 +44,52 @@ class SessionRow:
     output_tokens: int = 0
     cost_usd: float | None = None
     batch: str | None = None
+
+
+class SessionSummary(BaseModel):
+    """One session in a list, the one JSON shape of every list: ``sessions list
+    --json`` prints these, and ``GET /api/sessions`` is to give the same objects.
+
+    ``status`` is the state (``created``, ``running``, ``paused``, ``finished``),
+    ``pause_reason`` set when paused, ``stop_reason`` when finished; ``started`` and
+    ``updated`` are ISO 8601 as stored; ``cost_usd`` is None when unknown.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    world: str
+    title: str
+    status: str
+    stop_reason: str | None
+    pause_reason: str | None
+    messages: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    started: str
+    updated: str
+    preview: str
+    batch: str | None
+
+    @classmethod
+    def of(cls, row: SessionRow) -> SessionSummary:
+        return cls(
+            session_id=row.id,
+            world=row.world_name,
+            title=row.title,
+            status=row.state,
+            stop_reason=row.stop_reason,
+            pause_reason=row.pause_reason,
+            messages=row.messages,
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cost_usd=row.cost_usd,
+            started=row.created_at,
+            updated=row.updated_at,
+            preview=row.preview,
+            batch=row.batch,
+        )
 
 
 @dataclass(frozen=True)

@@ -450,6 +450,10 @@ def _format_validation(
             # no "(got ...)" for a container, or when the message already quotes the value
             quoted = isinstance(value, str) and repr(value) in msg
             shown = f" (got {value!r})" if not isinstance(value, dict | list) and not quoted else ""
+            if isinstance(value, bool) and kind == "string_type":
+                # YAML 1.1 (PyYAML, here) reads yes/no/on/off as booleans; YAML 1.2 (most
+                # editors checking `worlds schema`) as text: quoted, both read text
+                shown += "; YAML reads yes/no/on/off/true/false as a boolean: quote the text"
             out.append(f"{where}: {msg[0].lower() + msg[1:]}{shown}")
     return out
 

@@ -11,13 +11,13 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StrictBool,
-    StrictInt,
     model_serializer,
     model_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
+from rolecall.flows.conditions.base import Number, Whole
 from rolecall.flows.model import ID_PATTERN, Flow, Ident
 from rolecall.modes.registry import known_modes
 
@@ -44,8 +44,8 @@ class _Model(BaseModel):
 class Price(_Model):
     """USD per million tokens; overrides litellm's price map for one role."""
 
-    input_per_mtok: Annotated[float, Field(ge=0)]
-    output_per_mtok: Annotated[float, Field(ge=0)]
+    input_per_mtok: Annotated[Number, Field(ge=0)]
+    output_per_mtok: Annotated[Number, Field(ge=0)]
 
 
 # --------------------------------------------------------------------------- tools
@@ -91,22 +91,22 @@ class ScriptCall(_Model):
 
 
 class Settings(_Model):
-    memory_window: Annotated[StrictInt, Field(ge=0, le=10000)] = 12
-    turn_limit: Annotated[StrictInt, Field(ge=1)] = 5
-    max_turns: Annotated[StrictInt, Field(ge=1)] = 100
-    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
-    max_seconds: Annotated[float, Field(gt=0)] | None = None
-    max_cost: Annotated[float, Field(gt=0)] | None = None  # USD, checked before each call
+    memory_window: Annotated[Whole, Field(ge=0, le=10000)] = 12
+    turn_limit: Annotated[Whole, Field(ge=1)] = 5
+    max_turns: Annotated[Whole, Field(ge=1)] = 100
+    max_tokens: Annotated[Whole, Field(ge=1)] | None = None
+    max_seconds: Annotated[Number, Field(gt=0)] | None = None
+    max_cost: Annotated[Number, Field(gt=0)] | None = None  # USD, checked before each call
     # record or replay model calls (docs/replay.md); the CLI's --record/--replay win
     replay: Literal["off", "record", "replay", "replay-or-call"] = "off"
     replay_file: str | None = None  # JSON Lines; relative to the world's folder
     constraints: list[str] = Field(default_factory=list)
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    timeout: Annotated[float, Field(gt=0)] = 60.0
-    retries: Annotated[StrictInt, Field(ge=0, le=10)] = 2
+    timeout: Annotated[Number, Field(gt=0)] = 60.0
+    retries: Annotated[Whole, Field(ge=0, le=10)] = 2
     # a remote agent (transport: nats) silent this long is gone (nats.md); seconds
-    agent_timeout: Annotated[float, Field(gt=0)] = 30.0
+    agent_timeout: Annotated[Number, Field(gt=0)] = 30.0
     # how openai/... models are called: through litellm, or rolecall's lean HTTP client
     # (llm/openai_http.py: the same request, a tenth of the CPU; docs/batch.md)
     client: Literal["litellm", "http"] = "litellm"
@@ -127,7 +127,7 @@ class Respond(_Model):
 
     # ask its own model, yes or no with a reason, instead of the routing rule alone
     judge: StrictBool = False
-    history: Annotated[StrictInt, Field(ge=1, le=50)] = 6  # recent messages it is shown
+    history: Annotated[Whole, Field(ge=1, le=50)] = 6  # recent messages it is shown
 
 
 class KnowledgeCollection(_Model):
@@ -162,8 +162,8 @@ class Role(_Model):
     style: str = ""
     constraints: list[str] = Field(default_factory=list)
     model: str | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
+    max_tokens: Annotated[Whole, Field(ge=1)] | None = None
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     script: list[str | ScriptCall] | None = None  # call entries: tools.md

@@ -59,4 +59,23 @@ def world_schema() -> dict[str, Any]:
             props["template"]["description"] = (
                 "a role from the role library (rolecall roles list) to start from"
             )
+    _bounds(schema)
     return schema
+
+
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def _bounds(node: Any) -> None:
+    """Bounds in JSON Schema's words: pydantic writes a whole number's (``Whole``: a
+    validator before the bound) as ``ge``/``le``, which a JSON Schema checker ignores."""
+    if isinstance(node, dict):
+        if node.get("type") in ("integer", "number"):
+            for ours, theirs in _BOUNDS.items():
+                if ours in node:
+                    node[theirs] = node.pop(ours)
+        for value in node.values():
+            _bounds(value)
+    elif isinstance(node, list):
+        for value in node:
+            _bounds(value)

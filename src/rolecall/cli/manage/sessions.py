@@ -27,22 +27,11 @@ if TYPE_CHECKING:
     from rolecall.storage.data_store import DataStore
 
 
-# the keys of `sessions list --json`, in this order (sessions.md)
-LIST_KEYS = (
-    "session_id",
-    "world",
-    "title",
-    "status",
-    "stop_reason",
-    "messages",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "started",
-    "updated",
-    "preview",
-    "batch",
-)
+def _list_keys() -> tuple[str, ...]:
+    """The keys of `sessions list --json`, in order: the fields of SessionSummary."""
+    from rolecall.storage.catalog import SessionSummary
+
+    return tuple(SessionSummary.model_fields)
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -99,7 +88,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--json",
         action="store_true",
-        help="one JSON array, an object per session: " + ", ".join(LIST_KEYS),
+        help="one JSON array, an object per session: " + ", ".join(_list_keys()),
     )
     p.add_argument(
         "--tree", action="store_true", help="forks under their parent, with the fork point"
@@ -272,23 +261,11 @@ def _sessions_list(args: argparse.Namespace) -> int:
 
 
 def _record(r: SessionRow) -> dict[str, object]:
-    """One session as `sessions list --json` prints it: the keys of LIST_KEYS, in order."""
-    values = (
-        r.id,
-        r.world_name,
-        r.title,
-        r.state,
-        r.stop_reason,
-        r.messages,
-        r.input_tokens,
-        r.output_tokens,
-        r.cost_usd,
-        r.created_at,
-        r.updated_at,
-        r.preview,
-        r.batch,
-    )
-    return dict(zip(LIST_KEYS, values, strict=True))
+    """One session as `sessions list --json` prints it (SessionSummary, shared with the
+    web view's session list)."""
+    from rolecall.storage.catalog import SessionSummary
+
+    return SessionSummary.of(r).model_dump()
 
 
 def _print_json(records: list[dict[str, object]]) -> None:

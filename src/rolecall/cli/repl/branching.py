@@ -86,7 +86,14 @@ async def fork_here(runner: CommandRunner, cmd: Command) -> LoadRequest:
             f"; switching to the fork · /load {sid} goes back · /branch lists the branches at {at}"
         )
     runner.echo(forked)
+    if doc.state.pending:  # a human message of a chat: its replies are due in the fork
+        return LoadRequest(doc, f"the fork {doc.session_id}", after=_answer)
     return LoadRequest(doc, f"the fork {doc.session_id}", after=_decide)
+
+
+async def _answer(session: Session) -> None:
+    """The replies a forked human message asks for, answered as when it was sent."""
+    await session.settle()
 
 
 async def _decide(session: Session) -> None:

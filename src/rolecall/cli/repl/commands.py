@@ -29,7 +29,14 @@ class CommandSpec:
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
-    CommandSpec("help", "/help [COMMAND]", "list the commands and keys, or explain one", 0, 1),
+    CommandSpec(
+        "help",
+        "/help [COMMAND]",
+        "list the commands and keys, or explain one",
+        0,
+        1,
+        aliases=("commands",),  # what people type for the list (it once suggested /load)
+    ),
     CommandSpec("agents", "/agents", "the agents of this world: model, turns, memory"),
     CommandSpec("roles", "/roles", "the role library (templates for world files)"),
     CommandSpec("flow", "/flow", "the flow's steps, the current step and loop counters"),
@@ -118,7 +125,8 @@ class LoadRequest:
 
 
 def _closest(name: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    # 0.6, as the command line's did-you-mean: 0.5 offered /load for /commands
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f" (did you mean /{close[0]}?)" if close else ""
 
 

@@ -4,6 +4,7 @@ shares it with the piped mode."""
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from enum import Enum
@@ -266,6 +267,9 @@ class CommandRunner:
             if asides:
                 done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
             lines.append(f"{where} · {done} · state {s.state.state}")
+        if self.interactive:  # on a terminal: broken between words, not by the terminal
+            width = _terminal_width() - 1
+            lines = [part for line in lines for part in _fold(line, width)]
         self.echo("\n".join(lines))
 
     async def _cmd_history(self, cmd: Command) -> None:
@@ -595,3 +599,28 @@ async def run_command_line(
             echo(f"`{resume}` continues it (switching works in the interactive REPL only)")
         return True
     return result is not Outcome.QUIT
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _fold(line: str, width: int, indent: str = "      ") -> list[str]:
+    """``line`` in lines at most ``width`` columns wide, broken between words (the
+    terminal would cut a word in two), colours not counted; the rest indented."""
+    from rolecall.cli.wrap import columns
+
+    if columns(_ANSI.sub("", line)) <= width:
+        return [line]
+    out: list[str] = []
+    current, used = "", 0
+    for i, word in enumerate(line.split(" ")):
+        w = columns(_ANSI.sub("", word))
+        gap = 0 if i == 0 else 1
+        if used and word and used + gap + w > width:
+            out.append(current)
+            current, used = indent + word, len(indent) + w
+        else:
+            current += " " * gap + word
+            used += gap + w
+    out.append(current)
+    return out

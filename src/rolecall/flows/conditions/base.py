@@ -10,11 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict
 
 from rolecall.session.state import Transcript
+
+
+def _whole(value: Any) -> Any:
+    """3.0 is 3 (to JSON, and so to `worlds schema`, they are one number); 3.5 is not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# The one rule for numbers in a world file, which `worlds validate` and `worlds schema`
+# share: written as numbers (never "10" or "1.5" in quotes, never yes/no); a whole
+# number where a count is meant (3 or 3.0, not 3.5).
+Whole = Annotated[int, BeforeValidator(_whole), Strict()]
+Number = Annotated[float, Strict()]
 
 ModeCheck = Callable[[], tuple[bool, str, str]]  # -> (holds, reason, detail)
 

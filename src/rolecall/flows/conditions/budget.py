@@ -4,21 +4,28 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StrictInt
+from pydantic import Field
 
-from rolecall.flows.conditions.base import ConditionContext, ConditionKind, CondModel, Evaluate
+from rolecall.flows.conditions.base import (
+    ConditionContext,
+    ConditionKind,
+    CondModel,
+    Evaluate,
+    Number,
+    Whole,
+)
 
 
 class MaxTurnsCond(CondModel):
-    max_turns: Annotated[StrictInt, Field(ge=1)]
+    max_turns: Annotated[Whole, Field(ge=1)]
 
 
 class MaxTokensCond(CondModel):
-    max_tokens: Annotated[StrictInt, Field(ge=1)]
+    max_tokens: Annotated[Whole, Field(ge=1)]
 
 
 class MaxSecondsCond(CondModel):
-    max_seconds: Annotated[float, Field(gt=0)]
+    max_seconds: Annotated[Number, Field(gt=0)]
 
 
 def _turns(cond: MaxTurnsCond, ctx: ConditionContext, _: Evaluate) -> tuple[bool, str, str]:

@@ -1,0 +1,68 @@
+"""A client's import is no generation time, and ``settings.client: http`` never imports
+litellm: a real ``rolecall run`` against a loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults import Cli, write_net_guard
+from tests.llm.openai_server import OpenAITestServer, Reply
+
+TURNS = 4
+
+
+@pytest.fixture
+def loopback() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer() as srv:
+        yield srv
+
+
+def world(folder: Path, base_url: str, client: str) -> Path:
+    path = folder / "world.yaml"
+    steps = ", ".join(f"{{id: s{i}, speaker: {'ab'[i % 2]}}}" for i in range(TURNS))
+    path.write_text(
+        f"""\
+name: timed
+topic: t
+model: openai/gpt-4o-mini
+settings:
+  client: {client}
+  api_base: {base_url}
+  api_key_env: ROLECALL_IMPORT_TEST_KEY
+  max_seconds: 1
+roles: [{{id: a}}, {{id: b}}]
+flow:
+  steps: [{steps}]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_the_lean_client_neither_imports_litellm_nor_counts_an_import_as_generating(
+    loopback: OpenAITestServer, tmp_path: Path
+) -> None:
+    """Four replies of a few milliseconds stay far under max_seconds: 1, however long an
+    import takes (litellm's: seconds, which once stopped such a run after its first turn)."""
+    loopback.queue(*[Reply("Short and quick.")] * TURNS)
+    cli = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
+    ran = cli.run(
+        "run",
+        str(world(tmp_path, loopback.base_url, "http")),
+        "--json",
+        ROLECALL_IMPORT_TEST_KEY="x",
+        PYTHONPROFILEIMPORTTIME="1",  # every import, on stderr
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    events = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    messages = [e for e in events if e.get("type") == "message"]
+    assert len(messages) == TURNS, [e for e in events if e.get("type") in ("stop", "message")]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines()}
+    assert "aiohttp" in imported
+    assert "litellm" not in imported
+    assert cli.refused_connections() == []
