@@ -102,6 +102,33 @@ def _warm_up(lit: Any) -> None:
         lit.token_counter(text="warm up")
 
 
+# litellm's lists of logging callbacks: while all are empty nobody watches its logging
+_CALLBACK_LISTS: Final = (
+    "callbacks",
+    "success_callback",
+    "_async_success_callback",
+    "failure_callback",
+    "_async_failure_callback",
+    "input_callback",
+    "service_callback",
+)
+
+
+def _quiet_unless_watched(lit: Any) -> None:
+    """Switch litellm's per-stream logging off while no callback would read it.
+
+    For every streamed chunk litellm otherwise hands a logging job to a thread pool and,
+    at the stream's end, runs its success handlers: a cost calculation with model-info
+    lookups and a standard logging payload, about 10 ms of CPU a reply that nothing of
+    rolecall reads (its cost comes from :func:`map_cost`). A user's callbacks are theirs:
+    as soon as one is registered (before or after rolecall loaded litellm), logging is on
+    again for the next request. ``litellm.disable_streaming_logging`` is litellm's public
+    switch; it is decided again before every request.
+    """
+    watched = any(getattr(lit, name, None) for name in _CALLBACK_LISTS)
+    lit.disable_streaming_logging = not watched
+
+
 def preload() -> None:
     """Import (and warm up) litellm now; meant for a background thread at start-up."""
     _load()
@@ -229,15 +256,19 @@ class LiteLLMModel:
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         model = request.model or self.name
         secret = _api_key(request, model)
-        try:
-            if _litellm is None:
-                # Importing litellm takes seconds; keep the event loop responsive meanwhile.
-                await anyio.to_thread.run_sync(_load)
-            lit: Any = _load()
-        except ImportError as exc:
-            raise ProviderUnavailable(
-                f"{model}: the litellm package could not be imported ({exc})", model=model
-            ) from exc
+        lean = request.client == "http" and model.startswith("openai/")
+        lit: Any = None  # the lean client streams without litellm (its price map comes after)
+        if not lean:
+            try:
+                if _litellm is None:
+                    # Importing litellm takes seconds; keep the event loop responsive meanwhile.
+                    await anyio.to_thread.run_sync(_load)
+                lit = _load()
+            except ImportError as exc:
+                raise ProviderUnavailable(
+                    f"{model}: the litellm package could not be imported ({exc})", model=model
+                ) from exc
+            _quiet_unless_watched(lit)
 
         kwargs: dict[str, Any] = {
             "model": model,
@@ -257,12 +288,12 @@ class LiteLLMModel:
         if secret is not None:
             kwargs["api_key"] = secret
 
-        call = lit.acompletion
-        lean = request.client == "http" and model.startswith("openai/")
         if lean:
             from rolecall.llm import openai_http  # imports aiohttp; only when asked for
 
             call = openai_http.acompletion
+        else:
+            call = lit.acompletion
         attempts = max(0, request.retries) + 1
         timeout = request.timeout
         for attempt in range(1, attempts + 1):
@@ -317,6 +348,9 @@ class LiteLLMModel:
                         input_tokens=prompt_tokens(request.messages),
                         output_tokens=estimate_tokens("".join(parts)),
                     )
+                if _litellm is None:  # the lean client: litellm's price map, off the loop
+                    with contextlib.suppress(ImportError):
+                        await anyio.to_thread.run_sync(_load)
                 cost = map_cost(model, usage.input_tokens, usage.output_tokens)
                 yield Usage(
                     usage.input_tokens, usage.output_tokens, cost_usd=cost, finish_reason=finish
