@@ -700,3 +700,78 @@ def test_a_users_litellm_callbacks_are_kept_and_called(server: OpenAITestServer)
     """
     out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
     assert out.splitlines()[-1] == "1 ['test-model']"
+
+
+def test_a_callback_registered_after_the_first_reply_is_still_called(
+    server: OpenAITestServer,
+) -> None:
+    # litellm's per-stream logging is off while nobody listens; a callback turns it back on
+    server.reset()
+    code = f"""
+        import anyio, litellm
+        from litellm.integrations.custom_logger import CustomLogger
+        from rolecall.llm.litellm_model import LiteLLMModel
+        from rolecall.llm.types import ChatMessage, GenerationRequest, Persona, TurnInfo
+
+        calls = []
+
+        class Mine(CustomLogger):
+            async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+                calls.append(kwargs.get("model"))
+
+        request = GenerationRequest(
+            model={MODEL!r},
+            messages=(ChatMessage("user", "hello"),),
+            persona=Persona("a", "A"),
+            info=TurnInfo(turn=1, n=1, speaker="a", target=None, target_text=None, topic="t"),
+            api_base={server.base_url!r},
+            api_key_env={KEY_ENV!r},
+        )
+
+        async def main():
+            model = LiteLLMModel({MODEL!r})
+            async for _ in model.stream(request):
+                pass
+            litellm.callbacks = [Mine()]
+            async for _ in model.stream(request):
+                pass
+            with anyio.move_on_after(10):
+                while not calls:
+                    await anyio.sleep(0.02)
+            print(calls)
+
+        anyio.run(main)
+    """
+    out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
+    assert out.splitlines()[-1] == "['test-model']"
+
+
+def test_the_http_client_streams_before_litellm_is_imported(server: OpenAITestServer) -> None:
+    # importing litellm costs seconds: settings.client http's first token must not wait for
+    # it (litellm's bundled price map is read once the reply is complete)
+    server.reset()
+    code = f"""
+        import sys, anyio
+        from rolecall.llm.litellm_model import LiteLLMModel
+        from rolecall.llm.types import ChatMessage, GenerationRequest, Persona, TurnInfo
+
+        request = GenerationRequest(
+            model={MODEL!r},
+            messages=(ChatMessage("user", "hello"),),
+            persona=Persona("a", "A"),
+            info=TurnInfo(turn=1, n=1, speaker="a", target=None, target_text=None, topic="t"),
+            api_base={server.base_url!r},
+            api_key_env={KEY_ENV!r},
+            client="http",
+        )
+
+        async def main():
+            seen = []
+            async for item in LiteLLMModel({MODEL!r}).stream(request):
+                seen.append((type(item).__name__, "litellm" in sys.modules))
+            print(seen[0], seen[-1][0])
+
+        anyio.run(main)
+    """
+    out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
+    assert out.splitlines()[-1] == "('TextDelta', False) Usage"

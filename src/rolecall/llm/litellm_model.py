@@ -103,6 +103,33 @@ def _warm_up(lit: Any) -> None:
         lit.token_counter(text="warm up")
 
 
+# litellm's lists of logging callbacks: while all are empty nobody watches its logging
+_CALLBACK_LISTS: Final = (
+    "callbacks",
+    "success_callback",
+    "_async_success_callback",
+    "failure_callback",
+    "_async_failure_callback",
+    "input_callback",
+    "service_callback",
+)
+
+
+def _quiet_unless_watched(lit: Any) -> None:
+    """Switch litellm's per-stream logging off while no callback would read it.
+
+    For every streamed chunk litellm otherwise hands a logging job to a thread pool and,
+    at the stream's end, runs its success handlers: a cost calculation with model-info
+    lookups and a standard logging payload, about 10 ms of CPU a reply that nothing of
+    rolecall reads (its cost comes from :func:`map_cost`). A user's callbacks are theirs:
+    as soon as one is registered (before or after rolecall loaded litellm), logging is on
+    again for the next request. ``litellm.disable_streaming_logging`` is litellm's public
+    switch; it is decided again before every request.
+    """
+    watched = any(getattr(lit, name, None) for name in _CALLBACK_LISTS)
+    lit.disable_streaming_logging = not watched
+
+
 def preload() -> None:
     """Import (and warm up) litellm now; meant for a background thread at start-up."""
     _load()
@@ -256,6 +283,7 @@ class LiteLLMModel:
                 raise ProviderUnavailable(
                     f"{model}: the litellm package could not be imported ({exc})", model=model
                 ) from exc
+            _quiet_unless_watched(lit)
 
         kwargs: dict[str, Any] = {
             "model": model,

@@ -112,13 +112,13 @@ class Settings(_Model):
     client: Literal["litellm", "http"] = "litellm"
     # tools.md: tool calls per turn (then the model is asked once more without tools),
     # per session (None: no limit), and the characters a tool result keeps
-    max_tool_calls: Annotated[StrictInt, Field(ge=0, le=1000)] = 8
-    max_tool_calls_total: Annotated[StrictInt, Field(ge=0)] | None = None
-    max_tool_result_chars: Annotated[StrictInt, Field(ge=100)] = 20000
+    max_tool_calls: Annotated[Whole, Field(ge=0, le=1000)] = 8
+    max_tool_calls_total: Annotated[Whole, Field(ge=0)] | None = None
+    max_tool_result_chars: Annotated[Whole, Field(ge=100)] = 20000
     # long sessions (knowledge.md): a role's prompt budget in tokens; past it, older
     # messages are folded into a running summary (by summary_model, else the role's)
     # instead of the memory_window's trimming
-    context_tokens: Annotated[StrictInt, Field(ge=256)] | None = None
+    context_tokens: Annotated[Whole, Field(ge=256)] | None = None
     summary_model: str | None = None
 
 
@@ -178,7 +178,7 @@ class Role(_Model):
     approve: Approve | dict[str, Approve] = "auto"
     # the world's knowledge collections retrieved for this role's turns (knowledge.md)
     knowledge: list[Ident] = Field(default_factory=list)
-    knowledge_top_k: Annotated[StrictInt, Field(ge=1, le=50)] = 4
+    knowledge_top_k: Annotated[Whole, Field(ge=1, le=50)] = 4
 
     @property
     def display_name(self) -> str:
