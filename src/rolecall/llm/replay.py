@@ -115,14 +115,25 @@ def _problem(raw: Any) -> str | None:
     for field, value, ok, wanted in checks:
         if not ok:
             return f"{field!r} must be {wanted}, got {_kind(value)}"
+    # a tool's result or a session's tool listing (tools/tape.py) is kept beside the model
+    # calls: its request names the tool, its chunk is the result text or the listing
+    tool = "tool" in raw["request"] or "tools_of" in raw["request"]
     for i, chunk in enumerate(raw["chunks"]):
         call = isinstance(chunk, dict) and isinstance(chunk.get("tool_call"), dict)
-        if not (isinstance(chunk, str) or call):
+        listing = tool and isinstance(chunk, dict) and isinstance(chunk.get("specs"), list)
+        if not (isinstance(chunk, str) or call or listing):
             return (
                 f"'chunks' must be a list of strings (or tool calls), got {_kind(chunk)} "
                 f"at chunks[{i}]"
             )
     usage = raw["usage"]
+    if tool:
+        if not isinstance(usage.get("is_error", False), bool):
+            return f"'usage.is_error' must be true or false, got {_kind(usage['is_error'])}"
+        if not _count(usage.get("duration_ms", 0)):
+            got = _kind(usage["duration_ms"])
+            return f"'usage.duration_ms' must be a whole number of at least 0, got {got}"
+        return None
     for field in ("input_tokens", "output_tokens"):
         if field not in usage:
             return f"'usage' has no {field!r}"
