@@ -48,7 +48,7 @@ def test_a_resumed_run_quotes_the_messages_said_before_it(tmp_path: Path) -> Non
     data = str(tmp_path / "data")
     first = rolecall("run", "tutoring", "--data-dir", data, "--mode", "step", stdin="\n")
     assert first.returncode == 0, first.stderr
-    again = rolecall("resume", "last", "--data-dir", data, "-q", stdin="")
+    again = rolecall("resume", "last", "--data-dir", data, "-q", "--mode", "auto", stdin="")
     assert again.returncode == 0, again.stderr
     head = next(line for line in again.stdout.splitlines() if "↩ m1" in line)
     found = QUOTE.search(head)

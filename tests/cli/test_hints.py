@@ -56,7 +56,7 @@ def test_piped_step_mode_ends_with_the_resume_command_that_continues_it(
     assert ran.returncode == 0, ran.stderr
     command = _pasted(ran.stderr.rstrip().splitlines()[-1], "continue it with: ")
     assert command[0] == "resume" and command[-2:] == ["--data-dir", str(data)]
-    resumed = rolecall(*command)
+    resumed = rolecall(*command, stdin="\n" * 40)  # resumed in step mode: Enter a turn
     assert resumed.returncode == 0, resumed.stderr
     assert "stopped: flow_end" in resumed.stdout
     assert not data_dir.exists()
