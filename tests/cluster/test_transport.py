@@ -194,7 +194,7 @@ def test_import_leaves_a_session_open_here_as_it_is_and_updates_it_once_let_go(
     elsewhere = Cli(home=tmp_path / "elsewhere", guard=cli.guard, cwd=tmp_path)
     assert elsewhere.run("sessions", "import", sid, "--nats", nats.url).returncode == 0
     assert len(stored_messages(elsewhere.home, sid)) == 1
-    resumed = cli.run("resume", sid, "--nats", nats.url)  # the stream goes on to the end
+    resumed = cli.run("resume", sid, "--nats", nats.url, "--mode", "auto")  # on to the end
     assert resumed.returncode == 0, resumed.stderr
 
     # this test process holds the session in elsewhere's data dir, as a REPL there would
