@@ -153,6 +153,11 @@ class ToolApprovalEvent(_Event):
     decision: Literal["allow", "deny"]
     by: str
     reason: str = ""
+    # the arguments a person edited before allowing it (the call runs with these); left
+    # out when it runs with the model's own
+    arguments: Annotated[dict[str, Any], Field(exclude_if=lambda v: not v)] = Field(
+        default_factory=dict
+    )
 
 
 class StreamStart(_Event):

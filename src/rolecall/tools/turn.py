@@ -236,7 +236,11 @@ async def _one_call(
     else:
         decision = await decide(role, PendingCall(call_id, role.id, full, arguments), site.approver)
         approval = ToolApprovalEvent(
-            call_id=call_id, decision=decision.decision, by=decision.by, reason=decision.reason
+            call_id=call_id,
+            decision=decision.decision,
+            by=decision.by,
+            reason=decision.reason,
+            arguments=(decision.arguments or {}) if decision.decision == "allow" else {},
         )
         if decision.decision == "deny":
             outcome = Outcome(f"refused: {decision.reason or 'not approved'}", True)

@@ -5,7 +5,10 @@
 of events in the format of events.md), ``GET /api/sessions/<id>/stream`` (SSE: one
 ``message`` per event, its ``id`` the event's seq, so a reconnecting browser resumes
 after the last one it got), ``POST /api/sessions`` (start a world: 201 and
-``{"session_id": ...}``), ``POST /api/sessions/<id>/say`` and ``.../control``.
+``{"session_id": ...}``), ``POST /api/sessions/<id>/say`` and ``.../control``;
+``GET /api/sessions/<id>/approvals`` (the tool calls waiting for a person) and
+``POST /api/sessions/<id>/approve`` (``{"call_id", "decision": "allow"|"deny",
+"arguments"}``: Approve or Deny, tools.md).
 """
 
 from __future__ import annotations
@@ -211,6 +214,15 @@ class ControlBody(_Body):
     action: Literal["pause", "resume", "next", "stop"]
 
 
+class ApproveBody(_Body):
+    """``POST /api/sessions/<id>/approve``: a person's answer to a waiting tool call;
+    ``arguments`` (allow only) replace the ones the model gave."""
+
+    call_id: str
+    decision: Literal["allow", "deny"]
+    arguments: dict[str, Any] | None = None
+
+
 _B = TypeVar("_B", bound=_Body)
 
 
@@ -305,6 +317,48 @@ async def control(request: Request) -> Response:
     live = await _live(ctx, sid)
     try:
         ctx.runs.control(live, body.action)
+    except RolecallError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=409)
+    return JSONResponse({"ok": True}, status_code=202)
+
+
+async def waiting(request: Request) -> Response:
+    """``GET /api/sessions/<id>/approvals``: the tool calls waiting for a person's answer
+    (tools.md, Approval), in a session this server runs; none in any other."""
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    live = ctx.runs.get(sid)
+    if live is None and await state_of(ctx.store, sid) is None and await ctx.feed(sid) is None:
+        raise HTTPException(404, f"no session {sid!r}")
+    calls = [dataclasses.asdict(held.call) for held in live.waiting.values()] if live else []
+    return JSONResponse({"waiting": calls})
+
+
+async def approve(request: Request) -> Response:
+    """``POST /api/sessions/<id>/approve``: Approve or Deny on the session page."""
+    from rolecall.tools.approval import Decision
+
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    body = await _json(request, ApproveBody)
+    if body.decision == "deny" and body.arguments is not None:
+        raise HTTPException(422, "arguments go with allow only (a refused call runs nothing)")
+    live = ctx.runs.get(sid)
+    if live is None:
+        if await state_of(ctx.store, sid) is None and await ctx.feed(sid) is None:
+            raise HTTPException(404, f"no session {sid!r}")
+        raise HTTPException(
+            409, f"no call {body.call_id} waits for an answer: session {sid} is not running here"
+        )
+    held = live.waiting.get(body.call_id)
+    tool = held.call.tool if held is not None else "the call"
+    decision = (
+        Decision("allow", "human", arguments=body.arguments)
+        if body.decision == "allow"
+        else Decision("deny", "human", f"the person refused {tool}")
+    )
+    try:
+        live.answer(body.call_id, decision)
     except RolecallError as exc:
         return JSONResponse({"error": str(exc)}, status_code=409)
     return JSONResponse({"ok": True}, status_code=202)

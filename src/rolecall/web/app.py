@@ -114,6 +114,8 @@ def create_app(ctx: WebContext, host: str = "127.0.0.1") -> Starlette:
         Route("/api/sessions/{sid}/stream", api.stream),
         Route("/api/sessions/{sid}/say", api.say, methods=["POST"]),
         Route("/api/sessions/{sid}/control", api.control, methods=["POST"]),
+        Route("/api/sessions/{sid}/approvals", api.waiting),
+        Route("/api/sessions/{sid}/approve", api.approve, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
     app = Starlette(

@@ -46,7 +46,9 @@ class EventLog:
         topic, kind = envelope.topic, envelope.type
         if topic == "sse" and kind == "start":
             self.streaming[getattr(envelope.event, "message_id", "")] = envelope.seq
-        elif (topic == "sse" and kind in ("end", "error")) or topic == "messages":
+        elif (topic == "sse" and kind in ("end", "error")) or (
+            topic == "messages" and kind == "message"
+        ):  # a tool call (tools.md) names its turn's message: that one still streams
             self.streaming.pop(getattr(envelope.event, "message_id", ""), None)
         self.add_line(envelope.seq, envelope.to_json())
 

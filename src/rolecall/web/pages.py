@@ -27,6 +27,7 @@ from rolecall.storage.browse import (
     world_of,
 )
 from rolecall.web import flowedit
+from rolecall.web.asides import Asides, asides_of_lines, stored_asides
 from rolecall.web.cluster import Feed
 from rolecall.web.context import WebContext
 from rolecall.web.flowview import diagram
@@ -104,7 +105,18 @@ def _badges(world: dict[str, Any]) -> dict[str, str]:
         return {}
 
 
-def _thread(world: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
+async def _asides(ctx: WebContext, sid: str) -> Asides:
+    """The session's tool calls and cited sources: from the store, or (``--nats``) the
+    cluster's feed of a session stored elsewhere."""
+    if await state_of(ctx.store, sid) is not None:
+        return await stored_asides(ctx.store, sid)
+    feed = await ctx.feed(sid)
+    return asides_of_lines(feed.events.lines) if feed is not None else Asides()
+
+
+def _thread(
+    world: dict[str, Any], messages: list[Message], asides: Asides | None = None
+) -> dict[str, Any]:
     role_ids = [str(r.get("id")) for r in world.get("roles", []) if isinstance(r, dict)]
     names = {str(r.get("id")): str(r.get("name") or r.get("id")) for r in world.get("roles", [])}
     return {
@@ -113,6 +125,7 @@ def _thread(world: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
         "badges": _badges(world),
         "colors": {rid: color_of(role_ids, rid) for rid in [*role_ids, "human", "system"]},
         "by_id": {m.id: m for m in messages},
+        "asides": asides or Asides(),
     }
 
 
@@ -168,7 +181,7 @@ async def session(request: Request) -> Response:
         current=doc.state.pointer.current,
         forkable=feed is None,  # stored here (a cluster's session is forked where it is)
         last_id=doc.messages[-1].id if doc.messages else None,
-        **_thread(doc.world, doc.messages),
+        **_thread(doc.world, doc.messages, await _asides(ctx, sid)),
     )
 
 
@@ -198,7 +211,7 @@ async def message_fragment(request: Request) -> Response:
         answered = await message_of(ctx.store, sid, reply_to) if reply_to else None
     if world is None or found is None:
         raise HTTPException(404, f"no message {mid!r} in session {sid}")
-    thread = _thread(world, [answered] if answered else [])
+    thread = _thread(world, [answered] if answered else [], await _asides(ctx, sid))
     # the message the live page just received is the latest: Retry is offered on it
     return ctx.page(
         request, "_message.html", m=found, sid=sid, forkable=stored, last_id=mid, **thread

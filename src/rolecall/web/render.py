@@ -7,13 +7,15 @@ the page: ``javascript:``, ``data:``, ``vbscript:`` and every other scheme stay 
 text. Images never load anything (they are rendered as a link to their address, or as
 their alt text inside a link).
 A message id cited in square brackets (``[m3]``, as presets ask closing turns to cite)
-is a link to that message on the page.
+is a link to that message on the page; a passage cited (``[k1]``, knowledge.md) is a
+link to its source, listed under the message.
 Every other string a page shows goes through Jinja2's autoescape.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from html import escape
 from typing import Any
@@ -21,7 +23,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 
-from rolecall.export.common import _PALETTE  # one palette for the exports and the web view
+from rolecall.export.citations import CITATION
+from rolecall.export.common import _PALETTE, visible  # one palette for the exports and the web view
 
 __all__ = ["color_of", "markdown", "short"]
 
@@ -75,11 +78,26 @@ _CITED = re.compile(r"\[(m[1-9][0-9]{0,8})\]")
 
 
 def _text_with_citations(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """Plain text, each ``[mN]`` in it a link to message mN (not inside another link)."""
+    """Plain text, each ``[mN]`` in it a link to message mN and each ``[kN]`` the
+    message was given (``env["passages"]``) a link to its source under the message
+    (``#mK-kN``); not inside another link."""
     text = escapeHtml(tokens[idx].content)
-    if "[m" not in text or _inside_link(tokens, idx):
+    if "[" not in text or _inside_link(tokens, idx):
         return text
-    return _CITED.sub(r'<a class="cite" href="#\1">[\1]</a>', text)
+    if "[m" in text:
+        text = _CITED.sub(r'<a class="cite" href="#\1">[\1]</a>', text)
+    passages = env.get("passages") if isinstance(env, dict) else None
+    if passages and "[k" in text:
+        anchor = escape(str(env.get("message_id", "")))
+
+        def link(found: re.Match[str]) -> str:
+            kid = found.group(1)
+            if kid not in passages:
+                return found.group(0)
+            return f'<a class="cite" href="#{anchor}-{kid}">[{kid}]</a>'
+
+        text = CITATION.sub(link, text)
+    return text
 
 
 @lru_cache(maxsize=1)
@@ -92,9 +110,14 @@ def _parser() -> MarkdownIt:
     return md
 
 
-def markdown(text: str) -> str:
-    """``text`` as safe HTML (see the module docstring)."""
-    return str(_parser().render(text))
+def markdown(text: str, message_id: str = "", passages: Iterable[str] = ()) -> str:
+    """``text`` as safe HTML (see the module docstring); each ``[kN]`` of ``passages``
+    (the ids of the passages the message cites) links to ``#<message_id>-kN``."""
+    text = visible(text)  # a terminal control (a tool's output quoted) shown, not kept raw
+    given = frozenset(passages)
+    if not given:
+        return str(_parser().render(text))
+    return str(_parser().render(text, {"message_id": message_id, "passages": given}))
 
 
 def color_of(role_ids: list[str], sender: str) -> str:

@@ -25,6 +25,7 @@ from rolecall.llm.pacing import env_stream_delay
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
 from rolecall.log import get_logger
+from rolecall.tools.approval import Decision, PendingCall
 from rolecall.web.live import EventLog, start_soon
 
 if TYPE_CHECKING:
@@ -35,6 +36,15 @@ log = get_logger(__name__)
 AGAIN_TURNS = 4  # a retry: deciding the forked step, the answer; more is a flow saying nothing
 Action = Literal["pause", "resume", "next", "stop"]
 ACTIONS: tuple[Action, ...] = ("pause", "resume", "next", "stop")
+
+
+@dataclass
+class Waiting:
+    """A call held for a person's answer on the session page (tools.md, Approval)."""
+
+    call: PendingCall
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    decision: Decision | None = None
 
 
 @dataclass
@@ -50,9 +60,43 @@ class LiveRun:
     idle: anyio.Event = field(default_factory=anyio.Event)  # set while not busy
     done: anyio.Event = field(default_factory=anyio.Event)  # its session is closed
     error: str | None = None
+    # `approve: ask` calls held until someone answers on the page (however long that is:
+    # tools.md holds the call until a person answers), by call id
+    waiting: dict[str, Waiting] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.idle.set()
+
+    async def ask(self, call: PendingCall) -> Decision:
+        """The session's approver: the call waits until :meth:`answer` (the page's
+        Approve or Deny), or a stop or the server's end refuses it."""
+        held = self.waiting[call.call_id] = Waiting(call)
+        try:
+            await held.answered.wait()
+        finally:
+            self.waiting.pop(call.call_id, None)
+        assert held.decision is not None
+        return held.decision
+
+    def answer(self, call_id: str, decision: Decision) -> None:
+        """A person's answer to a waiting call (UsageError if none waits by that id)."""
+        held = self.waiting.get(call_id)
+        if held is None or held.answered.is_set():
+            waits = ", ".join(self.waiting) or "none"
+            raise UsageError(
+                f"no call {call_id} waits for an answer in session {self.session_id} "
+                f"(waiting: {waits}); it may have been answered already"
+            )
+        held.decision = decision
+        held.answered.set()
+
+    def refuse_waiting(self, why: str, by: str) -> None:
+        """Every waiting call refused: the person stopped the session (``human``), or
+        the server ends (``rolecall web``)."""
+        for held in list(self.waiting.values()):
+            if not held.answered.is_set():
+                held.decision = Decision("deny", by, why)
+                held.answered.set()
 
     @property
     def session_id(self) -> str:
@@ -175,12 +219,16 @@ class LiveRuns:
                     events=events,
                     chat=inner.engine is None and inner.director is None,
                 )
+                inner.approver = run.ask  # tools.md: an `ask` call waits for the page
                 self.runs[session.session_id] = run
                 task_status.started(run)
                 await run.closing.wait()
                 if run.busy:  # the server stops during a turn: pause there
                     session.runtime.cancel_generation()
                     session.pause("interrupted")
+                    run.refuse_waiting(
+                        "the web server stopped before anyone answered", "rolecall web"
+                    )
                     with anyio.move_on_after(5):
                         await run.idle.wait()
         finally:
@@ -252,6 +300,7 @@ class LiveRuns:
             run.session.pause()  # stored at once when idle, else when its turn ends
         elif action == "stop":
             run.session.stop()
+            run.refuse_waiting("the session was stopped before anyone answered", "human")
             if not run.busy:
                 run.closing.set()
         elif run.busy:

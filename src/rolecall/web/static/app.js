@@ -104,6 +104,153 @@
     } catch (e) { /* the next page load shows it */ }
   }
 
+  // tool calls (tools.md): one line each in the turn's message, its result folded under
+  // it, as the server renders a stored one (_tool_call.html); text only through textContent
+  const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+  function visible(value) { // control characters shown, not obeyed (as export.common.visible)
+    return String(value).replace(/\r\n/g, "\n").replace(CONTROLS, (c) => {
+      const code = c.charCodeAt(0);
+      if (code < 0x20) return String.fromCharCode(0x2400 + code);
+      if (code === 0x7f) return "\u2421";
+      return "<U+" + code.toString(16).toUpperCase().padStart(4, "0") + ">";
+    });
+  }
+  function shortArguments(args) {
+    const line = visible(Object.entries(args || {}).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", "));
+    return line.length <= 60 ? line : line.slice(0, 59) + "…";
+  }
+  function span(cls, value) {
+    const el = document.createElement("span");
+    el.className = cls; el.textContent = value;
+    return el;
+  }
+  function callState(li, state) {
+    li.className = "tool-call state-" + state;
+  }
+
+  function toolCall(ev) {
+    if (!thread || !ev.message_id || document.getElementById("call-" + ev.call_id)) return;
+    let art = document.getElementById(ev.message_id);
+    if (!art) art = placeholder(ev); // followed from the store: no streamed start
+    let list = art.querySelector("ol.tools");
+    if (!list) {
+      list = document.createElement("ol");
+      list.className = "tools"; list.setAttribute("aria-label", "tool calls");
+      art.insertBefore(list, art.querySelector(".body"));
+    }
+    const li = document.createElement("li");
+    li.id = "call-" + ev.call_id; li.dataset.call = ev.call_id;
+    callState(li, "running");
+    const details = document.createElement("details");
+    const summary = document.createElement("summary");
+    const tool = document.createElement("code");
+    tool.className = "tool"; tool.textContent = ev.tool;
+    summary.append(span("gear", "⚙"), " ", tool, span("args", "(" + shortArguments(ev.arguments) + ")"),
+      span("took", ""), span("decided", ""), span("failed", ""));
+    summary.firstChild.setAttribute("aria-hidden", "true");
+    const detail = document.createElement("div");
+    detail.className = "call-detail";
+    const pre = document.createElement("pre");
+    pre.className = "arguments"; pre.textContent = visible(JSON.stringify(ev.arguments || {}, null, 2));
+    detail.append(span("label", "arguments"), pre);
+    details.append(summary, detail);
+    li.append(details);
+    list.append(li);
+    if (thinking) { thinking.hidden = false; thinking.textContent = nameOf(ev.sender) + " calls " + ev.tool + "…"; }
+    checkWaiting();
+  }
+
+  function toolApproval(ev) {
+    const li = document.getElementById("call-" + ev.call_id);
+    if (!li) return;
+    li.querySelectorAll(".approval").forEach((el) => el.remove());
+    if (li.classList.contains("state-waiting")) callState(li, "running");
+    let words = "";
+    const edited = ev.arguments && Object.keys(ev.arguments).length > 0;
+    if (ev.decision === "deny") { callState(li, "refused"); words = "refused by " + ev.by; }
+    else if (ev.by === "human") words = edited ? "approved with edited arguments" : "approved";
+    else if (ev.by !== "policy") words = "allowed by " + ev.by;
+    text(li.querySelector("summary .decided"), words ? " · " + words : "");
+    if (edited) { // the call runs with a person's arguments: shown, the model's kept below
+      const detail = li.querySelector(".call-detail");
+      const asked = document.createElement("pre");
+      asked.className = "asked"; asked.textContent = detail.querySelector("pre.arguments").textContent;
+      detail.prepend(span("label", "the model asked for"), asked);
+      detail.querySelector("pre.arguments").textContent = visible(JSON.stringify(ev.arguments, null, 2));
+      text(li.querySelector("summary .args"), "(" + shortArguments(ev.arguments) + ")");
+    }
+  }
+
+  function toolResult(ev) {
+    const li = document.getElementById("call-" + ev.call_id);
+    if (!li) return;
+    const refused = li.classList.contains("state-refused");
+    const summary = li.querySelector("summary");
+    if (!refused) {
+      text(summary.querySelector(".took"), " · " + ev.duration_ms.toLocaleString("en-US") + " ms");
+      callState(li, ev.is_error ? "error" : "done");
+      if (ev.is_error) text(summary.querySelector(".failed"), " · error");
+    }
+    const pre = document.createElement("pre");
+    pre.className = "result"; pre.textContent = visible(ev.content);
+    li.querySelector(".call-detail").append(span("label", refused ? "refusal" : "result"), pre);
+  }
+
+  // `approve: ask` (tools.md, Approval): the calls that wait for a person get Approve and
+  // Deny (and an edit of their arguments); the answer goes through the JSON API
+  let asking = null; // the request in flight; another is asked for once it is done
+  let askAgain = false;
+  function checkWaiting() {
+    if (asking) { askAgain = true; return; }
+    asking = fetch("/api/sessions/" + encodeURIComponent(sid) + "/approvals")
+      .then((res) => (res.ok ? res.json() : { waiting: [] }))
+      .then((answer) => showWaiting(answer.waiting || []))
+      .catch(() => {})
+      .finally(() => { asking = null; if (askAgain) { askAgain = false; checkWaiting(); } });
+  }
+
+  function showWaiting(calls) {
+    for (const call of calls) {
+      const li = document.getElementById("call-" + call.call_id);
+      if (!li || li.querySelector(".approval")) continue;
+      callState(li, "waiting");
+      const box = document.createElement("div");
+      box.className = "approval";
+      const yes = document.createElement("button");
+      yes.type = "button"; yes.className = "approve"; yes.textContent = "Approve";
+      const no = document.createElement("button");
+      no.type = "button"; no.className = "deny"; no.textContent = "Deny";
+      const edit = document.createElement("details");
+      edit.className = "edit";
+      const editSummary = document.createElement("summary");
+      editSummary.textContent = "Edit arguments";
+      const area = document.createElement("textarea");
+      area.rows = 3; area.setAttribute("aria-label", "arguments (JSON)");
+      area.value = JSON.stringify(call.arguments || {}, null, 2);
+      const withArgs = document.createElement("button");
+      withArgs.type = "button"; withArgs.className = "approve-edited"; withArgs.textContent = "Approve with these arguments";
+      edit.append(editSummary, area, withArgs);
+      const problem = span("error", "");
+      problem.setAttribute("role", "alert");
+      box.append(yes, no, problem, edit);
+      li.append(box);
+      const answer = async (body) => {
+        box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+        const ok = await post("/approve", Object.assign({ call_id: call.call_id }, body), problem);
+        if (!ok) box.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+      };
+      yes.addEventListener("click", () => answer({ decision: "allow" }));
+      no.addEventListener("click", () => answer({ decision: "deny" }));
+      withArgs.addEventListener("click", () => {
+        let args;
+        try { args = JSON.parse(area.value); } catch (e) { problem.textContent = "the arguments are not JSON (" + e.message + ")"; return; }
+        if (!args || typeof args !== "object" || Array.isArray(args)) { problem.textContent = "the arguments must be a JSON object"; return; }
+        answer({ decision: "allow", arguments: args });
+      });
+      if (thinking) { thinking.hidden = false; thinking.textContent = "a call waits: " + call.tool + " (Approve / Deny)"; }
+    }
+  }
+
   function highlight(node) {
     document.querySelectorAll(".node.current").forEach((n) => n.classList.remove("current"));
     if (node) node.classList.add("current");
@@ -134,6 +281,9 @@
     if (ev.topic === "sse" && ev.type === "start") streamStart(ev);
     else if (ev.topic === "sse" && ev.type === "chunk") streamChunk(ev);
     else if (ev.topic === "messages" && ev.type === "message") messageDone(ev);
+    else if (ev.topic === "messages" && ev.type === "tool_call") toolCall(ev);
+    else if (ev.topic === "messages" && ev.type === "tool_result") toolResult(ev);
+    else if (ev.topic === "system" && ev.type === "tool_approval") toolApproval(ev);
     else if (ev.topic === "system" && ev.type === "step") {
       const runs = document.querySelector("#node-" + CSS.escape(ev.step_id) + " .runs");
       if (runs) runs.textContent = "×" + (ev.loop_iteration + 1);
@@ -161,7 +311,7 @@
     if (!link) return;
     const target = document.getElementById(link.getAttribute("href").slice(1));
     if (!target) return;
-    document.querySelectorAll(".message.highlight").forEach((m) => m.classList.remove("highlight"));
+    document.querySelectorAll(".highlight").forEach((m) => m.classList.remove("highlight"));
     target.classList.add("highlight");
   });
   function highlightHash() {
@@ -179,12 +329,12 @@
   const errorEl = document.getElementById("control-error");
   const roles = (page.dataset.roles || "").split(",").filter(Boolean).concat(["all"]);
 
-  async function post(path, body) {
+  async function post(path, body, shownIn) {
     const res = await fetch("/api/sessions/" + encodeURIComponent(sid) + path, {
       method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
     });
     const answer = await res.json().catch(() => ({}));
-    text(errorEl, res.ok ? "" : (answer.error || "failed (" + res.status + ")"));
+    text(shownIn || errorEl, res.ok ? "" : (answer.error || "failed (" + res.status + ")"));
     if (res.ok && page.dataset.live !== "yes") { page.dataset.live = "yes"; follow(); }
     return res.ok;
   }
