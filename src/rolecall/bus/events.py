@@ -205,6 +205,7 @@ class StreamError(_Event):
     sender: str
     error: str
     partial: str = ""
+    draft_id: str | None = None  # the draft keeping ``partial`` (message_id goes to the next)
 
 
 class StepEvent(_Event):
