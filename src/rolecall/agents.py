@@ -157,6 +157,7 @@ class Generator:
                 sender=sender,
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
+                finish_reason=usage.finish_reason,
             )
         )
         return Generated(text, usage.input_tokens, usage.output_tokens, seconds, cost)

@@ -196,6 +196,7 @@ class StreamEnd(_Event):
     sender: str
     input_tokens: int
     output_tokens: int
+    finish_reason: str | None = None  # the provider's (stop, length, ...) when it said
 
 
 class StreamError(_Event):
