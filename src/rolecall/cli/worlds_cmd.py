@@ -202,8 +202,9 @@ def _new_world(args: argparse.Namespace) -> int:
 
     name, start = args.name, args.preset
     check_world_name(name)
+    files: dict[str, str | bytes]
     if start == "study":
-        files = new_study_files(name)
+        files = dict(new_study_files(name))
     elif start in PRESET_YAML:
         files = {"world.yaml": new_world_yaml(start, name)}
     else:
