@@ -75,10 +75,12 @@ class Generator:
         loop_iteration: int | None,
         reply_to: str | None = None,
         start: bool = True,
+        draft_id: str | None = None,
     ) -> Generated:
         """One model round. ``start``: publish ``sse/start`` (False for the rounds after
         a turn's tool calls, tools.md); a round that asks for tool calls ends without
-        ``sse/end`` (the turn goes on after their results)."""
+        ``sse/end`` (the turn goes on after their results). ``draft_id``: the id of the
+        draft a cancelled or failed round is kept as (named on ``sse/error``)."""
         bus = self.bus
         sender = request.info.speaker
         publish = bus.publish
@@ -130,7 +132,15 @@ class Generator:
             failure = GenerationFailed(text, "cancelled")
         if failure is not None:
             detail = failure.reason if failure.error is None else str(failure.error)
-            publish(StreamError(message_id=message_id, sender=sender, error=detail, partial=text))
+            publish(
+                StreamError(
+                    message_id=message_id,
+                    sender=sender,
+                    error=detail,
+                    partial=text,
+                    draft_id=draft_id,
+                )
+            )
             raise failure
         if usage is None:
             usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
@@ -147,6 +157,7 @@ class Generator:
                 sender=sender,
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
+                finish_reason=usage.finish_reason,
             )
         )
         return Generated(text, usage.input_tokens, usage.output_tokens, seconds, cost)

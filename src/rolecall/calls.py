@@ -217,10 +217,12 @@ async def call_model(
             step_id=step_id,
             loop_iteration=loop_iteration,
             reply_to=target.id if target else None,
+            draft_id=self.state.next_draft_id(),
         )
     except GenerationFailed as failure:
         self.state.drafts.append(
             Draft(
+                id=self.state.next_draft_id(),
                 message_id=message_id,
                 sender=role.id,
                 content=failure.partial,

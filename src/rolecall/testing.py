@@ -58,7 +58,12 @@ class FunctionModel:
             raise TypeError(f"FunctionModel's function returned {type(text).__name__}, not str")
         for piece in words(text):
             yield TextDelta(piece)
-        yield Usage(prompt_tokens(request.messages), estimate_tokens(text), cost_usd=0.0)
+        yield Usage(
+            prompt_tokens(request.messages),
+            estimate_tokens(text),
+            cost_usd=0.0,
+            finish_reason="stop",
+        )
 
 
 class CapturedEvents:

@@ -19,8 +19,8 @@ session's events (a bus subscriber), so tracing changes nothing in how a session
   ``server.address`` and ``server.port`` (of the role's ``api_base``, when one is set),
   ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``; a failed call has
   status ERROR and ``error.type`` (``timeout``, ``refused``, ``unavailable``,
-  ``cancelled`` or ``_OTHER``). ``gen_ai.response.finish_reasons`` is not set: the
-  provider's finish reason does not reach the session's events.
+  ``cancelled`` or ``_OTHER``); a completed one has ``gen_ai.response.finish_reasons``,
+  the provider's finish reason (``["stop"]``, ``["length"]``, ...) as ``sse/end`` carries it.
 """
 
 from __future__ import annotations
@@ -133,6 +133,10 @@ class SessionTracer:
                 generation = spans[1]
                 generation.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
                 generation.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+                if event.finish_reason is not None:
+                    generation.set_attribute(
+                        "gen_ai.response.finish_reasons", [event.finish_reason]
+                    )
                 generation.end()
         elif isinstance(event, StreamError):
             self._fail_turn(event)

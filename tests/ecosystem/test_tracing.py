@@ -65,6 +65,7 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
         assert chat.attributes["gen_ai.usage.input_tokens"] == message.input_tokens
         assert chat.attributes["gen_ai.usage.output_tokens"] == message.output_tokens
         assert chat.status.status_code != StatusCode.ERROR
+        assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
 
 
 @pytest.mark.anyio
@@ -171,6 +172,87 @@ async def test_a_provider_call_follows_the_genai_conventions(
     assert "error.type" not in ok.attributes and ok.attributes["gen_ai.usage.output_tokens"] > 0
     assert refused.status.status_code == StatusCode.ERROR
     assert refused.attributes["error.type"] == "refused"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", ["http", "litellm"])
+async def test_the_finish_reason_is_the_providers(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """A reply the loopback server ends with finish_reason "length" (cut at max_tokens)
+    is traced so, through either client, and reaches sse/end; the next says "stop"."""
+    from rolecall.bus import StreamEnd
+    from rolecall.llm.litellm_model import aclose_clients
+    from tests.helpers import world_from
+    from tests.llm.openai_server import OpenAITestServer, Reply
+
+    monkeypatch.setenv("NO_PROXY", "*")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setenv("ROLECALL_TRACE_TEST_KEY", "sk-trace-test-0123456789")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with OpenAITestServer() as server:
+        server.queue(Reply("Cut off in the mid", finish_reason="length"), Reply("Fine."))
+        world = world_from(
+            {
+                "name": "t",
+                "topic": "t",
+                "model": "openai/gpt-4o-mini",
+                "settings": {
+                    "client": client,
+                    "api_base": server.base_url,
+                    "api_key_env": "ROLECALL_TRACE_TEST_KEY",
+                    "retries": 0,
+                },
+                "roles": [{"id": "a", "max_tokens": 5}, {"id": "b"}],
+                "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
+            }
+        )
+        session = Session(world)
+        ends: list[StreamEnd] = []
+        session.bus.subscribe(lambda e: ends.append(e.event), "sse", name="ends")
+        trace_session(session, tracer_provider=provider)
+        try:
+            await session.run()
+        finally:
+            await aclose_clients()
+
+    assert [e.finish_reason for e in ends if isinstance(e, StreamEnd)] == ["length", "stop"]
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
+        ("length",),
+        ("stop",),
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_offline_model_says_length_when_max_tokens_cut_its_reply(
+    exporter: InMemorySpanExporter,
+) -> None:
+    from tests.helpers import world_from
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    world = world_from(
+        {
+            "name": "t",
+            "topic": "how rivers shape the valleys they run through",
+            "model": "offline",
+            "roles": [{"id": "teacher", "max_tokens": 4}, {"id": "student"}],
+            "flow": {
+                "steps": [{"id": "one", "speaker": "teacher"}, {"id": "two", "speaker": "student"}]
+            },
+        }
+    )
+    session = Session(world)
+    trace_session(session, tracer_provider=provider)
+    await session.run()
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
+        ("length",),
+        ("stop",),
+    ]
+    assert session.state.transcript.messages[0].output_tokens <= 4
 
 
 # the command line, in a process of its own: traced when the program set a tracer

@@ -41,6 +41,7 @@ class Reply:
     delay: float = 0.0  # seconds before each chunk
     stall_after: int | None = None  # after this many words, say nothing for ``stall``
     stall: float = 0.0
+    finish_reason: str = "stop"  # "length": the reply was cut at max_tokens
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if behaviour.delay and self._stall(behaviour.delay):
                     return
                 self._event(_chunk(model, {"content": piece}))
-            self._event(_chunk(model, {}, finish_reason="stop"))
+            self._event(_chunk(model, {}, finish_reason=behaviour.finish_reason))
             if behaviour.send_usage:
                 usage = {
                     "prompt_tokens": behaviour.prompt_tokens,

@@ -149,7 +149,7 @@ def test_html_shows_who_answers_whom_steps_loops_status_and_drafts() -> None:
     assert "finished: flow_end (after the last step)" in text
     drafts = page.split("<h2>Drafts (incomplete)</h2>")
     assert len(drafts) == 2
-    assert "m6" in drafts[1] and "incomplete: cancelled" in drafts[1]
+    assert ">d1<" in drafts[1] and "m6" not in drafts[1] and "incomplete: cancelled" in drafts[1]
     assert "half a sentence" not in drafts[0]  # not in the transcript
 
 
@@ -222,7 +222,7 @@ def test_markdown_content_cannot_create_structure() -> None:
         "### m4 · student → teacher",
         "### m5 · human",
         "## Drafts (incomplete)",
-        "### m6 · teacher (incomplete)",
+        "### d1 · teacher (incomplete)",
     ]
     lines = md.splitlines()
     assert not any(re.match(r"^\s{0,3}(-{3,}|={3,}|\*{3,}|_{3,})\s*$", line) for line in lines)

@@ -244,10 +244,14 @@ def test_display_marks_cancellation_errors_and_session_changes() -> None:
     display, bus, _ = make_display()
     bus.publish(StreamStart(message_id="m3", sender="bob", target="human"))
     bus.publish(StreamChunk(message_id="m3", sender="bob", delta="half a", output_tokens=2))
-    bus.publish(StreamError(message_id="m3", sender="bob", error="cancelled", partial="half a"))
+    bus.publish(
+        StreamError(
+            message_id="m3", sender="bob", error="cancelled", partial="half a", draft_id="d1"
+        )
+    )
     bus.publish(SessionEvent(state="paused", reason="cancelled"))
     bus.publish(StreamStart(message_id="m3", sender="bob"))
-    bus.publish(StreamError(message_id="m3", sender="bob", error="provider down"))
+    bus.publish(StreamError(message_id="m3", sender="bob", error="provider down", draft_id="d2"))
     bus.publish(ErrorEvent(error="provider down", source="model:x"))  # said already
     bus.publish(ErrorEvent(error="disk full", source="store"))
     bus.publish(WarningEvent(message="no agent named 'bee'"))
@@ -260,11 +264,11 @@ def test_display_marks_cancellation_errors_and_session_changes() -> None:
     assert out.splitlines() == [
         "bob → human",
         "│ half a",
-        "✗ cancelled: bob's reply (m3) is kept as an incomplete draft, outside the history",
+        "✗ cancelled: bob's reply is kept as an incomplete draft (d1), outside the history",
         "⏸ paused (cancelled) · /resume continues",
         "",
         "bob",
-        "✗ bob's reply (m3) failed: provider down",
+        "✗ bob's reply (d2) failed: provider down",
         "✗ disk full",
         "⚠ no agent named 'bee'",
         "",
@@ -859,7 +863,7 @@ async def test_a_failing_model_pauses_once_instead_of_retrying_forever(tmp_path:
                 await d.wait_for(lambda: "paused (error)" in d.screen, "paused")
                 await d.wait_for(lambda: repl.jobs == 0, "idle")
                 assert model.calls == 1
-                assert d.screen.count("✗ alice's reply (m2) failed: provider down") == 1
+                assert d.screen.count("✗ alice's reply (d1) failed: provider down") == 1
                 assert [p.agent for p in session.state.pending] == ["alice", "bob"]  # still owed
                 d.type("\x04")
                 await done.wait()

@@ -8,6 +8,7 @@ end whatever happened.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -212,12 +213,17 @@ def test_ctrl_c_cancels_a_generation_and_resume_continues(terminal: Callable[[],
     t.wait_for(lambda s: "historian → human" in s and "│ " in s)
     t.key("C-c")
     screen = t.wait_for("kept as an incomplete draft")
+    # the draft has an id of its own: m2 is the message the resumed reply becomes
+    assert "historian's reply is kept as an incomplete draft (d1)" in screen
     assert "⏸ paused (cancelled)" in t.wait_for("paused (cancelled)")
     assert "  ↑" not in screen  # the reply never completed
     t.type("/resume")
     t.key("Enter")
     t.wait_for(lambda s: s.count("historian → human") == 2 and "  ↑" in s, timeout=30)
     t.wait_for(lambda s: "│ ready │" in toolbar(s))  # the run is over
+    t.type("/history")
+    t.key("Enter")
+    t.wait_for("1 incomplete drafts outside the history")
     t.key("C-c")  # nothing runs now: armed ...
     t.wait_for("press Ctrl-C again to quit")
     t.key("C-c")  # ... and quit
@@ -228,7 +234,20 @@ def test_ctrl_c_cancels_a_generation_and_resume_continues(terminal: Callable[[],
         drafts = db.execute("SELECT body FROM drafts").fetchall()
         messages = [json.loads(b)["sender"] for (b,) in db.execute("SELECT body FROM messages")]
     assert len(drafts) == 1 and json.loads(drafts[0][0])["reason"] == "cancelled"
+    assert json.loads(drafts[0][0])["id"] == "d1"
     assert messages == ["human", "historian"]
+    # every rendering names the draft d1 and m2 the reply that completed
+    ((sid, _, _),) = stored(t.home)
+    shown = subprocess.run(
+        [sys.executable, "-m", "rolecall.cli.main", "sessions", "show", sid],
+        env={**os.environ, "ROLECALL_HOME": str(t.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "[d1] historian (cancelled)" in shown
+    assert shown.count("[m2]") == 1
 
 
 def test_the_toolbar_shows_the_sessions_cost(

@@ -201,6 +201,7 @@ class StreamEnd(_Event):
     sender: str
     input_tokens: int
     output_tokens: int
+    finish_reason: str | None = None  # the provider's (stop, length, ...) when it said
 
 
 class StreamError(_Event):
@@ -210,6 +211,7 @@ class StreamError(_Event):
     sender: str
     error: str
     partial: str = ""
+    draft_id: str | None = None  # the draft keeping ``partial`` (message_id goes to the next)
 
 
 class StepEvent(_Event):

@@ -320,9 +320,14 @@ def new_world_yaml(mode: str, name: str) -> str:
             f"no preset '{mode}' to start from{did_you_mean(mode, presets)} "
             f"(presets: {', '.join(presets)})"
         )
+    check_world_name(name)
+    return template.replace("{name}", name)
+
+
+def check_world_name(name: str) -> None:
+    """UsageError unless ``name`` is a world name ``worlds new`` may write."""
     if not _ID.fullmatch(name):
         raise UsageError(
             f"bad world name {name!r} (use lowercase letters, digits, _ and -, starting with "
             "a letter)"
         )
-    return template.replace("{name}", name)

@@ -69,17 +69,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     wn = wsub.add_parser(
         "new",
-        help="write a ready-to-edit world folder from a preset",
+        help="write a ready-to-edit world folder from a preset or a copy of any world",
         epilog="examples:\n  rolecall worlds new my-debate --from debate\n"
+        "  rolecall worlds new my-class --from classroom   (a copy of a shipped world)\n"
+        "  rolecall worlds new mine --from tutoring --dir my-worlds   (in a checkout)\n"
         "  rolecall worlds new panel2 --from consensus\n"
         "  rolecall worlds new my-study --from study   (world.yaml and a starter notes.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wn.add_argument("name", metavar="NAME", help="the new world's name (folder under --dir)")
     wn.add_argument(
-        "--from", dest="preset", required=True, metavar="MODE", help="debate, consensus or study"
+        "--from",
+        dest="preset",
+        required=True,
+        metavar="PRESET|WORLD",
+        help="a preset (debate, consensus or study) or any world to copy (a shipped or "
+        "./worlds/ name, or a folder)",
     )
-    wn.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
+    wn.add_argument(
+        "--dir",
+        default="worlds",
+        help="folder holding your worlds (default ./worlds, where `rolecall run NAME` looks; "
+        "never inside the rolecall package)",
+    )
     add_common_flags(wn, run_flags=False, data_dir_help="the data directory (unused by new)")
     wsc = wsub.add_parser(
         "schema",
@@ -182,20 +194,79 @@ def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
 
 
 def _new_world(args: argparse.Namespace) -> int:
-    """Write ``<dir>/<name>/world.yaml`` from a preset; never overwrite a world."""
+    """Write ``<dir>/<name>/`` from a preset or a copy of any world; never overwrite a
+    world, never write into the rolecall package (a checkout's ``./worlds`` links there)."""
     from rolecall.cli.exits import EXIT_OK
-    from rolecall.cli.modes_cmd import new_world_yaml
+    from rolecall.cli.modes_cmd import PRESET_YAML, check_world_name, new_world_yaml
     from rolecall.cli.study_cmd import new_study_files
 
-    if args.preset == "study":
-        files = new_study_files(args.name)
+    name, start = args.name, args.preset
+    check_world_name(name)
+    files: dict[str, str | bytes]
+    if start == "study":
+        files = dict(new_study_files(name))
+    elif start in PRESET_YAML:
+        files = {"world.yaml": new_world_yaml(start, name)}
     else:
-        files = {"world.yaml": new_world_yaml(args.preset, args.name)}
-    folder = Path(args.dir) / args.name
+        files = _copied_world(start, name)
+    folder = Path(args.dir) / name
+    _refuse_the_package(folder, args)
     if (folder / "world.yaml").exists():
         raise UsageError(f"{folder / 'world.yaml'} already exists; choose another name")
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    for relative, data in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
     print(f"wrote {folder / 'world.yaml'} (edit it, then: rolecall run {folder})")
     return EXIT_OK
+
+
+def _copied_world(spec: str, name: str) -> dict[str, str | bytes]:
+    """The files of the world ``spec`` (a shipped or ``./worlds/`` name, or a folder),
+    its ``world.yaml`` renamed ``name``; UsageError naming the choices when none."""
+    import re
+
+    from rolecall.cli.modes_cmd import PRESET_YAML
+    from rolecall.cli.suggest import did_you_mean
+    from rolecall.world import catalog
+    from rolecall.world.loader import resolve_world_path
+
+    try:
+        source = resolve_world_path(spec)
+    except UsageError:
+        known = [entry.name for entry in catalog.available()]
+        presets = [*PRESET_YAML, "study"]
+        raise UsageError(
+            f"--from {spec!r}: no preset or world to start from"
+            f"{did_you_mean(spec, [*presets, *known])} (presets: {', '.join(presets)}; "
+            f"worlds: {', '.join(known)}; or a world folder)"
+        ) from None
+    root = source.parent
+    files: dict[str, str | bytes] = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        hidden = any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
+        if path.is_file() and not hidden and path != source:
+            files[relative.as_posix()] = path.read_bytes()
+    text = source.read_text(encoding="utf-8")
+    renamed, count = re.subn(r"(?m)^name:.*$", f"name: {name}", text, count=1)
+    files["world.yaml"] = renamed if count else f"name: {name}\n{text}"
+    return files
+
+
+def _refuse_the_package(folder: Path, args: argparse.Namespace) -> None:
+    """UsageError when ``folder`` is inside the installed rolecall package (its shipped
+    worlds are package data: an upgrade replaces them, and they are listed as shipped)."""
+    import rolecall
+
+    package = Path(rolecall.__file__).resolve().parent
+    if folder.resolve().is_relative_to(package):
+        raise UsageError(
+            f"--dir {args.dir}: {folder} is inside the rolecall package ({package}); "
+            "`worlds new` never writes there (in a checkout ./worlds links to the shipped "
+            f"worlds). Give a folder of your own: rolecall worlds new {args.name} "
+            f"--from {args.preset} --dir my-worlds"
+        )

@@ -216,7 +216,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         ]
         for d in sel.drafts:
             color = colors.get(d.sender, _GREY)
-            head = [f'<span class="id">{_h(d.message_id)}</span>', _who_span(d.sender, color)]
+            head = [f'<span class="id">{_h(d.id)}</span>', _who_span(d.sender, color)]
             head.append(f'<span class="badge draft">incomplete: {_h(d.reason)}</span>')
             if d.step_id:
                 head.append(f'<span class="badge step">step {_h(d.step_id)}</span>')

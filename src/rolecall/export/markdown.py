@@ -178,6 +178,6 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         for d in sel.drafts:
             where = _where(d.step_id, None)
             extra = f" · *{e(where)}*" if where else ""
-            out.append(f"### {e(d.message_id)} · {e(d.sender)} (incomplete)")
+            out.append(f"### {e(d.id)} · {e(d.sender)} (incomplete)")
             out += ["", f"{e(d.reason)}{extra} · {_when(d.ts)}", "", md_quote(d.content), ""]
     return visible("\n".join(out)).rstrip("\n") + "\n"

@@ -159,6 +159,6 @@ def to_pdf(
     if sel.drafts:
         para("Drafts (incomplete; not part of the history)", 11, "B", 2)
         for d in sel.drafts:
-            para(f"{d.message_id} · {d.sender} ({d.reason})", 9, "B", 0.5)
+            para(f"{d.id} · {d.sender} ({d.reason})", 9, "B", 0.5)
             para(d.content or " ", 10, gap=3)
     return bytes(pdf.output())

@@ -62,9 +62,7 @@ def to_text(
         lines.append(f"drafts (incomplete, not part of the history): {len(sel.drafts)}")
         for d in sel.drafts:
             where = _where(d.step_id, None)
-            lines.append(
-                f"  [{d.message_id}] {d.sender} ({d.reason}{', ' + where if where else ''})"
-            )
+            lines.append(f"  [{d.id}] {d.sender} ({d.reason}{', ' + where if where else ''})")
             lines.extend(f"    {line}" for line in (visible(d.content).splitlines() or [""]))
     rows = token_table(doc, sel.messages)
     if rows:

@@ -395,12 +395,18 @@ def _words(text: str, most: int) -> str:
 
 def compose(request: GenerationRequest) -> str:
     """The full reply of the offline model to ``request`` (pure and deterministic)."""
+    return composed(request)[0]
+
+
+def composed(request: GenerationRequest) -> tuple[str, str]:
+    """:func:`compose`'s reply and its finish reason: ``length`` when the role's
+    ``max_tokens`` cut it (as a provider's reply is cut), else ``stop``."""
     persona = request.persona
     info = request.info
     if info.purpose == "respond":
-        return respond_answer(request)
+        return respond_answer(request), "stop"
     if info.purpose == "summary":
-        return summary_answer(request)
+        return summary_answer(request), "stop"
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]
@@ -441,7 +447,7 @@ def compose(request: GenerationRequest) -> str:
 
     if info.instruction and is_closing(info.instruction):
         closed = closing(info.instruction, a, b, t)
-        return f"{closed} {cite(request)}" if request.references else closed
+        return (f"{closed} {cite(request)}" if request.references else closed), "stop"
     instruction = (info.instruction or "").lower()
     wants_question = bool(
         re.search(r"\b(ask|asks|asking|pose|quiz)\b", instruction)
@@ -507,13 +513,16 @@ def compose(request: GenerationRequest) -> str:
     # MAX_OUTPUT_TOKENS, a bound `worlds check` relies on).
     most = min(request.max_tokens or MAX_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS)
     words = len(text.split())
+    finish = "stop"
     while words > 1 and estimate_tokens(text) > most:
         words -= 1
         text = _fit([text], words, wants_question)
-    text = text[: most * 4]
+        finish = "length"
+    if len(text) > most * 4:
+        text, finish = text[: most * 4], "length"
 
     text = re.sub(r"<\s*world\s*>\s*pass\s*<\s*/\s*world\s*>", "", text, flags=re.IGNORECASE)
-    return " ".join(text.lstrip("@ ").split())
+    return " ".join(text.lstrip("@ ").split()), finish
 
 
 def tool_arguments(schema: dict[str, Any], request: GenerationRequest) -> dict[str, Any]:
@@ -626,9 +635,15 @@ class OfflineModel:
         call = offline_call(request)
         if call is not None:  # tools.md: a turn offered tools calls one first
             yield call
-            yield Usage(prompt_tokens(request.messages), estimate_tokens(call.arguments), 0.0)
+            yield Usage(
+                prompt_tokens(request.messages),
+                estimate_tokens(call.arguments),
+                0.0,
+                finish_reason="tool_calls",
+            )
             return
-        text = with_result(compose(request), request)
+        text, finish = composed(request)
+        text = with_result(text, request)
         words = text.split(" ")
         last = len(words) - 1
         for i, word in enumerate(words):
@@ -639,4 +654,5 @@ class OfflineModel:
             input_tokens=prompt_tokens(request.messages),
             output_tokens=estimate_tokens(text),
             cost_usd=0.0,  # runs locally: free
+            finish_reason=finish,
         )

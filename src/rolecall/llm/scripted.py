@@ -119,11 +119,18 @@ class ScriptedModel:
         if calls:
             for call in calls:
                 yield call
-            yield Usage(prompt_tokens(request.messages), 0, cost_usd=0.0)
+            yield Usage(
+                prompt_tokens(request.messages), 0, cost_usd=0.0, finish_reason="tool_calls"
+            )
             return
         text = scripted_text(request)
         for i, piece in enumerate(words(text)):
             if self.delay > 0 and i:
                 await anyio.sleep(self.delay)
             yield TextDelta(piece)
-        yield Usage(prompt_tokens(request.messages), estimate_tokens(text), cost_usd=0.0)
+        yield Usage(
+            prompt_tokens(request.messages),
+            estimate_tokens(text),
+            cost_usd=0.0,
+            finish_reason="stop",
+        )

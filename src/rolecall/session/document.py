@@ -32,6 +32,7 @@ from rolecall.session.state import (
     State,
     Transcript,
     Undecided,
+    draft_id,
 )
 from rolecall.version import __version__
 from rolecall.world.models import World
@@ -101,6 +102,15 @@ class SessionDocument(BaseModel):
             if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq <= MAX_SQLITE_INT:
                 raise ValueError(f"events[{i}]: seq must be a whole number from 1 to 2**63-1")
         return events
+
+    @field_validator("drafts")
+    @classmethod
+    def _draft_ids(cls, drafts: list[Draft]) -> list[Draft]:
+        """Drafts stored before they had ids get theirs: d1, d2, ... in order."""
+        for i, draft in enumerate(drafts):
+            if not draft.id:
+                draft.id = draft_id(i)
+        return drafts
 
     @field_validator("memory")
     @classmethod

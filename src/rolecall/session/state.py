@@ -52,16 +52,26 @@ class PendingReply(BaseModel):
 
 
 class Draft(BaseModel):
-    """A generation that did not complete (cancelled or failed): outside the history."""
+    """A generation that did not complete (cancelled or failed): outside the history.
+
+    ``id`` (``d1``, ``d2``, ... in session order) names the draft; ``message_id`` is the
+    id its message would have had, which the next message of the session takes, so
+    ``mN`` always names one message (events.md, ``sse``)."""
 
     model_config = ConfigDict(defer_build=True)
 
+    id: str = ""  # "" only in documents written before drafts had ids (filled on load)
     message_id: str
     sender: str
     content: str
     reason: str
     step_id: str | None = None
     ts: datetime
+
+
+def draft_id(index: int) -> str:
+    """The id of the draft at ``index`` (0-based) of a session's drafts."""
+    return f"d{index + 1}"
 
 
 class ExecutionRecord(BaseModel):
@@ -208,3 +218,7 @@ class SessionState:
     pause_reason: str | None = None
     stop_reason: str | None = None
     stop_detail: str = ""
+
+    def next_draft_id(self) -> str:
+        """The id the next draft gets: ``d1``, ``d2``, ... in session order."""
+        return draft_id(len(self.drafts))

@@ -148,6 +148,7 @@ async def generate_with_tools(
             loop_iteration=loop_iteration,
             reply_to=reply_to,
             start=first,
+            draft_id=site.state.next_draft_id(),
         )
         first = False
         _add_usage(record, generated)

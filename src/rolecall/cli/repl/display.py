@@ -246,13 +246,15 @@ class ReplDisplay:
             self.emit()
         elif isinstance(event, StreamError):
             self._end_live()
+            # named by its draft id: the message id it streamed under goes to the next message
+            name = f" ({event.draft_id})" if event.draft_id else ""
             if event.error == "cancelled":
                 self.error(
-                    f"cancelled: {event.sender}'s reply ({event.message_id}) is kept as an "
-                    "incomplete draft, outside the history"
+                    f"cancelled: {event.sender}'s reply is kept as an incomplete draft{name}, "
+                    "outside the history"
                 )
             else:
-                self.error(f"{event.sender}'s reply ({event.message_id}) failed: {event.error}")
+                self.error(f"{event.sender}'s reply{name} failed: {event.error}")
         elif isinstance(event, MessageEvent):
             self.said[event.message_id] = snippet(event.content)
             if event.sender == "system":

@@ -77,6 +77,29 @@
     if (thinking) thinking.textContent = nameOf(ev.sender) + " is writing…";
   }
 
+  // a cancelled or failed generation: its element becomes the draft it is kept as and
+  // gives up the message id, which the next message takes ([mN] names one message)
+  function streamError(ev) {
+    streaming.delete(ev.message_id);
+    if (thinking) thinking.hidden = true;
+    const art = document.getElementById(ev.message_id);
+    if (!art || !art.classList.contains("streaming")) return;
+    art.removeAttribute("id");
+    art.classList.remove("streaming");
+    art.classList.add("draft");
+    art.removeAttribute("aria-busy");
+    const mid = art.querySelector("a.mid");
+    if (mid) {
+      const label = document.createElement("span");
+      label.className = "mid"; label.textContent = ev.draft_id || "draft";
+      mid.replaceWith(label);
+    }
+    const note = document.createElement("span");
+    note.className = "where";
+    note.textContent = "incomplete: " + ev.error;
+    art.querySelector("header").append(" ", note);
+  }
+
   async function messageDone(ev) {
     streaming.delete(ev.message_id);
     if (thinking) thinking.hidden = true;
@@ -280,6 +303,7 @@
   function onEvent(ev) {
     if (ev.topic === "sse" && ev.type === "start") streamStart(ev);
     else if (ev.topic === "sse" && ev.type === "chunk") streamChunk(ev);
+    else if (ev.topic === "sse" && ev.type === "error") streamError(ev);
     else if (ev.topic === "messages" && ev.type === "message") messageDone(ev);
     else if (ev.topic === "messages" && ev.type === "tool_call") toolCall(ev);
     else if (ev.topic === "messages" && ev.type === "tool_result") toolResult(ev);
