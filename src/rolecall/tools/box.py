@@ -346,7 +346,7 @@ class ToolBox:
         for server in self._servers.values():
             server.closed.set()
 
-    def _warn_once(self, key: str, text: str) -> None:
+    def warn_once(self, key: str, text: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
             self.warn(text)
@@ -428,7 +428,7 @@ class ToolBox:
 
     def _server_gone(self, server: _Server) -> Outcome:
         why = server.dead or "it stopped"
-        self._warn_once(
+        self.warn_once(
             f"dead:{server.name}",
             f"MCP server {server.name} stopped ({why}); its tools answer with an error "
             "for the rest of the session",

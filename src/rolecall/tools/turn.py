@@ -123,6 +123,8 @@ async def generate_with_tools(
     specs = box.for_role(role)
     names = NameMap(s.name for s in specs)
     defs = tool_defs(specs, names)
+    if defs and not await _calls_tools(box, model, request, role):
+        defs = ()
     extra = site.state.extra
     record = _record(site, message_id, role.id)
     rounds: list[dict[str, Any]] = record["rounds"]
@@ -266,6 +268,24 @@ async def _one_call(
             ),
         ]
     )
+
+
+async def _calls_tools(
+    box: ToolBox, model: ChatModel, request: GenerationRequest, role: Role
+) -> bool:
+    """Whether ``model`` can be offered tools; when it cannot, the role gets none and the
+    session a warning, once per model (tools.md, A turn with tools). A model that does
+    not say (scripted, offline, a remote agent's) can."""
+    answer = getattr(model, "calls_tools", None)
+    if answer is None or await answer(request):
+        return True
+    name = request.model or model.name
+    box.warn_once(
+        f"no-tools:{name}",
+        f"{name} cannot call tools (litellm's model map says it has no function calling): "
+        f"{role.id} and every role on it are offered none",
+    )
+    return False
 
 
 async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
