@@ -134,6 +134,7 @@ def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
         "vary": list(args.vary),
         "runs": args.runs,
         "model_override": model,
+        "approve": args.approve,  # --approve: what a worker answers `ask` calls with
     }
 
 
