@@ -35,6 +35,7 @@ BENCHMARKS = {
     "long_reply",
     "shared_store",
     "knowledge",
+    "tools",
 }
 
 
