@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rolecall.money import money
 from tests.llm.openai_server import OpenAITestServer, Reply, ToolCalls
 from tests.tools.helpers import TIME, events, of, rolecall, write_world
 
@@ -43,7 +44,13 @@ def test_streamed_tool_call_deltas_run_the_tools_and_the_model_sees_the_results(
             "mcp": {"time": {"command": TIME}},
             "python": {"compute": "rolecall.examples.desk_tools:compute"},
         },
-        "roles": [{"id": "clerk", "tools": ["time.get_current_time", "compute"]}],
+        "roles": [
+            {
+                "id": "clerk",
+                "tools": ["time.get_current_time", "compute"],
+                "price": {"input_per_mtok": 1000, "output_per_mtok": 2000},
+            }
+        ],
         "flow": {"start": "s", "steps": [{"id": "s", "speaker": "clerk"}]},
     }
     env = {
@@ -67,6 +74,12 @@ def test_streamed_tool_call_deltas_run_the_tools_and_the_model_sees_the_results(
     assert message["tool_calls"] == ["c1", "c2"]
     # both rounds counted in the message's tokens
     assert message["input_tokens"] == 13 + 40 and message["output_tokens"] == 5 + 9
+    # and in its cost, and the session's totals (both rounds priced)
+    cost = (13 + 40) * 1000 / 1e6 + (5 + 9) * 2000 / 1e6
+    assert message["cost_usd"] == pytest.approx(cost)
+    shown = rolecall("sessions", "show", message["session_id"], env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"tokens: ↑{13 + 40} ↓{5 + 9} in 1 message · cost {money(cost)}" in shown.stdout
 
     first, second = (r.body for r in server.requests)
     offered = [t["function"]["name"] for t in first["tools"]]

@@ -250,6 +250,8 @@ class ToolBox:
         self._warned: set[str] = set()
         self.limit = world.settings.max_tool_result_chars
         self.tape: ToolTape | None = None  # --record / --replay (tools/tape.py)
+        # what a role is offered, worked out once (tools/turn.py): by role id and patterns
+        self.offers: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._secrets = secret_values(
             *(os.environ.get(n or "") for n in _key_names(world)),
         )
