@@ -20,6 +20,9 @@ Benchmarks (see docs/performance.md for what every figure means):
 * ``many_worlds``: 100 sessions at once sharing one store and one set of memory files.
 * ``knowledge``: recall@4 on the shipped labelled questions, FTS5 indexing MB/s and BM25
   retrieval p50/p99 at 10,000 and 100,000 passages (scripts/bench_knowledge.py).
+* ``tools``: one MCP tool round trip over stdio against the mcp SDK alone and the
+  function in process, and the per-turn overhead of tools declared but unused (within
+  5% of a world without tools) (scripts/bench_tools.py).
 
 ``--compare autogen`` runs the same 3-agent round robin in AutoGen (installed in a
 separate virtualenv under ``~/.cache/rolecall-bench``, never in rolecall's) and in
@@ -2036,6 +2039,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "fork": bench_fork,
     "long_reply": bench_long_reply,
     "knowledge": lambda quick: sibling("bench_knowledge").bench_knowledge(quick, Bench),
+    "tools": lambda quick: sibling("bench_tools").bench_tools(quick, Bench),
 }
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 

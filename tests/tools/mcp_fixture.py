@@ -4,7 +4,8 @@
 ``echo`` answers its text; ``sleep`` waits (a tool that hangs past its timeout);
 ``big`` returns a text of ``chars`` characters (a 1 MB result); ``crash`` ends the
 server's process in the middle of the call (a server that dies mid-session); ``mark``
-appends a line to a file (which calls ran); ``env`` says which environment variables the server got.
+appends a line to a file (which calls ran); ``env`` says which environment variables the server got;
+``parent`` gives the id of the process that started the server (which machine's process ran it).
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def crash() -> str:
 def env() -> str:
     """The names of the environment variables this server has, sorted."""
     return " ".join(sorted(os.environ))
+
+
+@server.tool()
+def parent() -> str:
+    """The process id of the process that started this server."""
+    return str(os.getppid())
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@ it waits, and y / n / e answer it. The real REPL on a real terminal (tmux)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.repl.test_tmux import Terminal, terminal, toolbar
-from tests.tools.helpers import write_world
+from tests.repl.test_tmux import Terminal, stored, terminal, toolbar
+from tests.tools.helpers import TIME, rolecall, write_world
 
 __all__ = ["terminal"]  # the fixture: a REPL in tmux
 
@@ -58,3 +59,60 @@ def test_an_ask_call_waits_for_y_n_or_edited_arguments(
     t.key("Enter")
     screen = t.wait_for("second: refused: the person refused compute")
     assert "Traceback" not in screen
+
+
+@pytest.mark.timeout(150)  # a REPL starting mcp-server-time, then the stored session read
+def test_the_repl_runs_mcp_server_time_and_a_python_tool_once_the_person_says_y(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    # issue 37's done-when in the REPL: both kinds of tool, an `ask` answered
+    world = {
+        "name": "desk",
+        "topic": "time",
+        "model": "scripted",
+        "tools": {
+            "mcp": {"time": {"command": TIME}},
+            "python": {"compute": "rolecall.examples.desk_tools:compute"},
+        },
+        "roles": [
+            {
+                "id": "clerk",
+                "tools": ["time.*", "compute"],
+                "approve": {"time.*": "ask", "compute": "auto"},
+                "script": [
+                    {"call": "time.get_current_time", "arguments": {"timezone": "UTC"}},
+                    {"call": "compute", "arguments": {"expression": "6*7"}},
+                    "checked the clock, and {result}",
+                ],
+            }
+        ],
+    }
+    folder = write_world(tmp_path / "w", world)
+    t = terminal()
+    t.start(str(folder))
+    # the first prompt, once mcp-server-time has started (seconds on a busy machine)
+    t.wait_for(lambda s: "› " in s and "/help" in toolbar(s), timeout=60)
+    t.type("what time is it?")
+    t.key("Enter")
+    t.wait_for('clerk wants to call time.get_current_time with {"timezone": "UTC"}', timeout=40)
+    t.wait_for(lambda s: "a call waits: time.get_current_time (y / n / e)" in toolbar(s))
+    t.type("y")
+    t.key("Enter")
+    screen = t.wait_for("checked the clock, and 6*7 = 42", timeout=30)
+    assert 'time.get_current_time(timezone="UTC")' in screen  # one line per call
+    assert 'compute(expression="6*7")' in screen
+    assert "Traceback" not in screen
+
+    ((sid, _, _),) = stored(t.home)
+    exported = rolecall(
+        "sessions", "export", sid, "--format", "json", env={"ROLECALL_HOME": str(t.home)}
+    )
+    assert exported.returncode == 0, exported.stderr
+    evs = json.loads(exported.stdout)["events"]
+    approvals = [
+        (e["call_id"], e["decision"], e["by"]) for e in evs if e["type"] == "tool_approval"
+    ]
+    assert approvals == [("c1", "allow", "human"), ("c2", "allow", "policy")]
+    results = [e for e in evs if e["type"] == "tool_result"]
+    assert json.loads(results[0]["content"])["timezone"] == "UTC"
+    assert results[1]["content"] == "6*7 = 42"

@@ -30,6 +30,7 @@ from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session
 from rolecall.storage.batches import BatchTables
 from rolecall.storage.port import SessionStore
+from rolecall.tools.approval import Approver
 
 log = get_logger(__name__)
 
@@ -48,6 +49,8 @@ class BatchContext:
     # called with every event of every run (the JSON stream of ``--json``)
     on_event: Callable[[Envelope], None] | None = None
     sessions: dict[str, Session] = field(default_factory=dict)  # the runs in flight
+    # answers the tool calls a role must ask for (--approve auto|deny; None: refused)
+    approver: Approver | None = None
 
 
 @asynccontextmanager
@@ -74,6 +77,7 @@ async def open_run(
         world_source=ctx.world_source,
         sinks=sinks,
         bus=batch_bus,
+        approver=ctx.approver,
     ) as session:
         yield session
 

@@ -134,6 +134,7 @@ def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
         "vary": list(args.vary),
         "runs": args.runs,
         "model_override": model,
+        "approve": args.approve,  # --approve: what a worker answers `ask` calls with
     }
 
 
@@ -287,7 +288,7 @@ async def _run(
 ) -> int:
     from rolecall.batch.runner import BatchContext, BatchRunner
     from rolecall.cli.display import JsonSink
-    from rolecall.cli.wiring import replay_setup, stream_pacing
+    from rolecall.cli.wiring import approver_of, replay_setup, stream_pacing
     from rolecall.llm.registry import ModelRegistry
 
     earlier = [s.result for s in stored.values() if s.result is not None and s.result.ok]
@@ -300,6 +301,7 @@ async def _run(
         model_override=doc.get("model_override"),
         world_source=doc["source"],
         on_event=JsonSink(sys.stdout) if args.json else None,
+        approver=approver_of(args),
     )
     show_bar = not args.json and not args.quiet and sys.stdout.isatty()
     if not args.json and not args.quiet:

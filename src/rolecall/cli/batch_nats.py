@@ -55,6 +55,7 @@ def jobs_of(name: str, doc: dict[str, Any], plan: BatchPlan) -> list[Any]:
                 world=worlds[spec.combination],
                 world_source=doc["source"],
                 model_override=doc.get("model_override"),
+                approve=doc.get("approve"),
             )
         )
     return jobs

@@ -40,7 +40,7 @@ from rolecall.bus import (
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, tokens, use_color
 from rolecall.export.citations import cited
-from rolecall.export.common import CONTROLS, answered, snippet, visible
+from rolecall.export.common import CONTROLS, answered, short_arguments, snippet, visible
 from rolecall.money import money
 
 _E = TypeVar("_E", bound=BaseModel)
@@ -328,14 +328,6 @@ def shown(event: _E) -> _E:
         if isinstance(value, str) and CONTROLS.search(value)
     }
     return event.model_copy(update=changed) if changed else event
-
-
-def short_arguments(arguments: Mapping[str, Any], width: int = 60) -> str:
-    """``a=1, b="x"`` cut to ``width`` characters."""
-    import json
-
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def tool_line(call: str, event: ToolResultEvent) -> str:

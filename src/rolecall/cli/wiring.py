@@ -166,7 +166,7 @@ async def live_session(
             session_file=Path(session_file) if session_file else None,
             bus=transport.bus if transport is not None else None,
             on_created=created,
-            approver=_approver(args),
+            approver=approver_of(args),
         ) as session:
             tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
             yield session
@@ -175,7 +175,7 @@ async def live_session(
             tracer.close()
 
 
-def _approver(args: argparse.Namespace) -> Approver | None:
+def approver_of(args: argparse.Namespace) -> Approver | None:
     """``--approve auto|deny`` (tools.md); None: an ``ask`` call is refused."""
     value = getattr(args, "approve", None)
     if value is None:

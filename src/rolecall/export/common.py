@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -277,3 +279,45 @@ def answered(message_id: str, text: str | None) -> str:
     """``↩ m7 "what would you build first?"``: which message a reply answers, shortened
     (the terminal, the REPL and the exports show it alike)."""
     return f'↩ {message_id} "{snippet(text)}"' if text is not None else f"↩ {message_id}"
+
+
+# ------------------------------------------------------------------ tool calls
+def short_arguments(arguments: Mapping[str, Any], width: int = 60) -> str:
+    """``a=1, b="x"`` cut to ``width`` characters (a tool call's arguments on one line)."""
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def tool_calls_of(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool call of the stored events by its id: tool, arguments, result, error,
+    duration (tools.md); a call without a result yet has no ``content``."""
+    calls: dict[str, dict[str, Any]] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "tool_call":
+            calls[str(event.get("call_id"))] = {
+                "tool": event.get("tool"),
+                "arguments": event.get("arguments") or {},
+                "sender": event.get("sender"),
+                "message_id": event.get("message_id"),
+            }
+        elif kind == "tool_result" and str(event.get("call_id")) in calls:
+            calls[str(event.get("call_id"))].update(
+                content=event.get("content", ""),
+                is_error=bool(event.get("is_error")),
+                duration_ms=event.get("duration_ms", 0),
+            )
+        elif kind == "tool_approval" and str(event.get("call_id")) in calls:
+            calls[str(event.get("call_id"))].update(decision=event.get("decision"))
+    return calls
+
+
+def tool_line(call: Mapping[str, Any]) -> str:
+    """One tool call on one line, as the plain-text renderings show it:
+    ``tool(a=1) → result · 12 ms`` (``→ error: reason`` when it failed; ``→ no result``
+    for a call cut before it had one). Control characters are the caller's to show."""
+    head = f"{call.get('tool')}({short_arguments(call.get('arguments') or {})})"
+    if "content" not in call:
+        return f"{head} → no result"
+    mark = "error: " if call.get("is_error") else ""
+    return f"{head} → {mark}{snippet(str(call['content']))} · {call.get('duration_ms', 0)} ms"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+import json
+from typing import Any
 
 from rolecall.export.citations import CITATION, Sources, cited, sources_by_message
 from rolecall.export.common import (
@@ -23,6 +25,7 @@ from rolecall.export.common import (
     status,
     title,
     token_table,
+    tool_calls_of,
     visible,
 )
 from rolecall.money import money
@@ -63,6 +66,10 @@ a { color: inherit; }
 ol.sources { margin: 6px 0 0; padding-left: 0; list-style: none; font-size: 0.85em;
   color: #59636e; }
 a.cite { color: #0550ae; }
+details.tools { margin-top: 4px; font-size: 0.85em; color: #59636e; }
+details.tools ul { margin: 4px 0 0; padding-left: 18px; }
+details.tools code { color: #1f2328; }
+details.tools .error { color: #cf222e; }
 footer { margin-top: 40px; color: #59636e; font-size: 0.85em; }
 """
 
@@ -100,6 +107,33 @@ def _body_with_sources(message_id: str, content: str, sources: Sources | None) -
         f'<li id="{anchors[c.id]}">[{_h(c.id)}] <code>{_h(c.source)}</code></li>' for c in citations
     )
     return [f'<div class="body">{body}</div>', f'<ol class="sources">{items}</ol>']
+
+
+def _tool_block(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:
+    """A message's tool calls, collapsed (tools.md): one line each with the tool, its
+    arguments, the result (shortened) and how long it took."""
+    noun = "tool call" if len(ids) == 1 else "tool calls"
+    items = []
+    for cid in ids:
+        call = calls.get(cid)
+        if call is None:
+            items.append(f"<li>{_h(cid)}</li>")
+            continue
+        arguments = json.dumps(call["arguments"], ensure_ascii=False)
+        if "content" not in call:
+            result = "no result"
+        elif call.get("is_error"):
+            result = f'<span class="error">error: {_h(snippet(str(call["content"])))}</span>'
+        else:
+            result = _h(snippet(str(call["content"])))
+        took = f" ({call.get('duration_ms', 0)} ms)" if "content" in call else ""
+        tool = f"<code>{_h(call['tool'])}</code> <code>{_h(arguments)}</code>"
+        items.append(f"<li>{tool} → {result}{took}</li>")
+    return [
+        f'<details class="tools"><summary>{len(ids)} {noun}</summary>',
+        f"<ul>{''.join(items)}</ul>",
+        "</details>",
+    ]
 
 
 def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
@@ -182,6 +216,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
     labels = _labels(doc)
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
+    calls = tool_calls_of(doc.events)
     for m in sel.messages:
         color = colors.get(m.sender, _GREY)
         head = [f'<span class="id">{_h(m.id)}</span>', _who_span(_sender(labels, m), color)]
@@ -205,6 +240,7 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         out += [
             f'<article class="msg" id="{_h(m.id)}" style="--c:{color}">',
             f'<div class="head">{" ".join(head)}</div>',
+            *(_tool_block(m.tool_calls, calls) if m.tool_calls else ()),
             *_body_with_sources(m.id, m.content, sources.get(m.id)),
             "</article>",
         ]

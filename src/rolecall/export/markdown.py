@@ -21,6 +21,7 @@ from rolecall.export.common import (
     status,
     title,
     token_table,
+    tool_calls_of,
     visible,
 )
 from rolecall.money import money
@@ -63,25 +64,6 @@ def md_quote(text: str) -> str:
         follows = i + 1 < len(lines) and bool(lines[i + 1])
         out.append(f"> {line}\\" if follows else f"> {line}")
     return "\n".join(out)
-
-
-def tool_calls_of(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each tool call of the stored events by its id: tool, arguments, result, error."""
-    calls: dict[str, dict[str, Any]] = {}
-    for event in events:
-        kind = event.get("type")
-        if kind == "tool_call":
-            calls[str(event.get("call_id"))] = {
-                "tool": event.get("tool"),
-                "arguments": event.get("arguments") or {},
-            }
-        elif kind == "tool_result" and str(event.get("call_id")) in calls:
-            calls[str(event.get("call_id"))].update(
-                content=event.get("content", ""),
-                is_error=bool(event.get("is_error")),
-                duration_ms=event.get("duration_ms", 0),
-            )
-    return calls
 
 
 def _tool_lines(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:

@@ -12,9 +12,13 @@ from rolecall.export.common import (
     _who,
     answered,
     select,
+    short_arguments,
+    snippet,
     status,
     title,
     token_table,
+    tool_calls_of,
+    tool_line,
     visible,
 )
 from rolecall.money import money
@@ -42,6 +46,7 @@ def to_text(
     labels = _labels(doc)
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
+    calls = tool_calls_of(doc.events)
     for m in sel.messages:
         lines.append("")
         parts = [f"[{m.id}] {_who(doc, m, labels)}"]
@@ -55,6 +60,11 @@ def to_text(
         if times:
             parts.append(_when(m.ts))
         lines.append("  ".join(parts))
+        # tools.md: the calls the speaker made for this message, one line each
+        lines.extend(
+            f"  ⚙ {tool_line(calls[cid])}" if cid in calls else f"  ⚙ {cid}"
+            for cid in m.tool_calls or ()
+        )
         lines.extend(f"  {line}" for line in (visible(m.content).splitlines() or [""]))
         lines.extend(f"    {c.label}" for c in cited(m.content, sources.get(m.id)))
     if sel.drafts:
@@ -81,7 +91,7 @@ def to_trace(doc: SessionDocument) -> str:
     head = f"{title(doc)} — session {doc.session_id} · {status(doc)}"
     if not doc.execution_log:
         none = "no steps executed (a chat session, or the flow has not started)"
-        return visible("\n".join([head, none, *_study_turns(doc)])) + "\n"
+        return visible("\n".join([head, none, *_tool_calls(doc), *_study_turns(doc)])) + "\n"
     header = ("#", "step", "speaker", "message", "loop", "result", "in", "out", "started", "took")
     rows: list[tuple[str, ...]] = []
     for r in doc.execution_log:
@@ -113,8 +123,45 @@ def to_trace(doc: SessionDocument) -> str:
     total_out = sum(r.output_tokens for r in doc.execution_log)
     lines = [head, "", fmt(header), *(fmt(row) for row in rows), ""]
     lines.append(f"{len(rows)} steps · tokens ↑{total_in:,} ↓{total_out:,}")
+    lines += _tool_calls(doc)
     lines += _study_turns(doc)
     return visible("\n".join(lines)) + "\n"
+
+
+def _tool_calls(doc: SessionDocument) -> list[str]:
+    """The session's tool calls (tools.md), one row each: the message it served, who
+    called, the tool, short arguments, the decision, the result and how long it took."""
+    calls = tool_calls_of(doc.events)
+    if not calls:
+        return []
+    header = ("call", "message", "speaker", "tool", "arguments", "approval", "result", "took")
+    rows = []
+    for cid, c in calls.items():
+        if "content" in c:
+            result = ("error: " if c.get("is_error") else "") + snippet(str(c["content"]), 50)
+            took = f"{c.get('duration_ms', 0)} ms"
+        else:
+            result, took = "no result", "-"
+        rows.append(
+            (
+                cid,
+                str(c.get("message_id") or "-"),
+                str(c.get("sender") or "-"),
+                str(c.get("tool")),
+                short_arguments(c.get("arguments") or {}, 40),
+                str(c.get("decision") or "-"),
+                result,
+                took,
+            )
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        out = [c.rjust(widths[i]) if i == 7 else c.ljust(widths[i]) for i, c in enumerate(cells)]
+        return "  ".join(out).rstrip()
+
+    noun = "tool call" if len(rows) == 1 else "tool calls"
+    return ["", f"{len(rows)} {noun}:", fmt(header)] + [fmt(row) for row in rows]
 
 
 def _study_turns(doc: SessionDocument) -> list[str]:

@@ -254,6 +254,26 @@ class LiteLLMModel:
             return prompt_tokens(messages)
         return counted if isinstance(counted, int) else prompt_tokens(messages)
 
+    async def calls_tools(self, request: GenerationRequest) -> bool:
+        """Whether the model ``request`` goes to can be offered tools (tools.md: one that
+        cannot gets none, with a warning once). litellm's own answer
+        (``litellm.supports_function_calling``) through litellm; by the same bundled map
+        for the lean http client, which never imports litellm. A model the map does not
+        know, or does not say, is offered them: its provider decides."""
+        model = request.model or self.name
+        if _is_lean(request, model):
+            return _bundled_calls_tools(model)
+        try:
+            if _litellm is None:
+                await anyio.to_thread.run_sync(_load)
+            lit = _load()
+            info = lit.get_model_info(model)
+        except Exception:  # unknown to litellm's map (or litellm missing: stream() says so)
+            return True
+        if info.get("supports_function_calling") is None:
+            return True
+        return bool(lit.supports_function_calling(model=model))
+
     async def prepare(self, request: GenerationRequest) -> None:
         """Import the client ``request`` goes through (litellm: seconds), off the event loop.
 
@@ -463,6 +483,13 @@ def _bundled_cost(model: str, input_tokens: int, output_tokens: int) -> float | 
     if not isinstance(rate_in, int | float) or not isinstance(rate_out, int | float):
         return None
     return input_tokens * float(rate_in) + output_tokens * float(rate_out)
+
+
+def _bundled_calls_tools(model: str) -> bool:
+    """Whether the bundled map lets ``model`` call tools (True when it does not say)."""
+    table = _bundled_map()
+    entry = table.get(model) or table.get(model.split("/", 1)[-1])
+    return not (isinstance(entry, dict) and entry.get("supports_function_calling") is False)
 
 
 def _api_key(request: GenerationRequest, model: str) -> str | None:

@@ -5,8 +5,16 @@ NATS request per turn on ``rolecall_agents.<world>.<role>`` (the whole
 :class:`~rolecall.llm.types.GenerationRequest` as JSON), answered on the request's reply
 subject by whichever ``rolecall agent ROLE`` process of the queue group takes it
 (:func:`serve`): first ``{"i": 0, "accepted": true}``, then one ``{"i": n, "text": ...}``
-per streamed chunk, then ``{"i": n, "usage": {...}}``, or ``{"i": n, "error": ...}`` when
+per streamed chunk, one ``{"i": n, "call": {"id", "name", "arguments"}}`` per tool call
+its model asks for, then ``{"i": n, "usage": {...}}``, or ``{"i": n, "error": ...}`` when
 its model failed. ``i`` numbers the replies, so a lost one is noticed.
+
+Tools (tools.md): the request offers the role's tools as the session would offer them to
+a local model; the agent's model asks for calls, and the agent relays them. The session
+approves and runs them (its MCP servers started where the session runs: on the worker
+for a batch on NATS), publishes ``messages/tool_call``/``tool_result``/``system/
+tool_approval`` on its subjects, and asks the agent again with the results. The agent
+starts no server and runs no tool.
 
 The session keeps the floor rules (one speaker at a time: the agent only generates).
 No process of the queue group (NATS answers "no responders" at once), or an agent
@@ -27,7 +35,7 @@ import anyio
 from pydantic import TypeAdapter
 
 from rolecall.errors import ProviderError, ProviderRefused, ProviderTimeout, ProviderUnavailable
-from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, ToolCall, Usage
 from rolecall.log import get_logger
 
 if TYPE_CHECKING:
@@ -119,6 +127,9 @@ class RemoteModel:
                 expected += 1
                 if "text" in reply:
                     yield TextDelta(str(reply["text"]))
+                elif "call" in reply:  # a tool call the agent's model asks for
+                    call = reply["call"]
+                    yield ToolCall(str(call["id"]), str(call["name"]), str(call["arguments"]))
                 elif "usage" in reply:
                     u = reply["usage"]
                     yield Usage(
@@ -206,7 +217,10 @@ async def _answer(link: Link, msg: Msg, model_of: Any, role: str, slots: anyio.S
             async for item in model.stream(request):
                 if isinstance(item, TextDelta):
                     await send({"text": item.text})
-                elif isinstance(item, Usage):  # a remote role is offered no tools
+                elif isinstance(item, ToolCall):  # the session runs it (tools.md)
+                    call = {"id": item.call_id, "name": item.name, "arguments": item.arguments}
+                    await send({"call": call})
+                elif isinstance(item, Usage):
                     usage = {
                         "input_tokens": item.input_tokens,
                         "output_tokens": item.output_tokens,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -63,6 +63,7 @@ class Job(BaseModel):
     world: dict[str, Any]
     world_source: str | None = None
     model_override: str | None = None
+    approve: Literal["auto", "deny"] | None = None  # --approve: `ask` tool calls (tools.md)
 
 
 class BatchPlanMessage(BaseModel):

@@ -293,11 +293,14 @@ class Worker:
         if doc is not None and await store.has(doc.session_id):
             # the stream is the truth: this store may hold less, or more
             await store.delete(doc.session_id)
+        from rolecall.tools.approval import flag_approver
+
         async with assemble(
             world,
             store=store,
             memory=self.ctx.memory,
             models=models,
+            approver=flag_approver(job.approve) if job.approve else None,  # tools.md
             model_override=job.model_override,
             session_id=job.session_id,
             doc=doc,

@@ -250,6 +250,8 @@ class ToolBox:
         self._warned: set[str] = set()
         self.limit = world.settings.max_tool_result_chars
         self.tape: ToolTape | None = None  # --record / --replay (tools/tape.py)
+        # what a role is offered, worked out once (tools/turn.py): by role id and patterns
+        self.offers: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._secrets = secret_values(
             *(os.environ.get(n or "") for n in _key_names(world)),
         )
@@ -346,7 +348,7 @@ class ToolBox:
         for server in self._servers.values():
             server.closed.set()
 
-    def _warn_once(self, key: str, text: str) -> None:
+    def warn_once(self, key: str, text: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
             self.warn(text)
@@ -428,7 +430,7 @@ class ToolBox:
 
     def _server_gone(self, server: _Server) -> Outcome:
         why = server.dead or "it stopped"
-        self._warn_once(
+        self.warn_once(
             f"dead:{server.name}",
             f"MCP server {server.name} stopped ({why}); its tools answer with an error "
             "for the rest of the session",

@@ -93,6 +93,17 @@ class ToolTape:
         usage = {"is_error": outcome.is_error, "duration_ms": outcome.duration_ms}
         self.store.add(Recording(key, n, request, [outcome.content], usage, None, role, None))
 
+    def keep_unrecorded(self, tool: str, arguments: dict[str, Any], outcome: Outcome) -> None:
+        """Keep ``outcome`` as the next occurrence of this call the recording lacks: a call
+        cut while it ran (the process was killed) gets the error result its resumed
+        session gave the model, so a replay gives the same transcript."""
+        request = {"tool": tool, "arguments": json.loads(json.dumps(arguments))}
+        key = request_key(request)
+        recorded = self.store.load().get(key) or {}
+        n = next(i for i in range(len(recorded) + 1) if i not in recorded)
+        usage = {"is_error": outcome.is_error, "duration_ms": outcome.duration_ms}
+        self.store.add(Recording(key, n, request, [outcome.content], usage, None, "", None))
+
     def miss(self, tool: str, arguments: dict[str, Any]) -> str:
         return (
             f"replay: no recorded result of {tool} with arguments "

@@ -58,6 +58,18 @@ def tool_defs(specs: list[ToolSpec], names: NameMap) -> tuple[ToolDef, ...]:
     )
 
 
+def _offer(box: ToolBox, role: Role) -> tuple[NameMap, tuple[ToolDef, ...]]:
+    """The names and definitions ``role`` is offered: the same every turn (the tools are
+    listed once per session), so worked out on its first turn only."""
+    key = (role.id, tuple(role.tools or ()))
+    offer: tuple[NameMap, tuple[ToolDef, ...]] | None = box.offers.get(key)
+    if offer is None:
+        specs = box.for_role(role)
+        names = NameMap(s.name for s in specs)
+        offer = box.offers[key] = (names, tool_defs(specs, names))
+    return offer
+
+
 def _record(site: ToolSite, message_id: str, speaker: str) -> dict[str, Any]:
     """The stored turn in progress for this message, or a new one."""
     extra = site.state.extra
@@ -120,9 +132,9 @@ async def generate_with_tools(
     box = site.tools
     assert box is not None
     settings = site.world.settings
-    specs = box.for_role(role)
-    names = NameMap(s.name for s in specs)
-    defs = tool_defs(specs, names)
+    names, defs = _offer(box, role)
+    if defs and not await _calls_tools(box, model, request, role):
+        defs = ()
     extra = site.state.extra
     record = _record(site, message_id, role.id)
     rounds: list[dict[str, Any]] = record["rounds"]
@@ -273,14 +285,38 @@ async def _one_call(
     )
 
 
+async def _calls_tools(
+    box: ToolBox, model: ChatModel, request: GenerationRequest, role: Role
+) -> bool:
+    """Whether ``model`` can be offered tools; when it cannot, the role gets none and the
+    session a warning, once per model (tools.md, A turn with tools). A model that does
+    not say (scripted, offline, a remote agent's) can."""
+    answer = getattr(model, "calls_tools", None)
+    if answer is None or await answer(request):
+        return True
+    name = request.model or model.name
+    box.warn_once(
+        f"no-tools:{name}",
+        f"{name} cannot call tools (litellm's model map says it has no function calling): "
+        f"{role.id} and every role on it are offered none",
+    )
+    return False
+
+
 async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
     """A call stored without a result (the process stopped while it ran) gets an error
-    result now: it is never run again."""
+    result now: it is never run again. Recording (``--record``), that result is kept as
+    the call's, so a replay of the recording gives the same transcript."""
+    tape = site.tools.tape if site.tools is not None else None
     for rnd in record["rounds"]:
         for c in rnd["calls"]:
             if c.get("content") is None:
                 c["content"] = INTERRUPTED
                 c["is_error"] = True
+                if tape is not None and not tape.replaying:
+                    arguments = json.loads(c.get("arguments") or "{}")
+                    if isinstance(arguments, dict):
+                        tape.keep_unrecorded(c["tool"], arguments, Outcome(INTERRUPTED, True))
                 await site.emit(
                     [
                         ToolResultEvent(

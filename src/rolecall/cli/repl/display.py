@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
 from rolecall.cli.repl.toolbar import width_of
-from rolecall.export.common import answered, snippet
+from rolecall.export.common import answered, short_arguments, snippet
 
 if TYPE_CHECKING:
     from rolecall.bus import Envelope
@@ -75,6 +75,7 @@ class ReplDisplay:
         self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
         # message id -> the passages its turn was given (system/knowledge), by id (k1..)
         self.sources: dict[str, dict[str, dict[str, Any]]] = {}
+        self._calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
 
     # -- output -----------------------------------------------------------------------
     def emit(self, line: str = "") -> None:
@@ -202,9 +203,11 @@ class ReplDisplay:
             StreamEnd,
             StreamError,
             StreamStart,
+            ToolCallEvent,
+            ToolResultEvent,
             WarningEvent,
         )
-        from rolecall.cli.display import shown
+        from rolecall.cli.display import shown, tool_line
         from rolecall.export.citations import cited
 
         event = shown(envelope.event)  # an ESC in a reply is shown as ␛, never obeyed
@@ -263,6 +266,10 @@ class ReplDisplay:
         elif isinstance(event, KnowledgeEvent):
             if event.message_id is not None:
                 self.sources[event.message_id] = {q["id"]: q for q in event.passages}
+        elif isinstance(event, ToolCallEvent):  # tools.md: one line per call, when it ends
+            self._calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
+        elif isinstance(event, ToolResultEvent):
+            self.note(tool_line(self._calls.pop(event.call_id, event.tool), event))
         elif isinstance(event, PassEvent):
             self.note(f"  ({event.agent} passes the floor to you)")
         elif isinstance(event, RespondEvent):
