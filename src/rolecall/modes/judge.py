@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field, ValidationError, model_serializer, model_
 
 from rolecall.bus import JudgeEvent, WarningEvent
 from rolecall.errors import WorldError
+from rolecall.modes.install import register_installer
 from rolecall.modes.judge_block import (
     DEFAULT_SCORES,
     JudgeBlock,
@@ -42,7 +43,6 @@ from rolecall.modes.judge_block import (
     parse_block,
 )
 from rolecall.modes.judgments import Invalid, Parsed, Parser, score_format, score_parser
-from rolecall.modes.registry import register_installer
 from rolecall.plans import Host
 from rolecall.turns import extra_turn
 
