@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rolecall.errors import UnknownRoleError, UsageError
+from rolecall.mode_registry import Roles
 from rolecall.modes.judge_block import option_problems as _option_problems
 from rolecall.modes.judgments import Invalid, json_object
-from rolecall.modes.registry import Roles
 from rolecall.plans import Host
 
 M = TypeVar("M", bound=BaseModel)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.flows.model import Ident
+from rolecall.mode_registry import ModeSpec
 from rolecall.modes.common import (
     judge_role,
     merge_roles,
@@ -37,11 +38,10 @@ from rolecall.modes.common import (
 )
 from rolecall.modes.consensus_turns import ConsensusHook, attach, synthesis_instruction
 from rolecall.modes.install import register_mode
-from rolecall.modes.registry import ModeSpec
 from rolecall.plans import Host
 
 if TYPE_CHECKING:
-    from rolecall.modes.registry import Roles
+    from rolecall.mode_registry import Roles
 
 PROFILES: Final[dict[str, tuple[str, ...]]] = {
     "balanced": ("analyst", "creative", "critic"),

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from rolecall.flows.model import Ident
+from rolecall.mode_registry import ModeSpec
 from rolecall.modes.common import (
     judge_role,
     merge_roles,
@@ -44,7 +45,6 @@ from rolecall.modes.common import (
 )
 from rolecall.modes.debate_turns import DebateHook, attach, synthesis_instruction
 from rolecall.modes.install import register_mode
-from rolecall.modes.registry import ModeSpec
 from rolecall.modes.termination import (
     CONCESSION,
     DISENGAGEMENT,
@@ -54,7 +54,7 @@ from rolecall.modes.termination import (
 from rolecall.plans import Host
 
 if TYPE_CHECKING:
-    from rolecall.modes.registry import Roles
+    from rolecall.mode_registry import Roles
 
 PROFILES: Final[tuple[str, ...]] = (
     "classic",

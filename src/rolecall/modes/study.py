@@ -50,9 +50,9 @@ from pydantic import (
 
 from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError, WorldError
+from rolecall.mode_registry import ModeSpec, Roles
 from rolecall.modes.common import with_knowledge
 from rolecall.modes.install import register_mode
-from rolecall.modes.registry import ModeSpec, Roles
 from rolecall.plans import Host, Stop, TurnPlan
 from rolecall.session.state import Message
 from rolecall.study.contradiction import Contradiction, Statement, find_contradiction
