@@ -9,9 +9,9 @@ from pydantic import BaseModel, ValidationError
 
 from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.mode_registry import Roles
-from rolecall.modes.judge_block import option_problems as _option_problems
 from rolecall.modes.judgments import Invalid, json_object
 from rolecall.plans import Host
+from rolecall.world.judge_block import option_problems as _option_problems
 
 M = TypeVar("M", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)

@@ -35,16 +35,16 @@ from pydantic import BaseModel, Field, ValidationError, model_serializer, model_
 from rolecall.bus import JudgeEvent, WarningEvent
 from rolecall.errors import WorldError
 from rolecall.modes.install import register_installer
-from rolecall.modes.judge_block import (
+from rolecall.modes.judgments import Invalid, Parsed, Parser, score_format, score_parser
+from rolecall.plans import Host
+from rolecall.turns import extra_turn
+from rolecall.world.judge_block import (
     DEFAULT_SCORES,
     JudgeBlock,
     check_world,
     judges_by_step,
     parse_block,
 )
-from rolecall.modes.judgments import Invalid, Parsed, Parser, score_format, score_parser
-from rolecall.plans import Host
-from rolecall.turns import extra_turn
 
 if TYPE_CHECKING:
     from rolecall.session.state import Message

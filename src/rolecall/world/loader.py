@@ -192,7 +192,7 @@ def build_world(
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
     if data.get("judge") is not None:
-        from rolecall.modes.judge_block import check_world
+        from rolecall.world.judge_block import check_world
 
         problems.extend(check_world(data))
     try:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rolecall.mode_registry import known_modes, spec
-from rolecall.modes.judge_block import JudgeBlock
+from rolecall.world.judge_block import JudgeBlock
 from rolecall.world.library import RESERVED_IDS
 from rolecall.world.models import World
 
