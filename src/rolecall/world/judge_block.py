@@ -2,7 +2,7 @@
 
 Pure: the loader checks a raw world mapping with :func:`check_world`; the judge
 installer (:mod:`rolecall.modes.judge`) reads the validated block, and it and the
-worst-case check (:mod:`rolecall.world.check`) take the judges of each step from
+worst-case check (:mod:`rolecall.check`) take the judges of each step from
 :func:`judges_by_step`.
 """
 
