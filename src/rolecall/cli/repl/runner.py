@@ -235,7 +235,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: Command) -> None:
-        from rolecall.flows.view import flow_lines
+        from rolecall.world.view import flow_lines
 
         s = self.session
         engine = s.engine
