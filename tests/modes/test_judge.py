@@ -333,7 +333,7 @@ async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() 
 
 async def test_the_judges_done_are_typed_state_stored_in_their_layout() -> None:
     from rolecall.modes.judge import Judged, judged
-    from rolecall.session.document import restore_state, snapshot
+    from rolecall.storage.document import restore_state, snapshot
 
     world = world_from(
         judged_world(['{"scores": {"score": 9}}'], {"role": "judge", "after": ["two"]})

@@ -111,7 +111,7 @@ def test_every_condition_kind_is_in_the_loader_hints_and_the_error_text() -> Non
 
 
 def test_a_registered_mode_has_its_own_block_in_the_world_file(quorum_mode: None) -> None:
-    from rolecall.session.document import world_dict
+    from rolecall.storage.document import world_dict
     from rolecall.world.schema import world_schema
 
     world = world_from("name: q\nmode: quorum\nmodel: scripted\nquorum: {size: 5}\n")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def jobs_of(name: str, doc: dict[str, Any], plan: BatchPlan) -> list[Any]:
     from rolecall.nats.jobs import Job
     from rolecall.runtime import new_session_id
-    from rolecall.session.document import world_dict
+    from rolecall.storage.document import world_dict
 
     worlds = [world_dict(w) for w in plan.worlds]
     ids: set[str] = set()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rolecall.nats.jobs import StoredBatch
     from rolecall.nats.link import Link
     from rolecall.nats.replay import Reorder, SessionLog, StreamEvent
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
     from rolecall.storage.port import SessionStore
 
 
@@ -236,7 +236,7 @@ def _importable(logs: dict[str, SessionLog], url: str) -> tuple[list[SessionDocu
     from pydantic import ValidationError
 
     from rolecall.paths import safe_id
-    from rolecall.session.document import check_document
+    from rolecall.storage.document import check_document
 
     docs: list[SessionDocument] = []
     skipped: list[str] = []

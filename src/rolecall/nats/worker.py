@@ -37,7 +37,7 @@ from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
 
 log = get_logger(__name__)
 
