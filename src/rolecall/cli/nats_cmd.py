@@ -265,7 +265,7 @@ async def _record_batches(
     batch is (``sessions list --batch NAME``, the web view's filter); the names recorded.
     A batch of that name run here is left alone, with a warning."""
     from rolecall.batch.results import RunResult
-    from rolecall.storage.batches import BatchTables
+    from rolecall.batch.tables import BatchTables
     from rolecall.storage.data_store import sqlite_only
 
     tables = BatchTables(sqlite_only(store, "sessions import"))

@@ -231,7 +231,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
     )
 
     async def body(store: DataStore) -> tuple[list[SessionRow], dict[str, tuple[str, str]]]:
-        from rolecall.storage.batches import BatchTables
+        from rolecall.batch.tables import BatchTables
         from rolecall.storage.data_store import sqlite_only
 
         if batch is not None:
