@@ -1,4 +1,5 @@
-"""No import cycle anywhere in src/rolecall, counting every import statement.
+"""No import cycle anywhere in src/rolecall, counting every import statement; every module
+in a layer of the import-linter contract (pyproject.toml), so each has a decided place.
 
 Module level, inside functions, under ``TYPE_CHECKING``: each ``import`` and
 ``from ... import`` names an edge from the importing module to the module it names
@@ -10,11 +11,13 @@ edge, only what a statement names.
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import rolecall
 
 SRC = Path(rolecall.__file__).parent
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def _modules() -> dict[str, Path]:
@@ -103,3 +106,48 @@ def test_the_graph_sees_every_kind_of_import_statement() -> None:
 
 def test_there_is_no_import_cycle_in_src() -> None:
     assert cycles(import_graph()) == []
+
+
+def layered(pyproject: str) -> set[str]:
+    """The modules and packages named in the layers contracts of a pyproject.toml."""
+    named: set[str] = set()
+    for contract in tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]:
+        if contract["type"] != "layers":
+            continue
+        containers = contract.get("containers", [""])
+        for layer in contract["layers"]:
+            for part in layer.replace(":", "|").split("|"):
+                for container in containers:
+                    named.add(f"{container}.{part.strip()}" if container else part.strip())
+    return named
+
+
+def outside_every_layer(modules: dict[str, Path], named: set[str]) -> list[str]:
+    """Modules neither named nor under a named package (a package's ``__init__`` that
+    only re-exports counts as its package's)."""
+
+    def covered(module: str) -> bool:
+        while module:
+            if module in named:
+                return True
+            module = module.rpartition(".")[0]
+        return False
+
+    def defines_nothing(path: Path) -> bool:
+        body = ast.parse(path.read_text("utf-8")).body
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        return path.name == "__init__.py" and not any(isinstance(n, kinds) for n in body)
+
+    return sorted(
+        m
+        for m, path in modules.items()
+        if m != "rolecall" and not covered(m) and not defines_nothing(path)
+    )
+
+
+def test_every_module_is_in_a_layer() -> None:
+    named = layered(PYPROJECT.read_text("utf-8"))
+    assert outside_every_layer(_modules(), named) == []
+    # a module added beside the others, in no layer, is found
+    stray = {**_modules(), "rolecall.stray": SRC / "errors.py"}
+    assert outside_every_layer(stray, named) == ["rolecall.stray"]
