@@ -151,3 +151,26 @@ def test_every_module_is_in_a_layer() -> None:
     # a module added beside the others, in no layer, is found
     stray = {**_modules(), "rolecall.stray": SRC / "errors.py"}
     assert outside_every_layer(stray, named) == ["rolecall.stray"]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph of packages: a module counts as the package under rolecall it is in
+    (``rolecall.modes.debate`` as ``rolecall.modes``; ``rolecall.runtime`` as itself)."""
+
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {package(m): set() for m in graph}
+    for module, targets in graph.items():
+        for target in targets:
+            if package(target) not in (package(module), "rolecall"):
+                packages[package(module)].add(package(target))
+    return packages
+
+
+def test_no_package_imports_one_that_imports_it_back() -> None:
+    graph = import_graph()
+    assert cycles(package_graph(graph)) == []
+    # a module of a low package importing a high one would close a cycle, and be found
+    graph["rolecall.errors"] = {"rolecall.cli.main"}
+    assert any("rolecall.errors" in c for c in cycles(package_graph(graph)))
