@@ -174,3 +174,13 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
     # a module of a low package importing a high one would close a cycle, and be found
     graph["rolecall.errors"] = {"rolecall.cli.main"}
     assert any("rolecall.errors" in c for c in cycles(package_graph(graph)))
+
+
+def test_loading_a_world_needs_no_driver_of_a_mode() -> None:
+    """The modes' load time (names, options, stop words, expand) imports nothing of
+    rolecall's, so the world and the flow conditions can consult it from below; the
+    install time, typed on the drivers' Host, sits with the drivers."""
+    graph = import_graph()
+    assert graph["rolecall.mode_registry"] == set()
+    assert "rolecall.plans" in graph["rolecall.modes.install"]
+    assert "rolecall.mode_registry" in graph["rolecall.world.models"]
