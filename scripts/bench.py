@@ -81,14 +81,14 @@ from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
 from rolecall.routing import find_mentions, route
 from rolecall.runtime import Session
-from rolecall.session.document import (
+from rolecall.session.state import FlowPointer, Message, Transcript
+from rolecall.storage import sqlite as sqlite_store
+from rolecall.storage import writer as store_writer
+from rolecall.storage.document import (
     SessionDocument,
     read_session_file,
     write_session_file,
 )
-from rolecall.session.state import FlowPointer, Message, Transcript
-from rolecall.storage import sqlite as sqlite_store
-from rolecall.storage import writer as store_writer
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World

@@ -52,9 +52,9 @@ async def run_batch(
     """(wall seconds, agent turns) of one in-process batch of ``runs`` runs."""
     from rolecall.batch.plan import build_plan
     from rolecall.batch.runner import BatchContext, BatchRunner
+    from rolecall.batch.tables import BatchTables
     from rolecall.llm.registry import ModelRegistry
     from rolecall.memory import MemoryFiles
-    from rolecall.storage.batches import BatchTables
     from rolecall.storage.sqlite import SqliteStore
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world

@@ -1,4 +1,5 @@
-"""No import cycle anywhere in src/rolecall, counting every import statement.
+"""No import cycle anywhere in src/rolecall, counting every import statement; every module
+in a layer of the import-linter contract (pyproject.toml), so each has a decided place.
 
 Module level, inside functions, under ``TYPE_CHECKING``: each ``import`` and
 ``from ... import`` names an edge from the importing module to the module it names
@@ -10,11 +11,13 @@ edge, only what a statement names.
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import rolecall
 
 SRC = Path(rolecall.__file__).parent
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def _modules() -> dict[str, Path]:
@@ -103,3 +106,81 @@ def test_the_graph_sees_every_kind_of_import_statement() -> None:
 
 def test_there_is_no_import_cycle_in_src() -> None:
     assert cycles(import_graph()) == []
+
+
+def layered(pyproject: str) -> set[str]:
+    """The modules and packages named in the layers contracts of a pyproject.toml."""
+    named: set[str] = set()
+    for contract in tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]:
+        if contract["type"] != "layers":
+            continue
+        containers = contract.get("containers", [""])
+        for layer in contract["layers"]:
+            for part in layer.replace(":", "|").split("|"):
+                for container in containers:
+                    named.add(f"{container}.{part.strip()}" if container else part.strip())
+    return named
+
+
+def outside_every_layer(modules: dict[str, Path], named: set[str]) -> list[str]:
+    """Modules neither named nor under a named package (a package's ``__init__`` that
+    only re-exports counts as its package's)."""
+
+    def covered(module: str) -> bool:
+        while module:
+            if module in named:
+                return True
+            module = module.rpartition(".")[0]
+        return False
+
+    def defines_nothing(path: Path) -> bool:
+        body = ast.parse(path.read_text("utf-8")).body
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        return path.name == "__init__.py" and not any(isinstance(n, kinds) for n in body)
+
+    return sorted(
+        m
+        for m, path in modules.items()
+        if m != "rolecall" and not covered(m) and not defines_nothing(path)
+    )
+
+
+def test_every_module_is_in_a_layer() -> None:
+    named = layered(PYPROJECT.read_text("utf-8"))
+    assert outside_every_layer(_modules(), named) == []
+    # a module added beside the others, in no layer, is found
+    stray = {**_modules(), "rolecall.stray": SRC / "errors.py"}
+    assert outside_every_layer(stray, named) == ["rolecall.stray"]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph of packages: a module counts as the package under rolecall it is in
+    (``rolecall.modes.debate`` as ``rolecall.modes``; ``rolecall.runtime`` as itself)."""
+
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {package(m): set() for m in graph}
+    for module, targets in graph.items():
+        for target in targets:
+            if package(target) not in (package(module), "rolecall"):
+                packages[package(module)].add(package(target))
+    return packages
+
+
+def test_no_package_imports_one_that_imports_it_back() -> None:
+    graph = import_graph()
+    assert cycles(package_graph(graph)) == []
+    # a module of a low package importing a high one would close a cycle, and be found
+    graph["rolecall.errors"] = {"rolecall.cli.main"}
+    assert any("rolecall.errors" in c for c in cycles(package_graph(graph)))
+
+
+def test_loading_a_world_needs_no_driver_of_a_mode() -> None:
+    """The modes' load time (names, options, stop words, expand) imports nothing of
+    rolecall's, so the world and the flow conditions can consult it from below; the
+    install time, typed on the drivers' Host, sits with the drivers."""
+    graph = import_graph()
+    assert graph["rolecall.mode_registry"] == set()
+    assert "rolecall.plans" in graph["rolecall.modes.install"]
+    assert "rolecall.mode_registry" in graph["rolecall.world.models"]

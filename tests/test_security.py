@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from rolecall.errors import UnsafeIdError, WorldError
 from rolecall.paths import safe_id
 from rolecall.runtime import Session
-from rolecall.session.document import SessionDocument, snapshot
+from rolecall.storage.document import SessionDocument, snapshot
 from rolecall.world.library import RoleLibrary
 from rolecall.world.loader import parse_world
 from tests.faults import (
@@ -126,7 +126,7 @@ def test_other_ids_refuse_a_trailing_newline(tmp_path: Path) -> None:
     """Role ids of the library, world names of `worlds new`, agents of a session file."""
     from rolecall.cli.modes_cmd import new_world_yaml
     from rolecall.errors import UsageError
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
     from rolecall.world.library import RoleLibrary
 
     assert RoleLibrary(tmp_path)._user_path("critic\n") is None

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import Bus, ErrorEvent
-from rolecall.flows.targets import budget_block
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (
@@ -32,6 +31,7 @@ from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
 from rolecall.tools.turn import generate_with_tools
 from rolecall.world.models import Role, World
+from rolecall.world.targets import budget_block
 
 if TYPE_CHECKING:  # imported when a world uses them (start-up stays lean)
     from rolecall.knowledge.base import KnowledgeBase

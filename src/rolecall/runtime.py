@@ -37,7 +37,7 @@ from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
-from rolecall.modes import install as install_modes
+from rolecall.modes.install import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
 from rolecall.session.state import (

@@ -17,9 +17,9 @@ from rolecall.bus import ConditionEvent, ErrorEvent, Event, StepEvent, WarningEv
 from rolecall.errors import ConditionTimeout
 from rolecall.flows.conditions import Evaluation
 from rolecall.flows.engine import FlowEngine
-from rolecall.flows.targets import resolve_target
 from rolecall.plans import Director, Host, Next, Spoken, Stop, TurnPlan
 from rolecall.session.state import Concluding, ExecutionRecord, Message, Undecided
+from rolecall.world.targets import resolve_target
 
 
 # ------------------------------------------------------------------------ flow

@@ -11,11 +11,11 @@ import pytest
 
 from rolecall.batch.plan import build_plan, parse_vary
 from rolecall.batch.runner import BatchContext, BatchRunner
+from rolecall.batch.tables import BatchTables
 from rolecall.errors import ProviderError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.memory import MemoryFiles
-from rolecall.storage.batches import BatchTables
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.library import RoleLibrary
 from rolecall.world.loader import build_world

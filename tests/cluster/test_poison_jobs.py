@@ -20,9 +20,9 @@ def test_a_job_no_worker_can_run_is_failed_and_acknowledged_and_the_worker_goes_
     cli: Cli, nats: NatsServer, tmp_path: Path
 ) -> None:
     from rolecall.batch.results import RunResult
-    from rolecall.nats.jobs import Job, follow_results
+    from rolecall.cluster.jobs import Job, follow_results
     from rolecall.nats.link import JOBS_STREAM, connect
-    from rolecall.session.document import world_dict
+    from rolecall.storage.document import world_dict
     from rolecall.world.loader import load_world
 
     world = world_dict(load_world(scripted_world(tmp_path, steps=2)).world)

@@ -90,7 +90,7 @@ def test_a_worker_keeps_its_job_by_the_ack_wait_in_force_not_its_own(
 
 
 def test_workers_creating_the_consumer_at_once_agree_on_one_ack_wait(nats: NatsServer) -> None:
-    from rolecall.nats.jobs import WORKERS, workers_consumer
+    from rolecall.cluster.jobs import WORKERS, workers_consumer
     from rolecall.nats.link import JOBS_STREAM, connect
 
     got: dict[float, float] = {}

@@ -220,7 +220,7 @@ def test_a_job_whose_world_is_invalid_is_recorded_as_failed(
     cli: Cli, nats: NatsServer, tmp_path: Path
 ) -> None:
     from rolecall.batch.results import RunResult
-    from rolecall.nats.jobs import BatchPlanMessage, Job, follow_results, submit
+    from rolecall.cluster.jobs import BatchPlanMessage, Job, follow_results, submit
     from rolecall.nats.link import connect
 
     bad = Job(

@@ -34,7 +34,7 @@ import anyio
 import pytest
 
 from rolecall.runtime import Session
-from rolecall.session.document import read_session_file
+from rolecall.storage.document import read_session_file
 from rolecall.world.loader import parse_world
 from tests.faults import (
     Cli,

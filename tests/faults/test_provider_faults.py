@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from rolecall.session.document import read_session_file
+from rolecall.storage.document import read_session_file
 from tests.faults import (
     Cli,
     Stored,

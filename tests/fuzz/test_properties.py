@@ -40,7 +40,7 @@ from rolecall.routing import (
     unknown_mention_notice,
 )
 from rolecall.runtime import Session
-from rolecall.session.document import SessionDocument, parse_document, snapshot
+from rolecall.storage.document import SessionDocument, parse_document, snapshot
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolecall.export import md_escape, md_quote, select, to_html, to_markdown, to_text, token_table
-from rolecall.session.document import SessionDocument, StateDoc
 from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.storage.document import SessionDocument, StateDoc
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 SCRIPT = "<script>alert(1)</script>"

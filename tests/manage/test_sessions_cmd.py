@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rolecall.session.document import read_session_file
+from rolecall.storage.document import read_session_file
 from tests.manage import call, files_under, records, rolecall, session_ids, write_world
 
 SECRET = "sk-test-SECRET-1234567890"

@@ -16,7 +16,7 @@ from rolecall.modes.debate import PROFILES
 from rolecall.modes.debate_turns import parse_judgment
 from rolecall.modes.judgments import Invalid
 from rolecall.runtime import Session
-from rolecall.session.document import parse_document, restore_state, snapshot
+from rolecall.storage.document import parse_document, restore_state, snapshot
 from rolecall.world.library import builtin_roles
 from rolecall.world.models import World
 from tests.helpers import Recorder, run_flow, world_from

@@ -12,7 +12,6 @@ import pytest
 from rolecall.errors import ProviderUnavailable, WorldError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.modes.judge_block import check_world
 from rolecall.modes.judgments import (
     MAX_REPLY_CHARS,
     Invalid,
@@ -21,6 +20,7 @@ from rolecall.modes.judgments import (
     score_parser,
 )
 from rolecall.runtime import Session
+from rolecall.world.judge_block import check_world
 from rolecall.world.loader import load_world
 from tests.conftest import ROOT
 from tests.helpers import Recorder, run_flow, world_from
@@ -333,7 +333,7 @@ async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() 
 
 async def test_the_judges_done_are_typed_state_stored_in_their_layout() -> None:
     from rolecall.modes.judge import Judged, judged
-    from rolecall.session.document import restore_state, snapshot
+    from rolecall.storage.document import restore_state, snapshot
 
     world = world_from(
         judged_world(['{"scores": {"score": 9}}'], {"role": "judge", "after": ["two"]})

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from rolecall.errors import WorldError
 from rolecall.flows import conditions
-from rolecall.modes import registry
-from rolecall.modes.registry import ModeSpec, register
+from rolecall.modes import ModeSpec, register_mode, unregister_mode
+from rolecall.plans import Host
 from rolecall.runtime import Session
 from tests.helpers import Recorder, world_from
 
@@ -37,7 +37,7 @@ def _expand(raw: dict[str, Any], library: Any, problems: list[str]) -> dict[str,
     return data
 
 
-def _install(session: Session) -> None:
+def _install(session: Host) -> None:
     def quorum() -> tuple[bool, str, str]:
         n = session.state.transcript.agent_turns
         return n >= 3, "quorum", f"{n} of 3 voices"
@@ -47,17 +47,17 @@ def _install(session: Session) -> None:
 
 @pytest.fixture
 def quorum_mode() -> Iterator[None]:
-    register(
+    register_mode(
         ModeSpec(
             "quorum",
             _expand,
-            _install,
             options=QuorumOptions,
             conditions={"quorum": "three voices were heard"},
-        )
+        ),
+        _install,
     )
     yield
-    registry._MODES.pop("quorum")
+    unregister_mode("quorum")
 
 
 async def test_a_registered_mode_and_its_condition_run_end_to_end(quorum_mode: None) -> None:
@@ -111,7 +111,7 @@ def test_every_condition_kind_is_in_the_loader_hints_and_the_error_text() -> Non
 
 
 def test_a_registered_mode_has_its_own_block_in_the_world_file(quorum_mode: None) -> None:
-    from rolecall.session.document import world_dict
+    from rolecall.storage.document import world_dict
     from rolecall.world.schema import world_schema
 
     world = world_from("name: q\nmode: quorum\nmodel: scripted\nquorum: {size: 5}\n")

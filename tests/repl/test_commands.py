@@ -52,7 +52,7 @@ from rolecall.cli.repl import (
 from rolecall.cli.repl.display import StreamMode
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session
-from rolecall.session.document import read_session_file
+from rolecall.storage.document import read_session_file
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
 from tests.helpers import world_from

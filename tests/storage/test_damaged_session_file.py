@@ -20,7 +20,7 @@ import pytest
 
 import rolecall
 from rolecall.errors import UsageError
-from rolecall.session.document import SessionDocument, parse_document
+from rolecall.storage.document import SessionDocument, parse_document
 from rolecall.storage.in_memory import MemoryStore
 from rolecall.storage.port import SessionStore
 from rolecall.storage.sqlite import SqliteStore

@@ -2,7 +2,7 @@
 
 The SQLite store copies rows with ``INSERT … SELECT``; the document it then loads must
 equal, field for field, the fork computed from the whole parent document
-(:func:`rolecall.session.fork.fork`), at every message of real scripted runs: flow
+(:func:`rolecall.storage.fork.fork`), at every message of real scripted runs: flow
 steps with loops, a debate with its moderator, a judged consensus, edits included.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import rolecall
-from rolecall.session.document import SessionDocument
-from rolecall.session.fork import fork
+from rolecall.storage.document import SessionDocument
+from rolecall.storage.fork import fork
 from rolecall.storage.port import SessionStore
 from rolecall.storage.sqlite import SqliteStore
 from tests.storage.test_store_port import store

@@ -12,8 +12,8 @@ import pytest
 from rolecall.api.compose import attach_store, flush
 from rolecall.errors import UsageError
 from rolecall.runtime import Session
-from rolecall.session.document import StateDoc, restore_state, state_doc, state_json
 from rolecall.session.state import PendingReply, SessionState
+from rolecall.storage.document import StateDoc, restore_state, state_doc, state_json
 from rolecall.storage.schema import SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
 from tests.helpers import scripted_world

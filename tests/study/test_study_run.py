@@ -19,7 +19,7 @@ from rolecall.cli.study_cmd import add_parser, run_study, study_world
 from rolecall.errors import UsageError, WorldError
 from rolecall.modes.study import FOLDER_KEY, STOP_REASON, load_study
 from rolecall.runtime import Session
-from rolecall.session.document import parse_document, restore_state, snapshot
+from rolecall.storage.document import parse_document, restore_state, snapshot
 from rolecall.study.queue import ROLES
 from rolecall.world.library import RoleLibrary
 from rolecall.world.loader import build_world, load_world

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from rolecall.check import Report
 from rolecall.cli.check_cmd import worst_case
-from rolecall.world.check import Report
 from tests.cli.test_run_cli import rolecall
 from tests.helpers import run_flow, scripted_world, world_from
 
@@ -212,7 +212,7 @@ def test_cli_json_and_the_validate_line(tmp_path: Any) -> None:
 
 
 def test_an_unpriced_role_makes_the_cost_null() -> None:
-    from rolecall.world.check import check
+    from rolecall.check import check
 
     world = scripted_world(steps(2), roles=["a", "b"])
     r = check(world, lambda role: None if role.id == "b" else (1e-6, 2e-6), lambda role: None)

@@ -27,13 +27,13 @@ from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import knowledge_path
 from rolecall.runtime import Session, new_session_id
-from rolecall.session.document import (
+from rolecall.session.state import SessionState
+from rolecall.storage.document import (
     SessionDocument,
     restore_state,
     snapshot,
     write_session_file,
 )
-from rolecall.session.state import SessionState
 from rolecall.storage.port import SessionStore
 from rolecall.storage.recorder import Recorder
 from rolecall.tools.approval import Approver

@@ -16,8 +16,8 @@ from rolecall.errors import UsageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
-from rolecall.session.document import SessionDocument, read_session_file
 from rolecall.storage.data_store import open_data_store
+from rolecall.storage.document import SessionDocument, read_session_file
 from rolecall.storage.port import SessionStore
 from rolecall.world.models import World
 

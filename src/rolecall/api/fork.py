@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rolecall.memory import MemoryFiles
-    from rolecall.session.fork import ForkPlan
+    from rolecall.storage.fork import ForkPlan
     from rolecall.storage.port import SessionStore
 
 

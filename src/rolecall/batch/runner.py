@@ -22,13 +22,13 @@ import anyio.lowlevel
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.plan import BatchPlan, RunSpec, recorded_values
 from rolecall.batch.results import RunResult
+from rolecall.batch.tables import BatchTables
 from rolecall.bus import Envelope, ErrorEvent, EventBus
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Session
-from rolecall.storage.batches import BatchTables
 from rolecall.storage.port import SessionStore
 from rolecall.tools.approval import Approver
 

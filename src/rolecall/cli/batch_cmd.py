@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from rolecall.batch.plan import BatchPlan
     from rolecall.batch.runner import BatchRunner
-    from rolecall.storage.batches import BatchTables, StoredRun
+    from rolecall.batch.tables import BatchTables, StoredRun
 
 EXAMPLES = [
     "rolecall batch debate --vary topic=@topics.txt --runs 2 --out results.jsonl",
@@ -201,8 +201,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
 async def _main(
     args: argparse.Namespace, name: str, doc: dict[str, Any] | None, plan: BatchPlan | None
 ) -> int:
+    from rolecall.batch.tables import BatchTables
     from rolecall.cli.wiring import open_store
-    from rolecall.storage.batches import BatchTables
     from rolecall.storage.data_store import sqlite_only
 
     async with anyio.create_task_group() as tg, open_store(args) as store:

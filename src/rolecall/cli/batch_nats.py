@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
 
 def jobs_of(name: str, doc: dict[str, Any], plan: BatchPlan) -> list[Any]:
-    from rolecall.nats.jobs import Job
+    from rolecall.cluster.jobs import Job
     from rolecall.runtime import new_session_id
-    from rolecall.session.document import world_dict
+    from rolecall.storage.document import world_dict
 
     worlds = [world_dict(w) for w in plan.worlds]
     ids: set[str] = set()
@@ -67,7 +67,7 @@ async def submit_batch(
     from nats.js.errors import NotFoundError
 
     from rolecall.cli.batch_report import finish
-    from rolecall.nats.jobs import BatchPlanMessage, plan_subject, submit
+    from rolecall.cluster.jobs import BatchPlanMessage, plan_subject, submit
     from rolecall.nats.link import RESULTS_STREAM, connect
 
     started = time.monotonic()
@@ -102,7 +102,7 @@ async def submit_batch(
 async def resume_batch(args: argparse.Namespace, name: str, url: str) -> int:
     """Submit the failed runs of batch ``name`` again and wait for every run to end."""
     from rolecall.cli.batch_report import finish
-    from rolecall.nats.jobs import queued_jobs, resubmit, stored_batch
+    from rolecall.cluster.jobs import queued_jobs, resubmit, stored_batch
     from rolecall.nats.link import connect
 
     started = time.monotonic()
@@ -149,7 +149,7 @@ async def wait_for(
 ) -> dict[int, RunResult]:
     """The result rows of ``runs`` published after the results stream's message
     ``after``, with the progress bar on a terminal."""
-    from rolecall.nats.jobs import follow_results
+    from rolecall.cluster.jobs import follow_results
 
     results: dict[int, RunResult] = {}
     progress = None

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from rolecall.check import Report, check
 from rolecall.llm.pricing import rates
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import Price
 from rolecall.money import money
-from rolecall.world.check import Report, check
 from rolecall.world.models import Role, World
 
 

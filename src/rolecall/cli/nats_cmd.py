@@ -14,10 +14,10 @@ from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
     from rolecall.bus import EventBus
-    from rolecall.nats.jobs import StoredBatch
+    from rolecall.cluster.jobs import StoredBatch
     from rolecall.nats.link import Link
     from rolecall.nats.replay import Reorder, SessionLog, StreamEvent
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
     from rolecall.storage.port import SessionStore
 
 
@@ -108,7 +108,7 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
 async def _end_with_batch(link: Link, batch: str, total: int, scope: anyio.CancelScope) -> None:
     """Cancel ``scope`` once every run of the batch has its result."""
     from rolecall.batch.results import RunResult
-    from rolecall.nats.jobs import follow_results
+    from rolecall.cluster.jobs import follow_results
 
     ended: set[int] = set()
     async with aclosing(follow_results(link, batch)) as results:
@@ -125,7 +125,7 @@ async def _batch_total(url: str, batch: str) -> int:
     """How many runs the batch has (its plan on the results stream); usage error if none."""
     from nats.js.errors import NotFoundError
 
-    from rolecall.nats.jobs import BatchPlanMessage, plan_subject
+    from rolecall.cluster.jobs import BatchPlanMessage, plan_subject
     from rolecall.nats.link import RESULTS_STREAM, connect
 
     async with connect(url, name="rolecall-watch") as link:
@@ -171,7 +171,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace, url: str) -> int:
     from rolecall.cli.wiring import open_store
-    from rolecall.nats.jobs import stored_batch
+    from rolecall.cluster.jobs import stored_batch
     from rolecall.nats.link import connect, session_filter
     from rolecall.nats.replay import session_logs
 
@@ -236,7 +236,7 @@ def _importable(logs: dict[str, SessionLog], url: str) -> tuple[list[SessionDocu
     from pydantic import ValidationError
 
     from rolecall.paths import safe_id
-    from rolecall.session.document import check_document
+    from rolecall.storage.document import check_document
 
     docs: list[SessionDocument] = []
     skipped: list[str] = []
@@ -265,7 +265,7 @@ async def _record_batches(
     batch is (``sessions list --batch NAME``, the web view's filter); the names recorded.
     A batch of that name run here is left alone, with a warning."""
     from rolecall.batch.results import RunResult
-    from rolecall.storage.batches import BatchTables
+    from rolecall.batch.tables import BatchTables
     from rolecall.storage.data_store import sqlite_only
 
     tables = BatchTables(sqlite_only(store, "sessions import"))
@@ -329,7 +329,7 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from rolecall.cli.flags import at_least_one
-    from rolecall.nats.jobs import ACK_WAIT_RANGE
+    from rolecall.cluster.jobs import ACK_WAIT_RANGE
     from rolecall.nats.link import required_nats_url
 
     url = required_nats_url(args.nats, "worker")
@@ -348,11 +348,11 @@ async def _work(args: argparse.Namespace, url: str) -> int:
 
     from rolecall.batch.runner import BatchContext
     from rolecall.cli.wiring import memory_files, open_store, stream_pacing
+    from rolecall.cluster.jobs import ACK_WAIT_S, WORKERS
+    from rolecall.cluster.worker import Worker
     from rolecall.llm.registry import ModelRegistry
-    from rolecall.nats.jobs import ACK_WAIT_S, WORKERS
     from rolecall.nats.link import JOBS_STREAM
     from rolecall.nats.transport import open_transport
-    from rolecall.nats.worker import Worker
 
     def ready() -> None:
         in_force = worker.ack_wait

@@ -33,10 +33,10 @@ from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir
 from rolecall.runtime import Session
-from rolecall.session.document import (
+from rolecall.storage.data_store import DataStore, open_data_store
+from rolecall.storage.document import (
     SessionDocument,
 )
-from rolecall.storage.data_store import DataStore, open_data_store
 from rolecall.storage.port import SessionStore
 from rolecall.world.models import World
 

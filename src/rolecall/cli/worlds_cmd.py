@@ -170,8 +170,8 @@ def _check_tools(world: World, source: str) -> None:
 def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
     """``worlds show``: the roles, then the flow (speaker → reply target per step)."""
     from rolecall.cli.exits import EXIT_OK
-    from rolecall.flows.view import flow_lines
     from rolecall.world.loader import load_world
+    from rolecall.world.view import flow_lines
 
     loaded = load_world(args.world, library)
     world = loaded.world

@@ -1,6 +1,6 @@
 """Rendering a stored session for people: plain text, Markdown and one HTML page.
 
-Pure functions of a :class:`~rolecall.session.document.SessionDocument`; nothing here
+Pure functions of a :class:`~rolecall.storage.document.SessionDocument`; nothing here
 reads or writes files. Every rendering shows who answers whom (``teacher → student``),
 the step and loop iteration of each message, how the session stands (the stop reason, or
 paused/running), a per-role token table and, separately, the drafts (generations that did

@@ -11,8 +11,8 @@ from typing import Any
 
 from rolecall.badges import NONE, Labels, labels_of
 from rolecall.money import money
-from rolecall.session.document import SessionDocument
 from rolecall.session.state import Draft, Message
+from rolecall.storage.document import SessionDocument
 
 # A palette readable on white; role colours are picked by the role's position.
 _PALETTE = (
@@ -202,7 +202,7 @@ def status(doc: SessionDocument) -> str:
 
     A forked session adds where it came from: ``· forked from ID at m5``.
     """
-    from rolecall.session.fork import fork_info
+    from rolecall.storage.fork import fork_info
 
     found = fork_info(doc)
     text = _state(doc)

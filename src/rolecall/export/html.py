@@ -29,7 +29,7 @@ from rolecall.export.common import (
     visible,
 )
 from rolecall.money import money
-from rolecall.session.document import SessionDocument
+from rolecall.storage.document import SessionDocument
 
 # ------------------------------------------------------------------ html
 

@@ -37,7 +37,7 @@ from rolecall.export.common import (
 )
 from rolecall.export.common import status as status_of
 from rolecall.export.common import title as title_of
-from rolecall.session.document import SessionDocument
+from rolecall.storage.document import SessionDocument
 
 FONT_ENV = "ROLECALL_PDF_FONT"
 FONT_DIRS = (

@@ -22,7 +22,7 @@ from rolecall.export.common import (
     visible,
 )
 from rolecall.money import money
-from rolecall.session.document import SessionDocument
+from rolecall.storage.document import SessionDocument
 
 
 # ------------------------------------------------------------------ text

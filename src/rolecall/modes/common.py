@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rolecall.errors import UnknownRoleError, UsageError
-from rolecall.modes.judge_block import option_problems as _option_problems
+from rolecall.mode_registry import Roles
 from rolecall.modes.judgments import Invalid, json_object
 from rolecall.plans import Host
-from rolecall.world.library import RoleLibrary
+from rolecall.world.judge_block import option_problems as _option_problems
 
 M = TypeVar("M", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
@@ -127,7 +127,7 @@ def judge_role(
     block: str,
     taken: tuple[str, ...],
     raw_roles: Any,
-    library: RoleLibrary,
+    library: Roles,
     problems: list[str],
 ) -> list[dict[str, Any]]:
     """The judge's role entry to add, if the world does not define it itself."""

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.flows.model import Ident
+from rolecall.mode_registry import ModeSpec
 from rolecall.modes.common import (
     judge_role,
     merge_roles,
@@ -36,11 +37,11 @@ from rolecall.modes.common import (
     user_role_ids,
 )
 from rolecall.modes.consensus_turns import ConsensusHook, attach, synthesis_instruction
-from rolecall.modes.registry import ModeSpec, register
+from rolecall.modes.install import register_mode
 from rolecall.plans import Host
 
 if TYPE_CHECKING:
-    from rolecall.world.library import RoleLibrary
+    from rolecall.mode_registry import Roles
 
 PROFILES: Final[dict[str, tuple[str, ...]]] = {
     "balanced": ("analyst", "creative", "critic"),
@@ -100,7 +101,7 @@ def _display(role: Mapping[str, Any], rid: str) -> str:
     return str(name) if name else rid.replace("_", " ").title()
 
 
-def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> dict[str, Any]:
+def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str, Any]:
     data = dict(raw)
     opts = parse_options(data.get("consensus"), "consensus", ConsensusOptions, problems)
     if opts["profile"] not in PROFILES:
@@ -219,15 +220,15 @@ def install(host: Host) -> None:
     attach(host, ConsensusHook(host, people, judge=opts.judge, max_rounds=opts.max_rounds))
 
 
-register(
+register_mode(
     ModeSpec(
         "consensus",
         expand,
-        install,
         options=ConsensusOptions,
         conditions={
             "consensus": "every participant agrees over the last full round",
             "stalemate": "max_rounds done without consensus",
         },
-    )
+    ),
+    install,
 )

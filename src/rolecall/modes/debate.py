@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from rolecall.flows.model import Ident
+from rolecall.mode_registry import ModeSpec
 from rolecall.modes.common import (
     judge_role,
     merge_roles,
@@ -43,7 +44,7 @@ from rolecall.modes.common import (
     with_knowledge,
 )
 from rolecall.modes.debate_turns import DebateHook, attach, synthesis_instruction
-from rolecall.modes.registry import ModeSpec, register
+from rolecall.modes.install import register_mode
 from rolecall.modes.termination import (
     CONCESSION,
     DISENGAGEMENT,
@@ -53,7 +54,7 @@ from rolecall.modes.termination import (
 from rolecall.plans import Host
 
 if TYPE_CHECKING:
-    from rolecall.world.library import RoleLibrary
+    from rolecall.mode_registry import Roles
 
 PROFILES: Final[tuple[str, ...]] = (
     "classic",
@@ -105,7 +106,7 @@ def persona_prompt(text: str) -> str:
 def _debater(
     side: Literal["pro", "con"],
     opts: Mapping[str, Any],
-    library: RoleLibrary,
+    library: Roles,
     names: dict[str, str],
 ) -> dict[str, Any]:
     other = "con" if side == "pro" else "pro"
@@ -143,7 +144,7 @@ def _instruction(side: str, other_name: str, other: str) -> str:
     )
 
 
-def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> dict[str, Any]:
+def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str, Any]:
     data = dict(raw)
     opts = parse_options(data.get("debate"), "debate", DebateOptions, problems)
     if opts["profile"] not in PROFILES:
@@ -229,15 +230,15 @@ def install(host: Host) -> None:
     attach(host, hook)
 
 
-register(
+register_mode(
     ModeSpec(
         "debate",
         expand,
-        install,
         options=DebateOptions,
         conditions={
             "concession": "a debater concedes (keyword rules, or the judge's agreement)",
             "stalemate": "the debate repeats itself, disengages, or reaches max_turns",
         },
-    )
+    ),
+    install,
 )

@@ -34,15 +34,20 @@ from pydantic import BaseModel, Field, ValidationError, model_serializer, model_
 
 from rolecall.bus import JudgeEvent, WarningEvent
 from rolecall.errors import WorldError
-from rolecall.modes.judge_block import DEFAULT_SCORES, JudgeBlock, check_world, parse_block
+from rolecall.modes.install import register_installer
 from rolecall.modes.judgments import Invalid, Parsed, Parser, score_format, score_parser
-from rolecall.modes.registry import register_installer
 from rolecall.plans import Host
 from rolecall.turns import extra_turn
+from rolecall.world.judge_block import (
+    DEFAULT_SCORES,
+    JudgeBlock,
+    check_world,
+    judges_by_step,
+    parse_block,
+)
 
 if TYPE_CHECKING:
     from rolecall.session.state import Message
-    from rolecall.world.models import World
 
 
 async def ask_judge(
@@ -146,23 +151,6 @@ def _plan(session: Host) -> _Plan | None:
     if not by_step:
         return None
     return _Plan(block, by_step)
-
-
-def judges_by_step(world: World, block: JudgeBlock | None) -> dict[str, list[str]]:
-    """Step id -> the judge roles that take a turn after it (pure; worlds check uses it)."""
-    by_step: dict[str, list[str]] = {}
-    if world.flow is None:
-        return by_step
-    for step in world.flow.steps:
-        judges: list[str] = []
-        if block is not None and (block.after == "all" or step.id in block.after):
-            judges.append(block.role)
-        if step.judge is not None and step.judge not in judges:
-            judges.append(step.judge)
-        judges = [j for j in judges if j != step.speaker]  # a judge never judges itself
-        if judges:
-            by_step[step.id] = judges
-    return by_step
 
 
 def _settings_for(plan: _Plan, judge: str) -> tuple[list[str], tuple[float, float], str, str]:

@@ -50,8 +50,9 @@ from pydantic import (
 
 from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError, WorldError
+from rolecall.mode_registry import ModeSpec, Roles
 from rolecall.modes.common import with_knowledge
-from rolecall.modes.registry import ModeSpec, register
+from rolecall.modes.install import register_mode
 from rolecall.plans import Host, Stop, TurnPlan
 from rolecall.session.state import Message
 from rolecall.study.contradiction import Contradiction, Statement, find_contradiction
@@ -62,7 +63,7 @@ from rolecall.study.queue import ROLES, StudyPlan, build_plan
 from rolecall.study.realloc import DELAY_DEFAULT, LOCK_DEFAULT
 from rolecall.study.scheduler import Scheduler, StudyState, unit_id
 from rolecall.study.segment import Unit, segment, title
-from rolecall.world.library import RoleLibrary, suggest
+from rolecall.world.library import suggest
 from rolecall.world.models import World
 
 __all__ = [
@@ -256,7 +257,7 @@ def _merge_roles(raw_roles: Any, problems: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> dict[str, Any]:
+def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str, Any]:
     """``mode: study``: the five roles, settings and the validated ``study:`` block.
 
     When the loader passes the world folder (``FOLDER_KEY``), the document is read here
@@ -573,11 +574,11 @@ def install(session: Host) -> None:
     session.director = director
 
 
-register(
+register_mode(
     ModeSpec(
         "study",
         expand,
-        install,
         options=StudyOptions,
-    )
+    ),
+    install,
 )

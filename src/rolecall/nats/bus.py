@@ -281,7 +281,7 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
     When a turn ends, its events are handed to nats-py (:meth:`Publisher.hand_over`),
     so that the next turn's decision and prompt are made while they travel.
     """
-    from rolecall.session.document import state_json, world_dict
+    from rolecall.storage.document import state_json, world_dict
 
     state = session.state
     sent = {

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
     from nats.js.api import ConsumerConfig
 
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class SessionLog:
 
     def document(self) -> SessionDocument | None:
         """The session as of its last checkpoint; None before its first one."""
-        from rolecall.session.document import SessionDocument
+        from rolecall.storage.document import SessionDocument
 
         if self.start is None or self.checkpoint is None:
             return None

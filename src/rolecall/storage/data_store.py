@@ -6,7 +6,7 @@ Every entry point opens a data directory's store here: the command line
 with a class implementing :class:`DataStore` plus the line naming it in :data:`STORE`.
 
 Two features read what only the SQLite store has: the batch tables
-(``storage/batches.py``: ``rolecall batch``, ``sessions list --batch``) and the web
+(``batch/tables.py``: ``rolecall batch``, ``sessions list --batch``) and the web
 view's queries (``storage/browse.py``); with another store they say so
 (:func:`sqlite_only`).
 """

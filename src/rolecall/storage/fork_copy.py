@@ -1,6 +1,6 @@
 """Forking inside the SQLite store (sessions.md, Forking): rows copied, not reloaded.
 
-The fork is computed by :func:`rolecall.session.fork.plan_fork` from the little it needs
+The fork is computed by :func:`rolecall.storage.fork.plan_fork` from the little it needs
 (the parent's state, m1..mK's ids, senders and kinds, mK itself, the execution log's
 step ids, mK's message event and the judge events before it); the new session's rows
 are then copied from the parent's in one transaction, one ``INSERT … SELECT`` per
@@ -20,8 +20,9 @@ import aiosqlite
 
 from rolecall.errors import UsageError
 from rolecall.paths import safe_id
-from rolecall.session.document import SessionDocument
-from rolecall.session.fork import (
+from rolecall.session.state import Message
+from rolecall.storage.document import SessionDocument
+from rolecall.storage.fork import (
     ForkPlan,
     ForkSource,
     MessageHead,
@@ -29,7 +30,6 @@ from rolecall.session.fork import (
     message_number,
     plan_fork,
 )
-from rolecall.session.state import Message
 
 # mK's message event: a row of its own, or an element of a packed row of other events
 _MESSAGE_EVENT = (

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from rolecall.bus import Envelope
 from rolecall.errors import SessionInUse, UsageError
 from rolecall.paths import safe_id
-from rolecall.session.document import SessionDocument, StateDoc, check_document
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.claims import Claim
+from rolecall.storage.document import SessionDocument, StateDoc, check_document
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 
 if TYPE_CHECKING:
-    from rolecall.session.fork import ForkPlan
+    from rolecall.storage.fork import ForkPlan
 
 
 @dataclass
@@ -195,7 +195,7 @@ class MemoryStore:
         model: str | None = None,
     ) -> ForkPlan:
         """The fork, its lists copied from the parent's (no serialising on the way)."""
-        from rolecall.session.fork import fork
+        from rolecall.storage.fork import fork
 
         plan, new = fork(
             await self.load(session_id), at, new_id=new_id, now=now, edit=edit, model=model

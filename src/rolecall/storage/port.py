@@ -17,13 +17,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from rolecall.bus import Envelope
-from rolecall.session.document import SessionDocument
 from rolecall.session.state import Draft, ExecutionRecord, Message
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.claims import Claim
+from rolecall.storage.document import SessionDocument
 
 if TYPE_CHECKING:
-    from rolecall.session.fork import ForkPlan
+    from rolecall.storage.fork import ForkPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ class SessionStore(Protocol):
     async def import_document(self, doc: SessionDocument) -> None:
         """Store a session read from a file (all of it), unless it is already stored.
 
-        A document whose parts disagree (``rolecall.session.document.inconsistency``)
+        A document whose parts disagree (``rolecall.storage.document.inconsistency``)
         is refused with UsageError and nothing is stored."""
         ...
 
@@ -168,6 +168,6 @@ class SessionStore(Protocol):
         model: str | None = None,
     ) -> ForkPlan:
         """Store a fork of the session right after message ``at`` (``mK``) as ``new_id``
-        (:func:`rolecall.session.fork.fork` says what it holds), copying the kept rows
+        (:func:`rolecall.storage.fork.fork` says what it holds), copying the kept rows
         inside the store. What the fork holds besides the copied rows."""
         ...

@@ -17,9 +17,9 @@ from rolecall.bus import Bus, Envelope
 from rolecall.bus.events import StreamChunk
 from rolecall.errors import SessionInUse, StorageError
 from rolecall.paths import safe_id
-from rolecall.session.document import state_json, world_dict
 from rolecall.session.state import SessionState
 from rolecall.storage.claims import Claim
+from rolecall.storage.document import state_json, world_dict
 from rolecall.storage.port import (
     ChunkRun,
     NewSession,

@@ -44,13 +44,13 @@ from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.log import get_logger
 from rolecall.paths import data_dir_flag, db_path, safe_id
-from rolecall.session.document import SessionDocument, StateDoc, check_document
 from rolecall.session.state import Draft, Message
 from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.checkpointer import Checkpointer
 from rolecall.storage.checkpointer import finish as finish_checkpoint
 from rolecall.storage.claims import Claim, FileClaims
+from rolecall.storage.document import SessionDocument, StateDoc, check_document
 from rolecall.storage.port import NewSession, StoredCounts, TurnBatch
 from rolecall.storage.rows import Batch, event_rows, record_from_row, record_row
 from rolecall.storage.schema import (
@@ -64,7 +64,7 @@ from rolecall.storage.schema import (
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from rolecall.session.fork import ForkPlan
+    from rolecall.storage.fork import ForkPlan
 
 log = get_logger(__name__)
 

@@ -29,9 +29,9 @@ from anyio.abc import TaskGroup
 from rolecall.log import get_logger
 from rolecall.nats.link import EVENTS_STREAM, H_BATCH, H_WORLD, session_filter
 from rolecall.nats.replay import Reorder, SessionLog, StreamEvent, follow, is_final
-from rolecall.session.document import SessionDocument
 from rolecall.session.state import Message
 from rolecall.storage.browse import SessionSummary
+from rolecall.storage.document import SessionDocument
 from rolecall.web.live import EventLog, start_soon
 
 if TYPE_CHECKING:

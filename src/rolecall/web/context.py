@@ -13,8 +13,8 @@ from starlette.templating import Jinja2Templates
 
 from rolecall.errors import RolecallError
 from rolecall.paths import safe_id
-from rolecall.session.document import SessionDocument
 from rolecall.storage.browse import state_of
+from rolecall.storage.document import SessionDocument
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.web import flowedit, render
 from rolecall.web.runs import LiveRuns

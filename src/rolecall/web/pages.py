@@ -15,7 +15,6 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from rolecall import export
 from rolecall.badges import labels_of
 from rolecall.errors import RolecallError, WorldError
-from rolecall.session.document import SessionDocument, state_doc
 from rolecall.session.state import Message
 from rolecall.storage.browse import (
     STATUSES,
@@ -26,6 +25,7 @@ from rolecall.storage.browse import (
     state_of,
     world_of,
 )
+from rolecall.storage.document import SessionDocument, state_doc
 from rolecall.web import flowedit
 from rolecall.web.asides import Asides, asides_of_lines, stored_asides
 from rolecall.web.cluster import Feed

@@ -39,7 +39,7 @@ _COND_FIELDS: tuple[str, ...] = conditions.fields()
 
 def _world_fields() -> tuple[str, ...]:
     """A world's keys: its fields, each registered mode's options block and ``judge``."""
-    from rolecall.modes.registry import known_modes
+    from rolecall.mode_registry import known_modes
 
     own = tuple(f for f in World.model_fields if f != "blocks")
     return (*own, *known_modes(), "judge")
@@ -180,7 +180,7 @@ def build_world(
     data = dict(raw)
     expanded = data.get("mode") is not None
     if expanded:
-        from rolecall.modes import expand
+        from rolecall.mode_registry import expand
 
         if path is not None:  # a mode may read files next to world.yaml (study's document)
             data["__world_folder__"] = path.parent
@@ -192,7 +192,7 @@ def build_world(
     if isinstance(data.get("roles"), list):
         data["roles"] = _apply_templates(data["roles"], library, problems)
     if data.get("judge") is not None:
-        from rolecall.modes.judge_block import check_world
+        from rolecall.world.judge_block import check_world
 
         problems.extend(check_world(data))
     try:

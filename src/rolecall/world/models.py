@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from rolecall.flows.conditions.base import Number, Whole
 from rolecall.flows.model import ID_PATTERN, Flow, Ident
-from rolecall.modes.registry import known_modes
+from rolecall.mode_registry import known_modes
 
 
 def _known_mode(name: str) -> str:
@@ -34,7 +34,7 @@ def _known_mode(name: str) -> str:
 
 
 Mode = Annotated[str, AfterValidator(_known_mode)]
-"""A mode's name, checked against the registry (:mod:`rolecall.modes.registry`)."""
+"""A mode's name, checked against the registry (:mod:`rolecall.mode_registry`)."""
 
 
 class _Model(BaseModel):

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rolecall.modes.judge_block import JudgeBlock
-from rolecall.modes.registry import known_modes, spec
+from rolecall.mode_registry import known_modes, spec
+from rolecall.world.judge_block import JudgeBlock
 from rolecall.world.library import RESERVED_IDS
 from rolecall.world.models import World
 

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from rolecall.session.document import SessionDocument
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.document import SessionDocument
 
 
 T = TypeVar("T")

@@ -10,9 +10,9 @@ from rolecall.api.fork import fork_session
 from rolecall.cli.manage.common import _data, _say, _session_id, _with_store
 
 if TYPE_CHECKING:
-    from rolecall.session.fork import ForkPlan
     from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.fork import ForkPlan
 
 
 def sessions_fork(args: argparse.Namespace) -> int:

@@ -19,8 +19,8 @@ from rolecall.cli.registry import summary
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from rolecall.session.document import SessionDocument
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.document import SessionDocument
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -22,9 +22,9 @@ from rolecall.cli.manage.common import (
 from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
-    from rolecall.session.document import SessionDocument
     from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.document import SessionDocument
 
 
 def _list_keys() -> tuple[str, ...]:
@@ -231,7 +231,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
     )
 
     async def body(store: DataStore) -> tuple[list[SessionRow], dict[str, tuple[str, str]]]:
-        from rolecall.storage.batches import BatchTables
+        from rolecall.batch.tables import BatchTables
         from rolecall.storage.data_store import sqlite_only
 
         if batch is not None:
@@ -354,7 +354,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
         if args.out:
             from pathlib import Path
 
-            from rolecall.session.document import write_session_file
+            from rolecall.storage.document import write_session_file
 
             write_session_file(Path(args.out), doc)
         else:

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from rolecall.cli.repl.palette import Palette
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
     from rolecall.session.state import Message
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.document import SessionDocument
 
 
 class CommandRunner(Protocol):

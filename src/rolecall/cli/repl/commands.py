@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from rolecall.cli.repl.live import open_live_session
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.document import SessionDocument
 
 
 async def run_repl(args: argparse.Namespace, session: Session, store: DataStore) -> None:

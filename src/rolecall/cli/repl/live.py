@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rolecall.bus import Bus
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
     from rolecall.storage.data_store import DataStore
+    from rolecall.storage.document import SessionDocument
     from rolecall.world.models import World
 
 

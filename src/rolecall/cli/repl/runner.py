@@ -235,7 +235,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: Command) -> None:
-        from rolecall.flows.view import flow_lines
+        from rolecall.world.view import flow_lines
 
         s = self.session
         engine = s.engine
@@ -486,7 +486,7 @@ class CommandRunner:
 
     async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
         from rolecall.api.entry import stored_or_file
-        from rolecall.session.document import read_session_file
+        from rolecall.storage.document import read_session_file
 
         if self.busy() or self.session.generator.busy:  # as /fork: never cut a turn short
             raise CommandError("a turn is running: /pause (or wait for it), then /load")

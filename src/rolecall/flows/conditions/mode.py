@@ -1,6 +1,6 @@
 """A mode's own condition (modes.md), written as a bare word or ``{mode: word}``.
 
-The words come from the mode registry (each :class:`~rolecall.modes.registry.ModeSpec`
+The words come from the mode registry (each :class:`~rolecall.mode_registry.ModeSpec`
 declares its conditions); the mode installed on a session answers them through
 :attr:`ConditionContext.mode_checks`.
 """
@@ -13,7 +13,7 @@ from pydantic import field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rolecall.flows.conditions.base import ConditionContext, ConditionKind, CondModel, Evaluate
-from rolecall.modes.registry import condition_words
+from rolecall.mode_registry import condition_words
 
 
 class ModeCond(CondModel):

@@ -1,15 +1,17 @@
-"""The mode registry (modes.md): one :class:`ModeSpec` per mode.
+"""The mode registry (modes.md), load time: one :class:`ModeSpec` per mode.
 
 A mode expands the raw world mapping before validation (``expand``: fills roles, flow
-and settings from its options block, reporting problems with their paths), declares
-its options model and the stop conditions it answers (``concession``, ...), and
-installs its conditions, hooks or director on a new or restored session
-(``install``). Nothing about a mode bypasses the scheduler, the bus or persistence.
+and settings from its options block, reporting problems with their paths), and declares
+its options model and the stop conditions it answers (``concession``, ...). That is all
+loading a world needs, so this module is low in the layers (the world and the flow
+conditions consult it) and imports nothing of rolecall's. Attaching a mode to a session
+(its conditions, hooks or director) is install time: :mod:`rolecall.modes.install`.
+Nothing about a mode bypasses the scheduler, the bus or persistence.
 
-This module is low in the layers (the world and the flow conditions consult it); a
-built-in mode's module is imported when that mode is first used (its name is known
+A built-in mode's module is imported when that mode is first used (its name is known
 without it, from :data:`BUILTIN`), so a world without a mode imports none of them. A new
-mode is one module that calls :func:`register` plus one name in :data:`BUILTIN`.
+mode is one module that calls :func:`rolecall.modes.install.register_mode` plus one
+name in :data:`BUILTIN`.
 """
 
 from __future__ import annotations
@@ -17,48 +19,47 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from rolecall.world.library import RoleLibrary
-
 BUILTIN: tuple[str, ...] = ("debate", "consensus", "study")
 """The built-in modes, each registered by the module of its name under ``rolecall.modes``."""
-GENERAL: tuple[str, ...] = ("judge",)
-"""The modules under ``rolecall.modes`` whose installers attach to every session (judge
-roles in any world)."""
 
-Expand = Callable[[dict[str, Any], "RoleLibrary", list[str]], dict[str, Any]]
-Install = Callable[[Any], None]
-"""Attaches a mode to a session (``rolecall.runtime.Session``; typed loosely so that
-this registry stays below the runtime)."""
+
+class Roles(Protocol):
+    """The role templates an ``expand`` may take roles from
+    (``rolecall.world.library.RoleLibrary``)."""
+
+    def get(self, role_id: str) -> dict[str, Any]:
+        """The template's fields (a fresh dict); ``UnknownRoleError`` for no such role."""
+        ...
+
+
+Expand = Callable[[dict[str, Any], Roles, list[str]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class ModeSpec:
     name: str
     expand: Expand
-    install: Install | None = None
     options: type[BaseModel] | None = None  # the world's ``<name>:`` block
     conditions: dict[str, str] = field(default_factory=dict)  # word -> what it means
 
 
 _MODES: dict[str, ModeSpec] = {}
-_INSTALLERS: list[Install] = []  # run for every session (e.g. judge roles in any world)
 
 
 def register(spec: ModeSpec) -> None:
     _MODES[spec.name] = spec
 
 
-def register_installer(install: Install) -> None:
-    if install not in _INSTALLERS:
-        _INSTALLERS.append(install)
+def forget(name: str) -> None:
+    """Unregister a mode (an application's or a test's; a built-in loads again on use)."""
+    _MODES.pop(name, None)
 
 
-def _load(module: str) -> None:
+def load(module: str) -> None:
     """Import ``rolecall.modes.<module>``, which registers what it brings (once)."""
     importlib.import_module(f"rolecall.modes.{module}")
 
@@ -69,7 +70,7 @@ def known_modes() -> list[str]:
 
 def spec(name: str) -> ModeSpec | None:
     if name in BUILTIN and name not in _MODES:
-        _load(name)
+        load(name)
     return _MODES.get(name)
 
 
@@ -84,7 +85,7 @@ def condition_words() -> list[str]:
     return list(words)
 
 
-def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> dict[str, Any]:
+def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str, Any]:
     """The world mapping with the mode's roles and flow filled in."""
     name = raw.get("mode")
     if name is None:
@@ -94,15 +95,3 @@ def expand(raw: dict[str, Any], library: RoleLibrary, problems: list[str]) -> di
         problems.append(f"mode: no mode {name!r} (modes: {', '.join(known_modes()) or 'none'})")
         return raw
     return found.expand(raw, library, problems)
-
-
-def install(session: Any) -> None:
-    """Attach the world's mode (and every general installer) to a session."""
-    name = session.world.mode
-    found = spec(name) if name is not None else None
-    if found is not None and found.install is not None:
-        found.install(session)
-    for module in GENERAL:
-        _load(module)
-    for installer in _INSTALLERS:
-        installer(session)

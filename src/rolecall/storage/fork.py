@@ -27,8 +27,8 @@ from typing import Any
 
 from rolecall.errors import UsageError
 from rolecall.llm.types import estimate_tokens
-from rolecall.session.document import PointerDoc, SessionDocument, StateDoc
 from rolecall.session.state import Message, PendingReply
+from rolecall.storage.document import PointerDoc, SessionDocument, StateDoc
 
 MESSAGE_ID = re.compile(r"^m([1-9][0-9]*)$")
 FORK_KEY = "fork"  # state.extra[FORK_KEY] = {"parent": ID, "at": "mK"}

@@ -33,9 +33,8 @@ from rolecall.flows.worstcase import (
     unreachable,
 )
 from rolecall.llm.types import estimate_tokens
-from rolecall.modes.judge import judges_by_step
-from rolecall.modes.judge_block import parse_block
 from rolecall.prompt import system_text
+from rolecall.world.judge_block import judges_by_step, parse_block
 from rolecall.world.models import Role, World
 
 JUDGE_TURNS = 2  # a verdict and one retry per judged message

@@ -26,18 +26,18 @@ from pydantic import ValidationError
 from rolecall.batch.plan import recorded_values
 from rolecall.batch.results import RunResult
 from rolecall.batch.runner import BatchContext, result_of, run_to_end
+from rolecall.cluster.jobs import WORKERS, Job, publish_result, workers_consumer
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.nats.bus import NatsBus, attach
-from rolecall.nats.jobs import WORKERS, Job, publish_result, workers_consumer
 from rolecall.nats.link import JOBS_STREAM, answered, session_filter
 from rolecall.nats.replay import session_logs
 from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:
     from rolecall.runtime import Session
-    from rolecall.session.document import SessionDocument
+    from rolecall.storage.document import SessionDocument
 
 log = get_logger(__name__)
 

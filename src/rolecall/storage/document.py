@@ -13,11 +13,12 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
+from rolecall.bus.protocol import Bus
 from rolecall.errors import NotTextError, StorageError, UsageError
 from rolecall.flows.model import ID_PATTERN
 from rolecall.paths import read_text, write_atomically
@@ -36,9 +37,6 @@ from rolecall.session.state import (
 )
 from rolecall.version import __version__
 from rolecall.world.models import World
-
-if TYPE_CHECKING:
-    from rolecall.runtime import Session
 
 ID_PATTERN_RE = re.compile(ID_PATTERN)
 MAX_SQLITE_INT: Final = 2**63 - 1  # the largest number the store can hold
@@ -214,8 +212,24 @@ def world_dict(world: World) -> dict[str, Any]:
     return world.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class Snapshotted(Protocol):
+    """What a snapshot reads of a live session (``rolecall.runtime.Session`` has it; named
+    here so that the document stays below the runtime)."""
+
+    @property
+    def state(self) -> SessionState: ...
+    @property
+    def world(self) -> World: ...
+    @property
+    def model_override(self) -> str | None: ...
+    @property
+    def bus(self) -> Bus: ...
+
+    def clock(self) -> datetime: ...
+
+
 def snapshot(
-    session: Session,
+    session: Snapshotted,
     *,
     created_at: datetime,
     world_source: str | None = None,

@@ -17,8 +17,8 @@ from rolecall.flows.model import (
     ReplyToStep,
     Step,
 )
-from rolecall.flows.targets import resolve_target
 from rolecall.session.state import FlowPointer, Transcript
+from rolecall.world.targets import resolve_target
 
 Paint = Callable[[str, str], str]  # (role id, text) -> text as shown
 

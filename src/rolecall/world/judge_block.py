@@ -1,18 +1,23 @@
 """The ``judge:`` block of a world (modes.md, Judge roles): its model and its checks.
 
 Pure: the loader checks a raw world mapping with :func:`check_world`; the judge
-installer (:mod:`rolecall.modes.judge`) reads the validated block.
+installer (:mod:`rolecall.modes.judge`) reads the validated block, and it and the
+worst-case check (:mod:`rolecall.check`) take the judges of each step from
+:func:`judges_by_step`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from rolecall.flows.model import Ident
 from rolecall.world.library import suggest
+
+if TYPE_CHECKING:
+    from rolecall.world.models import World
 
 DEFAULT_SCORES: tuple[str, ...] = ("score",)
 
@@ -145,3 +150,20 @@ def check_world(data: Mapping[str, Any]) -> list[str]:
                         f"{suggest(sid, step_ids, listing=False)} (steps: {', '.join(step_ids)})"
                     )
     return problems
+
+
+def judges_by_step(world: World, block: JudgeBlock | None) -> dict[str, list[str]]:
+    """Step id -> the judge roles that take a turn after it (pure)."""
+    by_step: dict[str, list[str]] = {}
+    if world.flow is None:
+        return by_step
+    for step in world.flow.steps:
+        judges: list[str] = []
+        if block is not None and (block.after == "all" or step.id in block.after):
+            judges.append(block.role)
+        if step.judge is not None and step.judge not in judges:
+            judges.append(step.judge)
+        judges = [j for j in judges if j != step.speaker]  # a judge never judges itself
+        if judges:
+            by_step[step.id] = judges
+    return by_step
