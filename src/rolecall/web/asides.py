@@ -10,13 +10,12 @@ rows of other kinds are skipped in SQL), so a long session's page reads few of t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rolecall.export.citations import Cited, cited, sources_by_message
-from rolecall.export.common import visible
-from rolecall.export.markdown import tool_calls_of
+from rolecall.export.common import short_arguments, tool_calls_of, visible
 from rolecall.paths import safe_id
 from rolecall.storage.sqlite import SqliteStore
 
@@ -44,7 +43,7 @@ class ToolCallView:
     @property
     def short_arguments(self) -> str:
         """``a=1, b="x"``, cut to a line (as the terminal shows a call)."""
-        return short_arguments(self.arguments)
+        return visible(short_arguments(self.arguments, ARGUMENTS_WIDTH))
 
     @property
     def full_arguments(self) -> str:
@@ -83,12 +82,6 @@ class ToolCallView:
 
 def _json(value: Any) -> str:
     return visible(json.dumps(value, ensure_ascii=False, indent=2))
-
-
-def short_arguments(arguments: Mapping[str, Any], width: int = ARGUMENTS_WIDTH) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
-    text = visible(text)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @dataclass
