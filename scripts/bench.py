@@ -2058,6 +2058,7 @@ def _scale(name: str) -> Callable[[bool], Bench]:
 SCALE: dict[str, Callable[[bool], Bench]] = {
     "batch_throughput": _scale("batch_throughput"),
     "nats": _scale("nats"),
+    "sessions": _scale("sessions"),
 }
 
 

@@ -375,3 +375,167 @@ def _workers_throughput(url: str, folder: Path, workers: int, runs: int, turns: 
     if done.returncode != 0:
         raise RuntimeError(f"batch --nats failed: {done.stderr[-500:]}")
     return runs * turns / wall
+
+
+# ----------------------------------------------------------------------- many sessions
+def _cpu_s(pid: int) -> float:
+    """A running process's user + system CPU seconds so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _slow_raw(base_url: str, replies: int) -> dict[str, Any]:
+    """A session of ``replies`` replies from the loopback provider (settings.client: http)."""
+    return {
+        "name": "slow",
+        "topic": "t",
+        "model": "openai/bench-model",
+        "settings": {"api_base": base_url, "retries": 0, "timeout": 60, "client": "http"},
+        "roles": [{"id": "a"}, {"id": "b"}],
+        "flow": {"steps": [{"id": f"s{i}", "speaker": "ab"[i % 2]} for i in range(replies)]},
+    }
+
+
+def _in_process(folder: Path, raw: dict[str, Any], sessions: int) -> tuple[float, int, float]:
+    """(wall s, replies, this process's CPU s) of ``sessions`` sessions at once in one process."""
+    cpu0 = time.process_time()
+    wall, done = anyio.run(run_batch, folder, raw, sessions, sessions)
+    return wall, done, time.process_time() - cpu0
+
+
+def _on_workers(
+    url: str, nats_pid: int, folder: Path, raw: dict[str, Any], sessions: int, workers: int
+) -> tuple[float, int, dict[str, float]]:
+    """(wall s, replies, CPU s by process) of ``sessions`` sessions submitted with
+    ``batch --nats`` to ``workers`` worker processes (each taking sessions/workers at once)."""
+    import json
+
+    import yaml
+
+    folder.mkdir(parents=True)
+    world = folder / "world.yaml"
+    world.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    env = {**os.environ, "ROLECALL_HOME": str(folder / "submit"), "NO_COLOR": "1"}
+    exe = [sys.executable, "-m", "rolecall.cli.main"]
+    each = -(-sessions // workers)
+    procs = []
+    for i in range(workers):
+        p = subprocess.Popen(
+            [*exe, "worker", "--nats", url, "-q", "--concurrency", str(each)],
+            env={**env, "ROLECALL_HOME": str(folder / f"w{i}")},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert p.stderr is not None
+        p.stderr.readline()  # ready:
+        procs.append(p)
+    out = folder / "results.jsonl"
+    try:
+        before = {f"worker{i}": _cpu_s(p.pid) for i, p in enumerate(procs)}
+        before["nats-server"] = _cpu_s(nats_pid)
+        started = time.perf_counter()
+        submit = subprocess.Popen(
+            [*exe, "batch", str(world), "--runs", str(sessions), "--nats", url, "-q",
+             "--out", str(out), "--name", f"s{sessions}-{time.monotonic_ns()}"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert submit.stderr is not None
+        error = submit.stderr.read()
+        _, status, usage = os.wait4(submit.pid, 0)
+        wall = time.perf_counter() - started
+        submit.returncode = os.waitstatus_to_exitcode(status)
+        cpu = {f"worker{i}": _cpu_s(p.pid) - before[f"worker{i}"] for i, p in enumerate(procs)}
+        cpu["nats-server"] = _cpu_s(nats_pid) - before["nats-server"]
+        cpu["batch"] = usage.ru_utime + usage.ru_stime
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.communicate(timeout=60)
+    if submit.returncode != 0:
+        raise RuntimeError(f"batch --nats exited {submit.returncode}: {error[-500:]}")
+    rows = [json.loads(line) for line in out.read_text("utf-8").splitlines() if line.strip()]
+    return wall, sum(int(row.get("turns") or 0) for row in rows), cpu
+
+
+def bench_sessions(quick: bool, bench_cls: Any) -> Any:
+    b = bench_cls(
+        "sessions",
+        "many sessions on this machine (issue 39): replies/s and the fraction of ideal for "
+        "100, 200 and 400 sessions at once whose every reply takes 200 ms from the loopback "
+        "provider (settings.client: http), in one process and on 2 NATS worker processes, "
+        "with the CPU a reply across every process",
+    )
+    sizes = (20, 40) if quick else (100, 200, 400)
+    replies = 5 if quick else 20  # a session: 4 s at the ideal
+    hold = 0.2
+    os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    provider = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "bench_provider.py"), str(hold)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert provider.stdout is not None
+    assert provider.stdin is not None
+    raw = _slow_raw(provider.stdout.readline().strip(), replies)
+    details: dict[str, Any] = {"load_average": {}}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            anyio.run(run_batch, Path(tmp) / "warm", raw, 1, 1)  # the client's first import
+            server = _nats_server(Path(tmp) / "nats")
+            try:
+                for n in sizes:
+                    ideal = n / hold
+                    details["load_average"][str(n)] = [round(x, 2) for x in os.getloadavg()]
+                    p0 = _cpu_s(provider.pid)
+                    wall, done, cpu = _in_process(Path(tmp) / f"p{n}", raw, n)
+                    details[f"s{n}_inproc_provider_cpu_s"] = round(_cpu_s(provider.pid) - p0, 3)
+                    b.add(f"s{n}_inproc_replies_per_s", done / wall, "replies/s")
+                    b.add(f"s{n}_inproc_fraction_of_ideal", done / wall / ideal, "ratio")
+                    b.add(f"s{n}_inproc_cpu_ms_per_reply", cpu / max(done, 1) * 1000, "ms")
+                    b.check(f"s{n}_inproc_every_reply", done == n * replies, f"{done} replies")
+                    p0 = _cpu_s(provider.pid)
+                    assert server.process is not None
+                    wall, done, by = _on_workers(
+                        server.url, server.process.pid, Path(tmp) / f"n{n}", raw, n, 2
+                    )
+                    details[f"s{n}_nats_provider_cpu_s"] = round(_cpu_s(provider.pid) - p0, 3)
+                    details[f"s{n}_nats_cpu_s"] = {k: round(v, 3) for k, v in by.items()}
+                    b.add(f"s{n}_nats2_replies_per_s", done / wall, "replies/s")
+                    b.add(f"s{n}_nats2_fraction_of_ideal", done / wall / ideal, "ratio")
+                    b.add(
+                        f"s{n}_nats2_cpu_ms_per_reply",
+                        sum(by.values()) / max(done, 1) * 1000,
+                        "ms",
+                    )
+                    b.check(f"s{n}_nats2_every_reply", done == n * replies, f"{done} replies")
+            finally:
+                server.stop()
+    finally:
+        provider.stdin.close()
+        provider.wait(timeout=30)
+    if not quick:
+        b.target(
+            "s200_nats2_fraction_of_ideal",
+            0.75,
+            "issue 39: 200 sessions on 2 workers at ≥ 75% of ideal on this 2-CPU machine",
+            op=">=",
+        )
+    b.details = details
+    b.method = {
+        "sessions": f"{', '.join(map(str, sizes))} sessions at once, each of {replies} replies "
+        f"(two roles, a flow of {replies} steps), every reply held {hold * 1000:.0f} ms by the "
+        "loopback provider (scripts/bench_provider.py, a process of its own) and streamed "
+        "through settings.client: http; ideal = sessions / 0.2 replies/s",
+        "inproc": "one `rolecall batch` in this process (the BatchRunner, --concurrency = "
+        "sessions, SQLite store and memory files); CPU: this process's",
+        "nats2": "a real nats-server -js, 2 `rolecall worker` processes (--concurrency "
+        "sessions/2 each, their own data dirs) started before the clock, then `rolecall batch "
+        "WORLD --runs N --nats URL --out FILE` from its spawn to its exit (its start-up "
+        "included); replies counted from the results file; CPU: the workers' and "
+        "nats-server's during the batch (/proc/PID/stat) plus the whole batch command's "
+        "(wait4, its start-up included)",
+        "provider": "the loopback provider's own CPU is in details (*_provider_cpu_s), not in "
+        "the figures: it stands for the model",
+        "load": "details.load_average: the machine's 1/5/15-minute load before each size",
+    }
+    return b

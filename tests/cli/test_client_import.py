@@ -66,3 +66,40 @@ def test_the_lean_client_neither_imports_litellm_nor_counts_an_import_as_generat
     assert "aiohttp" in imported
     assert "litellm" not in imported
     assert cli.refused_connections() == []
+
+
+def test_piped_chat_starts_without_the_terminal_repl_or_litellm(
+    loopback: OpenAITestServer, tmp_path: Path
+) -> None:
+    """`rolecall chat WORLD` with its input piped (a /command included) streams its reply
+    without importing the terminal REPL (its front end, completion, prompt-toolkit) or
+    litellm: each costs start-up time before the first token (performance.md,
+    `first_token`)."""
+    loopback.queue(Reply("Piped and quick."))
+    folder = tmp_path / "chat"
+    folder.mkdir()
+    (folder / "world.yaml").write_text(
+        f"name: piped\ntopic: t\nmodel: openai/gpt-4o-mini\n"
+        f"settings: {{client: http, api_base: '{loopback.base_url}', "
+        "api_key_env: ROLECALL_IMPORT_TEST_KEY}\nroles: [{id: a}, {id: b}]\n",
+        encoding="utf-8",
+    )
+    cli = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
+    ran = cli.run(
+        "chat",
+        str(folder),
+        "--json",
+        stdin="/agents\n@a hello\n",
+        ROLECALL_IMPORT_TEST_KEY="x",
+        PYTHONPROFILEIMPORTTIME="1",  # every import, on stderr
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    events = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    replies = [e["content"] for e in events if e.get("type") == "message" and e["sender"] == "a"]
+    assert replies == ["Piped and quick."], ran.stdout[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines()}
+    assert "rolecall.cli.repl.runner" in imported  # the /command went through the REPL's
+    terminal = {"rolecall.cli.repl.app", "rolecall.cli.repl.completion", "prompt_toolkit"}
+    assert terminal & imported == set()
+    assert "litellm" not in imported

@@ -32,7 +32,6 @@ async def run_piped(
     (the command's) give the hints they print their ``--data-dir``.
     """
     from rolecall.cli.lines import LineReader
-    from rolecall.cli.repl import run_command_line
 
     await session.begin()
     reader = LineReader(stream.fileno())
@@ -45,6 +44,9 @@ async def run_piped(
         if not text.strip():
             continue
         if text.startswith("/") and not text.startswith("//"):
+            # imported by the first /command: a chat that has none starts sooner
+            from rolecall.cli.repl.runner import run_command_line
+
             if not await run_command_line(session, text, store=store, memory=memory, args=args):
                 reason = "quit"  # /quit: as in the REPL
                 break

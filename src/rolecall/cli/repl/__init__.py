@@ -18,24 +18,73 @@ Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.palette` a
 :mod:`.display` (output), :mod:`.runner` (carrying commands out), :mod:`.completion`,
 :mod:`.live` (session wiring), :mod:`.app` (:class:`Repl`) and :mod:`.entry` (the
 ``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``__main__.main``).
+
+The names below are imported on first use: the piped mode's ``/commands``
+(:mod:`.runner`) must not pay for prompt-toolkit, which only :mod:`.app` and
+:mod:`.completion` need (performance.md, `first_token`).
 """
 
-from rolecall.cli.repl.app import Repl
-from rolecall.cli.repl.commands import (
-    COMMANDS,
-    Command,
-    CommandError,
-    CommandSpec,
-    LoadRequest,
-    help_lines,
-    parse_command,
-)
-from rolecall.cli.repl.completion import Candidate, ReplCompleter
-from rolecall.cli.repl.display import ReplDisplay
-from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
-from rolecall.cli.repl.live import mark_quit, open_live_session
-from rolecall.cli.repl.palette import Palette
-from rolecall.cli.repl.runner import CommandRunner, Outcome, run_command_line
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rolecall.cli.repl.app import Repl
+    from rolecall.cli.repl.commands import (
+        COMMANDS,
+        Command,
+        CommandError,
+        CommandSpec,
+        LoadRequest,
+        help_lines,
+        parse_command,
+    )
+    from rolecall.cli.repl.completion import Candidate, ReplCompleter
+    from rolecall.cli.repl.display import ReplDisplay
+    from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
+    from rolecall.cli.repl.live import mark_quit, open_live_session
+    from rolecall.cli.repl.palette import Palette
+    from rolecall.cli.repl.runner import CommandRunner, Outcome, run_command_line
+
+# each public name -> the module of this package that defines it
+_WHERE = {
+    "Repl": "app",
+    "COMMANDS": "commands",
+    "Command": "commands",
+    "CommandError": "commands",
+    "CommandSpec": "commands",
+    "LoadRequest": "commands",
+    "help_lines": "commands",
+    "parse_command": "commands",
+    "Candidate": "completion",
+    "ReplCompleter": "completion",
+    "ReplDisplay": "display",
+    "cmd_repl": "entry",
+    "cmd_resume_repl": "entry",
+    "resume_repl": "entry",
+    "run_repl": "entry",
+    "mark_quit": "live",
+    "open_live_session": "live",
+    "Palette": "palette",
+    "CommandRunner": "runner",
+    "Outcome": "runner",
+    "run_command_line": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "COMMANDS",
