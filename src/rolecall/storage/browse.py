@@ -16,7 +16,7 @@ from typing import Any
 from rolecall.paths import safe_id
 from rolecall.session.state import Message
 from rolecall.storage import fts
-from rolecall.storage.catalog import fts_query
+from rolecall.storage.catalog import SessionRow, fts_query, rows_query
 from rolecall.storage.rows import CHUNKS, chunk_lines
 from rolecall.storage.sqlite import SqliteStore
 
@@ -26,7 +26,9 @@ __all__ = [
     "browse",
     "choices",
     "events_after",
+    "message_hits",
     "message_of",
+    "rows_of",
     "state_of",
     "world_of",
 ]
@@ -52,6 +54,12 @@ class SessionSummary:
 class SessionsPage:
     rows: list[SessionSummary]
     total: int  # sessions matching the filters, on every page
+
+
+# the sessions with a message containing a text (LIKE: ASCII letters in any case)
+_CONTAINING = (
+    "SELECT session_id FROM messages WHERE json_extract(body, '$.content') LIKE ? ESCAPE '\\'"
+)
 
 
 def _like(text: str) -> str:
@@ -83,10 +91,13 @@ async def browse(
     if batch:
         where.append("s.id IN (SELECT session_id FROM batch_runs WHERE batch = ?)")
         params.append(batch)
-    if search and search.split():  # the title, or every word in the session's messages
+    if search and search.split():
+        # the title, every word in the session's messages, or the text inside a message
         await store.prepare_search()
-        where.append(f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}))")
-        params += [_like(search), *[fts_query(search)] * 2]
+        where.append(
+            f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}) OR s.id IN ({_CONTAINING}))"
+        )
+        params += [_like(search), *[fts_query(search)] * 2, _like(search.strip())]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
     rows = await store._all(
@@ -134,6 +145,15 @@ async def choices(store: SqliteStore) -> dict[str, list[str]]:
     except Exception:  # a store made before batches existed has no such table
         batches = []
     return {"worlds": worlds, "batches": batches}
+
+
+async def rows_of(store: SqliteStore, ids: list[str]) -> dict[str, SessionRow]:
+    """The :class:`~rolecall.storage.catalog.SessionRow` of each of ``ids``, by id: the
+    sessions of a page as ``sessions list`` reads them (``GET /api/sessions``)."""
+    if not ids:
+        return {}
+    query, params = rows_query(ids)
+    return {str(row[0]): SessionRow(*row) for row in await store._all(query, *params)}
 
 
 async def state_of(store: SqliteStore, session_id: str) -> str | None:
@@ -193,6 +213,34 @@ async def events_after(
                 line = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
                 out.append((int(seq) + i, line))
     return out
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A stored message containing a searched text (the sessions list's search)."""
+
+    session_id: str
+    title: str
+    message_id: str
+    sender: str
+    index: int  # its place in the session (0 for m1's): which page of the thread shows it
+    content: str
+
+
+async def message_hits(store: SqliteStore, text: str, *, limit: int = 20) -> list[Hit]:
+    """The messages containing ``text`` (a substring, ASCII letters in any case), newest
+    sessions first and in order within each, at most ``limit`` of them."""
+    if not text.strip():
+        return []
+    rows = await store._all(
+        "SELECT m.session_id, s.title, m.id, m.sender, m.idx, json_extract(m.body, '$.content') "
+        "FROM messages m JOIN sessions s ON s.id = m.session_id "
+        "WHERE json_extract(m.body, '$.content') LIKE ? ESCAPE '\\' "
+        "ORDER BY s.created_at DESC, s.id DESC, m.idx LIMIT ?",
+        _like(text.strip()),
+        limit,
+    )
+    return [Hit(str(a), str(b), str(c), str(d), int(e), str(f or "")) for a, b, c, d, e, f in rows]
 
 
 @dataclass(frozen=True)

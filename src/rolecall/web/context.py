@@ -29,7 +29,10 @@ TEMPLATES = Path(__file__).parent / "templates"
 def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.globals.update(
-        markdown=render.markdown, short=render.short, until_value=flowedit.field_value
+        markdown=render.markdown,
+        marked=render.marked,
+        short=render.short,
+        until_value=flowedit.field_value,
     )
     templates.env.autoescape = True
     return templates

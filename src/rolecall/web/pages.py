@@ -21,6 +21,7 @@ from rolecall.storage.browse import (
     STATUSES,
     browse,
     choices,
+    message_hits,
     message_of,
     previews,
     state_of,
@@ -35,6 +36,7 @@ from rolecall.world import catalog
 from rolecall.world.models import World
 
 PAGE_SIZE = 50
+HITS = 20  # messages shown for a search, above the sessions
 MESSAGES_PER_PAGE = 200
 
 
@@ -64,10 +66,15 @@ async def sessions(request: Request) -> Response:
     )
     pages = max(1, -(-found.total // PAGE_SIZE))
     cluster = ctx.cluster
+    text = q.get("q") or ""
+    hits = await message_hits(ctx.store, text, limit=HITS) if page == 1 else []
     return ctx.page(
         request,
         "sessions.html",
         found=found,
+        hits=hits,
+        hits_max=HITS,
+        per_page=MESSAGES_PER_PAGE,
         previews=await previews(ctx.store, [r.id for r in found.rows]),
         page=page,
         pages=pages,
@@ -168,8 +175,18 @@ async def session(request: Request) -> Response:
         current=doc.state.pointer.current,
         forkable=feed is None,  # stored here (a cluster's session is forked where it is)
         last_id=doc.messages[-1].id if doc.messages else None,
+        flag_names=_flag_names(doc),
         **_thread(doc.world, doc.messages),
     )
+
+
+def _flag_names(doc: SessionDocument) -> list[str]:
+    """The flags the session's flow checks (the flag box suggests them)."""
+    try:
+        flow = doc.world_model().flow
+    except RolecallError:
+        return []
+    return flow.flags if flow is not None else []
 
 
 async def _cluster_feed(ctx: WebContext, sid: str, doc: SessionDocument) -> Feed | None:

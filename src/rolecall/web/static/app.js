@@ -231,6 +231,23 @@
       if (await post("/say", { text: value })) box.value = "";
     });
   }
+  // a flag for {flag: NAME} conditions (the REPL's /flag NAME), then the flags set
+  const flagForm = document.getElementById("flag-form");
+  if (flagForm) {
+    flagForm.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const input = document.getElementById("flag-name");
+      const name = input.value.trim();
+      if (!name || !(await post("/flag", { name }))) return;
+      const shown = document.getElementById("flags");
+      const set = shown.dataset.set ? shown.dataset.set.split(" ") : [];
+      if (!set.includes(name)) set.push(name);
+      set.sort();
+      shown.dataset.set = set.join(" ");
+      text(shown, set.join(", "));
+      input.value = "";
+    });
+  }
   document.querySelectorAll(".controls button[data-action]").forEach((button) => {
     button.addEventListener("click", () => post("/control", { action: button.dataset.action }));
   });

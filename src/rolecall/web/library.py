@@ -1,0 +1,78 @@
+"""The role library page (``/roles``): the built-in roles of ``library/roles.yaml`` and
+the user's own (``<data dir>/roles/*.yaml``), as ``rolecall roles list`` and ``roles
+show`` give them, each with its persona (what the model is told), searchable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from rolecall.errors import RolecallError
+from rolecall.web.context import WebContext
+from rolecall.world.library import RoleFileError, RoleLibrary
+from rolecall.world.loader import role_template
+
+
+@dataclass(frozen=True)
+class LibraryRole:
+    """One role of the library as the page shows it."""
+
+    id: str
+    builtin: bool
+    name: str = ""
+    description: str = ""
+    system_prompt: str = ""
+    style: str = ""
+    constraints: list[str] = field(default_factory=list)
+    problem: str = ""  # a user role file that cannot be used: its first problem
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` (any case) is in its id, name, description or persona."""
+        needle = text.casefold()
+        fields = (self.id, self.name, self.description, self.system_prompt, self.style)
+        return any(needle in f.casefold() for f in (*fields, *self.constraints))
+
+
+def _role(library: RoleLibrary, role_id: str) -> LibraryRole:
+    builtin = library.is_builtin(role_id)
+    try:
+        data = role_template(library, role_id)
+    except RoleFileError as exc:
+        return LibraryRole(role_id, builtin, problem=exc.problems[0])
+    except (RolecallError, OSError, ValueError) as exc:
+        return LibraryRole(role_id, builtin, problem=str(exc))
+    constraints = data.get("constraints") or []
+    return LibraryRole(
+        id=role_id,
+        builtin=builtin,
+        name=str(data.get("name") or ""),
+        description=str(data.get("description") or ""),
+        system_prompt=str(data.get("system_prompt") or ""),
+        style=str(data.get("style") or ""),
+        constraints=[str(c) for c in constraints] if isinstance(constraints, list) else [],
+    )
+
+
+def library_roles(library: RoleLibrary) -> list[LibraryRole]:
+    """Every role: the user's first (as ``roles list`` orders them), then the built-ins."""
+    roles = [_role(library, rid) for rid in library.ids()]
+    return sorted(roles, key=lambda r: (r.builtin, r.id))
+
+
+async def roles_page(request: Request) -> Response:
+    """``GET /roles?q=TEXT``."""
+    ctx = WebContext.of(request)
+    text = (request.query_params.get("q") or "").strip()
+    every = library_roles(RoleLibrary(ctx.data_dir / "roles"))
+    shown = [r for r in every if r.matches(text)] if text else every
+    return ctx.page(
+        request,
+        "roles.html",
+        roles=shown,
+        total=len(every),
+        q=text,
+        user_dir=ctx.data_dir / "roles",
+    )
