@@ -147,8 +147,18 @@ def test_the_role_library_lists_searches_and_shows_each_persona(
     assert "teacher" in found and "my-teacher" in found
     assert len(found) < cards.count() or len(found) < 30
     page.goto(server.url + "/roles?q=no-such-persona-anywhere")
-    assert (
-        page.locator(".roles .empty").inner_text() == "No role matches “no-such-persona-anywhere”."
+    none = page.locator("#roles-none").inner_text()
+    assert none == "No role matches “no-such-persona-anywhere”."
+    # the cards filter as one types, before the form is sent
+    page.goto(server.url + "/roles")
+    page.locator("#roles-q").press_sequentially("ANALOGY")
+    page.wait_for_function("document.getElementById('roles-count').textContent.includes('match')")
+    visible = page.locator("article.role-card:visible").evaluate_all(
+        "cs => cs.map(c => c.dataset.role)"
+    )
+    assert sorted(visible) == sorted(found)
+    assert page.locator("#roles-count").inner_text() == (
+        f"{len(found)} of {cards.count()} roles match “ANALOGY”"
     )
 
 

@@ -29,11 +29,16 @@ class LibraryRole:
     constraints: list[str] = field(default_factory=list)
     problem: str = ""  # a user role file that cannot be used: its first problem
 
+    @property
+    def search_text(self) -> str:
+        """Its id, name, description and persona in lower case, one field a line (what
+        the page's search looks in, and its cards filter by as one types)."""
+        fields = (self.id, self.name, self.description, self.system_prompt, self.style)
+        return "\n".join(f.lower() for f in (*fields, *self.constraints))
+
     def matches(self, text: str) -> bool:
         """Whether ``text`` (any case) is in its id, name, description or persona."""
-        needle = text.casefold()
-        fields = (self.id, self.name, self.description, self.system_prompt, self.style)
-        return any(needle in f.casefold() for f in (*fields, *self.constraints))
+        return text.lower() in self.search_text
 
 
 def _role(library: RoleLibrary, role_id: str) -> LibraryRole:

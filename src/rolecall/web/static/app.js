@@ -252,3 +252,29 @@
     button.addEventListener("click", () => post("/control", { action: button.dataset.action }));
   });
 })();
+
+// the role library (/roles): the cards filter as you type (the form searches without it)
+(function () {
+  const library = document.getElementById("roles");
+  const box = document.getElementById("roles-q");
+  if (!library || !box) return;
+  const cards = [...library.querySelectorAll(".role-card")];
+  const count = document.getElementById("roles-count");
+  const none = document.getElementById("roles-none");
+  function filter() {
+    const wanted = box.value.trim().toLowerCase();
+    let shown = 0;
+    for (const card of cards) {
+      const on = !wanted || (card.dataset.text || "").includes(wanted);
+      card.hidden = !on;
+      if (on) shown += 1;
+    }
+    if (count) {
+      count.textContent = wanted
+        ? shown + " of " + cards.length + " roles match “" + box.value.trim() + "”"
+        : cards.length + " roles";
+    }
+    if (none) none.hidden = shown > 0;
+  }
+  box.addEventListener("input", filter);
+})();
