@@ -176,6 +176,12 @@ def test_search_finds_text_inside_words_and_links_to_the_message(
     assert edited.locator("mark").inner_text() == "econom"
     # the sessions holding such a message are listed below, the word being inside another
     assert page.locator(f"tr[data-session='{site.ids['gate']}']").count() == 1
+    # a few of each session's messages; a link shows the session's others
+    group = page.locator(f".hit-group[data-session='{site.ids['gate']}']")
+    assert group.locator("li.hit .mid").all_inner_texts() == ["m1", "m3", "m5"]
+    more = group.locator(".hit-more a")
+    assert more.inner_text() == "2 more in this session"
+    assert more.get_attribute("href") == f"/s/{site.ids['gate']}?q=ECONOM"
     first = page.locator(f"li.hit[data-session='{site.ids['gate']}'] a").first
     first.click()
     page.wait_for_url(f"**/s/{site.ids['gate']}?page=1#m1")

@@ -21,6 +21,7 @@ from rolecall.storage.rows import CHUNKS, chunk_lines
 from rolecall.storage.sqlite import SqliteStore
 
 __all__ = [
+    "Hit",
     "SessionSummary",
     "SessionsPage",
     "browse",

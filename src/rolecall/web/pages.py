@@ -6,6 +6,7 @@ only adds the live updates and the message box.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -19,6 +20,7 @@ from rolecall.session.document import SessionDocument, state_doc
 from rolecall.session.state import Message
 from rolecall.storage.browse import (
     STATUSES,
+    Hit,
     browse,
     choices,
     message_hits,
@@ -36,7 +38,9 @@ from rolecall.world import catalog
 from rolecall.world.models import World
 
 PAGE_SIZE = 50
-HITS = 20  # messages shown for a search, above the sessions
+HITS_READ = 200  # messages read for a search's hits, above the sessions
+HITS_SESSIONS = 10  # sessions shown with their hits
+HITS_EACH = 3  # hits shown of each (a link shows the session's others)
 MESSAGES_PER_PAGE = 200
 
 
@@ -67,13 +71,14 @@ async def sessions(request: Request) -> Response:
     pages = max(1, -(-found.total // PAGE_SIZE))
     cluster = ctx.cluster
     text = q.get("q") or ""
-    hits = await message_hits(ctx.store, text, limit=HITS) if page == 1 else []
+    hits = await message_hits(ctx.store, text, limit=HITS_READ) if page == 1 else []
     return ctx.page(
         request,
         "sessions.html",
         found=found,
-        hits=hits,
-        hits_max=HITS,
+        hits=_grouped(hits),
+        hits_more=len(hits) >= HITS_READ,
+        hits_left=max(0, len({h.session_id for h in hits}) - HITS_SESSIONS),
         per_page=MESSAGES_PER_PAGE,
         previews=await previews(ctx.store, [r.id for r in found.rows]),
         page=page,
@@ -98,6 +103,27 @@ async def sessions(request: Request) -> Response:
         ),
         page_size=PAGE_SIZE,
     )
+
+
+@dataclass(frozen=True)
+class HitGroup:
+    """A session's messages containing the searched text, as the list shows them."""
+
+    session_id: str
+    title: str
+    hits: list[Hit]  # the first few
+    more: int  # how many more of the messages read
+
+
+def _grouped(hits: list[Hit]) -> list[HitGroup]:
+    """The hits by session (in their order), a few of each, the first sessions only."""
+    by_session: dict[str, list[Hit]] = {}
+    for hit in hits:
+        by_session.setdefault(hit.session_id, []).append(hit)
+    return [
+        HitGroup(sid, found[0].title, found[:HITS_EACH], max(0, len(found) - HITS_EACH))
+        for sid, found in list(by_session.items())[:HITS_SESSIONS]
+    ]
 
 
 def _badges(world: dict[str, Any]) -> dict[str, str]:
