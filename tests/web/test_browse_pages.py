@@ -174,6 +174,7 @@ def test_search_finds_text_inside_words_and_links_to_the_message(
     edited = page.locator(f"li.hit[data-session='{site.ids['fork2']}']")
     assert edited.locator(".snippet").inner_text() == "Open up, economists!"
     assert edited.locator("mark").inner_text() == "econom"
+    assert edited.locator(".hit-where").inner_text() == "m1 · Alice Abbott"  # as the thread names
     # the sessions holding such a message are listed below, the word being inside another
     assert page.locator(f"tr[data-session='{site.ids['gate']}']").count() == 1
     # a few of each session's messages; a link shows the session's others

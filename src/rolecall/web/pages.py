@@ -6,7 +6,7 @@ only adds the live updates and the message box.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -76,7 +76,7 @@ async def sessions(request: Request) -> Response:
         request,
         "sessions.html",
         found=found,
-        hits=_grouped(hits),
+        hits=await _grouped(ctx, hits),
         hits_more=len(hits) >= HITS_READ,
         hits_left=max(0, len({h.session_id for h in hits}) - HITS_SESSIONS),
         per_page=MESSAGES_PER_PAGE,
@@ -115,15 +115,18 @@ class HitGroup:
     more: int  # how many more of the messages read
 
 
-def _grouped(hits: list[Hit]) -> list[HitGroup]:
-    """The hits by session (in their order), a few of each, the first sessions only."""
+async def _grouped(ctx: WebContext, hits: list[Hit]) -> list[HitGroup]:
+    """The hits by session (in their order), a few of each, the first sessions only;
+    each sender by the name the session's thread shows."""
     by_session: dict[str, list[Hit]] = {}
     for hit in hits:
         by_session.setdefault(hit.session_id, []).append(hit)
-    return [
-        HitGroup(sid, found[0].title, found[:HITS_EACH], max(0, len(found) - HITS_EACH))
-        for sid, found in list(by_session.items())[:HITS_SESSIONS]
-    ]
+    groups = []
+    for sid, found in list(by_session.items())[:HITS_SESSIONS]:
+        names = _thread(await world_of(ctx.store, sid) or {}, [])["names"]
+        shown = [replace(h, sender=names.get(h.sender, h.sender)) for h in found[:HITS_EACH]]
+        groups.append(HitGroup(sid, found[0].title, shown, max(0, len(found) - HITS_EACH)))
+    return groups
 
 
 def _badges(world: dict[str, Any]) -> dict[str, str]:
