@@ -183,6 +183,11 @@ def test_search_finds_text_inside_words_and_links_to_the_message(
     more = group.locator(".hit-more a")
     assert more.inner_text() == "2 more in this session"
     assert more.get_attribute("href") == f"/s/{site.ids['gate']}?q=ECONOM"
+    more.click()  # the session's messages holding it, the text marked in each
+    page.wait_for_url(f"**/s/{site.ids['gate']}?q=ECONOM")
+    assert page.locator("#thread article.message").count() == 5
+    assert page.locator("#thread .body mark").all_inner_texts() == ["econom"] * 5
+    page.go_back()
     first = page.locator(f"li.hit[data-session='{site.ids['gate']}'] a").first
     first.click()
     page.wait_for_url(f"**/s/{site.ids['gate']}?page=1#m1")

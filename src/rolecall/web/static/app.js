@@ -278,3 +278,36 @@
   }
   box.addEventListener("input", filter);
 })();
+
+// a session's page searched (?q=TEXT, as the sessions list's hits link to it): the text is
+// marked in each message shown, as the list's snippets mark it
+(function () {
+  const thread = document.getElementById("thread");
+  const wanted = (new URLSearchParams(location.search).get("q") || "").trim();
+  if (!thread || !wanted) return;
+  const needle = wanted.toLowerCase();
+  for (const body of thread.querySelectorAll(".message .body")) {
+    const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
+    const nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    for (const node of nodes) {
+      const value = node.nodeValue;
+      const lower = value.toLowerCase();
+      if (lower.length !== value.length) continue; // (its places would not be the text's)
+      let at = lower.indexOf(needle);
+      if (at < 0) continue;
+      const parts = document.createDocumentFragment();
+      let from = 0;
+      while (at >= 0) {
+        parts.append(value.slice(from, at));
+        const mark = document.createElement("mark");
+        mark.textContent = value.slice(at, at + needle.length);
+        parts.append(mark);
+        from = at + needle.length;
+        at = lower.indexOf(needle, from);
+      }
+      parts.append(value.slice(from));
+      node.replaceWith(parts);
+    }
+  }
+})();
