@@ -224,6 +224,16 @@ def test_the_fork_tree_shows_each_fork_under_its_parent_at_its_message(
     page.goto(f"{server.url}/s/{fork2}/forks")
     assert page.locator("li.fork-node.here").get_attribute("data-session") == fork2
     assert page.locator("li.fork-node").count() >= 3
+    # a fork whose parent was deleted is the first of its own family
+    middle = _fork(site, root, "m1")
+    last = _fork(site, middle, "m1")
+    gone = rolecall("sessions", "delete", middle, "--data-dir", str(site.data), cwd=site.root)
+    assert gone.returncode == 0, gone.stderr
+    page.goto(f"{server.url}/s/{last}/forks")
+    assert page.locator("li.fork-node").count() == 1
+    assert page.locator("ul.fork-tree > li.here").get_attribute("data-session") == last
+    gone_text = f"{last} was forked from {middle} at m1, a session deleted since."
+    assert page.locator("#fork-gone").inner_text() == gone_text
     missing = httpx.get(f"{server.url}/s/20990101-000000-abcdef/forks", timeout=10)
     assert missing.status_code == 404
 

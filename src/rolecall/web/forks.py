@@ -17,10 +17,12 @@ from starlette.responses import Response
 
 from rolecall.storage.browse import message_of, rows_of, state_of
 from rolecall.storage.catalog import SessionRow
+from rolecall.storage.sqlite import SqliteStore
 from rolecall.web.context import WebContext
 from rolecall.web.pages import MESSAGES_PER_PAGE
 
 _MK = re.compile(r"^m(\d+)$")
+BATCH = 500  # sessions read in one query
 
 
 @dataclass
@@ -44,11 +46,15 @@ class Node:
         return 1 + sum(child.size for child in self.children)
 
 
-def root_of(sid: str, links: dict[str, tuple[str, str]], stored: set[str]) -> str:
-    """The first session of ``sid``'s family: up the parent links while they are stored."""
+async def root_of(store: SqliteStore, sid: str, links: dict[str, tuple[str, str]]) -> str:
+    """The first session of ``sid``'s family: up the parent links while the parent is
+    stored (a deleted parent leaves its forks the first of theirs)."""
     seen = {sid}
-    while sid in links and links[sid][0] in stored and links[sid][0] not in seen:
-        sid = links[sid][0]
+    while sid in links:
+        parent = links[sid][0]
+        if parent in seen or await state_of(store, parent) is None:
+            break
+        sid = parent
         seen.add(sid)
     return sid
 
@@ -59,11 +65,13 @@ def family(root: str, links: dict[str, tuple[str, str]]) -> list[str]:
     for child, (parent, _) in sorted(links.items()):
         children.setdefault(parent, []).append(child)
     out: list[str] = []
+    seen: set[str] = set()
     todo = [root]
     while todo:
         sid = todo.pop()
-        if sid in out:
+        if sid in seen:
             continue
+        seen.add(sid)
         out.append(sid)
         todo.extend(reversed(children.get(sid, [])))
     return out
@@ -76,10 +84,12 @@ async def fork_tree(request: Request) -> Response:
     if await state_of(ctx.store, sid) is None:
         raise HTTPException(404, f"no session {sid!r} stored here")
     links = await ctx.store.forks()
-    stored = set(links) | {parent for parent, _ in links.values()}
-    rows = await rows_of(ctx.store, sorted(stored | {sid}))
-    root = root_of(sid, links, set(rows))
-    ids = [i for i in family(root, links) if i in rows]
+    root = await root_of(ctx.store, sid, links)
+    members = family(root, links)
+    rows: dict[str, SessionRow] = {}
+    for start in range(0, len(members), BATCH):  # (a query's parameters are limited)
+        rows.update(await rows_of(ctx.store, members[start : start + BATCH]))
+    ids = [i for i in members if i in rows]
     nodes = {i: Node(row=rows[i]) for i in ids}
     for i in ids:
         if i == root:
@@ -92,4 +102,11 @@ async def fork_tree(request: Request) -> Response:
         nodes[parent].children.append(node)
     for node in nodes.values():  # oldest fork first, as they were made
         node.children.sort(key=lambda n: (n.row.created_at, n.row.id))
-    return ctx.page(request, "forks.html", sid=sid, tree=nodes[root], live=set(ctx.runs.runs))
+    return ctx.page(
+        request,
+        "forks.html",
+        sid=sid,
+        tree=nodes[root],
+        live=set(ctx.runs.runs),
+        gone=links.get(root),  # the first one's own parent, deleted: (its id, the point)
+    )
