@@ -209,13 +209,14 @@ async def session(request: Request) -> Response:
     )
 
 
-def _flag_names(doc: SessionDocument) -> list[str]:
-    """The flags the session's flow checks (the flag box suggests them)."""
+def _flag_names(doc: SessionDocument) -> list[str] | None:
+    """The flags the session's flow checks (the flag box suggests them); None without a
+    flow (a chat, a mode's session: no condition of theirs looks at a flag)."""
     try:
         flow = doc.world_model().flow
     except RolecallError:
-        return []
-    return flow.flags if flow is not None else []
+        return None
+    return flow.flags if flow is not None else None
 
 
 async def _cluster_feed(ctx: WebContext, sid: str, doc: SessionDocument) -> Feed | None:
