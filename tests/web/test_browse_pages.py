@@ -60,7 +60,7 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site, Serve
     assert done.returncode == 0, done.stderr
     site.ids["gate"] = _stored_id(done)
     site.ids["fork"] = _fork(site, site.ids["gate"], "m2")
-    site.ids["fork2"] = _fork(site, site.ids["fork"], "m1", "--edit", "Open up, economists!")
+    site.ids["fork2"] = _fork(site, site.ids["fork"], "m1", "--edit", 'Open up, "economists"!')
     server = start_server(site)
     yield site, server
     stop_server(server)
@@ -172,7 +172,7 @@ def test_search_finds_text_inside_words_and_links_to_the_message(
     hits = page.locator("ol.hits li.hit")
     assert hits.count() >= 2
     edited = page.locator(f"li.hit[data-session='{site.ids['fork2']}']")
-    assert edited.locator(".snippet").inner_text() == "Open up, economists!"
+    assert edited.locator(".snippet").inner_text() == 'Open up, "economists"!'
     assert edited.locator("mark").inner_text() == "econom"
     assert edited.locator(".hit-where").inner_text() == "m1 · Alice Abbott"  # as the thread names
     # the sessions holding such a message are listed below, the word being inside another
@@ -192,6 +192,10 @@ def test_search_finds_text_inside_words_and_links_to_the_message(
     first.click()
     page.wait_for_url(f"**/s/{site.ids['gate']}?page=1#m1")
     assert "highlight" in (page.locator("#m1").get_attribute("class") or "")
+    # a text JSON escapes (its quotes) is found as well
+    page.goto(server.url + '/?q="economists"')
+    assert page.locator("li.hit").count() == 1
+    assert page.locator("li.hit mark").inner_text() == '"economists"'
     # markup in a search is text
     page.goto(server.url + "/?q=%3Cb%3Ex")
     assert page.locator("ol.hits").count() == 0
@@ -215,7 +219,7 @@ def test_the_fork_tree_shows_each_fork_under_its_parent_at_its_message(
     assert "here" in (child.get_attribute("class") or "")
     assert child.locator(":scope > .fork-card .badge-here").inner_text() == "this session"
     at = grandchild.locator(":scope > .fork-card .fork-at").inner_text()
-    assert at == "forked at m1: “Open up, economists!”"
+    assert at == 'forked at m1: “Open up, "economists"!”'
     # the fork point links to that message of the parent
     child.locator(":scope > .fork-card a.fork-point").click()
     page.wait_for_url(f"**/s/{root}?page=1#m2")

@@ -57,10 +57,18 @@ class SessionsPage:
     total: int  # sessions matching the filters, on every page
 
 
-# the sessions with a message containing a text (LIKE: ASCII letters in any case)
-_CONTAINING = (
-    "SELECT session_id FROM messages WHERE json_extract(body, '$.content') LIKE ? ESCAPE '\\'"
-)
+_CONTENT_LIKE = "json_extract(body, '$.content') LIKE ? ESCAPE '\\'"
+
+
+def _containing(text: str) -> tuple[str, list[Any]]:
+    """The condition on a ``messages`` row that its text contains ``text`` (LIKE: ASCII
+    letters in any case), and its parameters. A text that JSON writes as it is (ASCII,
+    no quote, backslash or control character) is first looked for in the stored body
+    as a whole, which costs a third of reading the message's text out of it."""
+    like = _like(text)
+    if text.isascii() and not any(c in text for c in '"\\') and text.isprintable():
+        return f"(body LIKE ? ESCAPE '\\' AND {_CONTENT_LIKE})", [like, like]
+    return _CONTENT_LIKE, [like]
 
 
 def _like(text: str) -> str:
@@ -95,19 +103,35 @@ async def browse(
     if search and search.split():
         # the title, every word in the session's messages, or the text inside a message
         await store.prepare_search()
+        inside, like = _containing(search.strip())
         where.append(
-            f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}) OR s.id IN ({_CONTAINING}))"
+            f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}) "
+            f"OR s.id IN (SELECT session_id FROM messages WHERE {inside}))"
         )
-        params += [_like(search), *[fts_query(search)] * 2, _like(search.strip())]
+        params += [_like(search), *[fts_query(search)] * 2, *like]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
-    rows = await store._all(
-        "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at "
-        f"FROM sessions s {clause} ORDER BY s.created_at DESC, s.id DESC LIMIT ? OFFSET ?",
-        *params,
-        limit,
-        offset,
-    )
+    columns = "s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at"
+    order = "ORDER BY s.created_at DESC, s.id DESC"
+    if search and search.split():
+        # a search reads every message: once, for the ids of every session it finds (the
+        # count and the page), not once to count them and again for the page
+        found = [
+            sid
+            for (sid,) in await store._all(f"SELECT s.id FROM sessions s {clause} {order}", *params)
+        ]
+        total, kept = len(found), found[offset : offset + limit]
+        marks = ", ".join("?" * len(kept))
+        read = await store._all(f"SELECT {columns} FROM sessions s WHERE s.id IN ({marks})", *kept)
+        by_id = {row[0]: row for row in read}
+        rows = [by_id[sid] for sid in kept if sid in by_id]
+    else:
+        ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
+        rows = await store._all(
+            f"SELECT {columns} FROM sessions s {clause} {order} LIMIT ? OFFSET ?",
+            *params,
+            limit,
+            offset,
+        )
     figures = await _figures(store, [row[0] for row in rows])
     return SessionsPage(
         rows=[SessionSummary(*row, **figures.get(row[0], {})) for row in rows],
@@ -233,12 +257,12 @@ async def message_hits(store: SqliteStore, text: str, *, limit: int = 20) -> lis
     sessions first and in order within each, at most ``limit`` of them."""
     if not text.strip():
         return []
+    inside, like = _containing(text.strip())
     rows = await store._all(
         "SELECT m.session_id, s.title, m.id, m.sender, m.idx, json_extract(m.body, '$.content') "
-        "FROM messages m JOIN sessions s ON s.id = m.session_id "
-        "WHERE json_extract(m.body, '$.content') LIKE ? ESCAPE '\\' "
+        f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {inside} "
         "ORDER BY s.created_at DESC, s.id DESC, m.idx LIMIT ?",
-        _like(text.strip()),
+        *like,
         limit,
     )
     return [Hit(str(a), str(b), str(c), str(d), int(e), str(f or "")) for a, b, c, d, e, f in rows]
