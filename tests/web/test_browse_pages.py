@@ -207,6 +207,12 @@ def test_the_fork_tree_shows_each_fork_under_its_parent_at_its_message(
 ) -> None:
     site, server = gate
     root, fork, fork2 = site.ids["gate"], site.ids["fork"], site.ids["fork2"]
+    # the list says which sessions are forks, of which, where, with a link to the tree
+    page.goto(server.url + "/")
+    row = page.locator(f"tr[data-session='{fork2}']")
+    assert row.locator(".forked").inner_text() == f"fork of {fork[-6:]} at m1 · tree"
+    assert row.locator(".forked a").first.get_attribute("href") == f"/s/{fork}#m1"
+    assert page.locator(f"tr[data-session='{root}'] .forked").count() == 0
     page.goto(f"{server.url}/s/{fork}")
     page.click("nav.links >> text=Forks")
     page.wait_for_url(f"**/s/{fork}/forks")

@@ -27,6 +27,7 @@ __all__ = [
     "browse",
     "choices",
     "events_after",
+    "fork_links",
     "message_hits",
     "message_of",
     "rows_of",
@@ -179,6 +180,21 @@ async def rows_of(store: SqliteStore, ids: list[str]) -> dict[str, SessionRow]:
         return {}
     query, params = rows_query(ids)
     return {str(row[0]): SessionRow(*row) for row in await store._all(query, *params)}
+
+
+async def fork_links(store: SqliteStore, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Which of ``ids`` are forks: id -> (parent id, the message forked at), read from
+    those sessions' states only (``forks()`` reads every session's)."""
+    if not ids:
+        return {}
+    marks = ", ".join("?" * len(ids))
+    rows = await store._all(
+        "SELECT id, json_extract(state_json, '$.extra.fork.parent'), "
+        f"json_extract(state_json, '$.extra.fork.at') FROM sessions WHERE id IN ({marks}) "
+        "AND json_extract(state_json, '$.extra.fork.parent') IS NOT NULL",
+        *ids,
+    )
+    return {str(sid): (str(parent), str(at or "")) for sid, parent, at in rows}
 
 
 async def state_of(store: SqliteStore, session_id: str) -> str | None:
