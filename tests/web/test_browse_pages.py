@@ -268,3 +268,23 @@ def test_the_api_lists_sessions_as_sessions_list_json_prints_them(
     paused = httpx.get(f"{server.url}/api/sessions?status=paused", timeout=10).json()
     assert {r["status"] for r in paused["sessions"]} == {"paused"}
     assert all(r["pause_reason"] == "fork" for r in paused["sessions"])
+
+
+def test_the_new_pages_fit_a_phone(browser: Any, gate: tuple[Site, Server]) -> None:
+    site, server = gate
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    try:
+        for path, shown in (
+            ("/roles", "article.role-card"),
+            ("/roles?q=analogy", "article.role-card"),
+            ("/?q=economists", "li.hit"),
+            (f"/s/{site.ids['fork2']}/forks", "li.fork-node.here"),
+            (f"/s/{site.ids['fork']}", "#flag-form"),
+        ):
+            tab.goto(server.url + path)
+            assert tab.locator(shown).count() >= 1, path
+            wide = tab.evaluate("document.documentElement.scrollWidth")
+            assert wide <= 390, f"{path} is {wide} px wide on a 390 px screen"
+    finally:
+        context.close()
