@@ -124,6 +124,7 @@ def test_the_role_library_lists_searches_and_shows_each_persona(
         cwd=site.root,
     )
     assert made.returncode == 0, made.stderr
+    (site.data / "roles" / "broken.yaml").write_text("name: [unclosed\n")
     page.goto(server.url + "/")
     page.click("header.top nav >> text=Roles")
     page.wait_for_url("**/roles")
@@ -133,6 +134,9 @@ def test_the_role_library_lists_searches_and_shows_each_persona(
     assert mine.locator(".role-name").inner_text() == "Ms. Rivera"
     assert mine.locator(".role-kind").inner_text() == "yours"
     assert page.locator("#role-teacher .role-kind").inner_text() == "built-in"
+    # a role file that cannot be used says why, as `roles list` warns; the others are listed
+    problem = page.locator("#role-broken .error").inner_text()
+    assert problem.startswith("This role file cannot be used: line 2, column 1: invalid YAML")
     # the persona: what the model is told, its style and constraints
     teacher = page.locator("#role-teacher")
     assert not teacher.locator(".persona .prompt").is_visible()
