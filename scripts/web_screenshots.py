@@ -79,6 +79,9 @@ def main() -> int:
         edit = "Question 1: is it the tilt of the Earth's axis that makes summer warmer?"
         ids["fork"] = fork(ids["tutoring"], "m2", root, data, "--edit", edit)
         ids["fork2"] = fork(ids["fork"], "m1", root, data)
+        # a role of one's own in the role library, beside the built-in ones
+        mine = ("roles", "create", "my-teacher", "--from", "teacher", "--name", "Ms. Rivera")
+        rolecall(*mine, "--data-dir", str(data), cwd=root)
         server = subprocess.Popen(
             [
                 sys.executable,
