@@ -92,9 +92,9 @@ async def fork_tree(request: Request) -> Response:
     ids = [i for i in members if i in rows]
     nodes = {i: Node(row=rows[i]) for i in ids}
     for i in ids:
-        if i == root:
+        parent, at = links.get(i, ("", ""))
+        if i == root or parent not in nodes:  # (a parent deleted meanwhile)
             continue
-        parent, at = links[i]
         node = nodes[i]
         node.parent, node.at = parent, at
         said = await message_of(ctx.store, i, at)
