@@ -217,6 +217,7 @@ def test_the_fork_tree_shows_each_fork_under_its_parent_at_its_message(
     assert row.locator(".forked").inner_text() == f"fork of {fork[-6:]} at m1 · tree"
     assert row.locator(".forked a").first.get_attribute("href") == f"/s/{fork}#m1"
     assert page.locator(f"tr[data-session='{root}'] .forked").count() == 0
+    assert row.locator("td.status").inner_text() == "paused (fork)"  # as its page says
     page.goto(f"{server.url}/s/{fork}")
     page.click("nav.links >> text=Forks")
     page.wait_for_url(f"**/s/{fork}/forks")

@@ -50,6 +50,7 @@ class SessionSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    pause_reason: str | None = None  # a paused session's
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,10 @@ async def browse(
         )
         params += [_like(search), *[fts_query(search)] * 2, *like]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    columns = "s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at"
+    columns = (
+        "s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at, "
+        "json_extract(s.state_json, '$.pause_reason')"
+    )
     order = "ORDER BY s.created_at DESC, s.id DESC"
     if search and search.split():
         # a search reads every message: once, for the ids of every session it finds (the
@@ -135,7 +139,10 @@ async def browse(
         )
     figures = await _figures(store, [row[0] for row in rows])
     return SessionsPage(
-        rows=[SessionSummary(*row, **figures.get(row[0], {})) for row in rows],
+        rows=[
+            SessionSummary(*row[:6], **{**figures.get(row[0], {}), "pause_reason": row[6]})
+            for row in rows
+        ],
         total=int(total),
     )
 
