@@ -231,6 +231,9 @@ def test_the_fork_tree_shows_each_fork_under_its_parent_at_its_message(
     assert child.locator(":scope > .fork-card .badge-here").inner_text() == "this session"
     at = grandchild.locator(":scope > .fork-card .fork-at").inner_text()
     assert at == 'forked at m1: “Open up, "economists"!”'
+    # where each branch has got to: its latest message
+    latest = child.locator(":scope > .fork-card .fork-latest").inner_text()
+    assert latest == "latest: bob: Not until someone says go; replying to alice."
     # the fork point links to that message of the parent
     child.locator(":scope > .fork-card a.fork-point").click()
     page.wait_for_url(f"**/s/{root}?page=1#m2")

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rolecall.storage.browse import message_of, rows_of, state_of
+from rolecall.storage.browse import message_of, previews, rows_of, state_of
 from rolecall.storage.catalog import SessionRow
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.web.context import WebContext
@@ -108,5 +108,6 @@ async def fork_tree(request: Request) -> Response:
         sid=sid,
         tree=nodes[root],
         live=set(ctx.runs.runs),
+        latest=await previews(ctx.store, ids),  # where each branch has got to
         gone=links.get(root),  # the first one's own parent, deleted: (its id, the point)
     )
