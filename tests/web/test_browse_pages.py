@@ -76,14 +76,16 @@ def test_a_flag_set_on_the_page_is_shown_stored_and_steers_the_flow(
     # the page suggests the flags the world's conditions check, as /flag's Tab does
     suggested = page.locator("#flag-names option").evaluate_all("os => os.map(o => o.value)")
     assert suggested == ["done", "go"]
-    page.fill("#flag-name", "done")
+    page.fill("#flag-name", "reviewed")  # any flag, typed
     page.click("#flag-form button[type=submit]")
-    page.wait_for_function("document.getElementById('flags').textContent === 'done'")
+    page.wait_for_function("document.getElementById('flags').textContent === 'reviewed'")
+    page.click("button.flag-pick[data-flag=done]")  # one the world checks, one click
+    page.wait_for_function("document.getElementById('flags').textContent === 'done, reviewed'")
     assert page.locator("#control-error").inner_text() == ""
     doc = httpx.get(f"{server.url}/api/sessions/{sid}", timeout=10).json()
-    assert doc["state"]["flags"] == ["done"]
+    assert doc["state"]["flags"] == ["done", "reviewed"]
     page.reload()  # stored: the page shows it from the store too
-    assert page.locator("#flags").inner_text() == "done"
+    assert page.locator("#flags").inner_text() == "done, reviewed"
     # the flow's stop condition {flag: done} holds: Resume finishes the session
     page.click(".controls button[data-action=resume]")
     page.wait_for_function(

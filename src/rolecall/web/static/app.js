@@ -247,6 +247,13 @@
       text(shown, set.join(", "));
       input.value = "";
     });
+    // the flags the world checks, one click each
+    flagForm.querySelectorAll("button.flag-pick").forEach((button) => {
+      button.addEventListener("click", () => {
+        document.getElementById("flag-name").value = button.dataset.flag;
+        flagForm.requestSubmit();
+      });
+    });
   }
   document.querySelectorAll(".controls button[data-action]").forEach((button) => {
     button.addEventListener("click", () => post("/control", { action: button.dataset.action }));
