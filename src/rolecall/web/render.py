@@ -20,11 +20,10 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
-from markupsafe import Markup
 
 from rolecall.export.common import _PALETTE  # one palette for the exports and the web view
 
-__all__ = ["color_of", "markdown", "marked", "short"]
+__all__ = ["color_of", "markdown", "short"]
 
 _SAFE_LINK = re.compile(r"^(https?://|mailto:|#)", re.IGNORECASE)
 _GREY = "#6e7781"
@@ -109,24 +108,3 @@ def short(text: str, width: int = 80) -> str:
     """One line of at most ``width`` characters (an ellipsis marks a cut)."""
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
-
-
-def marked(text: str, found: str, width: int = 160) -> Markup:
-    """One line of ``text`` around the first place it contains ``found`` (any case), at
-    most about ``width`` characters, that place in ``<mark>``; everything else escaped."""
-    line = " ".join(text.split())
-    needle = " ".join(found.split())
-    lower = line.lower()
-    # (a letter whose lower case is longer would shift every place after it: exact case)
-    at = -1
-    if needle:
-        at = lower.find(needle.lower()) if len(lower) == len(line) else line.find(needle)
-    if at < 0:
-        return Markup(escape(short(line, width)))
-    end = at + len(needle)
-    room = max(0, width - len(needle))
-    start = max(0, at - room // 2)
-    stop = min(len(line), end + room - (at - start))
-    head = ("…" if start > 0 else "") + line[start:at]
-    tail = line[end:stop] + ("…" if stop < len(line) else "")
-    return Markup(f"{escape(head)}<mark>{escape(line[at:end])}</mark>{escape(tail)}")
