@@ -139,6 +139,12 @@ def test_the_role_library_lists_searches_and_shows_each_persona(
     # a role file that cannot be used says why, as `roles list` warns; the others are listed
     problem = page.locator("#role-broken .error").inner_text()
     assert problem.startswith("This role file cannot be used: line 2, column 1: invalid YAML")
+    # the worlds that take it as a template (shipped ones here)
+    used = page.locator("#role-lawyer .role-used a").all_inner_texts()
+    assert {"classroom", "courtroom"} <= set(used) and used == sorted(used)
+    link = page.locator("#role-lawyer .role-used a").first.get_attribute("href")
+    assert link == f"/w/{used[0]}/flow"
+    assert page.locator("#role-my-teacher .role-used").count() == 0
     # the persona: what the model is told, its style and constraints
     teacher = page.locator("#role-teacher")
     assert not teacher.locator(".persona .prompt").is_visible()

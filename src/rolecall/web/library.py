@@ -6,12 +6,14 @@ show`` give them, each with its persona (what the model is told), searchable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from rolecall.errors import RolecallError
 from rolecall.web.context import WebContext
+from rolecall.world import catalog
 from rolecall.world.library import RoleFileError, RoleLibrary
 from rolecall.world.loader import role_template
 
@@ -67,6 +69,25 @@ def library_roles(library: RoleLibrary) -> list[LibraryRole]:
     return sorted(roles, key=lambda r: (r.builtin, r.id))
 
 
+def used_by(worlds_dir: Path) -> dict[str, list[str]]:
+    """Which of the listed worlds (``/start``'s: local and shipped) take each role as a
+    template (``template: ID``), by role id; a world file that does not read is skipped."""
+    import yaml
+
+    found: dict[str, list[str]] = {}
+    for entry in catalog.available(worlds_dir):
+        try:
+            data = yaml.safe_load(entry.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        roles = data.get("roles") if isinstance(data, dict) else None
+        for role in roles if isinstance(roles, list) else []:
+            template = role.get("template") if isinstance(role, dict) else None
+            if isinstance(template, str) and entry.name not in found.get(template, []):
+                found.setdefault(template, []).append(entry.name)
+    return found
+
+
 async def roles_page(request: Request) -> Response:
     """``GET /roles?q=TEXT``."""
     ctx = WebContext.of(request)
@@ -77,6 +98,7 @@ async def roles_page(request: Request) -> Response:
         request,
         "roles.html",
         roles=shown,
+        used=used_by(ctx.worlds_dir),
         total=len(every),
         q=text,
         user_dir=ctx.data_dir / "roles",
