@@ -183,6 +183,8 @@ def measure(quick: bool) -> dict[str, Any]:
             _ttfb(host, port, "/", 1)  # warm up: imports, templates
             sessions_page = _ttfb(host, port, "/", repeats)
             session_page = _ttfb(host, port, f"/s/{big_id}", repeats)
+            # a search: every message is looked at (the text may be inside a word)
+            search_page = _ttfb(host, port, "/?q=tilt", repeats)
             delays = _sse_delays(host, port)
         finally:
             process.terminate()
@@ -193,6 +195,7 @@ def measure(quick: bool) -> dict[str, Any]:
         "figures": {
             "sessions_page_ttfb_ms": round(statistics.median(sessions_page) * 1000, 1),
             "long_session_page_ttfb_ms": round(statistics.median(session_page) * 1000, 1),
+            "sessions_search_ttfb_ms": round(statistics.median(search_page) * 1000, 1),
             "chunk_to_sse_median_ms": round(statistics.median(delays) * 1000, 2),
             "chunk_to_sse_p95_ms": round(sorted(delays)[int(len(delays) * 0.95)] * 1000, 2),
         },

@@ -7,7 +7,8 @@ Debian's chromium)::
 
 It makes a scratch folder, stores a few sessions with the offline model (`rolecall run`),
 starts `rolecall web` on a free loopback port and saves ``PAGE-1280.png`` and
-``PAGE-390.png`` for each page (the top of the page, as a screen shows it), in 128
+``PAGE-390.png`` for each page (the top of the page, as a screen shows it; a paused
+fork's short page whole, its message box and flag below the thread), in 128
 colours to keep them small.
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WIDTHS = {1280: 860, 390: 844}  # width: height of the screen shown
+WHOLE = {"session-fork"}  # pages shown whole, not only their top
 
 
 def rolecall(*args: str, cwd: Path) -> str:
@@ -44,6 +46,13 @@ def rolecall(*args: str, cwd: Path) -> str:
 def stored(world: str, cwd: Path, data: Path, *extra: str) -> str:
     out = rolecall("run", world, "--data-dir", str(data), "--json", *extra, cwd=cwd)
     return str(json.loads(out.splitlines()[0])["session_id"])
+
+
+def fork(sid: str, at: str, cwd: Path, data: Path, *extra: str) -> str:
+    out = rolecall(
+        "sessions", "fork", sid, "--at", at, "--data-dir", str(data), "-q", *extra, cwd=cwd
+    )
+    return out.strip()
 
 
 def main() -> int:
@@ -66,6 +75,13 @@ def main() -> int:
             "tutoring": stored("tutoring", root, data, "--model", "offline"),
             "debate": stored("debate", root, data, "--model", "offline"),
         }
+        # a fork of the tutoring at the learner's question, edited, and a fork of that fork
+        edit = "Question 1: is it the tilt of the Earth's axis that makes summer warmer?"
+        ids["fork"] = fork(ids["tutoring"], "m2", root, data, "--edit", edit)
+        ids["fork2"] = fork(ids["fork"], "m1", root, data)
+        # a role of one's own in the role library, beside the built-in ones
+        mine = ("roles", "create", "my-teacher", "--from", "teacher", "--name", "Ms. Rivera")
+        rolecall(*mine, "--data-dir", str(data), cwd=root)
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -103,14 +119,22 @@ def main() -> int:
                 if len(doc["messages"]) >= 5 and not doc["state"]["pending"]:
                     break
                 time.sleep(0.5)
+            # a flag set on the fork (the session page's "Set a flag")
+            flagged = {"name": "reviewed"}
+            httpx.post(f"{url}/api/sessions/{ids['fork']}/flag", json=flagged, timeout=30)
             pages = {
                 "sessions": "/",
+                "search": "/?q=tilt",
                 "session-chat": f"/s/{ids['panel']}",
                 "session": f"/s/{ids['tutoring']}",
                 "session-debate": f"/s/{ids['debate']}",
+                "session-fork": f"/s/{ids['fork']}",
+                "forks": f"/s/{ids['fork']}/forks",
                 "session-flow": f"/s/{ids['tutoring']}/flow",
                 "world-flow-editor": "/w/tutoring/flow",
                 "start": "/start",
+                "roles": "/roles",
+                "roles-search": "/roles?q=analogy",
                 "not-found": "/s/20990101-000000-abcdef",
             }
             with sync_playwright() as p:
@@ -120,7 +144,8 @@ def main() -> int:
                     tab = context.new_page()
                     for name, path in pages.items():
                         tab.goto(url + path)
-                        tab.screenshot(path=str(out / f"{name}-{width}.png"))
+                        whole = name in WHOLE  # a short page, its controls below the thread
+                        tab.screenshot(path=str(out / f"{name}-{width}.png"), full_page=whole)
                     # a live page: a session started from /start, mid-message
                     tab.goto(url + "/start")
                     tab.select_option("select[name=world]", "debate")

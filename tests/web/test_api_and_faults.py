@@ -55,7 +55,7 @@ async def test_api_lists_sessions_and_serves_events_after_a_seq(server: Server, 
         listed = (await client.get(f"{server.url}/api/sessions?world=tutoring")).json()
         assert listed["total"] == 1
         row = listed["sessions"][0]
-        assert row["id"] == site.ids["tutoring"]
+        assert row["session_id"] == site.ids["tutoring"]
         assert row["messages"] >= 4 and row["output_tokens"] > 0
         sid = site.ids["hostile"]
         events = (await client.get(f"{server.url}/api/sessions/{sid}/events?after=10")).json()

@@ -126,6 +126,12 @@ class Session:
         self._inner.stop()
         self._persist()
 
+    def set_flag(self, name: str) -> None:
+        """Set flag ``name`` for ``{flag: NAME}`` conditions (the REPL's ``/flag``), stored
+        at once (a turn running stores it itself)."""
+        self._inner.set_flag(name)
+        self._persist()
+
     def _persist(self) -> None:
         """Store the change at once (a turn running stores it itself, when it ends)."""
         if not self._closed:

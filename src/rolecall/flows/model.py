@@ -110,3 +110,17 @@ class Flow(_Model):
     @property
     def start_id(self) -> str:
         return self.start or self.steps[0].id
+
+    @property
+    def flags(self) -> list[str]:
+        """The flag names its conditions look at (``{flag: NAME}``), sorted: what the
+        REPL's ``/flag`` completes and the web page's flag box suggests."""
+        from rolecall.flows.conditions import FlagCond, walk
+
+        roots = [*self.stop]
+        for step in self.steps:
+            if step.loop is not None and step.loop.until is not None:
+                roots.append(step.loop.until)
+            if isinstance(step.next, list):
+                roots.extend(b.when for b in step.next if b.when is not None)
+        return sorted({c.flag for root in roots for c in walk(root) if isinstance(c, FlagCond)})

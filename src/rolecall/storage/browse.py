@@ -16,17 +16,21 @@ from typing import Any
 from rolecall.paths import safe_id
 from rolecall.session.state import Message
 from rolecall.storage import fts
-from rolecall.storage.catalog import fts_query
+from rolecall.storage.catalog import SessionRow, fts_query, rows_query
 from rolecall.storage.rows import CHUNKS, chunk_lines
 from rolecall.storage.sqlite import SqliteStore
 
 __all__ = [
+    "Hit",
     "SessionSummary",
     "SessionsPage",
     "browse",
     "choices",
     "events_after",
+    "fork_links",
+    "message_hits",
     "message_of",
+    "rows_of",
     "state_of",
     "world_of",
 ]
@@ -46,12 +50,27 @@ class SessionSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    pause_reason: str | None = None  # a paused session's
 
 
 @dataclass(frozen=True)
 class SessionsPage:
     rows: list[SessionSummary]
     total: int  # sessions matching the filters, on every page
+
+
+_CONTENT_LIKE = "json_extract(body, '$.content') LIKE ? ESCAPE '\\'"
+
+
+def _containing(text: str) -> tuple[str, list[Any]]:
+    """The condition on a ``messages`` row that its text contains ``text`` (LIKE: ASCII
+    letters in any case), and its parameters. A text that JSON writes as it is (ASCII,
+    no quote, backslash or control character) is first looked for in the stored body
+    as a whole, which costs a third of reading the message's text out of it."""
+    like = _like(text)
+    if text.isascii() and not any(c in text for c in '"\\') and text.isprintable():
+        return f"(body LIKE ? ESCAPE '\\' AND {_CONTENT_LIKE})", [like, like]
+    return _CONTENT_LIKE, [like]
 
 
 def _like(text: str) -> str:
@@ -83,22 +102,47 @@ async def browse(
     if batch:
         where.append("s.id IN (SELECT session_id FROM batch_runs WHERE batch = ?)")
         params.append(batch)
-    if search and search.split():  # the title, or every word in the session's messages
+    if search and search.split():
+        # the title, every word in the session's messages, or the text inside a message
         await store.prepare_search()
-        where.append(f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}))")
-        params += [_like(search), *[fts_query(search)] * 2]
+        inside, like = _containing(search.strip())
+        where.append(
+            f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}) "
+            f"OR s.id IN (SELECT session_id FROM messages WHERE {inside}))"
+        )
+        params += [_like(search), *[fts_query(search)] * 2, *like]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
-    rows = await store._all(
-        "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at "
-        f"FROM sessions s {clause} ORDER BY s.created_at DESC, s.id DESC LIMIT ? OFFSET ?",
-        *params,
-        limit,
-        offset,
+    columns = (
+        "s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at, "
+        "json_extract(s.state_json, '$.pause_reason')"
     )
+    order = "ORDER BY s.created_at DESC, s.id DESC"
+    if search and search.split():
+        # a search reads every message: once, for the ids of every session it finds (the
+        # count and the page), not once to count them and again for the page
+        found = [
+            sid
+            for (sid,) in await store._all(f"SELECT s.id FROM sessions s {clause} {order}", *params)
+        ]
+        total, kept = len(found), found[offset : offset + limit]
+        marks = ", ".join("?" * len(kept))
+        read = await store._all(f"SELECT {columns} FROM sessions s WHERE s.id IN ({marks})", *kept)
+        by_id = {row[0]: row for row in read}
+        rows = [by_id[sid] for sid in kept if sid in by_id]
+    else:
+        ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
+        rows = await store._all(
+            f"SELECT {columns} FROM sessions s {clause} {order} LIMIT ? OFFSET ?",
+            *params,
+            limit,
+            offset,
+        )
     figures = await _figures(store, [row[0] for row in rows])
     return SessionsPage(
-        rows=[SessionSummary(*row, **figures.get(row[0], {})) for row in rows],
+        rows=[
+            SessionSummary(*row[:6], **{**figures.get(row[0], {}), "pause_reason": row[6]})
+            for row in rows
+        ],
         total=int(total),
     )
 
@@ -134,6 +178,30 @@ async def choices(store: SqliteStore) -> dict[str, list[str]]:
     except Exception:  # a store made before batches existed has no such table
         batches = []
     return {"worlds": worlds, "batches": batches}
+
+
+async def rows_of(store: SqliteStore, ids: list[str]) -> dict[str, SessionRow]:
+    """The :class:`~rolecall.storage.catalog.SessionRow` of each of ``ids``, by id: the
+    sessions of a page as ``sessions list`` reads them (``GET /api/sessions``)."""
+    if not ids:
+        return {}
+    query, params = rows_query(ids)
+    return {str(row[0]): SessionRow(*row) for row in await store._all(query, *params)}
+
+
+async def fork_links(store: SqliteStore, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Which of ``ids`` are forks: id -> (parent id, the message forked at), read from
+    those sessions' states only (``forks()`` reads every session's)."""
+    if not ids:
+        return {}
+    marks = ", ".join("?" * len(ids))
+    rows = await store._all(
+        "SELECT id, json_extract(state_json, '$.extra.fork.parent'), "
+        f"json_extract(state_json, '$.extra.fork.at') FROM sessions WHERE id IN ({marks}) "
+        "AND json_extract(state_json, '$.extra.fork.parent') IS NOT NULL",
+        *ids,
+    )
+    return {str(sid): (str(parent), str(at or "")) for sid, parent, at in rows}
 
 
 async def state_of(store: SqliteStore, session_id: str) -> str | None:
@@ -193,6 +261,34 @@ async def events_after(
                 line = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
                 out.append((int(seq) + i, line))
     return out
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A stored message containing a searched text (the sessions list's search)."""
+
+    session_id: str
+    title: str
+    message_id: str
+    sender: str
+    index: int  # its place in the session (0 for m1's): which page of the thread shows it
+    content: str
+
+
+async def message_hits(store: SqliteStore, text: str, *, limit: int = 20) -> list[Hit]:
+    """The messages containing ``text`` (a substring, ASCII letters in any case), newest
+    sessions first and in order within each, at most ``limit`` of them."""
+    if not text.strip():
+        return []
+    inside, like = _containing(text.strip())
+    rows = await store._all(
+        "SELECT m.session_id, s.title, m.id, m.sender, m.idx, json_extract(m.body, '$.content') "
+        f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {inside} "
+        "ORDER BY s.created_at DESC, s.id DESC, m.idx LIMIT ?",
+        *like,
+        limit,
+    )
+    return [Hit(str(a), str(b), str(c), str(d), int(e), str(f or "")) for a, b, c, d, e, f in rows]
 
 
 @dataclass(frozen=True)

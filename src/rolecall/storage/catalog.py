@@ -48,7 +48,7 @@ class SessionRow:
 
 class SessionSummary(BaseModel):
     """One session in a list, the one JSON shape of every list: ``sessions list
-    --json`` prints these, and ``GET /api/sessions`` is to give the same objects.
+    --json`` prints these, and ``GET /api/sessions`` gives the same objects.
 
     ``status`` is the state (``created``, ``running``, ``paused``, ``finished``),
     ``pause_reason`` set when paused, ``stop_reason`` when finished; ``started`` and
@@ -188,6 +188,22 @@ def list_query(f: SessionFilter) -> tuple[str, list[Any]]:
         f"LEFT JOIN ({_FIGURES}) f ON f.session_id = s.id {_NEWEST}"
     )
     return query, params
+
+
+def rows_query(ids: list[str]) -> tuple[str, list[Any]]:
+    """The :class:`SessionRow` of each of ``ids`` (in no particular order): the rows of a
+    page another query picked (the web view's list), as ``sessions list`` gives them."""
+    marks = ", ".join("?" * len(ids))
+    page = (
+        "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at, "
+        "s.updated_at, json_extract(s.state_json, '$.pause_reason') AS pause_reason "
+        f"FROM sessions s WHERE s.id IN ({marks})"
+    )
+    query = (
+        f"WITH page AS ({page}) SELECT {_COLUMNS} FROM page s "
+        f"LEFT JOIN ({_FIGURES}) f ON f.session_id = s.id"
+    )
+    return query, list(ids)
 
 
 def prefix_query(text: str) -> tuple[str, list[Any]]:

@@ -5,8 +5,8 @@
 of events in the format of events.md), ``GET /api/sessions/<id>/stream`` (SSE: one
 ``message`` per event, its ``id`` the event's seq, so a reconnecting browser resumes
 after the last one it got), ``POST /api/sessions`` (start a world: 201 and
-``{"session_id": ...}``), ``POST /api/sessions/<id>/say`` and ``.../control``;
-``GET /api/sessions/<id>/approvals`` (the tool calls waiting for a person) and
+``{"session_id": ...}``), ``POST /api/sessions/<id>/say``, ``.../control`` and
+``.../flag``; ``GET /api/sessions/<id>/approvals`` (the tool calls waiting for a person) and
 ``POST /api/sessions/<id>/approve`` (``{"call_id", "decision": "allow"|"deny",
 "arguments"}``: Approve or Deny, tools.md).
 """
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -27,12 +27,14 @@ from starlette.responses import JSONResponse, Response
 
 from rolecall.errors import RolecallError
 from rolecall.paths import data_dir_flag, db_path
-from rolecall.storage.browse import STATUSES, browse, events_after, state_of
+from rolecall.storage.browse import STATUSES, browse, events_after, rows_of, state_of
+from rolecall.storage.catalog import SessionSummary
 from rolecall.web.context import WebContext
 from rolecall.web.live import follow_store
 from rolecall.web.runs import LiveRun
 
 MAX_LIST = 500
+MAX_FLAG = 80  # characters of a flag's name
 MAX_NUMBER = 2**62  # a seq or an offset beyond any session (SQLite's integers are 64-bit)
 
 
@@ -62,9 +64,10 @@ async def list_sessions(request: Request) -> Response:
         limit=limit,
         offset=offset,
     )
-    return JSONResponse(
-        {"total": found.total, "sessions": [dataclasses.asdict(r) for r in found.rows]}
-    )
+    # each one as `rolecall sessions list --json` prints it (storage.catalog.SessionSummary)
+    rows = await rows_of(ctx.store, [r.id for r in found.rows])
+    listed = [SessionSummary.of(rows[r.id]).model_dump() for r in found.rows if r.id in rows]
+    return JSONResponse({"total": found.total, "sessions": listed})
 
 
 async def get_session(request: Request) -> Response:
@@ -223,6 +226,21 @@ class ApproveBody(_Body):
     arguments: dict[str, Any] | None = None
 
 
+class FlagBody(_Body):
+    """``POST /api/sessions/<id>/flag``: a flag for ``{flag: NAME}`` conditions."""
+
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _one_word(cls, name: str) -> str:
+        if not name or len(name.split()) != 1 or name != name.strip():
+            raise ValueError("a flag name is one word, without spaces (as in /flag NAME)")
+        if len(name) > MAX_FLAG:
+            raise ValueError(f"a flag name is at most {MAX_FLAG} characters")
+        return name
+
+
 _B = TypeVar("_B", bound=_Body)
 
 
@@ -362,3 +380,16 @@ async def approve(request: Request) -> Response:
     except RolecallError as exc:
         return JSONResponse({"error": str(exc)}, status_code=409)
     return JSONResponse({"ok": True}, status_code=202)
+
+
+async def flag(request: Request) -> Response:
+    """Set a flag (the REPL's ``/flag NAME``): 202 and the flags set now."""
+    ctx = WebContext.of(request)
+    sid = ctx.session_id(request)
+    body = await _json(request, FlagBody)
+    live = await _live(ctx, sid)
+    try:
+        flags = ctx.runs.set_flag(live, body.name)
+    except RolecallError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=409)
+    return JSONResponse({"ok": True, "flags": flags}, status_code=202)

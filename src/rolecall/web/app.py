@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rolecall.web import api_routes as api
-from rolecall.web import branches, pages
+from rolecall.web import branches, forks, library, pages
 from rolecall.web.context import WebContext
 from rolecall.web.guard import RequestGuard
 
@@ -101,8 +101,10 @@ def create_app(ctx: WebContext, host: str = "127.0.0.1") -> Starlette:
     routes = [
         Route("/", pages.sessions),
         Route("/start", pages.start_form, methods=["GET", "POST"]),
+        Route("/roles", library.roles_page),
         Route("/s/{sid}", pages.session),
         Route("/s/{sid}/flow", pages.session_flow),
+        Route("/s/{sid}/forks", forks.fork_tree),
         Route("/s/{sid}/m/{mid}", pages.message_fragment),
         Route("/s/{sid}/fork", branches.fork_message, methods=["POST"]),
         Route("/s/{sid}/export.{fmt}", pages.export_file),
@@ -116,6 +118,7 @@ def create_app(ctx: WebContext, host: str = "127.0.0.1") -> Starlette:
         Route("/api/sessions/{sid}/control", api.control, methods=["POST"]),
         Route("/api/sessions/{sid}/approvals", api.waiting),
         Route("/api/sessions/{sid}/approve", api.approve, methods=["POST"]),
+        Route("/api/sessions/{sid}/flag", api.flag, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
     app = Starlette(

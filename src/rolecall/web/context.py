@@ -16,7 +16,7 @@ from rolecall.paths import safe_id
 from rolecall.storage.browse import state_of
 from rolecall.storage.document import SessionDocument
 from rolecall.storage.sqlite import SqliteStore
-from rolecall.web import flowedit, render
+from rolecall.web import flowedit, render, snippet
 from rolecall.web.runs import LiveRuns
 from rolecall.world import catalog
 
@@ -29,7 +29,10 @@ TEMPLATES = Path(__file__).parent / "templates"
 def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.globals.update(
-        markdown=render.markdown, short=render.short, until_value=flowedit.field_value
+        markdown=render.markdown,
+        marked=snippet.marked,
+        short=render.short,
+        until_value=flowedit.field_value,
     )
     templates.env.autoescape = True
     return templates

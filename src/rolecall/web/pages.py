@@ -6,6 +6,7 @@ only adds the live updates and the message box.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -18,8 +19,11 @@ from rolecall.errors import RolecallError, WorldError
 from rolecall.session.state import Message
 from rolecall.storage.browse import (
     STATUSES,
+    Hit,
     browse,
     choices,
+    fork_links,
+    message_hits,
     message_of,
     previews,
     state_of,
@@ -36,6 +40,9 @@ from rolecall.world import catalog
 from rolecall.world.models import World
 
 PAGE_SIZE = 50
+HITS_READ = 200  # messages read for a search's hits, above the sessions
+HITS_SESSIONS = 10  # sessions shown with their hits
+HITS_EACH = 3  # hits shown of each (a link shows the session's others)
 MESSAGES_PER_PAGE = 200
 
 
@@ -65,11 +72,18 @@ async def sessions(request: Request) -> Response:
     )
     pages = max(1, -(-found.total // PAGE_SIZE))
     cluster = ctx.cluster
+    text = q.get("q") or ""
+    hits = await message_hits(ctx.store, text, limit=HITS_READ) if page == 1 else []
     return ctx.page(
         request,
         "sessions.html",
         found=found,
+        hits=await _grouped(ctx, hits),
+        hits_more=len(hits) >= HITS_READ,
+        hits_left=max(0, len({h.session_id for h in hits}) - HITS_SESSIONS),
+        per_page=MESSAGES_PER_PAGE,
         previews=await previews(ctx.store, [r.id for r in found.rows]),
+        forks=await fork_links(ctx.store, [r.id for r in found.rows]),
         page=page,
         pages=pages,
         q=q.get("q", ""),
@@ -92,6 +106,30 @@ async def sessions(request: Request) -> Response:
         ),
         page_size=PAGE_SIZE,
     )
+
+
+@dataclass(frozen=True)
+class HitGroup:
+    """A session's messages containing the searched text, as the list shows them."""
+
+    session_id: str
+    title: str
+    hits: list[Hit]  # the first few
+    more: int  # how many more of the messages read
+
+
+async def _grouped(ctx: WebContext, hits: list[Hit]) -> list[HitGroup]:
+    """The hits by session (in their order), a few of each, the first sessions only;
+    each sender by the name the session's thread shows."""
+    by_session: dict[str, list[Hit]] = {}
+    for hit in hits:
+        by_session.setdefault(hit.session_id, []).append(hit)
+    groups = []
+    for sid, found in list(by_session.items())[:HITS_SESSIONS]:
+        names = _thread(await world_of(ctx.store, sid) or {}, [])["names"]
+        shown = [replace(h, sender=names.get(h.sender, h.sender)) for h in found[:HITS_EACH]]
+        groups.append(HitGroup(sid, found[0].title, shown, max(0, len(found) - HITS_EACH)))
+    return groups
 
 
 def _badges(world: dict[str, Any]) -> dict[str, str]:
@@ -181,8 +219,19 @@ async def session(request: Request) -> Response:
         current=doc.state.pointer.current,
         forkable=feed is None,  # stored here (a cluster's session is forked where it is)
         last_id=doc.messages[-1].id if doc.messages else None,
+        flag_names=_flag_names(doc),
         **_thread(doc.world, doc.messages, await _asides(ctx, sid)),
     )
+
+
+def _flag_names(doc: SessionDocument) -> list[str] | None:
+    """The flags the session's flow checks (the flag box suggests them); None without a
+    flow (a chat, a mode's session: no condition of theirs looks at a flag)."""
+    try:
+        flow = doc.world_model().flow
+    except RolecallError:
+        return None
+    return flow.flags if flow is not None else None
 
 
 async def _cluster_feed(ctx: WebContext, sid: str, doc: SessionDocument) -> Feed | None:

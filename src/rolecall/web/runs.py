@@ -308,6 +308,13 @@ class LiveRuns:
         else:
             self._drive(run, "next" if action == "next" else "run")
 
+    def set_flag(self, run: LiveRun, name: str) -> list[str]:
+        """Set a flag for ``{flag: NAME}`` conditions; the flags set now, sorted."""
+        if run.session.finished:
+            raise UsageError(f"session {run.session_id} is finished")
+        run.session.set_flag(name)
+        return sorted(run.session.runtime.state.flags)
+
     def close_all(self) -> None:
         for run in self.runs.values():
             run.closing.set()

@@ -48,19 +48,7 @@ def _models_in_use(session: Session) -> list[str]:
 
 def _flag_names(world: World) -> list[str]:
     """Flag names the world's conditions look at (for completion)."""
-    from rolecall.flows.conditions import FlagCond, walk
-
-    found: set[str] = set()
-    flow = world.flow
-    if flow is not None:
-        roots = [*flow.stop]
-        for step in flow.steps:
-            if step.loop is not None and step.loop.until is not None:
-                roots.append(step.loop.until)
-            if isinstance(step.next, list):
-                roots.extend(b.when for b in step.next if b.when is not None)
-        found = {c.flag for root in roots for c in walk(root) if isinstance(c, FlagCond)}
-    return sorted(found)
+    return world.flow.flags if world.flow is not None else []
 
 
 def _count(n: int, noun: str, plural: str | None = None) -> str:

@@ -405,7 +405,90 @@
       if (await post("/say", { text: value })) box.value = "";
     });
   }
+  // a flag for {flag: NAME} conditions (the REPL's /flag NAME), then the flags set
+  const flagForm = document.getElementById("flag-form");
+  if (flagForm) {
+    flagForm.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const input = document.getElementById("flag-name");
+      const name = input.value.trim();
+      if (!name || !(await post("/flag", { name }))) return;
+      const shown = document.getElementById("flags");
+      const set = shown.dataset.set ? shown.dataset.set.split(" ") : [];
+      if (!set.includes(name)) set.push(name);
+      set.sort();
+      shown.dataset.set = set.join(" ");
+      text(shown, set.join(", "));
+      input.value = "";
+    });
+    // the flags the world checks, one click each
+    flagForm.querySelectorAll("button.flag-pick").forEach((button) => {
+      button.addEventListener("click", () => {
+        document.getElementById("flag-name").value = button.dataset.flag;
+        flagForm.requestSubmit();
+      });
+    });
+  }
   document.querySelectorAll(".controls button[data-action]").forEach((button) => {
     button.addEventListener("click", () => post("/control", { action: button.dataset.action }));
   });
+})();
+
+// the role library (/roles): the cards filter as you type (the form searches without it)
+(function () {
+  const library = document.getElementById("roles");
+  const box = document.getElementById("roles-q");
+  if (!library || !box) return;
+  const cards = [...library.querySelectorAll(".role-card")];
+  const count = document.getElementById("roles-count");
+  const none = document.getElementById("roles-none");
+  function filter() {
+    const wanted = box.value.trim().toLowerCase();
+    let shown = 0;
+    for (const card of cards) {
+      const on = !wanted || (card.dataset.text || "").includes(wanted);
+      card.hidden = !on;
+      if (on) shown += 1;
+    }
+    if (count) {
+      count.textContent = wanted
+        ? shown + " of " + cards.length + " roles match “" + box.value.trim() + "”"
+        : cards.length + " roles";
+    }
+    if (none) none.hidden = shown > 0;
+  }
+  box.addEventListener("input", filter);
+})();
+
+// a session's page searched (?q=TEXT, as the sessions list's hits link to it): the text is
+// marked in each message shown, as the list's snippets mark it
+(function () {
+  const thread = document.getElementById("thread");
+  const wanted = (new URLSearchParams(location.search).get("q") || "").trim();
+  if (!thread || !wanted) return;
+  const needle = wanted.toLowerCase();
+  for (const body of thread.querySelectorAll(".message .body")) {
+    const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
+    const nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    for (const node of nodes) {
+      const value = node.nodeValue;
+      const lower = value.toLowerCase();
+      if (lower.length !== value.length) continue; // (its places would not be the text's)
+      let at = lower.indexOf(needle);
+      if (at < 0) continue;
+      const parts = document.createDocumentFragment();
+      let from = 0;
+      while (at >= 0) {
+        parts.append(value.slice(from, at));
+        const mark = document.createElement("mark");
+        mark.textContent = value.slice(at, at + needle.length);
+        parts.append(mark);
+        from = at + needle.length;
+        at = lower.indexOf(needle, from);
+      }
+      parts.append(value.slice(from));
+      node.replaceWith(parts);
+    }
+  }
 })();
