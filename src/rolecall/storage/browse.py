@@ -88,8 +88,8 @@ async def browse(
         where.append(f"(s.title LIKE ? ESCAPE '\\' OR s.id IN ({fts.MATCH}))")
         params += [_like(search), *[fts_query(search)] * 2]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
-    rows = await store._all(
+    ((total,),) = await store.fetch_all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
+    rows = await store.fetch_all(
         "SELECT s.id, s.world_name, s.title, s.state, s.stop_reason, s.created_at "
         f"FROM sessions s {clause} ORDER BY s.created_at DESC, s.id DESC LIMIT ? OFFSET ?",
         *params,
@@ -108,7 +108,7 @@ async def _figures(store: SqliteStore, ids: list[str]) -> dict[str, dict[str, An
         return {}
     marks = ", ".join("?" * len(ids))
     out: dict[str, dict[str, Any]] = {}
-    for sid, count, tin, tout, cost, unpriced in await store._all(
+    for sid, count, tin, tout, cost, unpriced in await store.fetch_all(
         "SELECT session_id, COUNT(*), "
         "COALESCE(SUM(json_extract(body, '$.input_tokens')), 0), "
         "COALESCE(SUM(json_extract(body, '$.output_tokens')), 0), "
@@ -128,9 +128,13 @@ async def _figures(store: SqliteStore, ids: list[str]) -> dict[str, dict[str, An
 
 async def choices(store: SqliteStore) -> dict[str, list[str]]:
     """The worlds and batches that have stored sessions (the list's filter menus)."""
-    worlds = [w for (w,) in await store._all("SELECT DISTINCT world_name FROM sessions ORDER BY 1")]
+    worlds = [
+        w for (w,) in await store.fetch_all("SELECT DISTINCT world_name FROM sessions ORDER BY 1")
+    ]
     try:
-        batches = [b for (b,) in await store._all("SELECT name FROM batches ORDER BY created_at")]
+        batches = [
+            b for (b,) in await store.fetch_all("SELECT name FROM batches ORDER BY created_at")
+        ]
     except Exception:  # a store made before batches existed has no such table
         batches = []
     return {"worlds": worlds, "batches": batches}
@@ -138,7 +142,7 @@ async def choices(store: SqliteStore) -> dict[str, list[str]]:
 
 async def state_of(store: SqliteStore, session_id: str) -> str | None:
     """The stored state of a session (``created``, ``running``, ``paused``, ``finished``)."""
-    found = await store._all(
+    found = await store.fetch_all(
         "SELECT state FROM sessions WHERE id = ?", safe_id(session_id, "session id")
     )
     return str(found[0][0]) if found else None
@@ -146,7 +150,7 @@ async def state_of(store: SqliteStore, session_id: str) -> str | None:
 
 async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None:
     """The world document a session runs (None when there is no such session)."""
-    found = await store._all(
+    found = await store.fetch_all(
         "SELECT world_json FROM session_worlds WHERE session_id = ?",
         safe_id(session_id, "session id"),
     )
@@ -155,7 +159,7 @@ async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None
 
 async def message_of(store: SqliteStore, session_id: str, message_id: str) -> Message | None:
     """One stored message of a session, by its id (``m7``), without loading the others."""
-    found = await store._all(
+    found = await store.fetch_all(
         "SELECT body FROM messages WHERE session_id = ? AND id = ?",
         safe_id(session_id, "session id"),
         message_id,
@@ -174,7 +178,7 @@ async def events_after(
     sid = safe_id(session_id, "session id")
     topic = "" if streamed else "AND topic != 'sse' "
     out: list[tuple[int, str]] = []
-    for seq, kind, record, count in await store._all(
+    for seq, kind, record, count in await store.fetch_all(
         "SELECT seq, type, record, count FROM events_packed WHERE session_id = ? "
         f"AND seq + count - 1 > ? {topic}ORDER BY seq",
         sid,
@@ -211,7 +215,7 @@ async def previews(store: SqliteStore, ids: list[str]) -> dict[str, Preview]:
     marks = ", ".join("?" * len(ids))
     topics = {
         sid: str(topic or "")
-        for sid, topic in await store._all(
+        for sid, topic in await store.fetch_all(
             "SELECT session_id, json_extract(world_json, '$.topic') FROM session_worlds "
             f"WHERE session_id IN ({marks})",
             *ids,
@@ -219,7 +223,7 @@ async def previews(store: SqliteStore, ids: list[str]) -> dict[str, Preview]:
     }
     latest = {
         sid: (str(sender), str(content or ""))
-        for sid, sender, content in await store._all(
+        for sid, sender, content in await store.fetch_all(
             "SELECT m.session_id, m.sender, json_extract(m.body, '$.content') FROM messages m "
             f"WHERE m.session_id IN ({marks}) AND m.idx = "
             "(SELECT MAX(idx) FROM messages WHERE session_id = m.session_id)",
