@@ -274,8 +274,8 @@ async def _assemble(
             models=models,
             bus=(bus or _in_process)(doc.session_id, doc.last_seq + 1),
             model_override=model_override or doc.model_override,
+            restored=True,
         )
-        session._opened = True
         if session.world.settings.context_tokens is not None:
             from rolecall.knowledge.summary import stored_summaries
 
