@@ -53,8 +53,8 @@ class CallSite(Protocol):
     bus: Bus
     log: Any
     request_hooks: list[RequestHook]
-    _role_ids: list[str]
-    _system_texts: dict[str, str]
+    role_ids: list[str]  # the world's, in order
+    system_texts: dict[str, str]  # each role's system prompt, built on its first call
     tools: ToolBox | None  # tools.md: the session's tools, None when the world has none
     approver: Approver | None
     knowledge: KnowledgeBase | None  # the world's collections, indexed (knowledge.md)
@@ -68,7 +68,7 @@ class CallSite(Protocol):
 
     def finish(self, reason: str, detail: str = "") -> None: ...
 
-    def _pause(self, reason: str) -> None: ...
+    def pause_now(self, reason: str) -> None: ...
 
 
 async def call_model(
@@ -88,9 +88,9 @@ async def call_model(
     """
     world = self.world
     transcript = self.state.transcript
-    system = self._system_texts.get(role.id)
+    system = self.system_texts.get(role.id)
     if system is None:
-        system = self._system_texts[role.id] = system_text(world, role)
+        system = self.system_texts[role.id] = system_text(world, role)
     message_id = transcript.next_id()
     context: list[str] = []
     references: tuple[Reference, ...] = ()
@@ -172,7 +172,7 @@ async def call_model(
             step_id=step_id,
             target_name=(
                 world.role(target.sender).display_name
-                if target is not None and target.sender in self._role_ids
+                if target is not None and target.sender in self.role_ids
                 else None
             ),
         ),
@@ -184,7 +184,7 @@ async def call_model(
         retries=settings.retries,
         script=role.script_entries(),
         world_title=world.title or world.name,
-        participants=tuple(self._role_ids),
+        participants=tuple(self.role_ids),
         price=price,
         client=settings.client,
         references=references,
@@ -234,5 +234,5 @@ async def call_model(
         if failure.error is not None:
             self.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
             self.log.info("generation_failed", model=request.model, error=str(failure.error))
-        self._pause("error" if failure.reason == "error" else "cancelled")
+        self.pause_now("error" if failure.reason == "error" else "cancelled")
         return None

@@ -85,7 +85,10 @@ class Session:
         bus: Bus | None = None,
         model_override: str | None = None,
         clock: Callable[[], datetime] = utc_now,
+        restored: bool = False,
     ) -> None:
+        """``restored``: the session was stored before (its ``state`` read back), so
+        opening it announces nothing (no ``created``, no agent ``joined``)."""
         self.world = world
         self.clock = clock
         self.state = state or SessionState(session_id or new_session_id(clock))
@@ -137,10 +140,10 @@ class Session:
         self._running = False
         self._pause_requested: str | None = None
         self._stop_requested = False
-        self._opened = False
+        self._opened = restored
         self._persisted = self.bus.last_seq  # every event up to it went through the turn hooks
-        self._role_ids = world.role_ids
-        self._system_texts: dict[str, str] = {}  # per role; the world is immutable
+        self.role_ids = world.role_ids  # computed once: the world is immutable
+        self.system_texts: dict[str, str] = {}  # each role's system prompt, once built
         self.log = log.bind(session=self.state.session_id, world=world.name)
         if _uses_modes(world):
             install_modes(self)
@@ -223,7 +226,9 @@ class Session:
         self.bus.publish(StopEvent(reason=reason, detail=detail))
         self.log.info("session_finished", reason=reason, detail=detail)
 
-    def _pause(self, reason: str) -> None:
+    def pause_now(self, reason: str) -> None:
+        """Pause at once, even mid-turn (a failed generation, a signal); a finished
+        session stays finished. :meth:`pause` waits for the current turn to end."""
         if not self.finished:
             self._set_state("paused", reason)
 
@@ -239,7 +244,7 @@ class Session:
         if self._lock.locked() or self._running:
             self._pause_requested = reason
         else:
-            self._pause(reason)
+            self.pause_now(reason)
 
     def cancel_pause(self) -> bool:
         """Withdraw a pause asked for during the current turn; True if one was pending."""
@@ -326,7 +331,7 @@ class Session:
         self._check_requests()  # a pause or stop asked for during the last reply
         flow = self.engine is not None or self.director is not None
         if held is not None and flow and self.state.state == "running":
-            self._pause(held)
+            self.pause_now(held)
         await self.persist()
 
     def _check_requests(self) -> bool:
@@ -336,7 +341,7 @@ class Session:
             return True
         if self._pause_requested:
             reason, self._pause_requested = self._pause_requested, None
-            self._pause(reason)
+            self.pause_now(reason)
             return True
         return False
 
@@ -356,7 +361,7 @@ class Session:
                     spoken = await self.speak(node)
                     node = await node.then(spoken) if node.then is not None else None
             except ConditionTimeout:  # the world's pattern, not the turn: nothing is lost
-                self._pause("error")
+                self.pause_now("error")
                 await self._after_turn()
                 raise
             await self._after_turn()
@@ -396,7 +401,7 @@ class Session:
         finished), as a model failure does. The composition root stores both on the way
         out when the store itself can still be written."""
         self.bus.publish(ErrorEvent(error=error, source="store"))
-        self._pause("error")
+        self.pause_now("error")
 
     async def _next(self, *, pending_only: bool) -> tuple[bool, Next]:
         """Whether a turn is due, and its first node: a due reply first, then the flow
@@ -426,7 +431,7 @@ class Session:
         generated: Generated | None = None,
     ) -> Message:
         transcript = self.state.transcript
-        known = set(self._role_ids) | {"human", "all"}
+        known = set(self.role_ids) | {"human", "all"}
         return Message(
             id=transcript.next_id(),
             sender=sender,

@@ -207,66 +207,108 @@ async def assemble(
     on_created: Callable[[Session], None] | None = None,
     approver: Approver | None = None,
 ) -> AsyncIterator[Session]:
-    """A live session of ``world`` (see :func:`_assemble`), with its tools started for
-    as long as it lives (tools.md): the MCP servers in this block's task group, closed
-    however it ends. ``approver`` answers the calls a role must ask for."""
-    source = world_source or (doc.world_source if doc else None) or world.name
-    replay = models.replay if models is not None else None  # --record, --replay
-    async with open_toolbox(world, source=source, replay=replay) as tools:
-
-        def created(session: Session) -> None:
-            session.tools = tools
-            session.approver = approver
-            if tools is not None:
-
-                def warn(text: str) -> None:
-                    session.bus.publish(WarningEvent(message=text))
-
-                tools.warn = warn
-            if on_created is not None:
-                on_created(session)
-
-        async with _assemble(
-            world,
-            store=store,
-            memory=memory,
-            models=models,
-            model_override=model_override,
-            session_id=session_id,
-            doc=doc,
-            world_source=world_source,
-            session_file=session_file,
-            sinks=sinks,
-            bus=bus,
-            on_created=created,
-        ) as session:
-            yield session
-
-
-@asynccontextmanager
-async def _assemble(
-    world: World,
-    *,
-    store: SessionStore | None = None,
-    memory: MemoryFiles | None = None,
-    models: ModelRegistry | None = None,
-    model_override: str | None = None,
-    session_id: str | None = None,
-    doc: SessionDocument | None = None,
-    world_source: str | None = None,
-    session_file: Path | None = None,
-    sinks: Iterable[Sink] = (),
-    bus: Callable[[str, int], Bus] | None = None,
-    on_created: Callable[[Session], None] | None = None,
-) -> AsyncIterator[Session]:
     """A live session of ``world``; a restored one when ``doc`` is given.
 
-    With a ``store`` every turn is stored before it is published; with ``memory`` every
-    agent's memory file gets each message; ``session_file`` is rewritten after every turn
-    (it needs ``memory``); the ``sinks`` are attached before anything is published.
-    ``bus(session_id, first_seq)`` makes the session's bus (a transport's; in process by
-    default); ``on_created`` sees the session before anything is attached.
+    Its tools are started for as long as it lives (tools.md): the MCP servers in this
+    block's task group, closed however it ends; ``approver`` answers the calls a role
+    must ask for. With a ``store`` every turn is stored before it is published; with
+    ``memory`` every agent's memory file gets each message; ``session_file`` is
+    rewritten after every turn (it needs ``memory``); the ``sinks`` are attached before
+    anything is published. ``bus(session_id, first_seq)`` makes the session's bus (a
+    transport's; in process by default); ``on_created`` sees the session before
+    anything is attached.
     """
+    source = world_source or (doc.world_source if doc else None)
+    replay = models.replay if models is not None else None  # --record, --replay
+    async with open_toolbox(world, source=source or world.name, replay=replay) as tools:
+        session = await _new_session(
+            world, store, models, model_override, session_id=session_id, doc=doc, bus=bus
+        )
+        session.tools = tools
+        session.approver = approver
+        if tools is not None:
+
+            def warn(text: str) -> None:
+                session.bus.publish(WarningEvent(message=text))
+
+            tools.warn = warn
+        if on_created is not None:
+            on_created(session)
+        for sink in (*ambient_sinks.get(), *sinks):
+            sink.attach(session.bus)
+        recorder = (
+            None if store is None else await attach_store(session, store, world_source=source)
+        )
+        try:
+            if memory is not None:
+                if doc is not None:
+                    memory.reconcile(session)  # memory files hold every stored message, once
+                memory.attach(session)
+            writer = None
+            if session_file is not None and memory is not None:
+                writer = SessionFileWriter(
+                    session_file,
+                    session,
+                    memory,
+                    created_at=doc.created_at if doc else session.clock(),
+                    world_source=source,
+                    events=doc.events if doc else None,
+                )
+            failed = False
+            _live[0] += 1
+            try:
+                yield session
+            except StorageError as exc:
+                failed = True
+                if exc.session_id is None:  # not one of a session opened inside this one (/load)
+                    exc.session_id = session.session_id  # the message can say what to resume
+                    session.storage_failed(str(exc))  # stored below when the store still can be
+                raise
+            finally:
+                _live[0] -= 1
+                with anyio.CancelScope(shield=True):
+                    await _last_write(session, writer, failed=failed)
+        finally:
+            if recorder is not None:
+                recorder.release()  # another live session may go on with it now
+            if session.knowledge is not None:
+                session.knowledge.close()
+
+
+async def _last_write(session: Session, writer: SessionFileWriter | None, *, failed: bool) -> None:
+    """On the way out, whatever happened: the lean HTTP client closed with the last
+    session, the last events stored and the session file rewritten. A failure is
+    raised (the session paused with the error stored, when the store still can),
+    unless ``failed``: the same cause again, the first report says it all."""
+    if not _live[0]:
+        await _close_http_clients()
+    try:
+        await flush(session)
+        if writer is not None:
+            await writer.write(session)
+    except StorageError as exc:
+        if failed:
+            log.info("final_flush_failed", session=session.session_id, error=str(exc))
+        else:
+            exc.session_id = session.session_id
+            session.storage_failed(str(exc))
+            with contextlib.suppress(StorageError):  # the store is fine when a
+                await flush(session)  # session file or a memory file failed
+            raise
+
+
+async def _new_session(
+    world: World,
+    store: SessionStore | None,
+    models: ModelRegistry | None,
+    model_override: str | None,
+    *,
+    session_id: str | None,
+    doc: SessionDocument | None,
+    bus: Callable[[str, int], Bus] | None,
+) -> Session:
+    """The session :func:`assemble` opens: ``doc``'s, restored (and imported into
+    ``store``), or a new one; its knowledge indexed."""
     if doc is not None:
         session = Session(
             world,
@@ -274,8 +316,8 @@ async def _assemble(
             models=models,
             bus=(bus or _in_process)(doc.session_id, doc.last_seq + 1),
             model_override=model_override or doc.model_override,
+            restored=True,
         )
-        session._opened = True
         if session.world.settings.context_tokens is not None:
             from rolecall.knowledge.summary import stored_summaries
 
@@ -296,60 +338,7 @@ async def _assemble(
     if world.knowledge:  # indexed now: a bad document stops here, before any turn
         # (in a thread: a large collection does not hold up other sessions' event loop)
         session.knowledge = await anyio.to_thread.run_sync(open_knowledge, world, store)
-    if on_created is not None:
-        on_created(session)
-    for sink in (*ambient_sinks.get(), *sinks):
-        sink.attach(session.bus)
-    source = world_source or (doc.world_source if doc else None)
-    recorder = None if store is None else await attach_store(session, store, world_source=source)
-    try:
-        if memory is not None:
-            if doc is not None:
-                memory.reconcile(session)  # memory files hold every stored message, once
-            memory.attach(session)
-        writer = None
-        if session_file is not None and memory is not None:
-            writer = SessionFileWriter(
-                session_file,
-                session,
-                memory,
-                created_at=doc.created_at if doc else session.clock(),
-                world_source=source,
-                events=doc.events if doc else None,
-            )
-        failed = False
-        _live[0] += 1
-        try:
-            yield session
-        except StorageError as exc:
-            failed = True
-            if exc.session_id is None:  # not one of a session opened inside this one (/load)
-                exc.session_id = session.session_id  # the message can say what to resume
-                session.storage_failed(str(exc))  # stored below when the store still can be
-            raise
-        finally:
-            _live[0] -= 1
-            with anyio.CancelScope(shield=True):
-                if not _live[0]:
-                    await _close_http_clients()
-                try:
-                    await flush(session)
-                    if writer is not None:
-                        await writer.write(session)
-                except StorageError as exc:
-                    if failed:  # the same cause again: the first report says it all
-                        log.info("final_flush_failed", session=session.session_id, error=str(exc))
-                    else:
-                        exc.session_id = session.session_id
-                        session.storage_failed(str(exc))
-                        with contextlib.suppress(StorageError):  # the store is fine when a
-                            await flush(session)  # session file or a memory file failed
-                        raise
-    finally:
-        if recorder is not None:
-            recorder.release()  # another live session may go on with it now
-        if session.knowledge is not None:
-            session.knowledge.close()
+    return session
 
 
 def knowledge_db(store: SessionStore | None) -> Path | None:

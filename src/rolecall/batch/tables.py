@@ -68,23 +68,24 @@ class BatchTables:
                 f"`rolecall batch --resume {name}{data_dir_flag(self.store.path)}` finishes it, "
                 "or choose another --name"
             )
-        async with self.store._transaction() as db:
+        async with self.store.transaction() as db:
             await db.execute(
                 "INSERT INTO batches (name, plan_json, created_at) VALUES (?, ?, ?)",
                 (name, json.dumps(plan, ensure_ascii=False), datetime.now(UTC).isoformat()),
             )
 
     async def plan(self, name: str) -> dict[str, Any] | None:
-        rows = await self.store._all("SELECT plan_json FROM batches WHERE name = ?", name)
+        rows = await self.store.fetch_all("SELECT plan_json FROM batches WHERE name = ?", name)
         return dict(json.loads(rows[0][0])) if rows else None
 
     async def names(self) -> list[str]:
         return [
-            row[0] for row in await self.store._all("SELECT name FROM batches ORDER BY created_at")
+            row[0]
+            for row in await self.store.fetch_all("SELECT name FROM batches ORDER BY created_at")
         ]
 
     async def set_session(self, name: str, run: int, session_id: str) -> None:
-        async with self.store._transaction() as db:
+        async with self.store.transaction() as db:
             await db.execute(
                 "INSERT INTO batch_runs (batch, run, session_id) VALUES (?, ?, ?) "
                 "ON CONFLICT (batch, run) DO UPDATE SET session_id = excluded.session_id, "
@@ -93,7 +94,7 @@ class BatchTables:
             )
 
     async def set_result(self, result: RunResult) -> None:
-        async with self.store._transaction() as db:
+        async with self.store.transaction() as db:
             await db.execute(
                 "INSERT INTO batch_runs (batch, run, session_id, result_json) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (batch, run) DO UPDATE SET session_id = excluded.session_id, "
@@ -102,7 +103,7 @@ class BatchTables:
             )
 
     async def runs(self, name: str) -> dict[int, StoredRun]:
-        rows = await self.store._all(
+        rows = await self.store.fetch_all(
             "SELECT run, session_id, result_json FROM batch_runs WHERE batch = ?", name
         )
         return {
@@ -122,7 +123,7 @@ class BatchTables:
         its ``runs`` (run, the session stored here or None, its result or None), each
         replacing what an earlier import recorded of it. False, recording nothing, when
         this store has a batch of that name of its own (run here, not imported)."""
-        async with self.store._transaction(immediate=True) as db:
+        async with self.store.transaction(immediate=True) as db:
             found = list(
                 await db.execute_fetchall("SELECT plan_json FROM batches WHERE name = ?", (name,))
             )

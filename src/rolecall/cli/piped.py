@@ -62,4 +62,4 @@ async def run_piped(
     if session.state.state != "paused":  # a paused session (a failed reply) stays so:
         await session.settle()  # nothing is tried again behind the user's back
     if not session.finished and session.state.state != "paused":
-        session._pause(reason)
+        session.pause_now(reason)

@@ -245,4 +245,4 @@ async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]
             await body()
         tg.cancel_scope.cancel()
     if interrupted and session.state.state in ("running", "created"):
-        session._pause("interrupted")
+        session.pause_now("interrupted")

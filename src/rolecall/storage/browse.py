@@ -122,16 +122,20 @@ async def browse(
         # count and the page), not once to count them and again for the page
         found = [
             sid
-            for (sid,) in await store._all(f"SELECT s.id FROM sessions s {clause} {order}", *params)
+            for (sid,) in await store.fetch_all(
+                f"SELECT s.id FROM sessions s {clause} {order}", *params
+            )
         ]
         total, kept = len(found), found[offset : offset + limit]
         marks = ", ".join("?" * len(kept))
-        read = await store._all(f"SELECT {columns} FROM sessions s WHERE s.id IN ({marks})", *kept)
+        read = await store.fetch_all(
+            f"SELECT {columns} FROM sessions s WHERE s.id IN ({marks})", *kept
+        )
         by_id = {row[0]: row for row in read}
         rows = [by_id[sid] for sid in kept if sid in by_id]
     else:
-        ((total,),) = await store._all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
-        rows = await store._all(
+        ((total,),) = await store.fetch_all(f"SELECT COUNT(*) FROM sessions s {clause}", *params)
+        rows = await store.fetch_all(
             f"SELECT {columns} FROM sessions s {clause} {order} LIMIT ? OFFSET ?",
             *params,
             limit,
@@ -152,7 +156,7 @@ async def _figures(store: SqliteStore, ids: list[str]) -> dict[str, dict[str, An
         return {}
     marks = ", ".join("?" * len(ids))
     out: dict[str, dict[str, Any]] = {}
-    for sid, count, tin, tout, cost, unpriced in await store._all(
+    for sid, count, tin, tout, cost, unpriced in await store.fetch_all(
         "SELECT session_id, COUNT(*), "
         "COALESCE(SUM(json_extract(body, '$.input_tokens')), 0), "
         "COALESCE(SUM(json_extract(body, '$.output_tokens')), 0), "
@@ -172,9 +176,13 @@ async def _figures(store: SqliteStore, ids: list[str]) -> dict[str, dict[str, An
 
 async def choices(store: SqliteStore) -> dict[str, list[str]]:
     """The worlds and batches that have stored sessions (the list's filter menus)."""
-    worlds = [w for (w,) in await store._all("SELECT DISTINCT world_name FROM sessions ORDER BY 1")]
+    worlds = [
+        w for (w,) in await store.fetch_all("SELECT DISTINCT world_name FROM sessions ORDER BY 1")
+    ]
     try:
-        batches = [b for (b,) in await store._all("SELECT name FROM batches ORDER BY created_at")]
+        batches = [
+            b for (b,) in await store.fetch_all("SELECT name FROM batches ORDER BY created_at")
+        ]
     except Exception:  # a store made before batches existed has no such table
         batches = []
     return {"worlds": worlds, "batches": batches}
@@ -186,7 +194,7 @@ async def rows_of(store: SqliteStore, ids: list[str]) -> dict[str, SessionRow]:
     if not ids:
         return {}
     query, params = rows_query(ids)
-    return {str(row[0]): SessionRow(*row) for row in await store._all(query, *params)}
+    return {str(row[0]): SessionRow(*row) for row in await store.fetch_all(query, *params)}
 
 
 async def fork_links(store: SqliteStore, ids: list[str]) -> dict[str, tuple[str, str]]:
@@ -195,7 +203,7 @@ async def fork_links(store: SqliteStore, ids: list[str]) -> dict[str, tuple[str,
     if not ids:
         return {}
     marks = ", ".join("?" * len(ids))
-    rows = await store._all(
+    rows = await store.fetch_all(
         "SELECT id, json_extract(state_json, '$.extra.fork.parent'), "
         f"json_extract(state_json, '$.extra.fork.at') FROM sessions WHERE id IN ({marks}) "
         "AND json_extract(state_json, '$.extra.fork.parent') IS NOT NULL",
@@ -206,7 +214,7 @@ async def fork_links(store: SqliteStore, ids: list[str]) -> dict[str, tuple[str,
 
 async def state_of(store: SqliteStore, session_id: str) -> str | None:
     """The stored state of a session (``created``, ``running``, ``paused``, ``finished``)."""
-    found = await store._all(
+    found = await store.fetch_all(
         "SELECT state FROM sessions WHERE id = ?", safe_id(session_id, "session id")
     )
     return str(found[0][0]) if found else None
@@ -214,7 +222,7 @@ async def state_of(store: SqliteStore, session_id: str) -> str | None:
 
 async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None:
     """The world document a session runs (None when there is no such session)."""
-    found = await store._all(
+    found = await store.fetch_all(
         "SELECT world_json FROM session_worlds WHERE session_id = ?",
         safe_id(session_id, "session id"),
     )
@@ -223,7 +231,7 @@ async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None
 
 async def message_of(store: SqliteStore, session_id: str, message_id: str) -> Message | None:
     """One stored message of a session, by its id (``m7``), without loading the others."""
-    found = await store._all(
+    found = await store.fetch_all(
         "SELECT body FROM messages WHERE session_id = ? AND id = ?",
         safe_id(session_id, "session id"),
         message_id,
@@ -242,7 +250,7 @@ async def events_after(
     sid = safe_id(session_id, "session id")
     topic = "" if streamed else "AND topic != 'sse' "
     out: list[tuple[int, str]] = []
-    for seq, kind, record, count in await store._all(
+    for seq, kind, record, count in await store.fetch_all(
         "SELECT seq, type, record, count FROM events_packed WHERE session_id = ? "
         f"AND seq + count - 1 > ? {topic}ORDER BY seq",
         sid,
@@ -281,7 +289,7 @@ async def message_hits(store: SqliteStore, text: str, *, limit: int = 20) -> lis
     if not text.strip():
         return []
     inside, like = _containing(text.strip())
-    rows = await store._all(
+    rows = await store.fetch_all(
         "SELECT m.session_id, s.title, m.id, m.sender, m.idx, json_extract(m.body, '$.content') "
         f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {inside} "
         "ORDER BY s.created_at DESC, s.id DESC, m.idx LIMIT ?",
@@ -307,7 +315,7 @@ async def previews(store: SqliteStore, ids: list[str]) -> dict[str, Preview]:
     marks = ", ".join("?" * len(ids))
     topics = {
         sid: str(topic or "")
-        for sid, topic in await store._all(
+        for sid, topic in await store.fetch_all(
             "SELECT session_id, json_extract(world_json, '$.topic') FROM session_worlds "
             f"WHERE session_id IN ({marks})",
             *ids,
@@ -315,7 +323,7 @@ async def previews(store: SqliteStore, ids: list[str]) -> dict[str, Preview]:
     }
     latest = {
         sid: (str(sender), str(content or ""))
-        for sid, sender, content in await store._all(
+        for sid, sender, content in await store.fetch_all(
             "SELECT m.session_id, m.sender, json_extract(m.body, '$.content') FROM messages m "
             f"WHERE m.session_id IN ({marks}) AND m.idx = "
             "(SELECT MAX(idx) FROM messages WHERE session_id = m.session_id)",

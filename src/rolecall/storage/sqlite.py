@@ -321,7 +321,7 @@ class SqliteStore:
     async def create(self, new: NewSession) -> None:
         """Write a new session's row (before its first commit)."""
         sid = safe_id(new.session_id, "session id")
-        async with self._transaction() as db:
+        async with self.transaction() as db:
             await db.execute(
                 "INSERT INTO sessions (id, world_name, title, world_json, world_source, "
                 "model_override, state, stop_reason, state_json, last_seq, created_at, "
@@ -349,7 +349,7 @@ class SqliteStore:
             return None
         out = []
         for table in ("messages", "execution_log", "drafts"):
-            rows = await self._all(f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", sid)
+            rows = await self.fetch_all(f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", sid)
             out.append(int(rows[0][0]) if rows else 0)
         return StoredCounts(out[0], out[1], out[2])
 
@@ -358,9 +358,12 @@ class SqliteStore:
         return await self._exists(safe_id(session_id, "session id"))
 
     async def _exists(self, sid: str) -> bool:
-        return bool(await self._all("SELECT 1 FROM sessions WHERE id = ?", sid))
+        return bool(await self.fetch_all("SELECT 1 FROM sessions WHERE id = ?", sid))
 
-    def _transaction(self, *, immediate: bool = False) -> _Transaction:
+    def transaction(self, *, immediate: bool = False) -> _Transaction:
+        """``async with store.transaction() as db``: statements on the management
+        connection, committed together when the block ends (rolled back on an error);
+        ``immediate`` takes the write lock at once (a read-then-write)."""
         return _Transaction(self, "BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     async def commit(self, batch: TurnBatch) -> None:
@@ -537,7 +540,7 @@ class SqliteStore:
         if where.search is not None and where.search.split():
             await self.prepare_search()
         query, params = catalog.list_query(where)
-        return [SessionRow(*row) for row in await self._all(query, *params)]
+        return [SessionRow(*row) for row in await self.fetch_all(query, *params)]
 
     async def prepare_search(self) -> None:
         """Bring the messages' full-text index up to date for a search (storage/fts.py)."""
@@ -556,7 +559,7 @@ class SqliteStore:
         if text != "last" and await self._exists(text):
             return text
         query, params = catalog.prefix_query(text)
-        found = [sid for (sid,) in await self._all(query, *params)]
+        found = [sid for (sid,) in await self.fetch_all(query, *params)]
         if len(found) == 1:
             return str(found[0])
         if text == "last" and not found:
@@ -571,7 +574,7 @@ class SqliteStore:
     async def costs(self) -> dict[str, float | None]:
         """Each session's cost in USD: the sum over its agent messages, None when one of
         them has no known cost (sessions without agent messages are left out)."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT session_id, SUM(json_extract(body, '$.cost_usd')), "
             "SUM(json_extract(body, '$.cost_usd') IS NULL) FROM messages "
             "WHERE json_extract(body, '$.kind') = 'agent' GROUP BY session_id"
@@ -598,7 +601,7 @@ class SqliteStore:
             ) from exc
 
     async def _load(self, sid: str, session_id: str, *, with_events: bool) -> SessionDocument:
-        found = await self._all(
+        found = await self.fetch_all(
             "SELECT w.world_json, s.world_source, s.model_override, s.state_json, s.last_seq, "
             "s.created_at, s.updated_at FROM sessions AS s JOIN session_worlds AS w "
             "ON w.session_id = s.id WHERE s.id = ?",
@@ -613,25 +616,25 @@ class SqliteStore:
         world_json, source, override, state_text, last_seq, created, updated = row
         messages = [
             Message.model_validate_json(b)
-            for (b,) in await self._all(
+            for (b,) in await self.fetch_all(
                 "SELECT body FROM messages WHERE session_id = ? ORDER BY idx", sid
             )
         ]
         records = [
             record_from_row(r)
-            for r in await self._all(
+            for r in await self.fetch_all(
                 "SELECT * FROM execution_log WHERE session_id = ? ORDER BY execution_order", sid
             )
         ]
         drafts = [
             Draft.model_validate_json(b)
-            for (b,) in await self._all(
+            for (b,) in await self.fetch_all(
                 "SELECT body FROM drafts WHERE session_id = ? ORDER BY idx", sid
             )
         ]
         events: list[dict[str, Any]] = []
         if with_events:  # the streamed events (sse) are not part of a session document
-            for record, count in await self._all(
+            for record, count in await self.fetch_all(
                 "SELECT record, count FROM events_packed WHERE session_id = ? AND topic != 'sse' "
                 "ORDER BY seq",
                 sid,
@@ -642,7 +645,7 @@ class SqliteStore:
                     events.extend(json.loads(record))
         # the sequence goes on after the last event actually stored (an event published
         # while a commit was under way, then lost in a crash, leaves no gap behind)
-        ((last_seq,),) = await self._all(
+        ((last_seq,),) = await self.fetch_all(
             "SELECT COALESCE(MAX(seq + count - 1), 0) FROM events_packed WHERE session_id = ?",
             sid,
         )
@@ -663,7 +666,7 @@ class SqliteStore:
             }
         )
 
-    async def _all(self, query: str, *params: Any) -> list[Any]:
+    async def fetch_all(self, query: str, *params: Any) -> list[Any]:
         """Every row of ``query``, read in one call on aiosqlite's thread.
 
         No statement stays open across an await: a read still stepping while the writer
@@ -679,7 +682,7 @@ class SqliteStore:
             "json_extract(state_json, '$.extra.fork.at') FROM sessions "
             "WHERE json_extract(state_json, '$.extra.fork.parent') IS NOT NULL"
         )
-        rows = await self._all(query)
+        rows = await self.fetch_all(query)
         return {str(sid): (str(parent), str(at)) for sid, parent, at in rows}
 
     async def delete(self, session_id: str) -> int | None:
@@ -692,7 +695,7 @@ class SqliteStore:
             claim.release()
 
     async def _delete(self, sid: str) -> int | None:
-        async with self._transaction() as db:
+        async with self.transaction() as db:
             rows = list(
                 await db.execute_fetchall(
                     "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = ?) "
@@ -717,7 +720,7 @@ class SqliteStore:
             claim.release()
 
     async def _forget(self, sid: str, agent: str) -> int:
-        async with self._transaction(immediate=True) as db:
+        async with self.transaction(immediate=True) as db:
             found = list(
                 await db.execute_fetchall("SELECT state_json FROM sessions WHERE id = ?", (sid,))
             )
@@ -756,7 +759,7 @@ class SqliteStore:
         sid = safe_id(session_id, "session id")
         if not await self._exists(sid):
             await self._load(sid, session_id, with_events=False)  # the error naming it
-        async with self._transaction(immediate=True) as db:
+        async with self.transaction(immediate=True) as db:
             plan, row = await fork_copy.plan(
                 db, sid, at, new_id=new_id, now=now, edit=edit, model=model
             )
@@ -779,7 +782,7 @@ class SqliteStore:
 
     async def _import(self, sid: str, doc: SessionDocument) -> None:
         self._written.add(sid)
-        async with self._transaction() as db:
+        async with self.transaction() as db:
             await db.execute(
                 "INSERT INTO sessions VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (

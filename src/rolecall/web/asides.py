@@ -137,7 +137,7 @@ async def stored_asides(store: SqliteStore, session_id: str) -> Asides:
     """The asides of a stored session: only its rows that may hold those events are
     read (a single event of one of the kinds, or a packed run of events naming one)."""
     sid = safe_id(session_id, "session id")
-    rows = await store._all(
+    rows = await store.fetch_all(
         "SELECT type, record, count FROM events_packed WHERE session_id = ? "
         "AND topic != 'sse' AND (type IN ('tool_call', 'tool_result', 'tool_approval', "
         "'knowledge') OR (count > 1 AND (instr(record, '\"tool_') > 0 "

@@ -1,0 +1,130 @@
+"""No module of src/rolecall reaches into another's private members.
+
+A private member (``x._name``) belongs to the class that defines it: the module that
+defines the class may touch it on any instance (``other._seq`` in ``__eq__``), a
+method may touch its own (``self._lock``), and nothing else may. The session, the
+store and the model call site each offer public methods for what others need
+(``Session.pause_now``, ``SqliteStore.fetch_all``, ``CallSite.system_texts``).
+
+Allowed, and only these: ``rolecall.api`` (the public facade closes the session it
+wraps, ``api/entry.py``), and third-party internals that have no public spelling
+(argparse's sub-parser action type, nats.py's subscription internals), each listed
+below with the module that uses it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import rolecall
+
+SRC = Path(rolecall.__file__).parent
+
+# the public facade's own package: api.Session is closed by api/entry.py
+ALLOWED_PACKAGES = ("api/",)
+
+# (module, expression): a third-party internal with no public name
+THIRD_PARTY = {
+    # argparse types add_subparsers()'s result only as this class (typeshed too)
+    ("*", "argparse._SubParsersAction"),
+    # the parser's actions, to suggest a flag or sub-command for a misspelt one
+    ("cli/suggest.py", "parser._actions"),
+    ("cli/suggest.py", "target._actions"),
+    # nats.py: an ordered consumer's subscription, to read its stream sequence
+    ("nats/link.py", "nc._subs"),
+    ("nats/link.py", "jsi._ordered"),
+    ("nats/link.py", "jsi._sseq"),
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own_members(tree: ast.Module) -> set[str]:
+    """The private members the classes of this module define (methods, attributes).
+
+    A ``Protocol`` defines nothing: it describes another class's members, so a private
+    one it names is still that class's.
+    """
+    own: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        if any(ast.unparse(base).endswith("Protocol") for base in cls.bases):
+            continue
+        for node in ast.walk(cls):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _is_private(node.name):
+                own.add(node.name)
+            elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+                if isinstance(node.ctx, ast.Store):
+                    own.add(node.attr)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                own.add(node.target.id)
+            elif isinstance(node, ast.Assign):
+                own.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return {name for name in own if _is_private(name)}
+
+
+def _method_receivers(tree: ast.Module) -> set[int]:
+    """ids of the ``self``/``cls`` Name nodes that are a method's own first parameter."""
+    ids: set[int] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for fn in cls.body:
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or not fn.args.args:
+                continue
+            first = fn.args.args[0].arg
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Name) and node.id == first:
+                    ids.add(id(node))
+    return ids
+
+
+def private_reaches(src: Path = SRC) -> list[str]:
+    found: list[tuple[str, int, str]] = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel.startswith(ALLOWED_PACKAGES):
+            continue
+        tree = ast.parse(path.read_text("utf-8"))
+        own = _own_members(tree)
+        receivers = _method_receivers(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
+                continue
+            if id(node.value) in receivers or node.attr in own:
+                continue
+            text = ast.unparse(node)
+            if ("*", text) in THIRD_PARTY or (rel, text) in THIRD_PARTY:
+                continue
+            found.append((rel, node.lineno, text))
+    return [f"{rel}:{line}: {text}" for rel, line, text in sorted(found)]
+
+
+def test_no_module_touches_another_modules_private_members() -> None:
+    assert private_reaches() == []
+
+
+def test_the_scan_finds_a_reach_into_a_private_member(tmp_path: Path) -> None:
+    (tmp_path / "store.py").write_text(
+        "class Store:\n"
+        "    def __init__(self):\n"
+        "        self._rows = []\n"
+        "    def __eq__(self, other):\n"
+        "        return self._rows == other._rows\n"
+    )
+    (tmp_path / "user.py").write_text(
+        "def count(store, self):\n"
+        "    return len(store._rows) + len(self._rows)\n"
+        "class Reader:\n"
+        "    def read(self):\n"
+        "        return self._cache\n"
+        "class Site(Protocol):\n"
+        "    _rows: list\n"
+        "def first(site: Site):\n"
+        "    return site._rows[0]\n"
+    )
+    assert private_reaches(tmp_path) == [
+        "user.py:2: self._rows",
+        "user.py:2: store._rows",
+        "user.py:9: site._rows",
+    ]
