@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -321,11 +321,7 @@ async def say(request: Request) -> Response:
     sid = ctx.session_id(request)
     body = await _json(request, SayBody)
     live = await _live(ctx, sid)
-    try:
-        ctx.runs.say(live, body.text)
-    except RolecallError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=409)
-    return JSONResponse({"ok": True}, status_code=202)
+    return _accepted(lambda: ctx.runs.say(live, body.text))
 
 
 async def control(request: Request) -> Response:
@@ -333,11 +329,22 @@ async def control(request: Request) -> Response:
     sid = ctx.session_id(request)
     body = await _json(request, ControlBody)
     live = await _live(ctx, sid)
+    return _accepted(lambda: ctx.runs.control(live, body.action))
+
+
+def _accepted(act: Callable[[], dict[str, Any] | None]) -> JSONResponse:
+    """202 once ``act`` is done (what it returns beside ``ok``), or 409 saying why it was
+    refused."""
     try:
-        ctx.runs.control(live, body.action)
+        more = act() or {}
     except RolecallError as exc:
         return JSONResponse({"error": str(exc)}, status_code=409)
-    return JSONResponse({"ok": True}, status_code=202)
+    return JSONResponse({"ok": True, **more}, status_code=202)
+
+
+async def _known(ctx: WebContext, sid: str) -> bool:
+    """A session stored here or followed on the cluster (else 404)."""
+    return await state_of(ctx.store, sid) is not None or await ctx.feed(sid) is not None
 
 
 async def waiting(request: Request) -> Response:
@@ -346,7 +353,7 @@ async def waiting(request: Request) -> Response:
     ctx = WebContext.of(request)
     sid = ctx.session_id(request)
     live = ctx.runs.get(sid)
-    if live is None and await state_of(ctx.store, sid) is None and await ctx.feed(sid) is None:
+    if live is None and not await _known(ctx, sid):
         raise HTTPException(404, f"no session {sid!r}")
     calls = [dataclasses.asdict(held.call) for held in live.waiting.values()] if live else []
     return JSONResponse({"waiting": calls})
@@ -363,7 +370,7 @@ async def approve(request: Request) -> Response:
         raise HTTPException(422, "arguments go with allow only (a refused call runs nothing)")
     live = ctx.runs.get(sid)
     if live is None:
-        if await state_of(ctx.store, sid) is None and await ctx.feed(sid) is None:
+        if not await _known(ctx, sid):
             raise HTTPException(404, f"no session {sid!r}")
         raise HTTPException(
             409, f"no call {body.call_id} waits for an answer: session {sid} is not running here"
@@ -375,11 +382,7 @@ async def approve(request: Request) -> Response:
         if body.decision == "allow"
         else Decision("deny", "human", f"the person refused {tool}")
     )
-    try:
-        live.answer(body.call_id, decision)
-    except RolecallError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=409)
-    return JSONResponse({"ok": True}, status_code=202)
+    return _accepted(lambda: live.answer(body.call_id, decision))
 
 
 async def flag(request: Request) -> Response:
@@ -388,8 +391,4 @@ async def flag(request: Request) -> Response:
     sid = ctx.session_id(request)
     body = await _json(request, FlagBody)
     live = await _live(ctx, sid)
-    try:
-        flags = ctx.runs.set_flag(live, body.name)
-    except RolecallError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=409)
-    return JSONResponse({"ok": True, "flags": flags}, status_code=202)
+    return _accepted(lambda: {"flags": ctx.runs.set_flag(live, body.name)})
