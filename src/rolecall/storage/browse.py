@@ -10,6 +10,7 @@ tokens, cost) are summed for the page's sessions only, so a page costs the same 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "browse",
     "choices",
     "events_after",
+    "events_of_types",
     "fork_links",
     "message_hits",
     "message_of",
@@ -268,6 +270,32 @@ async def events_after(
                 # as `--json` and a live session's events print it: non-ASCII as is
                 line = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
                 out.append((int(seq) + i, line))
+    return out
+
+
+async def events_of_types(
+    store: SqliteStore, session_id: str, types: Collection[str]
+) -> list[dict[str, Any]]:
+    """A session's stored events (not ``sse``) of the given types, in order: only the
+    rows that may hold them are read (a single event of one of the types, or a packed
+    run of events whose text names one)."""
+    sid = safe_id(session_id, "session id")
+    kinds = sorted(types)
+    marks = ", ".join("?" * len(kinds))
+    names = " OR ".join("instr(record, ?) > 0" for _ in kinds)
+    rows = await store.fetch_all(
+        "SELECT record, count FROM events_packed WHERE session_id = ? AND topic != 'sse' "
+        f"AND (type IN ({marks}) OR (count > 1 AND ({names}))) ORDER BY seq",
+        sid,
+        *kinds,
+        *(f'"{kind}"' for kind in kinds),
+    )
+    out: list[dict[str, Any]] = []
+    for record, count in rows:
+        if count == 1:
+            out.append(json.loads(record))
+        else:
+            out += [r for r in json.loads(record) if r.get("type") in types]
     return out
 
 

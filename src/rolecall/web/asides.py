@@ -16,7 +16,7 @@ from typing import Any
 
 from rolecall.export.citations import Cited, cited, sources_by_message
 from rolecall.export.common import short_arguments, tool_calls_of, visible
-from rolecall.paths import safe_id
+from rolecall.storage.browse import events_of_types
 from rolecall.storage.sqlite import SqliteStore
 
 __all__ = ["Asides", "ToolCallView", "asides_of_lines", "stored_asides"]
@@ -134,20 +134,5 @@ def asides_of_lines(lines: Iterable[tuple[int, str]]) -> Asides:
 
 
 async def stored_asides(store: SqliteStore, session_id: str) -> Asides:
-    """The asides of a stored session: only its rows that may hold those events are
-    read (a single event of one of the kinds, or a packed run of events naming one)."""
-    sid = safe_id(session_id, "session id")
-    rows = await store.fetch_all(
-        "SELECT type, record, count FROM events_packed WHERE session_id = ? "
-        "AND topic != 'sse' AND (type IN ('tool_call', 'tool_result', 'tool_approval', "
-        "'knowledge') OR (count > 1 AND (instr(record, '\"tool_') > 0 "
-        "OR instr(record, '\"knowledge\"') > 0))) ORDER BY seq",
-        sid,
-    )
-    records: list[dict[str, Any]] = []
-    for _kind, record, count in rows:
-        if count == 1:
-            records.append(json.loads(record))
-            continue
-        records += [r for r in json.loads(record) if r.get("type") in KINDS]
-    return asides_of(records)
+    """The asides of a stored session: only its events of those kinds are read."""
+    return asides_of(await events_of_types(store, session_id, KINDS))
