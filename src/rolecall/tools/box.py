@@ -252,6 +252,8 @@ class ToolBox:
         self.tape: ToolTape | None = None  # --record / --replay (tools/tape.py)
         # what a role is offered, worked out once (tools/turn.py): by role id and patterns
         self.offers: dict[tuple[str, tuple[str, ...]], Any] = {}
+        # whether each model may be offered tools, asked once a session (tools/turn.py)
+        self.capable: dict[str, bool] = {}
         self._secrets = secret_values(
             *(os.environ.get(n or "") for n in _key_names(world)),
         )

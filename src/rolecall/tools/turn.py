@@ -292,9 +292,13 @@ async def _calls_tools(
     session a warning, once per model (tools.md, A turn with tools). A model that does
     not say (scripted, offline, a remote agent's) can."""
     answer = getattr(model, "calls_tools", None)
-    if answer is None or await answer(request):
+    if answer is None:
         return True
     name = request.model or model.name
+    if name not in box.capable:  # the model's map is read once a session, not every turn
+        box.capable[name] = await answer(request)
+    if box.capable[name]:
+        return True
     box.warn_once(
         f"no-tools:{name}",
         f"{name} cannot call tools (litellm's model map says it has no function calling): "
