@@ -211,12 +211,15 @@ async def test_the_finish_reason_is_the_providers(
         session = Session(world)
         ends: list[StreamEnd] = []
         session.bus.subscribe(lambda e: ends.append(e.event), "sse", name="ends")
+        said: list[object] = []  # the session's system events: why it stopped, if it did
+        session.bus.subscribe(lambda e: said.append(e.event), "system", name="said")
         trace_session(session, tracer_provider=provider)
         try:
             await session.run()
         finally:
             await aclose_clients()
 
+    assert session.state.state == "finished", (session.state.pause_reason, said)
     assert [e.finish_reason for e in ends if isinstance(e, StreamEnd)] == ["length", "stop"]
     chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
     assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
