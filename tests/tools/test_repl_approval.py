@@ -98,9 +98,12 @@ def test_the_repl_runs_mcp_server_time_and_a_python_tool_once_the_person_says_y(
     t.wait_for(lambda s: "a call waits: time.get_current_time (y / n / e)" in toolbar(s))
     t.type("y")
     t.key("Enter")
-    screen = t.wait_for("checked the clock, and 6*7 = 42", timeout=30)
-    assert 'time.get_current_time(timezone="UTC")' in screen  # one line per call
-    assert 'compute(expression="6*7")' in screen
+    # one line per call, above the reply. Until the REPL prints them into the scrollback
+    # the live region shows only the last 3 lines still to print, so wait for all of them
+    lines = ('time.get_current_time(timezone="UTC")', 'compute(expression="6*7")')
+    reply = "checked the clock, and 6*7 = 42"
+    screen = t.wait_for(lambda s: all(x in s for x in (*lines, reply)), timeout=30)
+    assert screen.index(lines[0]) < screen.index(lines[1]) < screen.index(reply)
     assert "Traceback" not in screen
 
     ((sid, _, _),) = stored(t.home)
