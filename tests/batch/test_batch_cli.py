@@ -109,8 +109,6 @@ def batch_sessions(home: Path, name: str) -> dict[int, tuple[str, str]]:
     return {run: (sid, state) for run, sid, state in found}
 
 
-# two processes each import litellm (many seconds on a loaded machine)
-@pytest.mark.timeout(150)
 def test_a_failed_run_is_recorded_the_others_finish_and_resume_regenerates_nothing(
     cli: Cli, server: OpenAITestServer, tmp_path: Path
 ) -> None:
