@@ -58,6 +58,9 @@ def server() -> Iterator[OpenAITestServer]:
 
 
 def provider_world(folder: Path, server: OpenAITestServer) -> Path:
+    """A world of the loopback provider. Its roles use rolecall's lean HTTP client: what
+    is checked here is the batch, and each process importing litellm would add about ten
+    seconds (litellm's own path is tests/faults/test_provider_faults.py)."""
     world = folder / "panel"
     world.mkdir()
     (world / "world.yaml").write_text(
@@ -65,7 +68,7 @@ def provider_world(folder: Path, server: OpenAITestServer) -> Path:
 name: panel
 topic: topic alpha
 model: openai/test-model
-settings: {{retries: 0, timeout: 5, api_base: "{server.base_url}", api_key_env: BATCH_KEY}}
+settings: {{retries: 0, timeout: 5, client: http, api_base: "{server.base_url}", api_key_env: BATCH_KEY}}
 roles: [{{id: asker}}, {{id: answerer}}]
 flow:
   steps: [{{id: ask, speaker: asker}}, {{id: answer, speaker: answerer}}]
@@ -106,8 +109,6 @@ def batch_sessions(home: Path, name: str) -> dict[int, tuple[str, str]]:
     return {run: (sid, state) for run, sid, state in found}
 
 
-# two processes each import litellm (many seconds on a loaded machine)
-@pytest.mark.timeout(150)
 def test_a_failed_run_is_recorded_the_others_finish_and_resume_regenerates_nothing(
     cli: Cli, server: OpenAITestServer, tmp_path: Path
 ) -> None:

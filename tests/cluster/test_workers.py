@@ -59,6 +59,8 @@ def provider() -> Iterator[OpenAITestServer]:
 
 
 def provider_world(folder: Path, server: OpenAITestServer) -> Path:
+    """Roles on the loopback provider through rolecall's lean HTTP client: each worker
+    importing litellm would add about ten seconds before it takes a job."""
     world = folder / "panel"
     world.mkdir()
     steps = ", ".join(
@@ -70,7 +72,7 @@ def provider_world(folder: Path, server: OpenAITestServer) -> Path:
 name: panel
 topic: topic alpha
 model: openai/test-model
-settings: {{retries: 0, timeout: 10, api_base: "{server.base_url}", api_key_env: WORKER_KEY}}
+settings: {{retries: 0, timeout: 10, client: http, api_base: "{server.base_url}", api_key_env: WORKER_KEY}}
 roles: [{{id: a}}, {{id: b}}]
 flow:
   steps: [{steps}]
@@ -108,7 +110,7 @@ def messages_of(home: Path) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-# two worker processes each import litellm (seconds on a loaded machine) and wait an ack wait
+# two worker processes start and wait an ack wait
 @pytest.mark.timeout(150)
 def test_a_worker_killed_mid_turn_is_replaced_and_no_committed_turn_is_asked_twice(
     cli: Cli, nats: NatsServer, provider: OpenAITestServer, tmp_path: Path

@@ -577,6 +577,7 @@ def test_importing_the_adapter_does_not_import_litellm() -> None:
 _PRELOAD = """
     import os, socket
     seen = []
+    loopback_connect = socket.socket.connect
     def connect(self, address):
         seen.append(address)
         raise ConnectionRefusedError("test guard: no connections while loading")
@@ -587,12 +588,60 @@ _PRELOAD = """
 """
 
 
-def test_cost_map_stays_local_and_a_users_value_wins() -> None:
-    # Both interpreters import litellm (seconds each), so they run side by side.
-    default = _python(_PRELOAD, _clean_env())
+# Goes on from _PRELOAD, litellm loaded and nobody listening: litellm's per-stream logging
+# is off then, and a callback registered after the first reply turns it back on.
+_LATE_CALLBACK = """
+    socket.socket.connect = loopback_connect  # the loopback server from here on
+    import anyio, litellm
+    from litellm.integrations.custom_logger import CustomLogger
+    from rolecall.llm.litellm_model import LiteLLMModel
+    from rolecall.llm.types import ChatMessage, GenerationRequest, Persona, TurnInfo
+
+    calls = []
+
+    class Mine(CustomLogger):
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            calls.append(kwargs.get("model"))
+
+    request = GenerationRequest(
+        model=MODEL,
+        messages=(ChatMessage("user", "hello"),),
+        persona=Persona("a", "A"),
+        info=TurnInfo(turn=1, n=1, speaker="a", target=None, target_text=None, topic="t"),
+        api_base=API_BASE,
+        api_key_env=KEY_ENV,
+    )
+
+    async def main():
+        model = LiteLLMModel(MODEL)
+        async for _ in model.stream(request):
+            pass
+        litellm.callbacks = [Mine()]
+        async for _ in model.stream(request):
+            pass
+        with anyio.move_on_after(10):
+            while not calls:
+                await anyio.sleep(0.02)
+        print(calls)
+
+    anyio.run(main)
+"""
+
+
+def test_cost_map_stays_local_a_users_value_wins_and_a_late_callback_is_called(
+    server: OpenAITestServer,
+) -> None:
+    # Both interpreters import litellm (seconds each), so they run side by side; the first
+    # then checks a callback registered after its first reply (one import fewer).
+    server.reset()
+    names = f"MODEL, API_BASE, KEY_ENV = {MODEL!r}, {server.base_url!r}, {KEY_ENV!r}\n"
+    late = textwrap.dedent(_PRELOAD) + names + textwrap.dedent(_LATE_CALLBACK)
+    default = _python(late, _clean_env(**{KEY_ENV: KEY}))
     user_set = _python(_PRELOAD, _clean_env(**{COST_MAP_ENV: "true"}))
 
-    assert _finish(default) == "'True' True []"
+    cost_map, *_, called = _finish(default).splitlines()
+    assert cost_map == "'True' True []"
+    assert called == "['test-model']"
     assert _finish(user_set) == "'true' True []"
 
 
@@ -700,50 +749,6 @@ def test_a_users_litellm_callbacks_are_kept_and_called(server: OpenAITestServer)
     """
     out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
     assert out.splitlines()[-1] == "1 ['test-model']"
-
-
-def test_a_callback_registered_after_the_first_reply_is_still_called(
-    server: OpenAITestServer,
-) -> None:
-    # litellm's per-stream logging is off while nobody listens; a callback turns it back on
-    server.reset()
-    code = f"""
-        import anyio, litellm
-        from litellm.integrations.custom_logger import CustomLogger
-        from rolecall.llm.litellm_model import LiteLLMModel
-        from rolecall.llm.types import ChatMessage, GenerationRequest, Persona, TurnInfo
-
-        calls = []
-
-        class Mine(CustomLogger):
-            async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
-                calls.append(kwargs.get("model"))
-
-        request = GenerationRequest(
-            model={MODEL!r},
-            messages=(ChatMessage("user", "hello"),),
-            persona=Persona("a", "A"),
-            info=TurnInfo(turn=1, n=1, speaker="a", target=None, target_text=None, topic="t"),
-            api_base={server.base_url!r},
-            api_key_env={KEY_ENV!r},
-        )
-
-        async def main():
-            model = LiteLLMModel({MODEL!r})
-            async for _ in model.stream(request):
-                pass
-            litellm.callbacks = [Mine()]
-            async for _ in model.stream(request):
-                pass
-            with anyio.move_on_after(10):
-                while not calls:
-                    await anyio.sleep(0.02)
-            print(calls)
-
-        anyio.run(main)
-    """
-    out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
-    assert out.splitlines()[-1] == "['test-model']"
 
 
 def test_the_http_client_streams_before_litellm_is_imported(server: OpenAITestServer) -> None:

@@ -23,6 +23,9 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
 
 def provider_world(folder: Path, base_url: str, extra: str = "") -> Path:
+    """A world of the loopback provider through rolecall's lean HTTP client: recording
+    and replay wrap any model, and each process importing litellm would add about ten
+    seconds (litellm's own path is tests/faults/test_provider_faults.py)."""
     world = folder / "panel"
     world.mkdir(exist_ok=True)
     (world / "world.yaml").write_text(
@@ -30,7 +33,7 @@ def provider_world(folder: Path, base_url: str, extra: str = "") -> Path:
 name: panel
 topic: topic alpha
 model: openai/test-model
-settings: {{retries: 0, timeout: 5, api_base: "{base_url}", api_key_env: REPLAY_KEY{extra}}}
+settings: {{retries: 0, timeout: 5, client: http, api_base: "{base_url}", api_key_env: REPLAY_KEY{extra}}}
 roles: [{{id: asker}}, {{id: answerer, temperature: 0.2}}]
 flow:
   steps: [{{id: ask, speaker: asker}}, {{id: answer, speaker: answerer}}]

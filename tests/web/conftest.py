@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,6 +220,19 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
+FAILED_CALL = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[FAILED_CALL] = report.failed
+    return report
+
+
 @pytest.fixture
 def page(browser: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     # Playwright's wait_for_function evaluates its predicate string in the page, which the
@@ -229,5 +242,6 @@ def page(browser: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     tab = context.new_page()
     tab.set_default_timeout(15_000)
     yield tab
-    tab.screenshot(path=str(tmp_path / f"{request.node.name}.png"), full_page=True)
+    if request.node.stash.get(FAILED_CALL, True):  # what the page showed when it failed
+        tab.screenshot(path=str(tmp_path / f"{request.node.name}.png"), full_page=True)
     context.close()

@@ -39,7 +39,8 @@ def garden(tmp_path_factory: pytest.TempPathFactory) -> Site:
 
 @pytest.fixture(scope="module")
 def garden_server(garden: Site) -> Iterator[Server]:
-    running = start_server(garden, env={"ROLECALL_STREAM_DELAY": "0.08"})
+    # words paced so the run lasts a few seconds: long enough for a page to join it mid-stream
+    running = start_server(garden, env={"ROLECALL_STREAM_DELAY": "0.03"})
     yield running
     stop_server(running)
 
