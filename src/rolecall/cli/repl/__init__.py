@@ -2,7 +2,7 @@
 
 Three layers, the first two headless and testable without a terminal:
 
-- :func:`parse_command` turns a ``/command`` line into a :class:`Command` (or a one-line
+- :func:`parse_command` turns a ``/command`` line into a :class:`SlashCommand` (or a one-line
   :class:`CommandError`); :class:`CommandRunner` carries it out on a session. The piped
   mode can share both through :func:`run_command_line`.
 - :class:`ReplDisplay` is a bus subscriber that turns events into lines (headers
@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from rolecall.cli.repl.app import Repl
     from rolecall.cli.repl.commands import (
         COMMANDS,
-        Command,
         CommandError,
         CommandSpec,
         LoadRequest,
+        SlashCommand,
         help_lines,
         parse_command,
     )
@@ -45,13 +45,13 @@ if TYPE_CHECKING:
     from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
     from rolecall.cli.repl.live import mark_quit, open_live_session
     from rolecall.cli.repl.palette import Palette
-    from rolecall.cli.repl.runner import CommandRunner, Outcome, run_command_line
+    from rolecall.cli.repl.runner import CommandRunner, LoopControl, run_command_line
 
 # each public name -> the module of this package that defines it
 _WHERE = {
     "Repl": "app",
     "COMMANDS": "commands",
-    "Command": "commands",
+    "SlashCommand": "commands",
     "CommandError": "commands",
     "CommandSpec": "commands",
     "LoadRequest": "commands",
@@ -68,7 +68,7 @@ _WHERE = {
     "open_live_session": "live",
     "Palette": "palette",
     "CommandRunner": "runner",
-    "Outcome": "runner",
+    "LoopControl": "runner",
     "run_command_line": "runner",
 }
 
@@ -89,16 +89,16 @@ def __dir__() -> list[str]:
 __all__ = [
     "COMMANDS",
     "Candidate",
-    "Command",
     "CommandError",
     "CommandRunner",
     "CommandSpec",
     "LoadRequest",
-    "Outcome",
+    "LoopControl",
     "Palette",
     "Repl",
     "ReplCompleter",
     "ReplDisplay",
+    "SlashCommand",
     "cmd_repl",
     "cmd_resume_repl",
     "help_lines",

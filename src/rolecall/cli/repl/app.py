@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli.hints import resume_command
-from rolecall.cli.repl.commands import Command, CommandError, LoadRequest, parse_command
+from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
@@ -25,7 +25,7 @@ from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header
 from rolecall.cli.repl.runner import (
     CommandRunner,
     Job,
-    Outcome,
+    LoopControl,
     _count,
     _models_in_use,
     _shorten,
@@ -277,7 +277,9 @@ class Repl:
                 self.display.stream = mode
         return self.stream_mode
 
-    async def _serve(self, session: Session, after: After | None = None) -> Outcome | LoadRequest:
+    async def _serve(
+        self, session: Session, after: After | None = None
+    ) -> LoopControl | LoadRequest:
         loaded = self.session is not None
         self.session = session
         session.approver = self._approve  # tools.md: `approve: ask` calls are asked here
@@ -354,7 +356,7 @@ class Repl:
         with patch_stdout(raw=True), _logs_above_prompt(self.verbose):
             yield
 
-    async def _loop(self) -> Outcome | LoadRequest:
+    async def _loop(self) -> LoopControl | LoadRequest:
         assert self.prompt is not None
         assert self.runner is not None
         while not self._quit:
@@ -366,7 +368,7 @@ class Repl:
                 else:
                     text = await self.prompt.prompt_async(handle_sigint=False)
             except EOFError:
-                return Outcome.QUIT
+                return LoopControl.QUIT
             except KeyboardInterrupt:  # pragma: no cover - Ctrl-C is bound; belt and braces
                 continue
             self._armed = False
@@ -374,11 +376,11 @@ class Repl:
                 self._answer(text)
                 continue
             result = await self._handle(text)
-            if result is not Outcome.CONTINUE:
+            if result is not LoopControl.CONTINUE:
                 return result
-        return Outcome.QUIT
+        return LoopControl.QUIT
 
-    async def _handle(self, text: str) -> Outcome | LoadRequest:
+    async def _handle(self, text: str) -> LoopControl | LoadRequest:
         session = self.session
         runner = self.runner
         display = self.display
@@ -388,8 +390,8 @@ class Repl:
         message = text.strip()
         if not message:
             if self.step_mode and not session.finished and (runner.driven or session.state.pending):
-                return await runner.execute(Command("next"))
-            return Outcome.CONTINUE
+                return await runner.execute(SlashCommand("next"))
+            return LoopControl.CONTINUE
         if message.startswith("//"):
             message = message[1:]  # a message that starts with "/"
         elif message.startswith("/"):
@@ -402,13 +404,13 @@ class Repl:
             except Exception as exc:
                 log.warning("repl_command_failed", command=message.split()[0], exc_info=exc)
                 display.error(f"{message.split()[0]} failed: {exc}")
-            return Outcome.CONTINUE
+            return LoopControl.CONTINUE
         if session.finished:
             display.warn(
                 f"the session has finished ({session.state.stop_reason}); "
                 "the message was not sent (/load another session, or start a new chat)"
             )
-            return Outcome.CONTINUE
+            return LoopControl.CONTINUE
         st = session.state
         if st.state == "paused" and st.pause_reason == "manual" and st.pending:
             # paused with /pause: the new message supersedes the old question
@@ -418,7 +420,7 @@ class Repl:
                 f"to your earlier message ({', '.join(dropped)}): your new message is answered"
             )
         self._spawn("message", lambda: session.say(message))
-        return Outcome.CONTINUE
+        return LoopControl.CONTINUE
 
     async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""
