@@ -201,7 +201,7 @@ def test_display_streams_a_message_with_header_wrapping_live_region_and_tokens()
             message_id="m2", sender="alice", target="human", step_id="ask", loop_iteration=1
         )
     )
-    assert display.take_output() == "alice → human  step ask · loop 1\n"
+    assert display.take_output() == "alice → human [step ask · loop 1]\n"
     assert display.live_lines(clock.now) == ["⠋ alice is thinking · 0.0s"]
     clock.now += 1.25
     bus.publish(

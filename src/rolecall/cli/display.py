@@ -38,7 +38,7 @@ from rolecall.bus import (
     WarningEvent,
 )
 from rolecall.bus.soon import call_soon
-from rolecall.cli.palette import Palette, tokens, use_color
+from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
 from rolecall.export.citations import cited
 from rolecall.export.common import CONTROLS, answered, short_arguments, snippet, visible
 from rolecall.money import money
@@ -165,21 +165,14 @@ class TerminalDisplay:
         turn: int | None = None,
         reply_to: str | None = None,
     ) -> str:
-        label = self.labels.label(sender, turn)
-        head = self.paint(sender, label if label is not None else sender)
-        if target:
-            head += " → " + (self.paint(target, target) if target in self.colors else target)
-        if step:
-            where = f"step {step}" if step != "interjection" else "interjection"
-            if iteration:
-                where += f" · loop {iteration}"
-            head += " " + self.dim(f"[{where}]")
+        answering = None
         if reply_to:
             quoted = self.said.get(reply_to)
             if quoted is None and reply_to in self.earlier:
                 quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
-            head += " " + self.dim(answered(reply_to, quoted))
-        return head
+            answering = answered(reply_to, quoted)
+        label = self.labels.label(sender, turn)
+        return header(self.palette, sender, target, step, iteration, answering, label=label)
 
     def _stream(self, event: StreamStart | StreamChunk | StreamEnd) -> None:
         """Live: the header, then the text as it arrives, then the token line."""
@@ -189,7 +182,7 @@ class TerminalDisplay:
             if self.live:  # wcwidth's tables load only for a terminal (--json never wraps)
                 from rolecall.cli.wrap import StreamWrap
 
-                self._wrap = StreamWrap(_columns(self.out))
+                self._wrap = StreamWrap(terminal_width(self.out) - 1)
             self._line(
                 self.header(
                     event.sender,
@@ -336,14 +329,6 @@ def tool_line(call: str, event: ToolResultEvent) -> str:
     if event.is_error:
         line += f" · error: {snippet(event.content)}"
     return line
-
-
-def _columns(out: TextIO) -> int:
-    """The columns of the terminal ``out`` writes to (100 when it cannot be asked)."""
-    try:
-        return os.get_terminal_size(out.fileno()).columns - 1
-    except (AttributeError, OSError, ValueError):
-        return 100
 
 
 _STDOUT_ERRORS: list[OSError] = []

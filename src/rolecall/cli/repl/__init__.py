@@ -14,8 +14,8 @@ Three layers, the first two headless and testable without a terminal:
   run concurrently in an anyio task group, and the display's lines are printed above
   the prompt while the human types.
 
-Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.palette` and
-:mod:`.display` (output), :mod:`.runner` (carrying commands out), :mod:`.completion`,
+Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.display`
+(output, in the colours of :mod:`rolecall.cli.palette`), :mod:`.runner` (carrying commands out), :mod:`.completion`,
 :mod:`.live` (session wiring), :mod:`.app` (:class:`Repl`) and :mod:`.entry` (the
 ``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``__main__.main``).
 
@@ -30,6 +30,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rolecall.cli.palette import Palette
     from rolecall.cli.repl.app import Repl
     from rolecall.cli.repl.commands import (
         COMMANDS,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from rolecall.cli.repl.display import ReplDisplay
     from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
     from rolecall.cli.repl.live import mark_quit, open_live_session
-    from rolecall.cli.repl.palette import Palette
     from rolecall.cli.repl.runner import CommandRunner, LoopControl, run_command_line
 
 # each public name -> the module of this package that defines it
@@ -66,7 +66,7 @@ _WHERE = {
     "run_repl": "entry",
     "mark_quit": "live",
     "open_live_session": "live",
-    "Palette": "palette",
+    "Palette": "display",
     "CommandRunner": "runner",
     "LoopControl": "runner",
     "run_command_line": "runner",

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli.hints import resume_command
+from rolecall.cli.palette import Palette, header, terminal_width
 from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
-from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header
 from rolecall.cli.repl.runner import (
     CommandRunner,
     Job,
@@ -32,6 +32,7 @@ from rolecall.cli.repl.runner import (
     drop_queue,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
+from rolecall.cli.wrap import wrap_line
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 from rolecall.money import money
@@ -126,7 +127,7 @@ class Repl:
         self.quiet = bool(getattr(args, "quiet", False))
         self.stream_mode: StreamMode = getattr(args, "stream", None) or "preview"
         self.cwd = cwd
-        self._width = width or _terminal_width
+        self._width = width or terminal_width
         self._sink = sink
         self._input = input
         self._output = output
@@ -260,7 +261,7 @@ class Repl:
             last = st.transcript.latest()
             if last is not None:
                 d.emit(header(p, last.sender, last.target, last.step_id, last.loop_iteration))
-                for line in _wrap(_shorten(last.content, 400), self._width() - 3):
+                for line in wrap_line(_shorten(last.content, 400), self._width() - 3):
                     d.emit(p.bar(last.sender) + line)
             driven = session.engine is not None or session.director is not None
             paused = driven and st.state == "paused" and not session.finished

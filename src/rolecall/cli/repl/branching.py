@@ -19,7 +19,7 @@ from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
-    from rolecall.cli.repl.palette import Palette
+    from rolecall.cli.palette import Palette
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.session.state import Message

@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
-from rolecall.cli.repl.toolbar import width_of
+from rolecall.cli.palette import Palette, header, terminal_width, tokens
+from rolecall.cli.wrap import width_of, wrap_line
 from rolecall.export.common import answered, short_arguments, snippet
 
 if TYPE_CHECKING:
     from rolecall.bus import Envelope
+
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 StreamMode = Literal["preview", "full"]
 STREAM_MODES: tuple[StreamMode, ...] = ("preview", "full")
@@ -50,7 +52,7 @@ class ReplDisplay:
         self,
         palette: Palette,
         *,
-        width: Callable[[], int] = _terminal_width,
+        width: Callable[[], int] = terminal_width,
         quiet: bool = False,
         verbose: int = 0,
         clock: Callable[[], float] = time.monotonic,
@@ -151,7 +153,7 @@ class ReplDisplay:
 
     # -- streaming --------------------------------------------------------------------
     def _body(self, sender: str, line: str) -> None:
-        for piece in _wrap(line, self.width() - 3):
+        for piece in wrap_line(line, self.width() - 3):
             self._put(self.palette.bar(sender) + piece)
 
     def _feed(self, live: _Live, delta: str) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
+from rolecall.cli.palette import Palette, header, terminal_width, tokens
 from rolecall.cli.repl.commands import (
     CommandError,
     LoadRequest,
@@ -21,7 +22,6 @@ from rolecall.cli.repl.commands import (
     parse_command,
 )
 from rolecall.cli.repl.display import STREAM_MODES, StreamMode
-from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
 from rolecall.paths import write_atomically
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ class CommandRunner:
                 done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
             lines.append(f"{where} · {done} · state {s.state.state}")
         if self.interactive:  # on a terminal: broken between words, not by the terminal
-            width = _terminal_width() - 1
+            width = terminal_width() - 1
             lines = [part for line in lines for part in _fold(line, width)]
         self.echo("\n".join(lines))
 
@@ -268,7 +268,9 @@ class CommandRunner:
         search = cmd.options.get("search")
         p = self.palette
         shown = 0
-        width = _terminal_width() - 3
+        from rolecall.cli.wrap import wrap_line  # wcwidth: only for what is shown
+
+        width = terminal_width() - 3
         lines: list[str] = []
         for m in s.state.transcript.messages:
             if role is not None and m.sender.lower() != role.lower():
@@ -281,7 +283,7 @@ class CommandRunner:
                 head += "  " + p.dim(tokens(m.input_tokens, m.output_tokens))
             lines.append(head)
             for text_line in m.content.split("\n"):
-                lines += [p.bar(m.sender) + piece for piece in _wrap(text_line, width)]
+                lines += [p.bar(m.sender) + piece for piece in wrap_line(text_line, width)]
         drafts = [d for d in s.state.drafts if role is None or d.sender.lower() == role.lower()]
         what = []
         if role:
@@ -311,7 +313,7 @@ class CommandRunner:
         for i, entry in enumerate(entries):
             who = entry.get("name") or entry.get("role", "?")
             role = entry.get("role", "?")
-            text = _shorten(str(entry.get("content", "")), max(_terminal_width() - 30, 40))
+            text = _shorten(str(entry.get("content", "")), max(terminal_width() - 30, 40))
             lines.append(f"  {p.dim(str(entry.get('message_id', '')))} {role}({who}): {text}")
             if i == len(entries) - window - 1:
                 lines.append(p.dim(f"  ── the last {window} entries are in the next prompt ──"))
@@ -595,14 +597,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _fold(line: str, width: int, indent: str = "      ") -> list[str]:
     """``line`` in lines at most ``width`` columns wide, broken between words (the
     terminal would cut a word in two), colours not counted; the rest indented."""
-    from rolecall.cli.wrap import columns
+    from rolecall.cli.wrap import width_of
 
-    if columns(_ANSI.sub("", line)) <= width:
+    if width_of(_ANSI.sub("", line)) <= width:
         return [line]
     out: list[str] = []
     current, used = "", 0
     for i, word in enumerate(line.split(" ")):
-        w = columns(_ANSI.sub("", word))
+        w = width_of(_ANSI.sub("", word))
         gap = 0 if i == 0 else 1
         if used and word and used + gap + w > width:
             out.append(current)
