@@ -15,9 +15,10 @@ Three layers, the first two headless and testable without a terminal:
   the prompt while the human types.
 
 Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.display`
-(output, in the colours of :mod:`rolecall.cli.palette`), :mod:`.runner` (carrying commands out), :mod:`.completion`,
-:mod:`.live` (session wiring), :mod:`.app` (:class:`Repl`) and :mod:`.entry` (the
-``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``__main__.main``).
+(output, in the colours of :mod:`rolecall.cli.palette`), :mod:`.runner` (carrying
+commands out), :mod:`.completion`, :mod:`.live` (session wiring), :mod:`.app`
+(:class:`Repl`) and :mod:`.entry` (the ``chat``/``resume`` entry points;
+``python -m rolecall.cli.repl`` runs ``__main__.main``).
 
 The names below are imported on first use: the piped mode's ``/commands``
 (:mod:`.runner`) must not pay for prompt-toolkit, which only :mod:`.app` and
