@@ -11,9 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rolecall.badges import NONE, Labels
 from rolecall.bus import (
@@ -21,8 +19,6 @@ from rolecall.bus import (
     ConditionEvent,
     Envelope,
     ErrorEvent,
-    Event,
-    KnowledgeEvent,
     MessageEvent,
     PassEvent,
     RespondEvent,
@@ -32,18 +28,14 @@ from rolecall.bus import (
     StreamEnd,
     StreamError,
     StreamStart,
-    ToolCallEvent,
     ToolResultEvent,
-    TurnLimitEvent,
     WarningEvent,
 )
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
-from rolecall.export.citations import cited
-from rolecall.export.common import CONTROLS, answered, short_arguments, snippet, visible
+from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.export.common import answered, snippet
 from rolecall.money import money
-
-_E = TypeVar("_E", bound=BaseModel)
 
 if TYPE_CHECKING:
     from rolecall.cli.wrap import StreamWrap
@@ -101,8 +93,8 @@ class JsonSink:
         bus.subscribe(self, name="json")
 
 
-class TerminalDisplay:
-    """Human-readable live transcript."""
+class TerminalDisplay(Renderer):
+    """Human-readable live transcript (the events as :class:`Renderer` dispatches them)."""
 
     def __init__(
         self,
@@ -123,6 +115,7 @@ class TerminalDisplay:
         ``#turn BADGE · Name`` headers (a debate); ``turns``: agent messages so far;
         ``earlier``: the messages said before (a resumed session's), by id, for the
         quotes of the replies that answer them."""
+        super().__init__()
         self.earlier = earlier or {}
         self.labels = labels
         self.turns = turns
@@ -142,10 +135,6 @@ class TerminalDisplay:
         self._open_line = False
         self.closed = False
         self._wrap: StreamWrap | None = None  # live on a terminal: word-wrapped
-        self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
-        self._calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
-        # message id -> the passages its turn was given (system/knowledge), by id (k1..)
-        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
@@ -240,9 +229,8 @@ class TerminalDisplay:
         self._line()
 
     def _citations(self, message_id: str, content: str) -> None:
-        """Under a message that cites ``[kN]``: each cited passage's source."""
-        for citation in cited(content, self.sources.pop(message_id, None)):
-            self._line(self.dim(f"  {citation.label}"))
+        for line in self.citations(message_id, content):
+            self._line(self.dim(line))
 
     def _line(self, text: str = "", *, err: bool = False) -> None:
         if self._open_line:
@@ -256,79 +244,69 @@ class TerminalDisplay:
         if self.closed:
             return
         try:
-            self._show(envelope, shown(envelope.event))
+            self.render(envelope)
         except BrokenPipeError:
             self.closed = True
             silence_stdout()
 
-    def _show(self, envelope: Envelope, event: Event) -> None:
-        if isinstance(event, MessageEvent):  # what a later reply's header may quote
-            self.said[event.message_id] = snippet(event.content)
-        if isinstance(event, StreamStart | StreamChunk | StreamEnd):
-            if self.live:
-                self._stream(event)
-        elif isinstance(event, StreamError):
-            self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
-        elif isinstance(event, MessageEvent) and event.sender in ("human", "system"):
+    # -- the events shown (Renderer's dispatch) -------------------------------------
+    def on_sse_start(self, envelope: Envelope, event: StreamStart) -> None:
+        if self.live:
+            self._stream(event)
+
+    def on_sse_chunk(self, envelope: Envelope, event: StreamChunk) -> None:
+        if self.live:
+            self._stream(event)
+
+    def on_sse_end(self, envelope: Envelope, event: StreamEnd) -> None:
+        if self.live:
+            self._stream(event)
+
+    def on_sse_error(self, envelope: Envelope, event: StreamError) -> None:
+        self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
+
+    def on_messages_message(self, envelope: Envelope, event: MessageEvent) -> None:
+        if event.sender in ("human", "system"):
             self._line(f"{self.paint(event.sender, event.sender)}: {event.content}")
             self._line()
-        elif isinstance(event, MessageEvent):
+        else:
             self._agent_message(event)
-        elif isinstance(event, ToolCallEvent):
-            self._calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
-        elif isinstance(event, ToolResultEvent):
-            self._line(self.dim(tool_line(self._calls.pop(event.call_id, event.tool), event)))
-        elif isinstance(event, KnowledgeEvent):
-            if event.message_id is not None:
-                self.sources[event.message_id] = {p["id"]: p for p in event.passages}
-        elif isinstance(event, PassEvent):
-            self._line(self.dim(f"({event.agent} passes the floor to the human)"))
-        elif isinstance(event, RespondEvent):
-            self._line(self.dim(respond_note(event)))
-        elif isinstance(event, TurnLimitEvent):
-            pass  # the system message says it
-        elif isinstance(event, WarningEvent):
-            self._line(f"warning: {event.message}", err=True)
-        elif isinstance(event, ErrorEvent) and event.source == "store":
+
+    def on_messages_tool_result(self, envelope: Envelope, event: ToolResultEvent) -> None:
+        self._line(self.dim(self.tool_result(event)))
+
+    def on_system_pass(self, envelope: Envelope, event: PassEvent) -> None:
+        self._line(self.dim(f"({event.agent} passes the floor to the human)"))
+
+    def on_system_respond(self, envelope: Envelope, event: RespondEvent) -> None:
+        self._line(self.dim(respond_note(event)))
+
+    def on_system_warning(self, envelope: Envelope, event: WarningEvent) -> None:
+        self._line(f"warning: {event.message}", err=True)
+
+    def on_system_error(self, envelope: Envelope, event: ErrorEvent) -> None:
+        if event.source == "store":
             # a write failed: the command's own message says what and how to go on, and
             # nothing after it (the pause it brings) is shown
             self.closed = True
-        elif isinstance(event, ErrorEvent):
-            if not event.source.startswith("model:"):  # the stream error said it already
-                self._line(f"error: {event.error}", err=True)
-        elif isinstance(event, ConditionEvent) and self.show_conditions:
-            mark = "✓" if event.result else "·"
-            self._line(self.dim(f"  {mark} {event.context} {event.condition}: {event.detail}"))
-        elif isinstance(event, SessionEvent) and event.state == "paused":
+        elif not event.source.startswith("model:"):  # the stream error said it already
+            self._line(f"error: {event.error}", err=True)
+
+    def on_system_condition(self, envelope: Envelope, event: ConditionEvent) -> None:
+        if self.show_conditions:
+            self._line(self.dim(condition_line(event)))
+
+    def on_world_session(self, envelope: Envelope, event: SessionEvent) -> None:
+        if event.state == "paused":
             self._line(
                 f"session {envelope.session_id} paused ({event.reason or 'paused'})", err=True
             )
-        elif isinstance(event, StopEvent):
-            detail = f" ({event.detail})" if event.detail else ""
-            self._line(f"stopped: {event.reason}{detail}")
-            cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
-            self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
 
-
-def shown(event: _E) -> _E:
-    """``event`` with the control characters of its texts shown as symbols (``␛`` for
-    ESC, see :func:`~rolecall.export.common.visible`): a model's reply printed on a
-    terminal cannot move its cursor, retitle or clear it. ``event`` itself when it has
-    none (the usual case: one regex search per text field)."""
-    changed = {
-        name: visible(value)
-        for name, value in event.__dict__.items()
-        if isinstance(value, str) and CONTROLS.search(value)
-    }
-    return event.model_copy(update=changed) if changed else event
-
-
-def tool_line(call: str, event: ToolResultEvent) -> str:
-    """One line per tool call: the tool, short arguments, the duration (and the error)."""
-    line = f"  ⚙ {call} · {event.duration_ms} ms"
-    if event.is_error:
-        line += f" · error: {snippet(event.content)}"
-    return line
+    def on_world_stop(self, envelope: Envelope, event: StopEvent) -> None:
+        detail = f" ({event.detail})" if event.detail else ""
+        self._line(f"stopped: {event.reason}{detail}")
+        cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
+        self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
 
 
 _STDOUT_ERRORS: list[OSError] = []
@@ -389,9 +367,3 @@ def display_sink(
 def attach_display(bus: Bus, **options: Any) -> None:
     """Attach :func:`display_sink` (same keywords) to ``bus``."""
     display_sink(**options).attach(bus)
-
-
-def respond_note(event: RespondEvent) -> str:
-    """An agent's decision on a message that addressed nobody, as one line."""
-    verb = "will answer" if event.respond else "stays quiet"
-    return f"({event.agent} {verb} {event.message_id}: {event.reason})"
