@@ -14,23 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rolecall.badges import NONE, Labels
-from rolecall.bus import (
-    Bus,
-    ConditionEvent,
-    Envelope,
-    ErrorEvent,
-    MessageEvent,
-    PassEvent,
-    RespondEvent,
-    SessionEvent,
-    StopEvent,
-    StreamChunk,
-    StreamEnd,
-    StreamError,
-    StreamStart,
-    ToolResultEvent,
-    WarningEvent,
-)
+from rolecall.bus import Bus, Envelope
+from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
 from rolecall.cli.render import Renderer, condition_line, respond_note
@@ -163,9 +148,9 @@ class TerminalDisplay(Renderer):
         label = self.labels.label(sender, turn)
         return header(self.palette, sender, target, step, iteration, answering, label=label)
 
-    def _stream(self, event: StreamStart | StreamChunk | StreamEnd) -> None:
+    def _stream(self, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd) -> None:
         """Live: the header, then the text as it arrives, then the token line."""
-        if isinstance(event, StreamStart):
+        if isinstance(event, ev.StreamStart):
             self._streamed = []
             self._wrap = None
             if self.live:  # wcwidth's tables load only for a terminal (--json never wraps)
@@ -182,7 +167,7 @@ class TerminalDisplay(Renderer):
                     event.reply_to,
                 )
             )
-        elif isinstance(event, StreamChunk):
+        elif isinstance(event, ev.StreamChunk):
             self._streamed.append(event.delta)
             text = event.delta if self._wrap is None else self._wrap.feed(event.delta)
             self.out.write(text)
@@ -200,7 +185,7 @@ class TerminalDisplay(Renderer):
                 self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
                 self._line()
 
-    def _agent_message(self, event: MessageEvent) -> None:
+    def _agent_message(self, event: ev.MessageEvent) -> None:
         """An agent's message as published (pass tags removed, auto-mention added)."""
         if self.cost is not None:
             self.cost = None if event.cost_usd is None else self.cost + event.cost_usd
@@ -250,41 +235,37 @@ class TerminalDisplay(Renderer):
             silence_stdout()
 
     # -- the events shown (Renderer's dispatch) -------------------------------------
-    def on_sse_start(self, envelope: Envelope, event: StreamStart) -> None:
-        if self.live:
+    def on_sse_start(
+        self, envelope: Envelope, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd
+    ) -> None:
+        if self.live:  # otherwise each message is shown once, as published
             self._stream(event)
 
-    def on_sse_chunk(self, envelope: Envelope, event: StreamChunk) -> None:
-        if self.live:
-            self._stream(event)
+    on_sse_chunk = on_sse_end = on_sse_start
 
-    def on_sse_end(self, envelope: Envelope, event: StreamEnd) -> None:
-        if self.live:
-            self._stream(event)
-
-    def on_sse_error(self, envelope: Envelope, event: StreamError) -> None:
+    def on_sse_error(self, envelope: Envelope, event: ev.StreamError) -> None:
         self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
 
-    def on_messages_message(self, envelope: Envelope, event: MessageEvent) -> None:
+    def on_messages_message(self, envelope: Envelope, event: ev.MessageEvent) -> None:
         if event.sender in ("human", "system"):
             self._line(f"{self.paint(event.sender, event.sender)}: {event.content}")
             self._line()
         else:
             self._agent_message(event)
 
-    def on_messages_tool_result(self, envelope: Envelope, event: ToolResultEvent) -> None:
+    def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
         self._line(self.dim(self.tool_result(event)))
 
-    def on_system_pass(self, envelope: Envelope, event: PassEvent) -> None:
+    def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
         self._line(self.dim(f"({event.agent} passes the floor to the human)"))
 
-    def on_system_respond(self, envelope: Envelope, event: RespondEvent) -> None:
+    def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self._line(self.dim(respond_note(event)))
 
-    def on_system_warning(self, envelope: Envelope, event: WarningEvent) -> None:
+    def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self._line(f"warning: {event.message}", err=True)
 
-    def on_system_error(self, envelope: Envelope, event: ErrorEvent) -> None:
+    def on_system_error(self, envelope: Envelope, event: ev.ErrorEvent) -> None:
         if event.source == "store":
             # a write failed: the command's own message says what and how to go on, and
             # nothing after it (the pause it brings) is shown
@@ -292,17 +273,17 @@ class TerminalDisplay(Renderer):
         elif not event.source.startswith("model:"):  # the stream error said it already
             self._line(f"error: {event.error}", err=True)
 
-    def on_system_condition(self, envelope: Envelope, event: ConditionEvent) -> None:
+    def on_system_condition(self, envelope: Envelope, event: ev.ConditionEvent) -> None:
         if self.show_conditions:
             self._line(self.dim(condition_line(event)))
 
-    def on_world_session(self, envelope: Envelope, event: SessionEvent) -> None:
+    def on_world_session(self, envelope: Envelope, event: ev.SessionEvent) -> None:
         if event.state == "paused":
             self._line(
                 f"session {envelope.session_id} paused ({event.reason or 'paused'})", err=True
             )
 
-    def on_world_stop(self, envelope: Envelope, event: StopEvent) -> None:
+    def on_world_stop(self, envelope: Envelope, event: ev.StopEvent) -> None:
         detail = f" ({event.detail})" if event.detail else ""
         self._line(f"stopped: {event.reason}{detail}")
         cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free

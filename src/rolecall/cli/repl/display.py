@@ -12,25 +12,8 @@ from rolecall.cli.render import Renderer, condition_line, respond_note
 from rolecall.cli.wrap import width_of, wrap_line
 
 if TYPE_CHECKING:  # the prompt is drawn before the event classes load
-    from rolecall.bus import (
-        ConditionEvent,
-        Envelope,
-        ErrorEvent,
-        JudgeEvent,
-        MessageEvent,
-        ModeEvent,
-        PassEvent,
-        RespondEvent,
-        SessionEvent,
-        StepEvent,
-        StopEvent,
-        StreamChunk,
-        StreamEnd,
-        StreamError,
-        StreamStart,
-        ToolResultEvent,
-        WarningEvent,
-    )
+    from rolecall.bus import Envelope
+    from rolecall.bus import events as ev
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -206,7 +189,7 @@ class ReplDisplay(Renderer):
     def __call__(self, envelope: Envelope) -> None:
         self.render(envelope)
 
-    def on_sse_chunk(self, envelope: Envelope, event: StreamChunk) -> None:
+    def on_sse_chunk(self, envelope: Envelope, event: ev.StreamChunk) -> None:
         live = self.live
         if live is None or live.message_id != event.message_id:
             return
@@ -220,7 +203,7 @@ class ReplDisplay(Renderer):
             self._feed(live, event.delta)
         self.on_change()
 
-    def on_sse_start(self, envelope: Envelope, event: StreamStart) -> None:
+    def on_sse_start(self, envelope: Envelope, event: ev.StreamStart) -> None:
         self._end_live()
         answering = self.answering(event.reply_to)
         p = self.palette
@@ -232,7 +215,7 @@ class ReplDisplay(Renderer):
         else:
             self.live.header = head
 
-    def on_sse_end(self, envelope: Envelope, event: StreamEnd) -> None:
+    def on_sse_end(self, envelope: Envelope, event: ev.StreamEnd) -> None:
         p = self.palette
         live = self._end_live()
         if live is not None:  # under a reply citing [kN]: each cited source
@@ -245,7 +228,7 @@ class ReplDisplay(Renderer):
             self.emit(p.dim(f"  {tokens(event.input_tokens, event.output_tokens)}{took}"))
         self.emit()
 
-    def on_sse_error(self, envelope: Envelope, event: StreamError) -> None:
+    def on_sse_error(self, envelope: Envelope, event: ev.StreamError) -> None:
         self._end_live()
         # named by its draft id: the message id it streamed under goes to the next message
         name = f" ({event.draft_id})" if event.draft_id else ""
@@ -257,34 +240,34 @@ class ReplDisplay(Renderer):
         else:
             self.error(f"{event.sender}'s reply{name} failed: {event.error}")
 
-    def on_messages_message(self, envelope: Envelope, event: MessageEvent) -> None:
+    def on_messages_message(self, envelope: Envelope, event: ev.MessageEvent) -> None:
         if event.sender == "system":
             self.gap()
             self.emit(self.palette.yellow(f"⚑ system: {event.content}"))
 
-    def on_messages_tool_result(self, envelope: Envelope, event: ToolResultEvent) -> None:
+    def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
         self.note(self.tool_result(event))
 
-    def on_system_pass(self, envelope: Envelope, event: PassEvent) -> None:
+    def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
         self.note(f"  ({event.agent} passes the floor to you)")
 
-    def on_system_respond(self, envelope: Envelope, event: RespondEvent) -> None:
+    def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self.note(f"  {respond_note(event)}")
 
-    def on_system_warning(self, envelope: Envelope, event: WarningEvent) -> None:
+    def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self.warn(event.message)
 
-    def on_system_error(self, envelope: Envelope, event: ErrorEvent) -> None:
+    def on_system_error(self, envelope: Envelope, event: ev.ErrorEvent) -> None:
         if not event.source.startswith("model:"):  # the stream error says it already
             self.error(event.error)
 
-    def on_world_session(self, envelope: Envelope, event: SessionEvent) -> None:
+    def on_world_session(self, envelope: Envelope, event: ev.SessionEvent) -> None:
         if event.state == "paused" and event.reason != "quit":
             self.emit(
                 self.palette.yellow(f"⏸ paused ({event.reason or 'paused'}) · /resume continues")
             )
 
-    def on_world_stop(self, envelope: Envelope, event: StopEvent) -> None:
+    def on_world_stop(self, envelope: Envelope, event: ev.StopEvent) -> None:
         p = self.palette
         self._end_live()
         detail = f" ({event.detail})" if event.detail else ""
@@ -292,19 +275,19 @@ class ReplDisplay(Renderer):
         self.gap()
         self.emit(p.bold(f"■ finished: {event.reason}{detail}") + p.dim(f" · session {total}"))
 
-    def on_system_judge(self, envelope: Envelope, event: JudgeEvent) -> None:
+    def on_system_judge(self, envelope: Envelope, event: ev.JudgeEvent) -> None:
         scores = ", ".join(f"{k} {v:g}" for k, v in event.scores.items())
         invalid = "" if event.valid else " (invalid)"
         self.note(f"  ⚖ {event.judge}: {scores or 'no scores'}{invalid}")
 
-    def on_system_mode(self, envelope: Envelope, event: ModeEvent) -> None:
+    def on_system_mode(self, envelope: Envelope, event: ev.ModeEvent) -> None:
         self.note(f"  ◆ {event.mode}: {event.name}")
 
-    def on_system_condition(self, envelope: Envelope, event: ConditionEvent) -> None:
+    def on_system_condition(self, envelope: Envelope, event: ev.ConditionEvent) -> None:
         if self.verbose:
             self.note(condition_line(event))
 
-    def on_system_step(self, envelope: Envelope, event: StepEvent) -> None:
+    def on_system_step(self, envelope: Envelope, event: ev.StepEvent) -> None:
         if self.verbose:
             self.note(f"  ↳ #{event.execution_order} {event.step_id}: {event.result}")
 
