@@ -11,7 +11,7 @@ import pytest
 
 from rolecall.cli import main as cli_main
 from rolecall.cli import registry
-from rolecall.cli.registry import COMMANDS, Command
+from rolecall.cli.registry import COMMANDS, Subcommand
 
 
 def subcommands(parser: argparse.ArgumentParser) -> list[str]:
@@ -28,7 +28,7 @@ def test_the_parser_has_every_registered_command_in_registry_order() -> None:
 def test_a_new_command_is_one_module_plus_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    line = Command(
+    line = Subcommand(
         "hello", "say hello", "tests.cli.hello_cmd:add_parser", "tests.cli.hello_cmd:cmd_hello"
     )
     monkeypatch.setattr(registry, "COMMANDS", (*COMMANDS, line))

@@ -34,15 +34,15 @@ from rolecall.bus import (
 )
 from rolecall.cli.repl import (
     COMMANDS,
-    Command,
     CommandError,
     CommandRunner,
     LoadRequest,
-    Outcome,
+    LoopControl,
     Palette,
     Repl,
     ReplCompleter,
     ReplDisplay,
+    SlashCommand,
     help_lines,
     mark_quit,
     open_live_session,
@@ -98,30 +98,30 @@ FLOW = {
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("/help", Command("help")),
-        ("  /HELP flag ", Command("help", ("flag",))),
-        ("/exit", Command("quit")),
-        ("/quit", Command("quit")),
-        ("/flag done", Command("flag", ("done",))),
-        ("/history", Command("history")),
-        ("/history --role alice", Command("history", (), {"role": "alice"})),
+        ("/help", SlashCommand("help")),
+        ("  /HELP flag ", SlashCommand("help", ("flag",))),
+        ("/exit", SlashCommand("quit")),
+        ("/quit", SlashCommand("quit")),
+        ("/flag done", SlashCommand("flag", ("done",))),
+        ("/history", SlashCommand("history")),
+        ("/history --role alice", SlashCommand("history", (), {"role": "alice"})),
         (
             "/history --search 'heat wave' --role=bob",
-            Command("history", (), {"search": "heat wave", "role": "bob"}),
+            SlashCommand("history", (), {"search": "heat wave", "role": "bob"}),
         ),
-        ("/export MD", Command("export", ("md",))),
+        ("/export MD", SlashCommand("export", ("md",))),
         (
             "/export html out.html --role alice",
-            Command("export", ("html", "out.html"), {"role": "alice"}),
+            SlashCommand("export", ("html", "out.html"), {"role": "alice"}),
         ),
-        ("/save", Command("save")),
-        ("/save 'my file.json'", Command("save", ("my file.json",))),
-        ("/model openai/gpt-4o-mini", Command("model", ("openai/gpt-4o-mini",))),
-        ("/clear @alice", Command("clear", ("@alice",))),
-        ("/commands", Command("help", ())),
+        ("/save", SlashCommand("save")),
+        ("/save 'my file.json'", SlashCommand("save", ("my file.json",))),
+        ("/model openai/gpt-4o-mini", SlashCommand("model", ("openai/gpt-4o-mini",))),
+        ("/clear @alice", SlashCommand("clear", ("@alice",))),
+        ("/commands", SlashCommand("help", ())),
     ],
 )
-def test_parse_command(line: str, expected: Command) -> None:
+def test_parse_command(line: str, expected: SlashCommand) -> None:
     assert parse_command(line) == expected
 
 
@@ -201,7 +201,7 @@ def test_display_streams_a_message_with_header_wrapping_live_region_and_tokens()
             message_id="m2", sender="alice", target="human", step_id="ask", loop_iteration=1
         )
     )
-    assert display.take_output() == "alice → human  step ask · loop 1\n"
+    assert display.take_output() == "alice → human [step ask · loop 1]\n"
     assert display.live_lines(clock.now) == ["⠋ alice is thinking · 0.0s"]
     clock.now += 1.25
     bus.publish(
@@ -337,7 +337,7 @@ class Harness:
             session, echo=self.lines.append, store=store, memory=memory, cwd=cwd, data_dir=cwd
         )
 
-    async def run(self, line: str) -> Outcome | LoadRequest:
+    async def run(self, line: str) -> LoopControl | LoadRequest:
         self.lines.clear()
         return await self.runner.run_line(line)
 
@@ -370,7 +370,7 @@ async def test_information_commands(harness_for: Callable[[dict[str, Any]], Any]
     h: Harness = await harness_for(CHAT)
     await h.session.say("hello @alice")
     await h.session.say("everyone: heat?")
-    assert await h.run("/agents") is Outcome.CONTINUE
+    assert await h.run("/agents") is LoopControl.CONTINUE
     assert "@alice" in h.text and "Alice Liddell — curious" in h.text
     assert "scripted · 2 turns · 1/5 calls since you spoke · 5 memory entries" in h.text
     assert "scripted · 1 turn · 1/5 calls since you spoke" in h.text
@@ -481,7 +481,7 @@ async def test_clear_save_export_and_load(
     assert "alice answers #1" in (tmp_path / "page.html").read_text()
 
     result = await h.run(f"/load {saved}")
-    assert "holds this very session" in h.text and result is Outcome.CONTINUE
+    assert "holds this very session" in h.text and result is LoopControl.CONTINUE
     other: Harness = await harness_for(FLOW)
     await other.run("/next")
     await other.run("/save other.json")
@@ -492,7 +492,7 @@ async def test_clear_save_export_and_load(
     await h.run("/load missing.json")
     assert "missing.json" in h.text
     (tmp_path / "latin1.json").write_bytes(b'{"format": "caf\xe9"}')
-    assert await h.run("/load latin1.json") is Outcome.CONTINUE
+    assert await h.run("/load latin1.json") is LoopControl.CONTINUE
     assert h.text.endswith(
         "latin1.json: not a session file (not UTF-8 text: byte 0xe9 at line 1, column 16)"
     )
@@ -526,7 +526,7 @@ async def test_load_of_a_file_whose_session_is_stored_as_resume_does(
         await elsewhere.import_document(read_session_file(tmp_path / "older.json"))
         runner = CommandRunner(h.session, echo=h.lines.append, store=elsewhere, cwd=tmp_path)
         h.lines.clear()
-        assert await runner.run_line("/load newer.json") is Outcome.CONTINUE
+        assert await runner.run_line("/load newer.json") is LoopControl.CONTINUE
         assert h.text == (
             f"{tmp_path / 'newer.json'} holds 2 messages of session {sid}, but 1 of them "
             "are stored in this data directory and they may differ: resume the file with "
@@ -955,7 +955,7 @@ async def test_load_waits_for_the_turn_and_export_makes_its_folders(
         busy=lambda: True,
     )
     h.lines.clear()
-    assert await busy.run_line("/load other.json") is Outcome.CONTINUE
+    assert await busy.run_line("/load other.json") is LoopControl.CONTINUE
     assert h.text == "a turn is running: /pause (or wait for it), then /load"
 
 

@@ -155,7 +155,7 @@ def test_completion_streamed_reply_above_the_prompt_and_ctrl_d(
     )
     lines = screen.splitlines()
     # the header says which message the reply answers (issue 16)
-    header = lines.index('ecologist → human  ↩ m1 "@ecologist where should a city start?"')
+    header = lines.index('ecologist → human ↩ m1 "@ecologist where should a city start?"')
     assert lines[header - 1] == "› @ecologist where should a city start?"
     assert lines[header + 1].startswith("│ ")
     assert header < last_prompt_line(screen)  # the reply is printed above the prompt
@@ -189,10 +189,10 @@ def test_next_in_step_mode_on_a_flow_world(terminal: Callable[[], Terminal]) -> 
     t.ready()
     t.type("/next")
     t.key("Enter")
-    t.wait_for("tutor  step intro")
+    t.wait_for("tutor [step intro]")
     t.wait_for(lambda s: "step ask" in toolbar(s))  # the toolbar shows the next step
     t.key("Enter")  # an empty line in step mode runs the next turn
-    t.wait_for("learner → tutor  step ask")
+    t.wait_for("learner → tutor [step ask]")
     t.type("/flow")
     t.key("Enter")
     screen = t.wait_for(lambda s: "▶ explain" in s and "intro×1 ask×1" in toolbar(s))

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.skipif(
     TMUX is None, reason="tmux is not on PATH: the REPL needs a terminal"
 )
 
-STEP = "learner → tutor  step ask"
-ANSWER = "tutor → learner  step explain"
+STEP = "learner → tutor [step ask]"
+ANSWER = "tutor → learner [step explain]"
 
 
 def sessions(home: Path) -> dict[str, dict[str, Any]]:
@@ -54,7 +54,7 @@ def test_retry_keeps_both_answers_as_branches_and_branch_switches(
     t.ready()
     command(t, "/retry", "nothing to retry: no message yet")
     command(t, "/branch", "no branches here: this session has no forks")
-    for n, expect in enumerate(("tutor  step intro", STEP, ANSWER), start=1):
+    for n, expect in enumerate(("tutor [step intro]", STEP, ANSWER), start=1):
         command(t, "/next", lambda s, e=expect, n=n: e in s and s.count("  ↑") == n)
         t.wait_for(lambda s: "│ ready │" in toolbar(s))
     screen = command(t, "/retry", lambda s: s.count(ANSWER) == 2 and s.count("  ↑") == 4)

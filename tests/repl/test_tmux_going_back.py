@@ -24,7 +24,7 @@ def test_resume_reopens_the_repl_in_step_mode_with_the_data_dir_of_the_hint(
     t.start("classroom", "--mode", "step", "--data-dir", str(data))
     t.ready()
     t.key("Enter")  # one turn
-    t.wait_for(lambda s: "teacher  step intro" in s and "  ↑" in s)
+    t.wait_for(lambda s: "teacher [step intro]" in s and "  ↑" in s)
     t.key("C-d")
     screen = t.wait_for("EXIT=0")
     hint = re.search(r"continue it with: (rolecall resume .*)", screen)
@@ -41,7 +41,7 @@ def test_resume_reopens_the_repl_in_step_mode_with_the_data_dir_of_the_hint(
     assert f"session {sid}: " in screen
     again.wait_for(lambda s: "step " in toolbar(s))  # step mode: the next step is shown
     again.key("Enter")  # an empty line runs one turn, and only one
-    again.wait_for(lambda s: "step ask  ↩ m1 " in s and "  ↑" in s)  # ↩: what it answers
+    again.wait_for(lambda s: "[step ask] ↩ m1 " in s and "  ↑" in s)  # ↩: what it answers
     again.key("C-d")
     again.wait_for("EXIT=0")
     with sqlite3.connect(data / "rolecall.db") as db:
@@ -119,7 +119,7 @@ def test_load_of_a_file_whose_session_is_stored_goes_on_from_the_stored_copy(
     t.ready()
     t.type("/next")
     t.key("Enter")
-    t.wait_for(lambda s: "tutor  step intro" in s and "  ↑" in s)
+    t.wait_for(lambda s: "tutor [step intro]" in s and "  ↑" in s)
     t.type(f"/save {saved}")
     t.key("Enter")
     t.wait_for(f"saved 1 message to {saved}")
@@ -139,7 +139,7 @@ def test_load_of_a_file_whose_session_is_stored_goes_on_from_the_stored_copy(
     ) in screen
     again.type("/next")
     again.key("Enter")
-    again.wait_for(lambda s: "learner → tutor  step ask" in s and s.count("  ↑") == 1)
+    again.wait_for(lambda s: "learner → tutor [step ask]" in s and s.count("  ↑") == 1)
     again.wait_for(lambda s: "│ ready │" in toolbar(s))
     again.key("C-d")
     screen = again.wait_for("EXIT=0")
@@ -176,7 +176,7 @@ def test_a_stop_is_stored_at_once_whatever_the_user_does_next(
     t.ready()
     t.type("/run")
     t.key("Enter")
-    t.wait_for("teacher  step intro")
+    t.wait_for("teacher [step intro]")
     t.type("/stop")
     t.key("Enter")
     t.wait_for("stopping after the current turn")
@@ -203,7 +203,7 @@ def test_a_session_open_in_one_repl_is_refused_to_another_until_it_quits(
     first.start("classroom", "--mode", "step")
     first.ready()
     first.key("Enter")  # one turn: the session is stored, and stays open here
-    first.wait_for(lambda s: "teacher  step intro" in s and "  ↑" in s)
+    first.wait_for(lambda s: "teacher [step intro]" in s and "  ↑" in s)
     ((sid, _, _),) = stored(first.home)
 
     second = terminal()

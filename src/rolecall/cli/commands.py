@@ -30,7 +30,11 @@ from rolecall.errors import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from rolecall.runtime import Session
+    from rolecall.storage.data_store import DataStore
+    from rolecall.world.models import World
 
 
 def dispatch(args: argparse.Namespace, target: str) -> int:
@@ -141,8 +145,6 @@ def integrity(path: Path) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rolecall.cli.wiring import live_session, open_store, session_transport
-
     world, source = _load(args)
     if world.flow is None and world.mode is None:
         import shlex
@@ -153,24 +155,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"world '{world.name}' has no flow to run; "
             f"use `{command(f'chat {shlex.quote(args.world)}', args)}`"
         )
-    holder: list[Session] = []
 
-    async def main() -> None:
-        async with (
-            session_transport(args) as transport,
-            open_store(args) as store,
-            live_session(args, world, store, world_source=source, transport=transport) as session,
-        ):
-            holder.append(session)
-            await drive(session, args.mode)
+    async def run(session: Session, store: DataStore) -> None:
+        await drive(session, args.mode)
 
-    anyio.run(main)
-    return outcome(holder[0], args)
+    return _new_session(args, world, source, run)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from rolecall.cli.wiring import live_session, memory_files, open_store
-
     if getattr(args, "web", False):
         from rolecall.cli.web_cmd import cmd_chat_web
 
@@ -180,23 +172,39 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
         return cmd_repl(args)
     world, source = _load(args)
+
+    async def chat(session: Session, store: DataStore) -> None:
+        from rolecall.cli.piped import run_piped
+        from rolecall.cli.wiring import memory_files, with_interrupts
+
+        memory = memory_files(args)
+        await with_interrupts(
+            session,
+            lambda: run_piped(session, sys.stdin, store=store, memory=memory, args=args),
+        )
+
+    return _new_session(args, world, source, chat)
+
+
+def _new_session(
+    args: argparse.Namespace,
+    world: World,
+    source: str | None,
+    body: Callable[[Session, DataStore], Awaitable[None]],
+) -> int:
+    """A new session of ``world`` (run and chat), given to ``body``; the exit code."""
+    from rolecall.cli.wiring import live_session, open_store, session_transport
+
     holder: list[Session] = []
 
     async def main() -> None:
-        from rolecall.cli.piped import run_piped
-        from rolecall.cli.wiring import session_transport, with_interrupts
-
         async with (
             session_transport(args) as transport,
             open_store(args) as store,
             live_session(args, world, store, world_source=source, transport=transport) as session,
         ):
             holder.append(session)
-            memory = memory_files(args)
-            await with_interrupts(
-                session,
-                lambda: run_piped(session, sys.stdin, store=store, memory=memory, args=args),
-            )
+            await body(session, store)
 
     anyio.run(main)
     return outcome(holder[0], args)

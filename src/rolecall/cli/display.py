@@ -11,39 +11,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rolecall.badges import NONE, Labels
-from rolecall.bus import (
-    Bus,
-    ConditionEvent,
-    Envelope,
-    ErrorEvent,
-    Event,
-    KnowledgeEvent,
-    MessageEvent,
-    PassEvent,
-    RespondEvent,
-    SessionEvent,
-    StopEvent,
-    StreamChunk,
-    StreamEnd,
-    StreamError,
-    StreamStart,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnLimitEvent,
-    WarningEvent,
-)
+from rolecall.bus import Bus, Envelope
+from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
-from rolecall.cli.palette import Palette, tokens, use_color
-from rolecall.export.citations import cited
-from rolecall.export.common import CONTROLS, answered, short_arguments, snippet, visible
+from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
+from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.export.common import answered, snippet
 from rolecall.money import money
-
-_E = TypeVar("_E", bound=BaseModel)
 
 if TYPE_CHECKING:
     from rolecall.cli.wrap import StreamWrap
@@ -101,8 +78,8 @@ class JsonSink:
         bus.subscribe(self, name="json")
 
 
-class TerminalDisplay:
-    """Human-readable live transcript."""
+class TerminalDisplay(Renderer):
+    """Human-readable live transcript (the events as :class:`Renderer` dispatches them)."""
 
     def __init__(
         self,
@@ -123,6 +100,7 @@ class TerminalDisplay:
         ``#turn BADGE · Name`` headers (a debate); ``turns``: agent messages so far;
         ``earlier``: the messages said before (a resumed session's), by id, for the
         quotes of the replies that answer them."""
+        super().__init__()
         self.earlier = earlier or {}
         self.labels = labels
         self.turns = turns
@@ -142,10 +120,6 @@ class TerminalDisplay:
         self._open_line = False
         self.closed = False
         self._wrap: StreamWrap | None = None  # live on a terminal: word-wrapped
-        self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
-        self._calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
-        # message id -> the passages its turn was given (system/knowledge), by id (k1..)
-        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self, name="terminal")
@@ -165,31 +139,24 @@ class TerminalDisplay:
         turn: int | None = None,
         reply_to: str | None = None,
     ) -> str:
-        label = self.labels.label(sender, turn)
-        head = self.paint(sender, label if label is not None else sender)
-        if target:
-            head += " → " + (self.paint(target, target) if target in self.colors else target)
-        if step:
-            where = f"step {step}" if step != "interjection" else "interjection"
-            if iteration:
-                where += f" · loop {iteration}"
-            head += " " + self.dim(f"[{where}]")
+        answering = None
         if reply_to:
             quoted = self.said.get(reply_to)
             if quoted is None and reply_to in self.earlier:
                 quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
-            head += " " + self.dim(answered(reply_to, quoted))
-        return head
+            answering = answered(reply_to, quoted)
+        label = self.labels.label(sender, turn)
+        return header(self.palette, sender, target, step, iteration, answering, label=label)
 
-    def _stream(self, event: StreamStart | StreamChunk | StreamEnd) -> None:
+    def _stream(self, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd) -> None:
         """Live: the header, then the text as it arrives, then the token line."""
-        if isinstance(event, StreamStart):
+        if isinstance(event, ev.StreamStart):
             self._streamed = []
             self._wrap = None
             if self.live:  # wcwidth's tables load only for a terminal (--json never wraps)
                 from rolecall.cli.wrap import StreamWrap
 
-                self._wrap = StreamWrap(_columns(self.out))
+                self._wrap = StreamWrap(terminal_width(self.out) - 1)
             self._line(
                 self.header(
                     event.sender,
@@ -200,7 +167,7 @@ class TerminalDisplay:
                     event.reply_to,
                 )
             )
-        elif isinstance(event, StreamChunk):
+        elif isinstance(event, ev.StreamChunk):
             self._streamed.append(event.delta)
             text = event.delta if self._wrap is None else self._wrap.feed(event.delta)
             self.out.write(text)
@@ -218,7 +185,7 @@ class TerminalDisplay:
                 self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
                 self._line()
 
-    def _agent_message(self, event: MessageEvent) -> None:
+    def _agent_message(self, event: ev.MessageEvent) -> None:
         """An agent's message as published (pass tags removed, auto-mention added)."""
         if self.cost is not None:
             self.cost = None if event.cost_usd is None else self.cost + event.cost_usd
@@ -247,9 +214,8 @@ class TerminalDisplay:
         self._line()
 
     def _citations(self, message_id: str, content: str) -> None:
-        """Under a message that cites ``[kN]``: each cited passage's source."""
-        for citation in cited(content, self.sources.pop(message_id, None)):
-            self._line(self.dim(f"  {citation.label}"))
+        for line in self.citations(message_id, content):
+            self._line(self.dim(line))
 
     def _line(self, text: str = "", *, err: bool = False) -> None:
         if self._open_line:
@@ -263,87 +229,65 @@ class TerminalDisplay:
         if self.closed:
             return
         try:
-            self._show(envelope, shown(envelope.event))
+            self.render(envelope)
         except BrokenPipeError:
             self.closed = True
             silence_stdout()
 
-    def _show(self, envelope: Envelope, event: Event) -> None:
-        if isinstance(event, MessageEvent):  # what a later reply's header may quote
-            self.said[event.message_id] = snippet(event.content)
-        if isinstance(event, StreamStart | StreamChunk | StreamEnd):
-            if self.live:
-                self._stream(event)
-        elif isinstance(event, StreamError):
-            self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
-        elif isinstance(event, MessageEvent) and event.sender in ("human", "system"):
+    # -- the events shown (Renderer's dispatch) -------------------------------------
+    def on_sse_start(
+        self, envelope: Envelope, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd
+    ) -> None:
+        if self.live:  # otherwise each message is shown once, as published
+            self._stream(event)
+
+    on_sse_chunk = on_sse_end = on_sse_start
+
+    def on_sse_error(self, envelope: Envelope, event: ev.StreamError) -> None:
+        self._line(f"[generation of {event.message_id} stopped: {event.error}]", err=True)
+
+    def on_messages_message(self, envelope: Envelope, event: ev.MessageEvent) -> None:
+        if event.sender in ("human", "system"):
             self._line(f"{self.paint(event.sender, event.sender)}: {event.content}")
             self._line()
-        elif isinstance(event, MessageEvent):
+        else:
             self._agent_message(event)
-        elif isinstance(event, ToolCallEvent):
-            self._calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
-        elif isinstance(event, ToolResultEvent):
-            self._line(self.dim(tool_line(self._calls.pop(event.call_id, event.tool), event)))
-        elif isinstance(event, KnowledgeEvent):
-            if event.message_id is not None:
-                self.sources[event.message_id] = {p["id"]: p for p in event.passages}
-        elif isinstance(event, PassEvent):
-            self._line(self.dim(f"({event.agent} passes the floor to the human)"))
-        elif isinstance(event, RespondEvent):
-            self._line(self.dim(respond_note(event)))
-        elif isinstance(event, TurnLimitEvent):
-            pass  # the system message says it
-        elif isinstance(event, WarningEvent):
-            self._line(f"warning: {event.message}", err=True)
-        elif isinstance(event, ErrorEvent) and event.source == "store":
+
+    def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
+        self._line(self.dim(self.tool_result(event)))
+
+    def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
+        self._line(self.dim(f"({event.agent} passes the floor to the human)"))
+
+    def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
+        self._line(self.dim(respond_note(event)))
+
+    def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
+        self._line(f"warning: {event.message}", err=True)
+
+    def on_system_error(self, envelope: Envelope, event: ev.ErrorEvent) -> None:
+        if event.source == "store":
             # a write failed: the command's own message says what and how to go on, and
             # nothing after it (the pause it brings) is shown
             self.closed = True
-        elif isinstance(event, ErrorEvent):
-            if not event.source.startswith("model:"):  # the stream error said it already
-                self._line(f"error: {event.error}", err=True)
-        elif isinstance(event, ConditionEvent) and self.show_conditions:
-            mark = "✓" if event.result else "·"
-            self._line(self.dim(f"  {mark} {event.context} {event.condition}: {event.detail}"))
-        elif isinstance(event, SessionEvent) and event.state == "paused":
+        elif not event.source.startswith("model:"):  # the stream error said it already
+            self._line(f"error: {event.error}", err=True)
+
+    def on_system_condition(self, envelope: Envelope, event: ev.ConditionEvent) -> None:
+        if self.show_conditions:
+            self._line(self.dim(condition_line(event)))
+
+    def on_world_session(self, envelope: Envelope, event: ev.SessionEvent) -> None:
+        if event.state == "paused":
             self._line(
                 f"session {envelope.session_id} paused ({event.reason or 'paused'})", err=True
             )
-        elif isinstance(event, StopEvent):
-            detail = f" ({event.detail})" if event.detail else ""
-            self._line(f"stopped: {event.reason}{detail}")
-            cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
-            self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
 
-
-def shown(event: _E) -> _E:
-    """``event`` with the control characters of its texts shown as symbols (``␛`` for
-    ESC, see :func:`~rolecall.export.common.visible`): a model's reply printed on a
-    terminal cannot move its cursor, retitle or clear it. ``event`` itself when it has
-    none (the usual case: one regex search per text field)."""
-    changed = {
-        name: visible(value)
-        for name, value in event.__dict__.items()
-        if isinstance(value, str) and CONTROLS.search(value)
-    }
-    return event.model_copy(update=changed) if changed else event
-
-
-def tool_line(call: str, event: ToolResultEvent) -> str:
-    """One line per tool call: the tool, short arguments, the duration (and the error)."""
-    line = f"  ⚙ {call} · {event.duration_ms} ms"
-    if event.is_error:
-        line += f" · error: {snippet(event.content)}"
-    return line
-
-
-def _columns(out: TextIO) -> int:
-    """The columns of the terminal ``out`` writes to (100 when it cannot be asked)."""
-    try:
-        return os.get_terminal_size(out.fileno()).columns - 1
-    except (AttributeError, OSError, ValueError):
-        return 100
+    def on_world_stop(self, envelope: Envelope, event: ev.StopEvent) -> None:
+        detail = f" ({event.detail})" if event.detail else ""
+        self._line(f"stopped: {event.reason}{detail}")
+        cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
+        self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
 
 
 _STDOUT_ERRORS: list[OSError] = []
@@ -404,9 +348,3 @@ def display_sink(
 def attach_display(bus: Bus, **options: Any) -> None:
     """Attach :func:`display_sink` (same keywords) to ``bus``."""
     display_sink(**options).attach(bus)
-
-
-def respond_note(event: RespondEvent) -> str:
-    """An agent's decision on a message that addressed nobody, as one line."""
-    verb = "will answer" if event.respond else "stays quiet"
-    return f"({event.agent} {verb} {event.message_id}: {event.reason})"

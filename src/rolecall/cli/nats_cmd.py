@@ -138,9 +138,9 @@ async def _batch_total(url: str, batch: str) -> int:
 
 def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag
-    from rolecall.cli.manage.common import _add, _common
+    from rolecall.cli.manage.common import add_command, add_manage_flags
 
-    p = _add(
+    p = add_command(
         ssub,
         "import",
         help="store sessions from a NATS cluster's stream in this data directory",
@@ -157,7 +157,7 @@ def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("session", metavar="SESSION", nargs="?", help="a session id (default: all)")
     p.add_argument("--batch", metavar="NAME", help="only the sessions of the batch NAME")
     add_nats_flag(p)
-    _common(p)
+    add_manage_flags(p)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -1,9 +1,11 @@
 """One terminal palette for every display (the plain one of `run` and the REPL's): a
-colour per role, the few styles they use, plain when colour is off."""
+colour per role, the few styles they use, plain when colour is off; the one message
+header both print and the one probe of the terminal's width."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from typing import TextIO
 
@@ -62,3 +64,46 @@ def use_color(stream: TextIO) -> bool:
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def header(
+    palette: Palette,
+    sender: str,
+    target: str | None,
+    step: str | None,
+    iteration: int | None,
+    answering: str | None = None,
+    *,
+    label: str | None = None,
+) -> str:
+    """``speaker → target [step S · loop n] ↩ m7 "…"``, the header of a message in every
+    display. ``answering``: the answered message, as
+    :func:`rolecall.export.common.answered` says it; ``label``: the speaker's chat-style
+    label (a debate's ``#3 PRO · Name``) shown instead of its id."""
+    from rolecall.export.common import step_label  # loaded by then: the displays use it
+
+    head = palette.role(sender, label)
+    if target:
+        head += " → " + palette.role(target)
+    where = step_label(step, iteration)
+    if where:
+        head += " " + palette.dim(f"[{where}]")
+    if answering:
+        head += " " + palette.dim(answering)
+    return head
+
+
+def terminal_width(*streams: TextIO | None) -> int:
+    """The columns of the terminal: asked of ``streams`` in turn (by default stdin, then
+    the real stdout: ``sys.stdout`` may be the REPL prompt's proxy), else ``$COLUMNS``,
+    else 100."""
+    for stream in streams or (sys.__stdin__, sys.__stdout__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    return columns if columns > 0 else 100

@@ -25,117 +25,119 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 @dataclass(frozen=True, slots=True)
-class Command:
+class Subcommand:
+    """One `rolecall NAME` command: where its parser and its handler are (imported on use)."""
+
     name: str
     summary: str  # its line in `rolecall --help` (the help= of its parser)
     parser: str  # module:function(sub) adding the command's parser
     handler: str  # module:function(args) -> exit code
 
 
-COMMANDS: tuple[Command, ...] = (
-    Command(
+COMMANDS: tuple[Subcommand, ...] = (
+    Subcommand(
         "run",
         "run a world's flow to its stop, streaming every message",
         "rolecall.cli.run_cmd:add_run",
         "rolecall.cli.commands:cmd_run",
     ),
-    Command(
+    Subcommand(
         "chat",
         "talk to a world (REPL on a terminal, piped mode otherwise)",
         "rolecall.cli.run_cmd:add_chat",
         "rolecall.cli.commands:cmd_chat",
     ),
-    Command(
+    Subcommand(
         "resume",
         "continue a saved session (an id or a session file)",
         "rolecall.cli.run_cmd:add_resume",
         "rolecall.cli.commands:cmd_resume",
     ),
-    Command(
+    Subcommand(
         "sessions",
         "list, show, trace, export and delete stored sessions",
         "rolecall.cli.manage.sessions:add_parser",
         "rolecall.cli.manage.sessions:cmd_sessions",
     ),
-    Command(
+    Subcommand(
         "roles",
         "the role library: built-in templates and your own roles",
         "rolecall.cli.manage.roles:add_parser",
         "rolecall.cli.manage.roles:cmd_roles",
     ),
-    Command(
+    Subcommand(
         "knowledge",
         "index, search and list a world's knowledge collections",
         "rolecall.cli.knowledge_cmd:add_parser",
         "rolecall.cli.knowledge_cmd:cmd_knowledge",
     ),
-    Command(
+    Subcommand(
         "memory",
         "show or clear an agent's passive memory in a session",
         "rolecall.cli.manage.memory:add_parser",
         "rolecall.cli.manage.memory:cmd_memory",
     ),
-    Command(
+    Subcommand(
         "debate",
         "a PRO/CON debate on TOPIC, then a moderator's synthesis",
         "rolecall.cli.modes_cmd:add_debate",
         "rolecall.cli.modes_cmd:run_debate",
     ),
-    Command(
+    Subcommand(
         "consensus",
         "three or more roles seek consensus on TOPIC, then a synthesizer sums up",
         "rolecall.cli.modes_cmd:add_consensus",
         "rolecall.cli.modes_cmd:run_consensus",
     ),
-    Command(
+    Subcommand(
         "study",
         "study a document with five roles (explainer, challenger, ...)",
         "rolecall.cli.study_cmd:add_parser",
         "rolecall.cli.study_cmd:run_study",
     ),
-    Command(
+    Subcommand(
         "batch",
         "run a world many times (a --vary cross product) and gather the results",
         "rolecall.cli.batch_cmd:add_parser",
         "rolecall.cli.batch_cmd:cmd_batch",
     ),
-    Command(
+    Subcommand(
         "watch",
         "follow live events of sessions run on a NATS cluster",
         "rolecall.cli.nats_cmd:add_watch_parser",
         "rolecall.cli.nats_cmd:cmd_watch",
     ),
-    Command(
+    Subcommand(
         "worker",
         "run batch runs submitted to a NATS cluster (batch --nats)",
         "rolecall.cli.nats_cmd:add_worker_parser",
         "rolecall.cli.nats_cmd:cmd_worker",
     ),
-    Command(
+    Subcommand(
         "agent",
         "serve a role's generations to sessions on a NATS cluster (transport: nats)",
         "rolecall.cli.agent_cmd:add_parser",
         "rolecall.cli.agent_cmd:cmd_agent",
     ),
-    Command(
+    Subcommand(
         "models",
         "list the model implementations: built-in, plugins, litellm",
         "rolecall.cli.ecosystem_cmd:add_parser",
         "rolecall.cli.ecosystem_cmd:cmd_models",
     ),
-    Command(
+    Subcommand(
         "web",
         "serve the web view: stored sessions, live threads, flow pages",
         "rolecall.cli.web_cmd:add_parser",
         "rolecall.cli.web_cmd:cmd_web",
     ),
-    Command(
+    Subcommand(
         "worlds",
         "list, validate, check and create world folders",
         "rolecall.cli.worlds_cmd:add_parser",
         "rolecall.cli.worlds_cmd:cmd_worlds",
     ),
-    Command(
+    Subcommand(
         "tools",
         "the tools each role of a world may call (MCP servers, Python, built-in)",
         "rolecall.cli.tools_cmd:add_parser",
@@ -145,7 +147,7 @@ COMMANDS: tuple[Command, ...] = (
 
 
 def summary(name: str) -> str:
-    """Command ``name``'s one-line help, for its parser's ``help=``."""
+    """Subcommand ``name``'s one-line help, for its parser's ``help=``."""
     for command in COMMANDS:
         if command.name == name:
             return command.summary

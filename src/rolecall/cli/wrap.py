@@ -1,5 +1,7 @@
-"""Word-wrapping streamed text for a terminal: words are never split across lines.
+"""Text on a terminal: its width in columns and word-wrapping, for every display.
 
+:func:`width_of` is the one measure of a text's terminal columns (wcwidth: a CJK
+character or an emoji takes two); :func:`wrap_line` cuts a line to a width;
 :class:`StreamWrap` is fed the text as it streams and returns what to write, with a
 newline put before a word that would not fit; a word is held back until it ends (a
 space or a newline), so it is placed whole. Widths are terminal columns (wcwidth: a CJK
@@ -9,16 +11,34 @@ wider.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from wcwidth import wcswidth
 
 
-def columns(text: str) -> int:
+def width_of(text: str) -> int:
     """The terminal columns ``text`` takes (wcwidth; its length if it has control chars)."""
     n = wcswidth(text)
     return n if n >= 0 else len(text)
 
 
-_columns = columns
+def wrap_line(text: str, width: int) -> Iterator[str]:
+    """Split one line into pieces of at most ``width`` terminal columns, at spaces when
+    possible."""
+    width = max(width, 10)
+    while width_of(text) > width:
+        used, fit = 0, 0  # fit: how many characters take at most `width` columns
+        for ch in text:
+            used += max(width_of(ch), 0)
+            if used > width:
+                break
+            fit += 1
+        cut = text.rfind(" ", 0, fit + 1)
+        if cut <= 0:
+            cut = max(fit, 1)
+        yield text[:cut].rstrip(" ")
+        text = text[cut:].lstrip(" ")
+    yield text
 
 
 class StreamWrap:
@@ -43,7 +63,7 @@ class StreamWrap:
                 else:
                     out.append(" ")
                     self.col += 1
-            elif _columns(ch) == 2 and not self.word:  # CJK: any character may break
+            elif width_of(ch) == 2 and not self.word:  # CJK: any character may break
                 self.word = ch
                 out.append(self._word())
             else:
@@ -60,7 +80,7 @@ class StreamWrap:
         word, self.word = self.word, ""
         if not word:
             return ""
-        w = _columns(word)
+        w = width_of(word)
         if self.col and self.col + w > self.width:
             self.col = w
             return "\n" + word

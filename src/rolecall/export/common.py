@@ -15,7 +15,7 @@ from rolecall.session.state import Draft, Message
 from rolecall.storage.document import SessionDocument
 
 # A palette readable on white; role colours are picked by the role's position.
-_PALETTE = (
+PALETTE = (
     "#1f6feb",
     "#b35900",
     "#1a7f37",
@@ -25,7 +25,7 @@ _PALETTE = (
     "#9a6700",
     "#bf3989",
 )
-_GREY = "#6e7781"
+GREY = "#6e7781"
 
 
 # ------------------------------------------------------------------ control characters
@@ -128,22 +128,22 @@ def select(
     )
 
 
-def _roles(doc: SessionDocument) -> list[dict[str, Any]]:
+def roles_of(doc: SessionDocument) -> list[dict[str, Any]]:
     roles = doc.world.get("roles")
     return [r for r in roles if isinstance(r, dict)] if isinstance(roles, list) else []
 
 
-def _role_names(doc: SessionDocument) -> dict[str, str]:
+def role_names(doc: SessionDocument) -> dict[str, str]:
     out: dict[str, str] = {}
-    for role in _roles(doc):
+    for role in roles_of(doc):
         rid = str(role.get("id", ""))
         out[rid] = str(role.get("name") or rid.replace("_", " ").title())
     return out
 
 
-def _sender_order(doc: SessionDocument, senders: list[str]) -> list[str]:
+def sender_order(doc: SessionDocument, senders: list[str]) -> list[str]:
     """World roles in their order, then anyone else (human, system) as first seen."""
-    order = [str(r.get("id", "")) for r in _roles(doc)]
+    order = [str(r.get("id", "")) for r in roles_of(doc)]
     for sender in senders:
         if sender not in order:
             order.append(sender)
@@ -160,7 +160,7 @@ def token_table(doc: SessionDocument, messages: list[Message]) -> list[TokenRow]
         row[1] += m.input_tokens
         row[2] += m.output_tokens
         by_sender.setdefault(m.sender, []).append(m)
-    names = _role_names(doc)
+    names = role_names(doc)
     return [
         TokenRow(
             sender,
@@ -170,16 +170,16 @@ def token_table(doc: SessionDocument, messages: list[Message]) -> list[TokenRow]
             counts[sender][2],
             cost_of(by_sender[sender]),
         )
-        for sender in _sender_order(doc, list(counts))
+        for sender in sender_order(doc, list(counts))
         if sender in counts
     ]
 
 
-def _row_cost(row: TokenRow) -> str:
+def row_cost(row: TokenRow) -> str:
     return money(row.cost_usd) if row.cost_usd is not None or row.sender != "human" else "-"
 
 
-def _totals(rows: list[TokenRow]) -> TokenRow:
+def totals_row(rows: list[TokenRow]) -> TokenRow:
     costs = [r.cost_usd for r in rows if r.sender not in ("human", "system")]
     return TokenRow(
         "total",
@@ -221,7 +221,7 @@ def _state(doc: SessionDocument) -> str:
     return "created (nothing has run yet)"
 
 
-def _target(doc: SessionDocument, message: Message) -> str | None:
+def target_of(doc: SessionDocument, message: Message) -> str | None:
     if message.target:
         return message.target
     if message.reply_to:
@@ -231,22 +231,22 @@ def _target(doc: SessionDocument, message: Message) -> str | None:
     return None
 
 
-def _labels(doc: SessionDocument) -> Labels:
+def doc_labels(doc: SessionDocument) -> Labels:
     """Chat-style labels of the session's world (a debate's ``#3 PRO · Name``)."""
     return labels_of(doc.world_model()) if doc.world.get("mode") == "debate" else NONE
 
 
-def _sender(labels: Labels, message: Message) -> str:
+def sender_label(labels: Labels, message: Message) -> str:
     return labels.label(message.sender, message.turn) or message.sender
 
 
-def _who(doc: SessionDocument, message: Message, labels: Labels = NONE) -> str:
-    target = _target(doc, message)
-    sender = _sender(labels, message)
+def who_label(doc: SessionDocument, message: Message, labels: Labels = NONE) -> str:
+    target = target_of(doc, message)
+    sender = sender_label(labels, message)
     return f"{sender} → {target}" if target else sender
 
 
-def _where(step: str | None, iteration: int | None) -> str:
+def step_label(step: str | None, iteration: int | None) -> str:
     if not step:
         return ""
     where = "interjection" if step == "interjection" else f"step {step}"
@@ -255,12 +255,12 @@ def _where(step: str | None, iteration: int | None) -> str:
     return where
 
 
-def _when(value: datetime) -> str:
+def when_label(value: datetime) -> str:
     zone = value.strftime("%Z") if value.tzinfo else ""
     return value.strftime("%Y-%m-%d %H:%M:%S") + (f" {zone}" if zone else "")
 
 
-def _tokens(m: Message) -> str:
+def tokens_label(m: Message) -> str:
     if not (m.input_tokens or m.output_tokens):
         return ""
     return f"↑{m.input_tokens:,} ↓{m.output_tokens:,}"

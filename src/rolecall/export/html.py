@@ -8,25 +8,25 @@ from typing import Any
 
 from rolecall.export.citations import CITATION, Sources, cited, sources_by_message
 from rolecall.export.common import (
-    _GREY,
-    _PALETTE,
-    _labels,
-    _role_names,
-    _roles,
-    _row_cost,
-    _sender,
-    _sender_order,
-    _target,
-    _tokens,
-    _totals,
-    _when,
+    GREY,
+    PALETTE,
+    doc_labels,
+    role_names,
+    roles_of,
+    row_cost,
     select,
+    sender_label,
+    sender_order,
     snippet,
     status,
+    target_of,
     title,
     token_table,
+    tokens_label,
     tool_calls_of,
+    totals_row,
     visible,
+    when_label,
 )
 from rolecall.money import money
 from rolecall.storage.document import SessionDocument
@@ -79,9 +79,9 @@ def _h(text: object) -> str:
 
 
 def _colors(doc: SessionDocument, senders: list[str]) -> dict[str, str]:
-    order = _sender_order(doc, senders)
-    agents = [str(r.get("id", "")) for r in _roles(doc)]
-    return {s: _PALETTE[i % len(_PALETTE)] if s in agents else _GREY for i, s in enumerate(order)}
+    order = sender_order(doc, senders)
+    agents = [str(r.get("id", "")) for r in roles_of(doc)]
+    return {s: PALETTE[i % len(PALETTE)] if s in agents else GREY for i, s in enumerate(order)}
 
 
 def _who_span(sender: str, color: str) -> str:
@@ -167,14 +167,14 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         out.append(f"<dt>Topic</dt><dd>{_h(world['topic'])}</dd>")
     out += [
         f'<dt>Session</dt><dd class="id">{_h(doc.session_id)}</dd>',
-        f"<dt>Created</dt><dd><time>{_h(_when(doc.created_at))}</time></dd>",
-        f"<dt>Updated</dt><dd><time>{_h(_when(doc.updated_at))}</time></dd>",
+        f"<dt>Created</dt><dd><time>{_h(when_label(doc.created_at))}</time></dd>",
+        f"<dt>Updated</dt><dd><time>{_h(when_label(doc.updated_at))}</time></dd>",
         f"<dt>Messages</dt><dd>{_h(sel.describe())}</dd>",
     ]
-    names = _role_names(doc)
+    names = role_names(doc)
     if names:
         cast = ", ".join(
-            f'<span class="who" style="--c:{colors.get(rid, _GREY)}">{_h(rid)}</span> ({_h(name)})'
+            f'<span class="who" style="--c:{colors.get(rid, GREY)}">{_h(rid)}</span> ({_h(name)})'
             for rid, name in names.items()
         )
         out.append(f"<dt>Cast</dt><dd>{cast}</dd>")
@@ -192,13 +192,13 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
         ]
         for r in rows:
             out.append(
-                f'<tr><td><span class="who" style="--c:{colors.get(r.sender, _GREY)}">'
+                f'<tr><td><span class="who" style="--c:{colors.get(r.sender, GREY)}">'
                 f"{_h(r.sender)}</span></td>"
                 f'<td class="n">{r.messages}</td><td class="n">{r.input_tokens:,}</td>'
                 f'<td class="n">{r.output_tokens:,}</td><td class="n">{r.total:,}</td>'
-                f'<td class="n cost">{_h(_row_cost(r))}</td></tr>'
+                f'<td class="n cost">{_h(row_cost(r))}</td></tr>'
             )
-        t = _totals(rows)
+        t = totals_row(rows)
         out += [
             "</tbody>",
             f'<tfoot><tr class="total"><td>total</td><td class="n">{t.messages}</td>'
@@ -213,16 +213,16 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
     out.append("<h2>Transcript</h2>")
     if not sel.messages:
         out.append(f"<p>{'No messages match.' if sel.filtered else 'No messages yet.'}</p>")
-    labels = _labels(doc)
+    labels = doc_labels(doc)
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
     calls = tool_calls_of(doc.events)
     for m in sel.messages:
-        color = colors.get(m.sender, _GREY)
-        head = [f'<span class="id">{_h(m.id)}</span>', _who_span(_sender(labels, m), color)]
-        target = _target(doc, m)
+        color = colors.get(m.sender, GREY)
+        head = [f'<span class="id">{_h(m.id)}</span>', _who_span(sender_label(labels, m), color)]
+        target = target_of(doc, m)
         if target:
-            head.append(f"→ {_who_span(target, colors.get(target, _GREY))}")
+            head.append(f"→ {_who_span(target, colors.get(target, GREY))}")
         if m.step_id:
             label = "interjection" if m.step_id == "interjection" else f"step {m.step_id}"
             head.append(f'<span class="badge step">{_h(label)}</span>')
@@ -234,9 +234,9 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
             said = texts.get(m.reply_to)
             quoted = f' <span class="answered">“{_h(snippet(said))}”</span>' if said else ""
             head.append(f"<span>↩ replying to {link}{quoted}</span>")
-        if _tokens(m):
-            head.append(f'<span class="tokens">{_h(_tokens(m))}</span>')
-        head.append(f'<time datetime="{_h(m.ts.isoformat())}">{_h(_when(m.ts))}</time>')
+        if tokens_label(m):
+            head.append(f'<span class="tokens">{_h(tokens_label(m))}</span>')
+        head.append(f'<time datetime="{_h(m.ts.isoformat())}">{_h(when_label(m.ts))}</time>')
         out += [
             f'<article class="msg" id="{_h(m.id)}" style="--c:{color}">',
             f'<div class="head">{" ".join(head)}</div>',
@@ -251,12 +251,12 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
             "<p>Generations that did not complete; they are not part of the history.</p>",
         ]
         for d in sel.drafts:
-            color = colors.get(d.sender, _GREY)
+            color = colors.get(d.sender, GREY)
             head = [f'<span class="id">{_h(d.id)}</span>', _who_span(d.sender, color)]
             head.append(f'<span class="badge draft">incomplete: {_h(d.reason)}</span>')
             if d.step_id:
                 head.append(f'<span class="badge step">step {_h(d.step_id)}</span>')
-            head.append(f'<time datetime="{_h(d.ts.isoformat())}">{_h(_when(d.ts))}</time>')
+            head.append(f'<time datetime="{_h(d.ts.isoformat())}">{_h(when_label(d.ts))}</time>')
             out += [
                 f'<article class="msg draft" style="--c:{color}">',
                 f'<div class="head">{" ".join(head)}</div>',

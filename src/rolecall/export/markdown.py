@@ -8,21 +8,21 @@ from typing import Any
 
 from rolecall.export.citations import cited, sources_by_message
 from rolecall.export.common import (
-    _labels,
-    _role_names,
-    _row_cost,
-    _tokens,
-    _totals,
-    _when,
-    _where,
-    _who,
+    doc_labels,
+    role_names,
+    row_cost,
     select,
     snippet,
     status,
+    step_label,
     title,
     token_table,
+    tokens_label,
     tool_calls_of,
+    totals_row,
     visible,
+    when_label,
+    who_label,
 )
 from rolecall.money import money
 from rolecall.storage.document import SessionDocument
@@ -96,12 +96,12 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         facts.append(f"- **Topic:** {e(str(world['topic']))}")
     facts += [
         f"- **Session:** {e(doc.session_id)}",
-        f"- **Created:** {_when(doc.created_at)} · **Updated:** {_when(doc.updated_at)}",
+        f"- **Created:** {when_label(doc.created_at)} · **Updated:** {when_label(doc.updated_at)}",
         f"- **Status:** {e(status(doc))}",
         f"- **Messages:** {e(sel.describe())}",
     ]
     out += [*facts, ""]
-    names = _role_names(doc)
+    names = role_names(doc)
     if names:
         out += ["## Cast", ""]
         out += [f"- **{e(rid)}**: {e(name)}" for rid, name in names.items()]
@@ -117,9 +117,9 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         for r in rows:
             out.append(
                 f"| {e(r.sender)} | {r.messages} | {r.input_tokens:,} | {r.output_tokens:,} "
-                f"| {r.total:,} | {_row_cost(r)} |"
+                f"| {r.total:,} | {row_cost(r)} |"
             )
-        t = _totals(rows)
+        t = totals_row(rows)
         out.append(
             f"| **total** | **{t.messages}** | **{t.input_tokens:,}** | "
             f"**{t.output_tokens:,}** | **{t.total:,}** | **{money(t.cost_usd)}** |"
@@ -129,24 +129,24 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
     out += ["", "## Transcript", ""]
     if not sel.messages:
         out += ["No messages match." if sel.filtered else "No messages yet.", ""]
-    labels = _labels(doc)
+    labels = doc_labels(doc)
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
     calls = tool_calls_of(doc.events)
     for m in sel.messages:
-        out.append(f"### {e(m.id)} · {e(_who(doc, m, labels))}")
+        out.append(f"### {e(m.id)} · {e(who_label(doc, m, labels))}")
         out.append("")
         badges = []
-        where = _where(m.step_id, m.loop_iteration)
+        where = step_label(m.step_id, m.loop_iteration)
         if where:
             badges.append(f"*{e(where)}*")
         if m.reply_to:
             said = texts.get(m.reply_to)
             quoted = f' "{e(snippet(said))}"' if said is not None else ""
             badges.append(f"replying to {e(m.reply_to)}{quoted}")
-        if _tokens(m):
-            badges.append(_tokens(m))
-        badges.append(_when(m.ts))
+        if tokens_label(m):
+            badges.append(tokens_label(m))
+        badges.append(when_label(m.ts))
         out += [" · ".join(badges), ""]
         if m.tool_calls:  # tools.md: collapsed, one line per call
             out += _tool_lines(m.tool_calls, calls)
@@ -158,8 +158,8 @@ def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | 
         out += ["## Drafts (incomplete)", ""]
         out += ["Generations that did not complete; they are not part of the history.", ""]
         for d in sel.drafts:
-            where = _where(d.step_id, None)
+            where = step_label(d.step_id, None)
             extra = f" · *{e(where)}*" if where else ""
             out.append(f"### {e(d.id)} · {e(d.sender)} (incomplete)")
-            out += ["", f"{e(d.reason)}{extra} · {_when(d.ts)}", "", md_quote(d.content), ""]
+            out += ["", f"{e(d.reason)}{extra} · {when_label(d.ts)}", "", md_quote(d.content), ""]
     return visible("\n".join(out)).rstrip("\n") + "\n"

@@ -24,17 +24,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rolecall.errors import UsageError
-from rolecall.export.common import _labels as labels_of
 from rolecall.export.common import (
-    _sender,
-    _target,
-    _tokens,
-    _when,
-    _where,
     answered,
     select,
+    sender_label,
+    step_label,
+    target_of,
+    tokens_label,
     visible,
+    when_label,
 )
+from rolecall.export.common import doc_labels as labels_of
 from rolecall.export.common import status as status_of
 from rolecall.export.common import title as title_of
 from rolecall.storage.document import SessionDocument
@@ -136,7 +136,7 @@ def to_pdf(
         facts.append(f"Topic: {world['topic']}")
     facts += [
         f"Session: {doc.session_id}",
-        f"Created: {_when(doc.created_at)} · Updated: {_when(doc.updated_at)}",
+        f"Created: {when_label(doc.created_at)} · Updated: {when_label(doc.updated_at)}",
         f"Status: {status_of(doc)}",
         sel.describe(),
     ]
@@ -144,16 +144,16 @@ def to_pdf(
     labels = labels_of(doc)
     texts = {m.id: m.content for m in doc.messages}
     for m in sel.messages:
-        target = _target(doc, m)
-        who = _sender(labels, m) + (f" → {target}" if target else "")
+        target = target_of(doc, m)
+        who = sender_label(labels, m) + (f" → {target}" if target else "")
         head = [f"{m.id} · {who}"]
-        where = _where(m.step_id, m.loop_iteration)
+        where = step_label(m.step_id, m.loop_iteration)
         if where:
             head.append(where)
         if m.reply_to:
             head.append(answered(m.reply_to, texts.get(m.reply_to)))
-        if _tokens(m):
-            head.append(_tokens(m))
+        if tokens_label(m):
+            head.append(tokens_label(m))
         para("  ·  ".join(head), 9, "B", 0.5)
         para(m.content or " ", 10, gap=3)
     if sel.drafts:

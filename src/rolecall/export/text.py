@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from rolecall.export.citations import cited, sources_by_message
 from rolecall.export.common import (
-    _labels,
-    _tokens,
-    _totals,
-    _when,
-    _where,
-    _who,
     answered,
+    doc_labels,
     select,
     short_arguments,
     snippet,
     status,
+    step_label,
     title,
     token_table,
+    tokens_label,
     tool_calls_of,
     tool_line,
+    totals_row,
     visible,
+    when_label,
+    who_label,
 )
 from rolecall.money import money
 from rolecall.storage.document import SessionDocument
@@ -42,23 +42,23 @@ def to_text(
     if world.get("topic"):
         lines.append(f"topic: {world['topic']}")
     lines.append(f"status: {status(doc)}")
-    lines.append(f"{_when(doc.created_at)} → {_when(doc.updated_at)} · {sel.describe()}")
-    labels = _labels(doc)
+    lines.append(f"{when_label(doc.created_at)} → {when_label(doc.updated_at)} · {sel.describe()}")
+    labels = doc_labels(doc)
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
     calls = tool_calls_of(doc.events)
     for m in sel.messages:
         lines.append("")
-        parts = [f"[{m.id}] {_who(doc, m, labels)}"]
-        where = _where(m.step_id, m.loop_iteration)
+        parts = [f"[{m.id}] {who_label(doc, m, labels)}"]
+        where = step_label(m.step_id, m.loop_iteration)
         if where:
             parts.append(f"[{where}]")
         if m.reply_to:
             parts.append(answered(m.reply_to, texts.get(m.reply_to)))
-        if _tokens(m):
-            parts.append(_tokens(m))
+        if tokens_label(m):
+            parts.append(tokens_label(m))
         if times:
-            parts.append(_when(m.ts))
+            parts.append(when_label(m.ts))
         lines.append("  ".join(parts))
         # tools.md: the calls the speaker made for this message, one line each
         lines.extend(
@@ -71,12 +71,12 @@ def to_text(
         lines.append("")
         lines.append(f"drafts (incomplete, not part of the history): {len(sel.drafts)}")
         for d in sel.drafts:
-            where = _where(d.step_id, None)
+            where = step_label(d.step_id, None)
             lines.append(f"  [{d.id}] {d.sender} ({d.reason}{', ' + where if where else ''})")
             lines.extend(f"    {line}" for line in (visible(d.content).splitlines() or [""]))
     rows = token_table(doc, sel.messages)
     if rows:
-        total = _totals(rows)
+        total = totals_row(rows)
         lines.append("")
         lines.append(
             f"tokens: ↑{total.input_tokens:,} ↓{total.output_tokens:,} in "
@@ -106,7 +106,7 @@ def to_trace(doc: SessionDocument) -> str:
                 r.result,
                 f"{r.input_tokens:,}",
                 f"{r.output_tokens:,}",
-                _when(r.started_at),
+                when_label(r.started_at),
                 f"{took:.2f}s",
             )
         )

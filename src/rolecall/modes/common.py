@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -120,6 +120,33 @@ def no_flow(data: Mapping[str, Any], mode: str, problems: list[str]) -> None:
             f"flow: a {mode} world builds its own flow; remove flow: "
             f"(tune the {mode} with its {mode}: block)"
         )
+
+
+def preset_options(
+    raw: dict[str, Any],
+    mode: str,
+    model: type[BaseModel],
+    profiles: Collection[str],
+    default: str,
+    topic: str,
+    problems: list[str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What every preset's ``expand`` (debate, consensus) starts with: the world as a
+    copy and its ``mode:`` block validated, with a known profile (else ``default``), a
+    topic (``topic``: what it is, for the problem when it is missing) and no flow of its
+    own. Problems are added to ``problems``."""
+    data = dict(raw)
+    opts = parse_options(data.get(mode), mode, model, problems)
+    if opts["profile"] not in profiles:
+        problems.append(
+            f"{mode}.profile: unknown profile {opts['profile']!r} (profiles: {', '.join(profiles)})"
+        )
+        opts["profile"] = default
+    text = data.get("topic")
+    if not isinstance(text, str) or not text.strip():
+        problems.append(f"topic: a {mode} needs a topic, {topic}")
+    no_flow(data, mode, problems)
+    return data, opts
 
 
 def judge_role(

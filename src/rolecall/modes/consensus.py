@@ -31,8 +31,7 @@ from rolecall.mode_registry import ModeSpec
 from rolecall.modes.common import (
     judge_role,
     merge_roles,
-    no_flow,
-    parse_options,
+    preset_options,
     preset_settings,
     user_role_ids,
 )
@@ -102,21 +101,16 @@ def _display(role: Mapping[str, Any], rid: str) -> str:
 
 
 def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str, Any]:
-    data = dict(raw)
-    opts = parse_options(data.get("consensus"), "consensus", ConsensusOptions, problems)
-    if opts["profile"] not in PROFILES:
-        problems.append(
-            f"consensus.profile: unknown profile {opts['profile']!r} "
-            f"(profiles: {', '.join(PROFILES)})"
-        )
-        opts["profile"] = "balanced"
+    data, opts = preset_options(
+        raw,
+        "consensus",
+        ConsensusOptions,
+        PROFILES,
+        "balanced",
+        "the question to decide (e.g. topic: Which database should the team adopt?)",
+        problems,
+    )
     topic = data.get("topic")
-    if not isinstance(topic, str) or not topic.strip():
-        problems.append(
-            "topic: a consensus needs a topic, the question to decide "
-            "(e.g. topic: Which database should the team adopt?)"
-        )
-    no_flow(data, "consensus", problems)
     people = participants_of(opts)
     if len(set(people)) != len(people):
         dupes = sorted({p for p in people if people.count(p) > 1})

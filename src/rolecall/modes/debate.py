@@ -38,8 +38,7 @@ from rolecall.mode_registry import ModeSpec
 from rolecall.modes.common import (
     judge_role,
     merge_roles,
-    no_flow,
-    parse_options,
+    preset_options,
     preset_settings,
     with_knowledge,
 )
@@ -145,20 +144,16 @@ def _instruction(side: str, other_name: str, other: str) -> str:
 
 
 def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str, Any]:
-    data = dict(raw)
-    opts = parse_options(data.get("debate"), "debate", DebateOptions, problems)
-    if opts["profile"] not in PROFILES:
-        problems.append(
-            f"debate.profile: unknown profile {opts['profile']!r} (profiles: {', '.join(PROFILES)})"
-        )
-        opts["profile"] = "classic"
+    data, opts = preset_options(
+        raw,
+        "debate",
+        DebateOptions,
+        PROFILES,
+        "classic",
+        "the proposition to argue (e.g. topic: Cities should ban cars from their centres)",
+        problems,
+    )
     topic = data.get("topic")
-    if not isinstance(topic, str) or not topic.strip():
-        problems.append(
-            "topic: a debate needs a topic, the proposition to argue "
-            "(e.g. topic: Cities should ban cars from their centres)"
-        )
-    no_flow(data, "debate", problems)
     names: dict[str, str] = {}
     pro = _debater("pro", opts, library, names)
     con = _debater("con", opts, library, names)

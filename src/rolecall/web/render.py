@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 
 from rolecall.export.citations import CITATION
-from rolecall.export.common import _PALETTE, visible  # one palette for the exports and the web view
+from rolecall.export.common import PALETTE, visible  # one palette for the exports and the web view
 
 __all__ = ["color_of", "markdown", "short"]
 
@@ -123,7 +123,7 @@ def markdown(text: str, message_id: str = "", passages: Iterable[str] = ()) -> s
 def color_of(role_ids: list[str], sender: str) -> str:
     """The role's colour: by its position in the world, grey for the human and system."""
     if sender in role_ids:
-        return _PALETTE[role_ids.index(sender) % len(_PALETTE)]
+        return PALETTE[role_ids.index(sender) % len(PALETTE)]
     return _GREY
 
 

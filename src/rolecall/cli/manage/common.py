@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def add_manage_flags(p: argparse.ArgumentParser) -> None:
     """The common flags a management command takes: ``--data-dir -q -v --log-file``."""
     add_common_flags(
         p,
@@ -28,7 +28,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add(
+def add_command(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     *,
@@ -45,34 +45,34 @@ def _add(
     )
 
 
-def _say(args: argparse.Namespace, text: str) -> None:
+def confirm(args: argparse.Namespace, text: str) -> None:
     """A confirmation (not the command's result): silent with -q."""
     if not getattr(args, "quiet", False):
         print(text, flush=True)
 
 
-def _data(args: argparse.Namespace) -> Path:
+def data_dir_of(args: argparse.Namespace) -> Path:
     from rolecall.paths import data_dir
 
     return data_dir(getattr(args, "data_dir", None))
 
 
-def _session_id(value: str, args: argparse.Namespace | None = None) -> str:
+def resolve_session_id(value: str, args: argparse.Namespace | None = None) -> str:
     """The session id ``value`` stands for: checked safe, then (with ``args``) resolved in
     the data directory's store: ``last`` or a unique prefix names the whole id."""
     from rolecall.paths import db_path, safe_id
 
     sid = safe_id(value, "session id")
-    if args is None or not db_path(_data(args)).is_file():
+    if args is None or not db_path(data_dir_of(args)).is_file():
         return sid
 
     async def body(store: DataStore) -> str:
         return await store.resolve_id(sid)
 
-    return _with_store(args, body, missing=f"no session '{sid}'")
+    return with_store(args, body, missing=f"no session '{sid}'")
 
 
-def _with_store(
+def with_store(
     args: argparse.Namespace,
     body: Callable[[DataStore], Awaitable[T]],
     *,
@@ -90,7 +90,7 @@ def _with_store(
     from rolecall.errors import UsageError
     from rolecall.storage.data_store import has_store, open_data_store
 
-    data = _data(args)
+    data = data_dir_of(args)
     store = open_data_store(data, read_only=read_only)
     if not has_store(data):
         raise UsageError(f"{missing} in {store.location} (no sessions stored yet)")
@@ -102,7 +102,7 @@ def _with_store(
     return anyio.run(main)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> str:
+def text_table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 
     def fmt(cells: tuple[str, ...]) -> str:
@@ -114,14 +114,14 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]
     return "\n".join([fmt(header), *(fmt(r) for r in rows)])
 
 
-def _clip(text: str, width: int) -> str:
+def clip_cell(text: str, width: int) -> str:
     from rolecall.export.common import visible
 
     text = " ".join(visible(text).split())  # a table cell: an ESC shown as ␛, never obeyed
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _atomic_write(path: Path, text: str | bytes) -> None:
+def write_file(path: Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` atomically; StorageError naming the file on failure."""
     from pathlib import Path as _Path
 
@@ -136,20 +136,20 @@ def _atomic_write(path: Path, text: str | bytes) -> None:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def _role_ids_of(doc: SessionDocument) -> list[str]:
+def role_ids_of(doc: SessionDocument) -> list[str]:
     roles = doc.world.get("roles")
     if not isinstance(roles, list):
         return []
     return [str(r["id"]) for r in roles if isinstance(r, dict) and "id" in r]
 
 
-def _check_role_filter(doc: SessionDocument, role: str | None) -> None:
+def check_role_filter(doc: SessionDocument, role: str | None) -> None:
     from rolecall.errors import UsageError
     from rolecall.world.library import suggest
 
     if role is None:
         return
-    known = list(dict.fromkeys([*_role_ids_of(doc), *(m.sender for m in doc.messages)]))
+    known = list(dict.fromkeys([*role_ids_of(doc), *(m.sender for m in doc.messages)]))
     if role not in known:
         raise UsageError(
             f"session {doc.session_id} has no role '{role}'{suggest(role, known, listing=True)}"

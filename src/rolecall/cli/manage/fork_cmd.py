@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from rolecall.api.fork import fork_session
-from rolecall.cli.manage.common import _data, _say, _session_id, _with_store
+from rolecall.cli.manage.common import confirm, data_dir_of, resolve_session_id, with_store
 
 if TYPE_CHECKING:
     from rolecall.storage.catalog import SessionRow
@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 def sessions_fork(args: argparse.Namespace) -> int:
     from rolecall.memory import MemoryFiles
 
-    parent = _session_id(args.session)
-    memory = MemoryFiles.in_data_dir(_data(args))
+    parent = resolve_session_id(args.session)
+    memory = MemoryFiles.in_data_dir(data_dir_of(args))
 
     async def body(store: DataStore) -> ForkPlan:
         return await fork_session(store, memory, parent, args.at, edit=args.edit, model=args.model)
 
     try:
-        new = _with_store(args, body, missing=f"no session '{parent}'", read_only=False)
+        new = with_store(args, body, missing=f"no session '{parent}'", read_only=False)
     finally:
         memory.close()
     if args.json:
@@ -35,7 +35,7 @@ def sessions_fork(args: argparse.Namespace) -> int:
         from rolecall.cli.hints import resume_command
 
         resume = resume_command(new.new_id, args)
-        _say(args, f"forked {parent} at {args.at}: `{resume}` continues it")
+        confirm(args, f"forked {parent} at {args.at}: `{resume}` continues it")
     return 0
 
 

@@ -6,13 +6,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import (
-    _add,
-    _common,
-    _data,
-    _role_ids_of,
-    _say,
-    _session_id,
-    _with_store,
+    add_command,
+    add_manage_flags,
+    confirm,
+    data_dir_of,
+    resolve_session_id,
+    role_ids_of,
+    with_store,
 )
 from rolecall.cli.registry import summary
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rolecall memory`` and its actions to the top-level subparsers ``sub``."""
-    memory = _add(
+    memory = add_command(
         sub,
         "memory",
         help=summary("memory"),
@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ("show", "an agent's memory entries, oldest first"),
         ("clear", "archive an agent's memory file and reset its turn count"),
     ):
-        p = _add(
+        p = add_command(
             msub,
             action,
             help=text,
@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
         p.add_argument("session", metavar="SESSION", help="a session id")
         p.add_argument("agent", metavar="AGENT", help="a role id of that session")
-        _common(p)
+        add_manage_flags(p)
 
 
 # =================================================================== memory
@@ -62,14 +62,14 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from rolecall.paths import safe_id
     from rolecall.world.library import suggest
 
-    sid = _session_id(args.session, args)
+    sid = resolve_session_id(args.session, args)
     agent = safe_id(args.agent, "agent id")
-    memory = MemoryFiles.in_data_dir(_data(args))
+    memory = MemoryFiles.in_data_dir(data_dir_of(args))
     clearing = args.memory_command == "clear"
 
     async def body(store: DataStore) -> tuple[SessionDocument, int, Path | None]:
         doc = await store.load(sid, with_events=False)
-        agents = _role_ids_of(doc)
+        agents = role_ids_of(doc)
         if agent not in agents:
             raise UsageError(f"session {sid} has no agent '{agent}'{suggest(agent, agents)}")
         if not clearing:
@@ -81,13 +81,13 @@ def cmd_memory(args: argparse.Namespace) -> int:
         finally:
             claim.release()
 
-    doc, start, archive = _with_store(
+    doc, start, archive = with_store(
         args, body, missing=f"no session '{sid}'", read_only=not clearing
     )
     path = memory.path(sid, agent)
     if clearing:
         what = f"archived {path.name} as {archive.name}" if archive else "no memory file yet"
-        _say(
+        confirm(
             args,
             f"cleared the memory of {agent} in session {sid}: {what}; turn count reset; "
             f"its prompts start after message {start}",

@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rolecall.cli.manage.common import _add, _atomic_write, _clip, _common, _data, _say, _table
+from rolecall.cli.manage.common import (
+    add_command,
+    add_manage_flags,
+    clip_cell,
+    confirm,
+    data_dir_of,
+    text_table,
+    write_file,
+)
 from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
@@ -56,7 +64,7 @@ def _role_field_flags(p: argparse.ArgumentParser, *, editing: bool) -> None:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rolecall roles`` and its actions to the top-level subparsers ``sub``."""
-    roles = _add(
+    roles = add_command(
         sub,
         "roles",
         help=summary("roles"),
@@ -75,22 +83,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ],
     )
     rsub = roles.add_subparsers(dest="roles_command", metavar="ACTION", required=True)
-    p = _add(
+    p = add_command(
         rsub,
         "list",
         help="every role: built-ins (read-only) and your own",
         examples=["rolecall roles list"],
     )
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         rsub,
         "show",
         help="a role's fields as YAML",
         examples=["rolecall roles show teacher", "rolecall roles show my-teacher"],
     )
     p.add_argument("id", metavar="ID", help="a role id")
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         rsub,
         "create",
         help="create a user role (from scratch, or a copy of another role)",
@@ -113,8 +121,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="start from this role (built-in or yours); flags override its fields",
     )
     _role_field_flags(p, editing=False)
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         rsub,
         "edit",
         help="change fields of one of your roles (built-ins are read-only)",
@@ -130,8 +138,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("id", metavar="ID", help="a user role id")
     _role_field_flags(p, editing=True)
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         rsub,
         "import",
         help="add a character card (V2/V3 JSON, or a PNG with the card inside) as your role",
@@ -147,8 +155,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("file", metavar="FILE", help="a .json card or a .png with one")
     p.add_argument("--id", dest="role_id", metavar="ID", help="the role's id (default: its name)")
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         rsub,
         "export",
         help="write a role as a V2 character card (JSON)",
@@ -160,15 +168,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("id", metavar="ID", help="a role id (built-in or yours)")
     p.add_argument("--format", choices=("card",), default="card", help="card: a V2 card (JSON)")
     p.add_argument("--out", metavar="FILE", help="write it to FILE (default: standard output)")
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         rsub,
         "delete",
         help="delete one of your roles (built-ins are read-only)",
         examples=["rolecall roles delete my-teacher"],
     )
     p.add_argument("id", metavar="ID", help="a user role id")
-    _common(p)
+    add_manage_flags(p)
 
 
 # =================================================================== roles
@@ -179,7 +187,7 @@ def role_library(args: argparse.Namespace) -> RoleLibrary:
     """
     from rolecall.world.library import RoleLibrary
 
-    return RoleLibrary(_data(args) / "roles")
+    return RoleLibrary(data_dir_of(args) / "roles")
 
 
 def _role_id(value: str, what: str = "role id") -> str:
@@ -296,7 +304,9 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
     rows: list[tuple[str, ...]] = []
     for rid in sorted(builtin_roles()):
         role = builtin_roles()[rid]
-        rows.append((rid, "built-in", str(role.get("name", "")), _clip(role["description"], 60)))
+        rows.append(
+            (rid, "built-in", str(role.get("name", "")), clip_cell(role["description"], 60))
+        )
     user = library.user_ids()
     broken: list[str] = []
     for rid in user:
@@ -310,19 +320,19 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
                     rid,
                     "user",
                     str(role.get("name", "")),
-                    _clip(str(role.get("description", "")), 60),
+                    clip_cell(str(role.get("description", "")), 60),
                 )
             )
         except RoleFileError as exc:
-            rows.append((rid, "user", "", f"(invalid: {_clip(exc.problems[0], 50)})"))
+            rows.append((rid, "user", "", f"(invalid: {clip_cell(exc.problems[0], 50)})"))
             broken.extend(f"warning: role file {exc.path}: {p}" for p in exc.problems)
         except (RolecallError, OSError, ValueError) as exc:
             problem = str(exc).removeprefix(f"{library.user_dir}/{rid}.yaml: ")  # the row names it
-            rows.append((rid, "user", "", f"(invalid: {_clip(problem, 50)})"))
+            rows.append((rid, "user", "", f"(invalid: {clip_cell(problem, 50)})"))
             broken.append(f"warning: {exc}")
     rows.sort(key=lambda r: (r[1] != "user", r[0]))
-    print(_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
-    _say(
+    print(text_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
+    confirm(
         args,
         f"\n{len(builtin_roles())} built-in (read-only), {len(user)} user "
         f"({library.user_dir}); use one in a world as `template: <id>`",
@@ -353,7 +363,7 @@ def _roles_import(args: argparse.Namespace, library: RoleLibrary) -> int:
         raise UsageError(f"role '{role_id}' already exists ({path}); choose another with --id")
     data = _validated(role_of_card(card, role_id), f"{args.file}")
     _create_file(path, _dump_yaml(data))
-    _say(
+    confirm(
         args,
         f"imported {card['name']} as role {role_id}: {path}; use it in a world as "
         f"`template: {role_id}`",
@@ -375,8 +385,8 @@ def _roles_export(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     if args.out is None or args.out == "-":
         sys.stdout.write(text)
         return 0
-    _atomic_write(Path(args.out), text)
-    _say(args, f"wrote role {role_id} as a V2 character card: {args.out}")
+    write_file(Path(args.out), text)
+    confirm(args, f"wrote role {role_id} as a V2 character card: {args.out}")
     return 0
 
 
@@ -430,7 +440,7 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     text = _dump_yaml(_validated(data, f"role '{role_id}'"))
     _create_file(path, text)
     origin = f" from {template}" if template else ""
-    _say(
+    confirm(
         args, f"created role {role_id}{origin}: {path}; use it in a world as `template: {role_id}`"
     )
     return 0
@@ -468,8 +478,8 @@ def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
     data = _read_user_role(path)
     data.update(updates)
     data["id"] = role_id
-    _atomic_write(path, _dump_yaml(_validated(data, str(path))))
-    _say(
+    write_file(path, _dump_yaml(_validated(data, str(path))))
+    confirm(
         args,
         f"updated role {role_id} ({', '.join(updates)}); sessions already saved keep the "
         "roles they ran with",
@@ -485,5 +495,5 @@ def _roles_delete(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
         path.unlink()
     except OSError as exc:
         raise StorageError(f"cannot delete {path}: {exc.strerror or exc}") from exc
-    _say(args, f"deleted role {role_id} ({path}); saved sessions keep their copy")
+    confirm(args, f"deleted role {role_id} ({path}); saved sessions keep their copy")
     return 0

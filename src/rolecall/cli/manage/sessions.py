@@ -7,17 +7,17 @@ import sys
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import (
-    _add,
-    _atomic_write,
-    _check_role_filter,
-    _clip,
-    _common,
-    _data,
-    _role_ids_of,
-    _say,
-    _session_id,
-    _table,
-    _with_store,
+    add_command,
+    add_manage_flags,
+    check_role_filter,
+    clip_cell,
+    confirm,
+    data_dir_of,
+    resolve_session_id,
+    role_ids_of,
+    text_table,
+    with_store,
+    write_file,
 )
 from rolecall.cli.registry import summary
 
@@ -43,7 +43,7 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rolecall sessions`` and its actions to the top-level subparsers ``sub``."""
-    sessions = _add(
+    sessions = add_command(
         sub,
         "sessions",
         help=summary("sessions"),
@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ],
     )
     ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
-    p = _add(
+    p = add_command(
         ssub,
         "list",
         help="the stored sessions, newest first: id, world, title, status, stop reason, "
@@ -93,8 +93,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--tree", action="store_true", help="forks under their parent, with the fork point"
     )
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         ssub,
         "fork",
         help="a new session whose history is the session's m1..mK; prints its id",
@@ -115,8 +115,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--edit", metavar="TEXT", help="mK's new text, as its sender would say it")
     p.add_argument("--model", metavar="M", help="the fork's model for every non-scripted role")
     p.add_argument("--json", action="store_true", help="print {session_id, parent, at}")
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         ssub,
         "show",
         help="a session's transcript as text (who answers whom, steps, loops, tokens)",
@@ -128,8 +128,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("session", metavar="ID", help="a session id (see `rolecall sessions list`)")
     _filters(p)
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         ssub,
         "trace",
         help="a session's execution log: one row per executed flow step",
@@ -140,8 +140,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         examples=["rolecall sessions trace 20261122-101500-a1b2c3"],
     )
     p.add_argument("session", metavar="ID", help="a session id")
-    _common(p)
-    p = _add(
+    add_manage_flags(p)
+    p = add_command(
         ssub,
         "export",
         help="export a session as Markdown, one HTML page, or the session file (JSON)",
@@ -169,18 +169,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--out", metavar="FILE", help="write here (atomically) instead of stdout")
     _filters(p)
-    _common(p)
+    add_manage_flags(p)
     from rolecall.cli.nats_cmd import add_import_parser
 
     add_import_parser(ssub)
-    p = _add(
+    p = add_command(
         ssub,
         "delete",
         help="delete a session: its stored rows and its memory folder, nothing else",
         examples=["rolecall sessions delete 20261122-101500-a1b2c3"],
     )
     p.add_argument("session", metavar="ID", help="a session id")
-    _common(p)
+    add_manage_flags(p)
 
 
 def _positive(text: str) -> int:
@@ -215,7 +215,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
     from rolecall.paths import db_path
     from rolecall.storage.catalog import SessionFilter
 
-    data = _data(args)
+    data = data_dir_of(args)
     if not db_path(data).is_file():
         _empty(args, data)
         return 0
@@ -244,7 +244,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
                 raise UsageError(f"no batch named {batch!r} (batches: {listed})")
         return await store.list_sessions(where), await store.forks()
 
-    rows, forks = _with_store(args, body, missing="no sessions")
+    rows, forks = with_store(args, body, missing="no sessions")
     tree = bool(getattr(args, "tree", False))
     if tree:
         from rolecall.cli.manage.fork_cmd import tree_order
@@ -283,18 +283,18 @@ def _list_table(rows: list[SessionRow], forks: dict[str, tuple[str, str]]) -> st
         (
             f"{'  ' * _depth(r.id, forks)}└ {r.id} @{forks[r.id][1]}" if r.id in forks else r.id,
             r.world_name,
-            _clip(r.title, 30) or "-",
+            clip_cell(r.title, 30) or "-",
             f"paused ({r.pause_reason})" if r.state == "paused" and r.pause_reason else r.state,
             r.stop_reason or "-",
             str(r.messages),
             f"↑{r.input_tokens:,} ↓{r.output_tokens:,}" if r.messages else "-",
             money(r.cost_usd) if r.messages else "-",
-            _clip(r.preview or r.title, 50),
+            clip_cell(r.preview or r.title, 50),
         )
         for r in rows
     ]
     header = ("ID", "WORLD", "TITLE", "STATUS", "STOP", "MSGS", "TOKENS", "COST", "PREVIEW")
-    return _table(header, table, right={5, 6, 7})
+    return text_table(header, table, right={5, 6, 7})
 
 
 def _empty(args: argparse.Namespace, data: object) -> None:
@@ -302,7 +302,9 @@ def _empty(args: argparse.Namespace, data: object) -> None:
         _print_json([])
         return
     filtered = any(getattr(args, k, None) for k in ("world", "status", "search", "limit", "batch"))
-    _say(args, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet")
+    confirm(
+        args, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet"
+    )
 
 
 def _depth(sid: str, forks: dict[str, tuple[str, str]]) -> int:
@@ -318,7 +320,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
     """``show``, ``trace`` and ``export``: load the document, render it."""
     from rolecall.errors import UsageError
 
-    sid = _session_id(args.session, args)
+    sid = resolve_session_id(args.session, args)
     action: str = args.sessions_command
     fmt: str | None = getattr(args, "format", None)
     role: str | None = getattr(args, "role", None)
@@ -333,8 +335,8 @@ def _sessions_read(args: argparse.Namespace) -> int:
         # every rendering but json's shows the sources of citations: they are in events
         return await store.load(sid, with_events=True)
 
-    doc = _with_store(args, body, missing=f"no session '{sid}'")
-    _check_role_filter(doc, role)
+    doc = with_store(args, body, missing=f"no session '{sid}'")
+    check_role_filter(doc, role)
 
     from rolecall import export
 
@@ -347,8 +349,8 @@ def _sessions_read(args: argparse.Namespace) -> int:
     if fmt == "json":
         from rolecall.memory import MemoryFiles
 
-        memory = MemoryFiles.in_data_dir(_data(args))
-        doc.memory = {rid: memory.read(sid, rid) for rid in _role_ids_of(doc)}
+        memory = MemoryFiles.in_data_dir(data_dir_of(args))
+        doc.memory = {rid: memory.read(sid, rid) for rid in role_ids_of(doc)}
         # the session file leaves streaming chunks out: the messages hold their text
         doc.events = [e for e in doc.events if e.get("topic") != "sse"]
         if args.out:
@@ -370,7 +372,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
         def warn(text: str) -> None:
             print(f"warning: {text}", file=sys.stderr)
 
-        _atomic_write(Path(args.out), to_pdf(doc, role=role, search=search, warn=warn))
+        write_file(Path(args.out), to_pdf(doc, role=role, search=search, warn=warn))
     else:
         text = (export.to_markdown if fmt == "md" else export.to_html)(
             doc, role=role, search=search
@@ -378,12 +380,12 @@ def _sessions_read(args: argparse.Namespace) -> int:
         if args.out:
             from pathlib import Path
 
-            _atomic_write(Path(args.out), text)
+            write_file(Path(args.out), text)
         else:
             print(text, end="")
     if args.out:
         shown = export.select(doc, role=role, search=search).describe()
-        _say(args, f"exported session {sid} as {fmt} to {args.out}: {shown}")
+        confirm(args, f"exported session {sid} as {fmt} to {args.out}: {shown}")
     return 0
 
 
@@ -393,8 +395,8 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     from rolecall.errors import StorageError, UsageError
     from rolecall.memory import MemoryFiles
 
-    sid = _session_id(args.session, args)
-    data = _data(args)
+    sid = resolve_session_id(args.session, args)
+    data = data_dir_of(args)
     folder = MemoryFiles.in_data_dir(data).root / sid
 
     def remove_folder(count: int | None) -> bool:
@@ -421,7 +423,7 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     count: int | None = None
     has_folder = False
     if db_path(data).is_file():
-        count, has_folder = _with_store(args, body, missing=f"no session '{sid}'", read_only=False)
+        count, has_folder = with_store(args, body, missing=f"no session '{sid}'", read_only=False)
     else:
         has_folder = remove_folder(None)
     if count is None and not has_folder:
@@ -434,5 +436,5 @@ def _sessions_delete(args: argparse.Namespace) -> int:
         parts.append(f"{count} messages with their events, execution log and drafts")
     if has_folder:
         parts.append(f"memory folder {folder}")
-    _say(args, f"deleted session {sid}: {'; '.join(parts)}")
+    confirm(args, f"deleted session {sid}: {'; '.join(parts)}")
     return 0

@@ -2,7 +2,7 @@
 
 Three layers, the first two headless and testable without a terminal:
 
-- :func:`parse_command` turns a ``/command`` line into a :class:`Command` (or a one-line
+- :func:`parse_command` turns a ``/command`` line into a :class:`SlashCommand` (or a one-line
   :class:`CommandError`); :class:`CommandRunner` carries it out on a session. The piped
   mode can share both through :func:`run_command_line`.
 - :class:`ReplDisplay` is a bus subscriber that turns events into lines (headers
@@ -14,10 +14,11 @@ Three layers, the first two headless and testable without a terminal:
   run concurrently in an anyio task group, and the display's lines are printed above
   the prompt while the human types.
 
-Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.palette` and
-:mod:`.display` (output), :mod:`.runner` (carrying commands out), :mod:`.completion`,
-:mod:`.live` (session wiring), :mod:`.app` (:class:`Repl`) and :mod:`.entry` (the
-``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs ``__main__.main``).
+Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.display`
+(output, in the colours of :mod:`rolecall.cli.palette`), :mod:`.runner` (carrying
+commands out), :mod:`.completion`, :mod:`.live` (session wiring), :mod:`.app`
+(:class:`Repl`) and :mod:`.entry` (the ``chat``/``resume`` entry points;
+``python -m rolecall.cli.repl`` runs ``__main__.main``).
 
 The names below are imported on first use: the piped mode's ``/commands``
 (:mod:`.runner`) must not pay for prompt-toolkit, which only :mod:`.app` and
@@ -30,13 +31,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rolecall.cli.palette import Palette
     from rolecall.cli.repl.app import Repl
     from rolecall.cli.repl.commands import (
         COMMANDS,
-        Command,
         CommandError,
         CommandSpec,
         LoadRequest,
+        SlashCommand,
         help_lines,
         parse_command,
     )
@@ -44,14 +46,13 @@ if TYPE_CHECKING:
     from rolecall.cli.repl.display import ReplDisplay
     from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
     from rolecall.cli.repl.live import mark_quit, open_live_session
-    from rolecall.cli.repl.palette import Palette
-    from rolecall.cli.repl.runner import CommandRunner, Outcome, run_command_line
+    from rolecall.cli.repl.runner import CommandRunner, LoopControl, run_command_line
 
 # each public name -> the module of this package that defines it
 _WHERE = {
     "Repl": "app",
     "COMMANDS": "commands",
-    "Command": "commands",
+    "SlashCommand": "commands",
     "CommandError": "commands",
     "CommandSpec": "commands",
     "LoadRequest": "commands",
@@ -66,9 +67,9 @@ _WHERE = {
     "run_repl": "entry",
     "mark_quit": "live",
     "open_live_session": "live",
-    "Palette": "palette",
+    "Palette": "display",
     "CommandRunner": "runner",
-    "Outcome": "runner",
+    "LoopControl": "runner",
     "run_command_line": "runner",
 }
 
@@ -89,16 +90,16 @@ def __dir__() -> list[str]:
 __all__ = [
     "COMMANDS",
     "Candidate",
-    "Command",
     "CommandError",
     "CommandRunner",
     "CommandSpec",
     "LoadRequest",
-    "Outcome",
+    "LoopControl",
     "Palette",
     "Repl",
     "ReplCompleter",
     "ReplDisplay",
+    "SlashCommand",
     "cmd_repl",
     "cmd_resume_repl",
     "help_lines",

@@ -17,21 +17,22 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli.hints import resume_command
-from rolecall.cli.repl.commands import Command, CommandError, LoadRequest, parse_command
+from rolecall.cli.palette import Palette, header, terminal_width
+from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand, parse_command
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
-from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header
 from rolecall.cli.repl.runner import (
     CommandRunner,
     Job,
-    Outcome,
+    LoopControl,
     _count,
     _models_in_use,
     _shorten,
     drop_queue,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
+from rolecall.cli.wrap import wrap_line
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 from rolecall.money import money
@@ -126,7 +127,7 @@ class Repl:
         self.quiet = bool(getattr(args, "quiet", False))
         self.stream_mode: StreamMode = getattr(args, "stream", None) or "preview"
         self.cwd = cwd
-        self._width = width or _terminal_width
+        self._width = width or terminal_width
         self._sink = sink
         self._input = input
         self._output = output
@@ -260,7 +261,7 @@ class Repl:
             last = st.transcript.latest()
             if last is not None:
                 d.emit(header(p, last.sender, last.target, last.step_id, last.loop_iteration))
-                for line in _wrap(_shorten(last.content, 400), self._width() - 3):
+                for line in wrap_line(_shorten(last.content, 400), self._width() - 3):
                     d.emit(p.bar(last.sender) + line)
             driven = session.engine is not None or session.director is not None
             paused = driven and st.state == "paused" and not session.finished
@@ -277,7 +278,9 @@ class Repl:
                 self.display.stream = mode
         return self.stream_mode
 
-    async def _serve(self, session: Session, after: After | None = None) -> Outcome | LoadRequest:
+    async def _serve(
+        self, session: Session, after: After | None = None
+    ) -> LoopControl | LoadRequest:
         loaded = self.session is not None
         self.session = session
         session.approver = self._approve  # tools.md: `approve: ask` calls are asked here
@@ -354,7 +357,7 @@ class Repl:
         with patch_stdout(raw=True), _logs_above_prompt(self.verbose):
             yield
 
-    async def _loop(self) -> Outcome | LoadRequest:
+    async def _loop(self) -> LoopControl | LoadRequest:
         assert self.prompt is not None
         assert self.runner is not None
         while not self._quit:
@@ -366,7 +369,7 @@ class Repl:
                 else:
                     text = await self.prompt.prompt_async(handle_sigint=False)
             except EOFError:
-                return Outcome.QUIT
+                return LoopControl.QUIT
             except KeyboardInterrupt:  # pragma: no cover - Ctrl-C is bound; belt and braces
                 continue
             self._armed = False
@@ -374,11 +377,11 @@ class Repl:
                 self._answer(text)
                 continue
             result = await self._handle(text)
-            if result is not Outcome.CONTINUE:
+            if result is not LoopControl.CONTINUE:
                 return result
-        return Outcome.QUIT
+        return LoopControl.QUIT
 
-    async def _handle(self, text: str) -> Outcome | LoadRequest:
+    async def _handle(self, text: str) -> LoopControl | LoadRequest:
         session = self.session
         runner = self.runner
         display = self.display
@@ -388,8 +391,8 @@ class Repl:
         message = text.strip()
         if not message:
             if self.step_mode and not session.finished and (runner.driven or session.state.pending):
-                return await runner.execute(Command("next"))
-            return Outcome.CONTINUE
+                return await runner.execute(SlashCommand("next"))
+            return LoopControl.CONTINUE
         if message.startswith("//"):
             message = message[1:]  # a message that starts with "/"
         elif message.startswith("/"):
@@ -402,13 +405,13 @@ class Repl:
             except Exception as exc:
                 log.warning("repl_command_failed", command=message.split()[0], exc_info=exc)
                 display.error(f"{message.split()[0]} failed: {exc}")
-            return Outcome.CONTINUE
+            return LoopControl.CONTINUE
         if session.finished:
             display.warn(
                 f"the session has finished ({session.state.stop_reason}); "
                 "the message was not sent (/load another session, or start a new chat)"
             )
-            return Outcome.CONTINUE
+            return LoopControl.CONTINUE
         st = session.state
         if st.state == "paused" and st.pause_reason == "manual" and st.pending:
             # paused with /pause: the new message supersedes the old question
@@ -418,7 +421,7 @@ class Repl:
                 f"to your earlier message ({', '.join(dropped)}): your new message is answered"
             )
         self._spawn("message", lambda: session.say(message))
-        return Outcome.CONTINUE
+        return LoopControl.CONTINUE
 
     async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""

@@ -15,11 +15,11 @@ import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from rolecall.cli.repl.commands import Command, CommandError, LoadRequest
+from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
-    from rolecall.cli.repl.palette import Palette
+    from rolecall.cli.palette import Palette
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Session
     from rolecall.session.state import Message
@@ -73,7 +73,7 @@ def _span(at: str) -> str:
     return "m1" if at == "m1" else f"m1..{at}"
 
 
-async def fork_here(runner: CommandRunner, cmd: Command) -> LoadRequest:
+async def fork_here(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
     """``/fork mK [TEXT]``: the fork (as ``sessions fork``), then the REPL switches to it."""
     at = cmd.args[0]
     edit = cmd.args[1] if len(cmd.args) > 1 else None
@@ -107,7 +107,7 @@ def _who(message: Message) -> str:
     return "yours" if message.kind == "human" else f"{message.sender}'s ({message.kind})"
 
 
-async def retry(runner: CommandRunner, cmd: Command) -> LoadRequest:
+async def retry(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
     """``/retry``: a new branch at the message before the last answer, where the last
     speaker is asked again (one turn); the old answer stays in this session."""
     from rolecall.session.state import PendingReply
@@ -178,7 +178,7 @@ def _group(sid: str, forks: dict[str, tuple[str, str]], at: str) -> set[str]:
     return found
 
 
-async def branch(runner: CommandRunner, cmd: Command) -> LoadRequest | None:
+async def branch(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest | None:
     """``/branch``: the branches at the current point; ``/branch N|ID`` switches."""
     from rolecall.api.compose import flush
 

@@ -104,7 +104,7 @@ class CommandError(Exception):
 
 
 @dataclass(frozen=True)
-class Command:
+class SlashCommand:
     name: str
     args: tuple[str, ...] = ()
     options: dict[str, str] = field(default_factory=dict)
@@ -130,8 +130,8 @@ def _closest(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean /{close[0]}?)" if close else ""
 
 
-def parse_command(line: str) -> Command:
-    """``/name args...`` → a :class:`Command`; :class:`CommandError` for a bad line."""
+def parse_command(line: str) -> SlashCommand:
+    """``/name args...`` → a :class:`SlashCommand`; :class:`CommandError` for a bad line."""
     text = line.strip()
     if not text.startswith("/") or len(text) == 1:
         raise CommandError("a command starts with / followed by its name; /help lists them")
@@ -180,7 +180,7 @@ def parse_command(line: str) -> Command:
         )
     if spec.choices and args:
         args[0] = args[0].lower()
-    return Command(name, tuple(args), options)
+    return SlashCommand(name, tuple(args), options)
 
 
 def help_lines(topic: str | None = None) -> list[str]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from rolecall.cli.repl.palette import _SPINNER, Palette, _terminal_width, _wrap, header, tokens
-from rolecall.cli.repl.toolbar import width_of
-from rolecall.export.common import answered, short_arguments, snippet
+from rolecall.cli.palette import Palette, header, terminal_width, tokens
+from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.cli.wrap import width_of, wrap_line
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the prompt is drawn before the event classes load
     from rolecall.bus import Envelope
+    from rolecall.bus import events as ev
+
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 StreamMode = Literal["preview", "full"]
 STREAM_MODES: tuple[StreamMode, ...] = ("preview", "full")
@@ -33,7 +36,7 @@ class _Live:
     text: list[str] = field(default_factory=list)  # the whole reply so far (citations)
 
 
-class ReplDisplay:
+class ReplDisplay(Renderer):
     """Bus subscriber: finished lines go to an outbox printed above the prompt; the live
     region drawn just above the input shows the reply being streamed.
 
@@ -50,7 +53,7 @@ class ReplDisplay:
         self,
         palette: Palette,
         *,
-        width: Callable[[], int] = _terminal_width,
+        width: Callable[[], int] = terminal_width,
         quiet: bool = False,
         verbose: int = 0,
         clock: Callable[[], float] = time.monotonic,
@@ -58,6 +61,7 @@ class ReplDisplay:
         totals: Callable[[], tuple[int, int]] | None = None,
         stream: StreamMode = "preview",
     ) -> None:
+        super().__init__()
         self.palette = palette
         self.stream: StreamMode = stream
         self._held: list[str] = []  # full mode: other output while a reply streams
@@ -72,10 +76,6 @@ class ReplDisplay:
         self._seen_in = 0
         self._seen_out = 0
         self._blank = True  # the last line printed was blank (or nothing was printed)
-        self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
-        # message id -> the passages its turn was given (system/knowledge), by id (k1..)
-        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
-        self._calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
 
     # -- output -----------------------------------------------------------------------
     def emit(self, line: str = "") -> None:
@@ -151,7 +151,7 @@ class ReplDisplay:
 
     # -- streaming --------------------------------------------------------------------
     def _body(self, sender: str, line: str) -> None:
-        for piece in _wrap(line, self.width() - 3):
+        for piece in wrap_line(line, self.width() - 3):
             self._put(self.palette.bar(sender) + piece)
 
     def _feed(self, live: _Live, delta: str) -> None:
@@ -185,122 +185,110 @@ class ReplDisplay:
     def _session_totals(self) -> tuple[int, int]:
         return self.totals() if self.totals else (self._seen_in, self._seen_out)
 
-    # -- events -----------------------------------------------------------------------
+    # -- events (Renderer's dispatch) -------------------------------------------------
     def __call__(self, envelope: Envelope) -> None:
-        from rolecall.bus import (  # imported here: the prompt is drawn before the runtime loads
-            ConditionEvent,
-            ErrorEvent,
-            JudgeEvent,
-            KnowledgeEvent,
-            MessageEvent,
-            ModeEvent,
-            PassEvent,
-            RespondEvent,
-            SessionEvent,
-            StepEvent,
-            StopEvent,
-            StreamChunk,
-            StreamEnd,
-            StreamError,
-            StreamStart,
-            ToolCallEvent,
-            ToolResultEvent,
-            WarningEvent,
-        )
-        from rolecall.cli.display import shown, tool_line
-        from rolecall.export.citations import cited
+        self.render(envelope)
 
-        event = shown(envelope.event)  # an ESC in a reply is shown as ␛, never obeyed
+    def on_sse_chunk(self, envelope: Envelope, event: ev.StreamChunk) -> None:
+        live = self.live
+        if live is None or live.message_id != event.message_id:
+            return
+        if live.first_token is None:
+            live.first_token = self.clock()
+        live.out_tokens = event.output_tokens
+        live.text.append(event.delta)
+        if live.header:  # preview: held until the reply is complete
+            live.parts.append(event.delta)
+        else:
+            self._feed(live, event.delta)
+        self.on_change()
+
+    def on_sse_start(self, envelope: Envelope, event: ev.StreamStart) -> None:
+        self._end_live()
+        answering = self.answering(event.reply_to)
         p = self.palette
-        if isinstance(event, StreamChunk):
-            live = self.live
-            if live is None or live.message_id != event.message_id:
-                return
-            if live.first_token is None:
-                live.first_token = self.clock()
-            live.out_tokens = event.output_tokens
-            live.text.append(event.delta)
-            if live.header:  # preview: held until the reply is complete
-                live.parts.append(event.delta)
-            else:
-                self._feed(live, event.delta)
-            self.on_change()
-        elif isinstance(event, StreamStart):
-            self._end_live()
-            reply_to = event.reply_to
-            note = answered(reply_to, self.said.get(reply_to)) if reply_to else None
-            head = header(p, event.sender, event.target, event.step_id, event.loop_iteration, note)
-            self.live = _Live(event.message_id, event.sender, self.clock())
-            if self.stream == "full":
-                self.gap()
-                self._put(head)
-            else:
-                self.live.header = head
-        elif isinstance(event, StreamEnd):
-            live = self._end_live()
-            if live is not None:  # under a reply citing [kN]: each cited source
-                for citation in cited("".join(live.text), self.sources.pop(live.message_id, None)):
-                    self.emit(p.dim(f"  {citation.label}"))
-            self._seen_in += event.input_tokens
-            self._seen_out += event.output_tokens
-            if not self.quiet:
-                took = f" · {self.clock() - live.started:.1f}s" if live else ""
-                self.emit(p.dim(f"  {tokens(event.input_tokens, event.output_tokens)}{took}"))
-            self.emit()
-        elif isinstance(event, StreamError):
-            self._end_live()
-            # named by its draft id: the message id it streamed under goes to the next message
-            name = f" ({event.draft_id})" if event.draft_id else ""
-            if event.error == "cancelled":
-                self.error(
-                    f"cancelled: {event.sender}'s reply is kept as an incomplete draft{name}, "
-                    "outside the history"
-                )
-            else:
-                self.error(f"{event.sender}'s reply{name} failed: {event.error}")
-        elif isinstance(event, MessageEvent):
-            self.said[event.message_id] = snippet(event.content)
-            if event.sender == "system":
-                self.gap()
-                self.emit(p.yellow(f"⚑ system: {event.content}"))
-        elif isinstance(event, KnowledgeEvent):
-            if event.message_id is not None:
-                self.sources[event.message_id] = {q["id"]: q for q in event.passages}
-        elif isinstance(event, ToolCallEvent):  # tools.md: one line per call, when it ends
-            self._calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
-        elif isinstance(event, ToolResultEvent):
-            self.note(tool_line(self._calls.pop(event.call_id, event.tool), event))
-        elif isinstance(event, PassEvent):
-            self.note(f"  ({event.agent} passes the floor to you)")
-        elif isinstance(event, RespondEvent):
-            from rolecall.cli.display import respond_note
-
-            self.note(f"  {respond_note(event)}")
-        elif isinstance(event, WarningEvent):
-            self.warn(event.message)
-        elif isinstance(event, ErrorEvent):
-            if not event.source.startswith("model:"):  # the stream error says it already
-                self.error(event.error)
-        elif isinstance(event, SessionEvent):
-            if event.state == "paused" and event.reason != "quit":
-                self.emit(p.yellow(f"⏸ paused ({event.reason or 'paused'}) · /resume continues"))
-        elif isinstance(event, StopEvent):
-            self._end_live()
-            detail = f" ({event.detail})" if event.detail else ""
-            total = tokens(*self._session_totals())
+        head = header(p, event.sender, event.target, event.step_id, event.loop_iteration, answering)
+        self.live = _Live(event.message_id, event.sender, self.clock())
+        if self.stream == "full":
             self.gap()
-            self.emit(p.bold(f"■ finished: {event.reason}{detail}") + p.dim(f" · session {total}"))
-        elif isinstance(event, JudgeEvent):
-            scores = ", ".join(f"{k} {v:g}" for k, v in event.scores.items())
-            self.note(
-                f"  ⚖ {event.judge}: {scores or 'no scores'}{'' if event.valid else ' (invalid)'}"
+            self._put(head)
+        else:
+            self.live.header = head
+
+    def on_sse_end(self, envelope: Envelope, event: ev.StreamEnd) -> None:
+        p = self.palette
+        live = self._end_live()
+        if live is not None:  # under a reply citing [kN]: each cited source
+            for line in self.citations(live.message_id, "".join(live.text)):
+                self.emit(p.dim(line))
+        self._seen_in += event.input_tokens
+        self._seen_out += event.output_tokens
+        if not self.quiet:
+            took = f" · {self.clock() - live.started:.1f}s" if live else ""
+            self.emit(p.dim(f"  {tokens(event.input_tokens, event.output_tokens)}{took}"))
+        self.emit()
+
+    def on_sse_error(self, envelope: Envelope, event: ev.StreamError) -> None:
+        self._end_live()
+        # named by its draft id: the message id it streamed under goes to the next message
+        name = f" ({event.draft_id})" if event.draft_id else ""
+        if event.error == "cancelled":
+            self.error(
+                f"cancelled: {event.sender}'s reply is kept as an incomplete draft{name}, "
+                "outside the history"
             )
-        elif isinstance(event, ModeEvent):
-            self.note(f"  ◆ {event.mode}: {event.name}")
-        elif self.verbose and isinstance(event, ConditionEvent):
-            mark = "✓" if event.result else "·"
-            self.note(f"  {mark} {event.context} {event.condition}: {event.detail}")
-        elif self.verbose and isinstance(event, StepEvent):
+        else:
+            self.error(f"{event.sender}'s reply{name} failed: {event.error}")
+
+    def on_messages_message(self, envelope: Envelope, event: ev.MessageEvent) -> None:
+        if event.sender == "system":
+            self.gap()
+            self.emit(self.palette.yellow(f"⚑ system: {event.content}"))
+
+    def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
+        self.note(self.tool_result(event))
+
+    def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
+        self.note(f"  ({event.agent} passes the floor to you)")
+
+    def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
+        self.note(f"  {respond_note(event)}")
+
+    def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
+        self.warn(event.message)
+
+    def on_system_error(self, envelope: Envelope, event: ev.ErrorEvent) -> None:
+        if not event.source.startswith("model:"):  # the stream error says it already
+            self.error(event.error)
+
+    def on_world_session(self, envelope: Envelope, event: ev.SessionEvent) -> None:
+        if event.state == "paused" and event.reason != "quit":
+            self.emit(
+                self.palette.yellow(f"⏸ paused ({event.reason or 'paused'}) · /resume continues")
+            )
+
+    def on_world_stop(self, envelope: Envelope, event: ev.StopEvent) -> None:
+        p = self.palette
+        self._end_live()
+        detail = f" ({event.detail})" if event.detail else ""
+        total = tokens(*self._session_totals())
+        self.gap()
+        self.emit(p.bold(f"■ finished: {event.reason}{detail}") + p.dim(f" · session {total}"))
+
+    def on_system_judge(self, envelope: Envelope, event: ev.JudgeEvent) -> None:
+        scores = ", ".join(f"{k} {v:g}" for k, v in event.scores.items())
+        invalid = "" if event.valid else " (invalid)"
+        self.note(f"  ⚖ {event.judge}: {scores or 'no scores'}{invalid}")
+
+    def on_system_mode(self, envelope: Envelope, event: ev.ModeEvent) -> None:
+        self.note(f"  ◆ {event.mode}: {event.name}")
+
+    def on_system_condition(self, envelope: Envelope, event: ev.ConditionEvent) -> None:
+        if self.verbose:
+            self.note(condition_line(event))
+
+    def on_system_step(self, envelope: Envelope, event: ev.StepEvent) -> None:
+        if self.verbose:
             self.note(f"  ↳ #{event.execution_order} {event.step_id}: {event.result}")
 
 

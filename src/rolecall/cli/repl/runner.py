@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
+from rolecall.cli.palette import Palette, header, terminal_width, tokens
 from rolecall.cli.repl.commands import (
-    Command,
     CommandError,
     LoadRequest,
+    SlashCommand,
     help_lines,
     parse_command,
 )
 from rolecall.cli.repl.display import STREAM_MODES, StreamMode
-from rolecall.cli.repl.palette import Palette, _terminal_width, _wrap, header, tokens
 from rolecall.paths import write_atomically
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rolecall.world.models import World
 
 
-class Outcome(Enum):
+class LoopControl(Enum):
     CONTINUE = "continue"
     QUIT = "quit"
 
@@ -155,17 +155,17 @@ class CommandRunner:
             path = self.cwd / path
         return path.absolute()  # printed in full: the path works pasted anywhere
 
-    async def execute(self, command: Command) -> Outcome | LoadRequest:
-        handler: Callable[[Command], Awaitable[Outcome | LoadRequest | None]] = getattr(
+    async def execute(self, command: SlashCommand) -> LoopControl | LoadRequest:
+        handler: Callable[[SlashCommand], Awaitable[LoopControl | LoadRequest | None]] = getattr(
             self, "_cmd_" + command.name
         )
         result = await handler(command)
         # what the command changed (a stop, a pause, a flag...) is stored now, not with
         # the next turn or on the way out (a job it started stores its own turns)
         await self.session.persist()
-        return Outcome.CONTINUE if result is None else result
+        return LoopControl.CONTINUE if result is None else result
 
-    async def run_line(self, line: str) -> Outcome | LoadRequest:
+    async def run_line(self, line: str) -> LoopControl | LoadRequest:
         """Parse and run one ``/command`` line; a bad line or a failure is echoed, not raised."""
         from rolecall.errors import RolecallError
 
@@ -173,13 +173,13 @@ class CommandRunner:
             return await self.execute(parse_command(line))
         except (CommandError, RolecallError) as exc:
             self.echo(str(exc))
-            return Outcome.CONTINUE
+            return LoopControl.CONTINUE
 
     # -- information ------------------------------------------------------------------
-    async def _cmd_help(self, cmd: Command) -> None:
+    async def _cmd_help(self, cmd: SlashCommand) -> None:
         self.echo("\n".join(help_lines(cmd.args[0] if cmd.args else None)))
 
-    async def _cmd_agents(self, cmd: Command) -> None:
+    async def _cmd_agents(self, cmd: SlashCommand) -> None:
         s = self.session
         p = self.palette
         width = max(len(r.id) for r in s.world.roles) + 1
@@ -199,7 +199,7 @@ class CommandRunner:
             lines.append("  " + " " * width + "  " + p.dim(" · ".join(facts)))
         self.echo("\n".join(lines))
 
-    async def _cmd_roles(self, cmd: Command) -> None:
+    async def _cmd_roles(self, cmd: SlashCommand) -> None:
         from rolecall.world.library import RoleLibrary
 
         user_dir = self.data_dir / "roles" if self.data_dir is not None else None
@@ -222,7 +222,7 @@ class CommandRunner:
             lines.append(self.palette.dim("  * used by this world"))
         self.echo("\n".join(lines))
 
-    async def _cmd_flow(self, cmd: Command) -> None:
+    async def _cmd_flow(self, cmd: SlashCommand) -> None:
         from rolecall.world.view import flow_lines
 
         s = self.session
@@ -256,11 +256,11 @@ class CommandRunner:
                 done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
             lines.append(f"{where} · {done} · state {s.state.state}")
         if self.interactive:  # on a terminal: broken between words, not by the terminal
-            width = _terminal_width() - 1
+            width = terminal_width() - 1
             lines = [part for line in lines for part in _fold(line, width)]
         self.echo("\n".join(lines))
 
-    async def _cmd_history(self, cmd: Command) -> None:
+    async def _cmd_history(self, cmd: SlashCommand) -> None:
         s = self.session
         role = cmd.options.get("role")
         if role is not None and role.lower() not in ("human", "system"):
@@ -268,7 +268,9 @@ class CommandRunner:
         search = cmd.options.get("search")
         p = self.palette
         shown = 0
-        width = _terminal_width() - 3
+        from rolecall.cli.wrap import wrap_line  # wcwidth: only for what is shown
+
+        width = terminal_width() - 3
         lines: list[str] = []
         for m in s.state.transcript.messages:
             if role is not None and m.sender.lower() != role.lower():
@@ -281,7 +283,7 @@ class CommandRunner:
                 head += "  " + p.dim(tokens(m.input_tokens, m.output_tokens))
             lines.append(head)
             for text_line in m.content.split("\n"):
-                lines += [p.bar(m.sender) + piece for piece in _wrap(text_line, width)]
+                lines += [p.bar(m.sender) + piece for piece in wrap_line(text_line, width)]
         drafts = [d for d in s.state.drafts if role is None or d.sender.lower() == role.lower()]
         what = []
         if role:
@@ -297,7 +299,7 @@ class CommandRunner:
             lines.append(p.dim(f"{len(drafts)} incomplete drafts outside the history"))
         self.echo("\n".join(lines))
 
-    async def _cmd_memory(self, cmd: Command) -> None:
+    async def _cmd_memory(self, cmd: SlashCommand) -> None:
         agent = _resolve_agent(self.session, cmd.args[0])
         if self.memory is None:
             self.echo("memory files are not available here")
@@ -311,7 +313,7 @@ class CommandRunner:
         for i, entry in enumerate(entries):
             who = entry.get("name") or entry.get("role", "?")
             role = entry.get("role", "?")
-            text = _shorten(str(entry.get("content", "")), max(_terminal_width() - 30, 40))
+            text = _shorten(str(entry.get("content", "")), max(terminal_width() - 30, 40))
             lines.append(f"  {p.dim(str(entry.get('message_id', '')))} {role}({who}): {text}")
             if i == len(entries) - window - 1:
                 lines.append(p.dim(f"  ── the last {window} entries are in the next prompt ──"))
@@ -320,7 +322,7 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     # -- flow control -----------------------------------------------------------------
-    async def _cmd_run(self, cmd: Command) -> None:
+    async def _cmd_run(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
             self.echo(f"the session has finished ({s.state.stop_reason}); /load another one")
@@ -336,7 +338,7 @@ class CommandRunner:
             return
         await self._start("run", s.run)
 
-    async def _cmd_next(self, cmd: Command) -> None:
+    async def _cmd_next(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
             self.echo(f"the session has finished ({s.state.stop_reason}); nothing to step")
@@ -357,7 +359,7 @@ class CommandRunner:
 
         await self._start("next", one)
 
-    async def _cmd_pause(self, cmd: Command) -> None:
+    async def _cmd_pause(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
             self.echo("the session has finished; nothing to pause")
@@ -370,7 +372,7 @@ class CommandRunner:
         else:
             s.pause("manual")
 
-    async def _cmd_skip(self, cmd: Command) -> None:
+    async def _cmd_skip(self, cmd: SlashCommand) -> None:
         dropped = drop_queue(self.session)
         if not dropped:
             self.echo("no replies are due")
@@ -378,7 +380,7 @@ class CommandRunner:
         who = ", ".join(dropped)
         self.echo(f"dropped {_count(len(dropped), 'reply', 'replies')} still due ({who})")
 
-    async def _cmd_resume(self, cmd: Command) -> None:
+    async def _cmd_resume(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
             self.echo(f"the session has finished ({s.state.stop_reason}); nothing to resume")
@@ -395,7 +397,7 @@ class CommandRunner:
             return
         await self._start("resume", s.resume)
 
-    async def _cmd_stop(self, cmd: Command) -> None:
+    async def _cmd_stop(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
             self.echo(f"already finished ({s.state.stop_reason})")
@@ -405,7 +407,7 @@ class CommandRunner:
         if running:
             self.echo("stopping after the current turn")
 
-    async def _cmd_stream(self, cmd: Command) -> None:
+    async def _cmd_stream(self, cmd: SlashCommand) -> None:
         if self.stream is None:
             raise CommandError("/stream needs the interactive REPL")
         if not cmd.args:
@@ -423,12 +425,12 @@ class CommandRunner:
         )
         self.echo(f"replies stream as: {mode} ({what})")
 
-    async def _cmd_flag(self, cmd: Command) -> None:
+    async def _cmd_flag(self, cmd: SlashCommand) -> None:
         name = cmd.args[0]
         self.session.set_flag(name)
         self.echo(f"flag {name} set")
 
-    async def _cmd_clear(self, cmd: Command) -> None:
+    async def _cmd_clear(self, cmd: SlashCommand) -> None:
         agent = _resolve_agent(self.session, cmd.args[0])
         archive = None
         if self.memory is not None:
@@ -439,7 +441,7 @@ class CommandRunner:
         where = f"; the old file is archived as {archive.name}" if archive is not None else ""
         self.echo(f"memory of {agent} cleared{where}")
 
-    async def _cmd_model(self, cmd: Command) -> None:
+    async def _cmd_model(self, cmd: SlashCommand) -> None:
         s = self.session
         if not cmd.args:
             lines = [f"model override: {s.model_override or 'none'}"]
@@ -461,7 +463,7 @@ class CommandRunner:
             self.on_model(name)
 
     # -- files --------------------------------------------------------------------------
-    async def _cmd_save(self, cmd: Command) -> None:
+    async def _cmd_save(self, cmd: SlashCommand) -> None:
         from rolecall.api.compose import save_to_file
 
         s = self.session
@@ -472,7 +474,7 @@ class CommandRunner:
         doc = await save_to_file(s, self.store, self.memory, path)
         self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
 
-    async def _cmd_load(self, cmd: Command) -> LoadRequest | None:
+    async def _cmd_load(self, cmd: SlashCommand) -> LoadRequest | None:
         from rolecall.api.entry import stored_or_file
         from rolecall.storage.document import read_session_file
 
@@ -500,22 +502,22 @@ class CommandRunner:
                 self.echo(notice)
         return LoadRequest(doc, source)
 
-    async def _cmd_fork(self, cmd: Command) -> LoadRequest | None:
+    async def _cmd_fork(self, cmd: SlashCommand) -> LoadRequest | None:
         from rolecall.cli.repl import branching
 
         return await branching.fork_here(self, cmd)
 
-    async def _cmd_retry(self, cmd: Command) -> LoadRequest | None:
+    async def _cmd_retry(self, cmd: SlashCommand) -> LoadRequest | None:
         from rolecall.cli.repl import branching
 
         return await branching.retry(self, cmd)
 
-    async def _cmd_branch(self, cmd: Command) -> LoadRequest | None:
+    async def _cmd_branch(self, cmd: SlashCommand) -> LoadRequest | None:
         from rolecall.cli.repl import branching
 
         return await branching.branch(self, cmd)
 
-    async def _cmd_export(self, cmd: Command) -> None:
+    async def _cmd_export(self, cmd: SlashCommand) -> None:
         from rolecall.api.compose import flush, save_to_file
 
         s = self.session
@@ -546,8 +548,8 @@ class CommandRunner:
         await anyio.to_thread.run_sync(write_atomically, Path(path), text)
         self.echo(f"exported {fmt} to {path}")
 
-    async def _cmd_quit(self, cmd: Command) -> Outcome:
-        return Outcome.QUIT
+    async def _cmd_quit(self, cmd: SlashCommand) -> LoopControl:
+        return LoopControl.QUIT
 
 
 async def run_command_line(
@@ -586,7 +588,7 @@ async def run_command_line(
             resume = resume_command(result.doc.session_id, args)
             echo(f"`{resume}` continues it (switching works in the interactive REPL only)")
         return True
-    return result is not Outcome.QUIT
+    return result is not LoopControl.QUIT
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -595,14 +597,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _fold(line: str, width: int, indent: str = "      ") -> list[str]:
     """``line`` in lines at most ``width`` columns wide, broken between words (the
     terminal would cut a word in two), colours not counted; the rest indented."""
-    from rolecall.cli.wrap import columns
+    from rolecall.cli.wrap import width_of
 
-    if columns(_ANSI.sub("", line)) <= width:
+    if width_of(_ANSI.sub("", line)) <= width:
         return [line]
     out: list[str] = []
     current, used = "", 0
     for i, word in enumerate(line.split(" ")):
-        w = columns(_ANSI.sub("", word))
+        w = width_of(_ANSI.sub("", word))
         gap = 0 if i == 0 else 1
         if used and word and used + gap + w > width:
             out.append(current)

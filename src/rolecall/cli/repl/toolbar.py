@@ -10,18 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wcwidth import wcswidth
+from rolecall.cli.wrap import width_of
 
 QUIT_WINDOW = 2.0  # seconds within which a second Ctrl-C (or Ctrl-D while busy) quits
 SEP = " │ "
 
 Fragments = list[tuple[str, str]]
-
-
-def width_of(text: str) -> int:
-    """Terminal columns of ``text`` (a character wcwidth does not know counts one)."""
-    n = wcswidth(text)
-    return n if n >= 0 else len(text)
 
 
 def clip(text: str, width: int) -> str:
