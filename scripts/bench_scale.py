@@ -166,11 +166,12 @@ class _AsksSomeone:
 
 
 async def _nats_session(
-    url: str | None, turns: int, data: Path, provider: bool = False
+    url: str | None, turns: int, data: Path, provider: bool = False, leased: bool = False
 ) -> tuple[float, float]:
     """One session of ``turns`` scripted turns, in process or on NATS: (seconds from its
     start until every event is stored, the median time between two of its messages).
-    ``provider``: the scripted model counts as a provider (see :class:`_AsksSomeone`)."""
+    ``provider``: the scripted model counts as a provider (see :class:`_AsksSomeone`).
+    ``leased``: the session's lease claimed first, as a worker does (a renewal per batch)."""
     from rolecall.api.compose import attach_store
     from rolecall.api.tuning import tune_gc
     from rolecall.llm.registry import ModelRegistry
@@ -203,6 +204,8 @@ async def _nats_session(
         async with open_transport(url) as transport:
             sid = f"bench-{time.monotonic_ns()}"
             bus = transport.bus(sid)
+            if leased:
+                await transport.publisher.claim(sid, bus.epoch, 0)
             session = Session(world, session_id=sid, models=models, bus=bus)
             session.bus.subscribe(lambda _: stamps.append(time.perf_counter()), "messages")
             attach(session, bus)
@@ -287,13 +290,17 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         server = _nats_server(Path(tmp) / "nats")
         try:
-            for prefix, provider in (("", False), ("provider_", True)):
+            for prefix, provider, leased in (
+                ("", False, False),
+                ("provider_", True, False),
+                ("leased_", True, True),
+            ):
                 locals_, remotes = [], []
                 for i in range(3):  # alternating, so that both see the machine's same moments
                     where = Path(tmp) / f"{prefix}{i}"
                     locals_.append(anyio.run(_nats_session, None, turns, where / "l", provider))
                     remotes.append(
-                        anyio.run(_nats_session, server.url, turns, where / "n", provider)
+                        anyio.run(_nats_session, server.url, turns, where / "n", provider, leased)
                     )
                 local, remote = min(t for t, _ in locals_), min(t for t, _ in remotes)
                 b.add(f"{prefix}inproc_ms_per_turn", local / turns * 1000, "ms")
@@ -324,6 +331,10 @@ def bench_nats(quick: bool, bench_cls: Any) -> Any:
         "(repeatable false): each request waits until the stream holds every turn before "
         "it, as a real provider's request does (no target: a provider's reply takes far "
         "longer than this wait)",
+        "leased_overhead": "the provider case with the session's lease claimed first, as a "
+        "worker runs it: each batch of events carries a renewal of the lease that JetStream "
+        "checks (expected last subject sequence) and answers with the batch's own "
+        "acknowledgement (the fence against a worker that lost its job; docs/nats.md)",
         "overhead_median": "the same 3 pairs of sessions (run alternately): the median over "
         "the pairs of the difference between their median times from one message to the "
         "next (less moved by this machine's pauses than the totals)",

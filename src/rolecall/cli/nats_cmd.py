@@ -172,11 +172,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 async def _import(args: argparse.Namespace, url: str) -> int:
     from rolecall.cli.wiring import open_store
     from rolecall.cluster.jobs import stored_batch
-    from rolecall.nats.link import connect, session_filter
+    from rolecall.nats.link import connect, log_filter
     from rolecall.nats.replay import session_logs
 
     async with connect(url, name="rolecall-import") as link:
-        logs = await session_logs(link, session_filter(args.session))
+        logs = await session_logs(link, log_filter(args.session))
         if args.batch is not None:
             logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
         docs, skipped = _importable(logs, url)
@@ -399,7 +399,9 @@ async def _work(args: argparse.Namespace, url: str) -> int:
     stats = worker.stats
     print(
         f"worker stopped: {stats.jobs} runs done ({stats.failed} failed, {stats.resumed} "
-        "continued from another worker); runs in flight go to another worker after the ack wait",
+        "continued from another worker)"
+        + (f"; {stats.lost} taken over by another worker" if stats.lost else "")
+        + "; runs in flight go to another worker after the ack wait",
         file=sys.stderr,
     )
     return 0

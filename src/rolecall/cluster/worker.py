@@ -9,10 +9,18 @@ the session from its last checkpoint in ``ROLECALL_EVENTS`` (the session id is p
 the job), so no committed turn is generated again. A run that fails (its world invalid,
 the model failing after its retries) is recorded as failed and acknowledged: a failure
 is never redelivered.
+
+A worker that is alive but silent for longer than the ack wait (paused, cut off from the
+server) loses its job the same way. Every run claims its session's lease before it
+starts (:meth:`~rolecall.nats.bus.Publisher.claim`), so of two workers holding one job
+only the last to claim it can append to the session: the other's next publish is
+refused, and it stops the run without reporting or acknowledging it (the holder does).
+A job delivered again to the worker that runs it waits for that run's end.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -30,8 +38,8 @@ from rolecall.cluster.jobs import WORKERS, Job, publish_result, workers_consumer
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
-from rolecall.nats.bus import NatsBus, attach
-from rolecall.nats.link import JOBS_STREAM, answered, session_filter
+from rolecall.nats.bus import LeaseLost, NatsBus, attach
+from rolecall.nats.link import JOBS_STREAM, answered, log_filter
 from rolecall.nats.replay import session_logs
 from rolecall.nats.transport import Transport
 
@@ -95,6 +103,7 @@ class WorkerStats:
     jobs: int = 0
     resumed: int = 0
     failed: int = 0
+    lost: int = 0  # runs another worker claimed while this one ran them
 
 
 class Worker:
@@ -106,6 +115,8 @@ class Worker:
         self.slots = anyio.Semaphore(concurrency)  # acquired by the puller, released per job
         self.ack_wait = ack_wait  # asked for; once bound, the one in force on the consumer
         self.stats = WorkerStats()
+        # session id -> (set once its run here ends, the job message's stream sequence)
+        self.running: dict[str, tuple[anyio.Event, str]] = {}
 
     async def run(self, ready: Callable[[], None]) -> None:
         """Take jobs until cancelled; ``ready()`` once subscribed (``ack_wait`` is then
@@ -121,6 +132,7 @@ class Worker:
         ready()
         try:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(self._renew_leases)
                 while True:
                     await self.slots.acquire()
                     try:
@@ -137,6 +149,14 @@ class Worker:
         finally:
             with anyio.CancelScope(shield=True), suppress(Exception):
                 await pull.unsubscribe()
+
+    async def _renew_leases(self) -> None:
+        """The leases of the sessions running here renewed every third of the ack wait
+        (with the in-progress acknowledgements): another worker given one of their jobs
+        again sees the session alive and leaves it (:meth:`_stored`)."""
+        while True:
+            await anyio.sleep(self.ack_wait / 3)
+            self.transport.publisher.renew()
 
     async def _take(self, msg: Any) -> None:
         try:
@@ -176,17 +196,39 @@ class Worker:
             attempt = ""
         problem = job_problem(job)
         if problem is not None:
-            result = failed(job, problem)
-        else:
+            await self._end(msg, job, failed(job, problem), attempt)
+            return
+        here = self.running.get(job.session_id)
+        if here is not None:  # delivered again while this worker runs it (paused, a copy)
+            log.info("job_running_here", batch=job.batch, run=job.run)
+            await here[0].wait()  # kept alive meanwhile
+            if here[1] != attempt or not attempt:  # another message of the same run: its
+                await self._job(msg)  # own result, from the session as it ended here
+            return  # the same message: the run here acknowledged it (or lost it)
+        self.running[job.session_id] = (anyio.Event(), attempt)
+        try:
             try:
                 result = await self.run_job(job)
             except Exception as exc:  # anything but cancellation: the run failed, not the worker
                 log.error("job_crashed", batch=job.batch, run=job.run, error=repr(exc))
                 result = failed(job, f"the worker could not run the job: {exc!r}")
+            await self._end(msg, job, result, attempt)
+        finally:
+            self.running.pop(job.session_id)[0].set()
+
+    async def _end(self, msg: Any, job: Job, result: RunResult, attempt: str) -> None:
+        """Report the run's result and acknowledge its job, unless another worker claimed
+        the session meanwhile (that worker does both)."""
+        publisher = self.transport.publisher
+        await publisher.flush()  # every event stored before the ack
+        lost = publisher.release(job.session_id)
+        if lost is not None:
+            self.stats.lost += 1
+            log.warning("job_lost", batch=job.batch, run=job.run, error=lost)
+            return
         self.stats.jobs += 1
         if not result.ok:
             self.stats.failed += 1
-        await self.transport.publisher.flush()  # every event stored before the ack
         await self._settle(msg, result, attempt)
         log.info("job_done", batch=job.batch, run=job.run, ok=result.ok, error=result.error)
 
@@ -234,10 +276,14 @@ class Worker:
         live: list[Session] = []
         errors: list[str] = []
         failure: str | None = None
+        epoch = secrets.token_hex(3)  # this run of the session: its lease, its message ids
         try:
-            doc = await self._stored(job.session_id)
-            async with self._session(job, world, doc, live.append) as session:
+            doc = await self._stored(job.session_id, epoch)
+            async with self._session(job, world, doc, epoch, live.append) as session:
                 errors = await run_to_end(session)
+        except LeaseLost as exc:  # claimed by another worker: it reports the run
+            self.transport.publisher.lost.setdefault(job.session_id, str(exc))
+            failure = str(exc)
         except RolecallError as exc:
             failure = str(exc)
         return result_of(
@@ -250,10 +296,23 @@ class Worker:
             time.monotonic() - started,
         )
 
-    async def _stored(self, session_id: str) -> SessionDocument | None:
-        """The session as the stream holds it (a run taken over from a dead worker)."""
-        logs = await session_logs(self.transport.link, session_filter(session_id))
-        found = logs.get(session_id)
+    async def _stored(self, session_id: str, epoch: str) -> SessionDocument | None:
+        """The session as the stream holds it (a run taken over from a dead worker), its
+        lease claimed for ``epoch``: LeaseLost when another worker appended to it since
+        it was read."""
+        link = self.transport.link
+        found = (await session_logs(link, log_filter(session_id))).get(session_id)
+        if found is not None and found.holder is not None and found.state != "finished":
+            # a worker ran it: alive (its job given again, a copy), it renews its lease
+            # every third of the ack wait; the session is left to it if it did meanwhile
+            await anyio.sleep(self.ack_wait / 2)
+            again = (await session_logs(link, log_filter(session_id))).get(session_id)
+            if again is None or again.stream_seq != found.stream_seq:
+                raise LeaseLost(
+                    f"session {session_id} is running on another worker (its lease renewed "
+                    "within half the ack wait): left to it"
+                )
+        await self.transport.publisher.claim(session_id, epoch, found.stream_seq if found else 0)
         doc = found.document() if found is not None else None
         if doc is not None:
             self.stats.resumed += 1
@@ -266,6 +325,7 @@ class Worker:
         job: Job,
         world: Any,
         doc: SessionDocument | None,
+        epoch: str,
         created: Callable[[Session], None],
     ) -> AsyncIterator[Session]:
         """The job's session, through the composition root: on the cluster's bus, stored
@@ -273,7 +333,9 @@ class Worker:
         from rolecall.api.compose import assemble
 
         def bus(session_id: str, first_seq: int) -> NatsBus:
-            return self.transport.bus(session_id, first_seq, batch=job.batch, run=job.run)
+            return self.transport.bus(
+                session_id, first_seq, batch=job.batch, run=job.run, epoch=epoch
+            )
 
         def on_created(session: Session) -> None:
             created(session)

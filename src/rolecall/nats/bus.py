@@ -18,6 +18,18 @@ acknowledgement before the next batch; :meth:`Publisher.flush` waits until every
 handed to it is acknowledged. A batch that is not acknowledged in time (the connection
 was lost) is sent again once reconnected: the message ids let JetStream drop the copies
 it already stored.
+
+A worker's session is leased (:meth:`Publisher.claim`): its events are published only
+while no other process has claimed the session since. The claim is a message on
+``rolecall.<session_id>.lease`` that JetStream stores only if the session's last message
+in the stream is the last one the worker read (``Nats-Expected-Last-Subject-Sequence``
+over the session's subjects); each batch then carries, before the session's first
+message in it, a renewal that JetStream stores only if the last lease message is the
+worker's previous one. A worker paused past the ack wait, whose job another worker took
+meanwhile, has its next renewal refused: it stops the session (:class:`LeaseLost`), and
+readers leave out the events it had on their way after the other's claim
+(:class:`~rolecall.nats.replay.SessionLog`). One renewal per batch, not a check per
+message: its acknowledgement is awaited with the batch's own, in the same round trip.
 """
 
 from __future__ import annotations
@@ -33,16 +45,19 @@ import anyio
 from pydantic import BaseModel
 
 from rolecall.bus import Envelope, EventBus
-from rolecall.errors import StorageError
+from rolecall.errors import RuntimeFailure, StorageError
 from rolecall.log import get_logger
 from rolecall.nats.link import (
+    EVENTS_STREAM,
     H_BATCH,
     H_CHECKPOINT,
+    H_LEASE,
     H_MSG_ID,
     H_RUN,
     H_WORLD,
     Link,
     event_subject,
+    lease_subject,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +74,32 @@ class Outgoing:
     subject: str
     payload: bytes
     headers: dict[str, str]
+    session: str = ""  # the session whose message it is
+    lease: bool = False  # a lease's renewal (its answer is awaited, and may refuse it)
+
+
+H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+H_EXPECT_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+WRONG_LAST = 10071  # JetStream's err_code: the subject's last message is not the expected one
+
+
+class LeaseLost(RuntimeFailure):
+    """Another process claimed the session since this one did: this one stops it."""
+
+
+@dataclass(slots=True)
+class Lease:
+    epoch: str  # the holder's run of the session (the last part of its message ids)
+    seq: int  # the stream sequence of its last lease message stored
+    renewals: int = 0
+
+
+def _lost(session_id: str) -> str:
+    return (
+        f"session {session_id} was claimed by another worker: this one lost its job (paused, "
+        "or cut off from the NATS server, for longer than the ack wait) and stopped the "
+        "session; the other goes on with it"
+    )
 
 
 class Publisher:
@@ -77,6 +118,14 @@ class Publisher:
         self.resent = 0
         self._progress = anyio.Event()
         self._awaited: list[Any] = []  # the acknowledgements of the batch in flight
+        self.leases: dict[str, Lease] = {}  # the sessions this process holds a lease on
+        self.lost: dict[str, str] = {}  # session -> why this process no longer publishes it
+        # the answers to renewals: nats-py's publish_async raises a JetStream error in its
+        # reply handler instead of setting it on the future, so they come to an inbox here
+        self._inbox = ""
+        self._listening = anyio.Lock()
+        self._answers: dict[str, Any] = {}
+        self._tokens = 0
         link.on_reconnect.append(self._reconnected)
 
     def _reconnected(self) -> None:
@@ -95,6 +144,134 @@ class Publisher:
         if not self._wakeup.is_set():
             self._wakeup.set()
 
+    async def _listen(self) -> None:
+        nc = self.link.nc
+        inbox = nc.new_inbox()
+
+        async def answered(msg: Any) -> None:
+            future = self._answers.pop(msg.subject.rpartition(".")[2], None)
+            if future is None or future.done():
+                return
+            try:
+                future.set_result(json.loads(msg.data))
+            except ValueError:  # a status without a body (no stream answering)
+                future.set_result({"error": {"description": "no answer from the stream"}})
+
+        await nc.subscribe(f"{inbox}.*", cb=answered)
+        self._inbox = inbox  # set once subscribed: no renewal is answered before
+
+    async def claim(self, session_id: str, epoch: str, after: int) -> None:
+        """Take the lease on ``session_id`` for this process's run ``epoch``, having read
+        the session from the stream up to its message at sequence ``after`` (0: none of
+        it there). :class:`LeaseLost` when another process appended to the session since
+        (it is running it). A server restarting meanwhile is waited for."""
+        from nats.errors import Error as NatsError
+        from nats.js.errors import APIError
+
+        async with self._listening:  # the first lease: its renewals are answered here
+            if not self._inbox:
+                await self._listen()
+        subject = lease_subject(session_id)
+        msg_id = f"{session_id}:lease:{epoch}:0"
+        headers = {
+            H_MSG_ID: msg_id,
+            H_LEASE: epoch,
+            H_EXPECT: str(after),
+            H_EXPECT_SUBJECT: f"rolecall.{session_id}.>",
+        }
+        payload = json.dumps({"session_id": session_id, "lease": epoch}).encode()
+        while True:
+            try:
+                ack = await self.link.js.publish(
+                    subject, payload, timeout=ACK_TIMEOUT_S, headers=headers
+                )
+                seq = int(ack.seq)
+                break
+            except APIError as exc:
+                if exc.err_code != WRONG_LAST:
+                    raise StorageError(f"the NATS server refused the lease: {exc}") from None
+                found = await self._stored_as(subject, msg_id)  # sent before a lost answer
+                if found is None:
+                    raise LeaseLost(_lost(session_id)) from None
+                seq = found
+                break
+            except (TimeoutError, NatsError, OSError) as exc:
+                log.warning("nats_claim_retry", session=session_id, error=repr(exc))
+                await anyio.sleep(0.2)
+        self.lost.pop(session_id, None)
+        self.leases[session_id] = Lease(epoch, seq, 1)
+        log.info("nats_claimed", session=session_id, epoch=epoch, after=after, seq=seq)
+
+    def renew(self) -> None:
+        """Renew every lease this process holds now (a worker calls it every third of
+        the ack wait): a session whose model is slow still shows its holder alive."""
+        for sid in self.leases:
+            if sid not in self.lost:
+                self.put(Outgoing("", b"", {}, sid, lease=True))
+
+    def release(self, session_id: str) -> str | None:
+        """The session ended here: no more lease on it; why it was lost, if it was."""
+        self.leases.pop(session_id, None)
+        return self.lost.pop(session_id, None)
+
+    async def _stored_as(self, subject: str, msg_id: str) -> int | None:
+        """The stream sequence of the last message on ``subject`` if it is ``msg_id``."""
+        from nats.js.errors import NotFoundError
+
+        try:
+            last = await self.link.js.get_last_msg(EVENTS_STREAM, subject)
+        except NotFoundError:
+            return None
+        if (last.headers or {}).get(H_MSG_ID) == msg_id:
+            return int(last.seq or 0)
+        return None
+
+    def _framed(self, batch: list[Outgoing]) -> list[Outgoing]:
+        """``batch`` with a renewal before each leased session's first message in it."""
+        leases = self.leases
+        if not leases:
+            return [item for item in batch if not item.lease]
+        out: list[Outgoing] = []
+        renewed: set[str] = set()
+        for item in batch:
+            sid = item.session
+            lease = leases.get(sid)
+            if item.lease and (lease is None or sid in renewed):
+                continue  # a renewal asked for (renew()): this batch renews it already
+            if lease is not None and sid not in renewed:
+                renewed.add(sid)
+                headers = {
+                    H_MSG_ID: f"{sid}:lease:{lease.epoch}:{lease.renewals}",
+                    H_LEASE: lease.epoch,
+                    H_EXPECT: str(lease.seq),
+                }
+                lease.renewals += 1
+                payload = f'{{"session_id":"{sid}","lease":"{lease.epoch}"}}'.encode()
+                out.append(Outgoing(lease_subject(sid), payload, headers, sid, lease=True))
+            if not item.lease:
+                out.append(item)
+        return out
+
+    async def _renewed(self, item: Outgoing, answer: dict[str, Any]) -> Exception | None:
+        """Settle the lease of ``item`` (a renewal) by the stream's ``answer``: None when
+        settled (renewed, or lost), else the problem (the batch goes again)."""
+        sid, lease = item.session, self.leases.get(item.session)
+        if lease is None:
+            return None
+        error = answer.get("error")
+        if error is None:
+            lease.seq = int(answer["seq"])
+            return None
+        if error.get("err_code") != WRONG_LAST:
+            return RuntimeError(f"the NATS server refused a lease: {error.get('description')}")
+        found = await self._stored_as(item.subject, item.headers[H_MSG_ID])
+        if found is not None:  # this very renewal, sent before the connection was lost
+            lease.seq = found
+            return None
+        self.lost[sid] = _lost(sid)
+        log.warning("nats_session_lost", session=sid, epoch=lease.epoch, expected=lease.seq)
+        return None
+
     async def run(self) -> None:
         queue = self._queue
         while queue or not self._closed:
@@ -103,28 +280,55 @@ class Publisher:
                 self._wakeup = anyio.Event()
                 continue
             batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
-            await self._publish(batch, self.handed + len(batch))
+            await self._publish(self._framed(batch), self.handed + len(batch))
             self.acked += len(batch)
             self._progress.set()
             self._progress = anyio.Event()
 
     async def _publish(self, batch: Sequence[Outgoing], handed: int) -> None:
+        import asyncio
+
         from nats.errors import Error as NatsError
 
         nc, js = self.link.nc, self.link.js
-        *body, last = batch
+        lost = self.lost
         while True:
+            batch = [item for item in batch if item.session not in lost] if lost else batch
+            if not batch:
+                return
+            # the last message that is not a renewal is acknowledged (renewals are answered)
+            last = next((i for i in range(len(batch) - 1, -1, -1) if not batch[i].lease), -1)
             futures: list[Any] = []
+            renewals: list[tuple[Outgoing, Any]] = []
+            tokens: list[str] = []
             connection = nc.stats["reconnects"]
             try:
                 # one acknowledgement per batch: the stream stores what one connection
                 # sends in the order sent, so the last message's acknowledgement means
                 # every message before it is stored too (message ids drop re-sent copies)
-                for item in body:
-                    await nc.publish(item.subject, item.payload, headers=item.headers)
-                futures.append(
-                    await js.publish_async(last.subject, last.payload, headers=dict(last.headers))
-                )
+                for index, item in enumerate(batch):
+                    if index == last:
+                        futures.append(
+                            await js.publish_async(
+                                item.subject, item.payload, headers=dict(item.headers)
+                            )
+                        )
+                    elif item.lease:  # answered to this publisher's inbox
+                        self._tokens += 1
+                        token = str(self._tokens)
+                        tokens.append(token)
+                        answer = asyncio.get_running_loop().create_future()
+                        self._answers[token] = answer
+                        renewals.append((item, answer))
+                        futures.append(answer)
+                        await nc.publish(
+                            item.subject,
+                            item.payload,
+                            reply=f"{self._inbox}.{token}",
+                            headers=item.headers,
+                        )
+                    else:
+                        await nc.publish(item.subject, item.payload, headers=item.headers)
                 if self.handed < handed:
                     self.handed = handed
                     self._progress.set()
@@ -133,17 +337,22 @@ class Publisher:
                 with anyio.fail_after(ACK_TIMEOUT_S):
                     for future in futures:
                         await future
-                if nc.stats["reconnects"] == connection:
+                problem: Exception | None = None
+                for item, answer in renewals:
+                    problem = await self._renewed(item, answer.result()) or problem
+                if problem is None and nc.stats["reconnects"] == connection:
                     return
                 # sent over two connections: what the lost one carried may be lost
                 # while the last message is stored, so the batch goes again
-                problem: Exception = ConnectionResetError("reconnected while sending")
+                problem = problem or ConnectionResetError("reconnected while sending")
             except (TimeoutError, NatsError, OSError) as exc:
                 problem = exc
                 for future in futures:
                     future.cancel()
             finally:
                 self._awaited = []
+                for token in tokens:  # an answer that never came is not awaited
+                    self._answers.pop(token, None)
             self.resent += 1
             log.warning("nats_publish_retry", messages=len(batch), error=repr(problem))
             await anyio.sleep(0.2)
@@ -217,10 +426,11 @@ class NatsBus(EventBus):
         first_seq: int = 1,
         batch: str | None = None,
         run: int | None = None,
+        epoch: str | None = None,
     ) -> None:
         super().__init__(session_id, first_seq=first_seq)
         self.publisher = publisher
-        self.epoch = secrets.token_hex(3)  # this process's run of the session
+        self.epoch = epoch or secrets.token_hex(3)  # this process's run of the session
         self.world_header: str | None = None  # set by attach(): sent with the first event
         self.checkpoint: Callable[[int], str] | None = None
         self._fixed: dict[str, str] = {}
@@ -265,7 +475,7 @@ class NatsBus(EventBus):
                     )
                     log.error("nats_event_too_large", session=sid, seq=envelope.seq, size=size)
                     return
-            put(Outgoing(subject, payload, headers))
+            put(Outgoing(subject, payload, headers, sid))
 
 
 def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
@@ -334,6 +544,9 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
     def refused() -> None:
         if bus.refused is not None:
             raise PayloadTooLarge(bus.refused)
+        lost = publisher.lost.get(bus.session_id)
+        if lost is not None:
+            raise LeaseLost(lost)
 
     async def on_its_way(_: Session) -> None:
         refused()
@@ -342,6 +555,7 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
     async def before_request() -> None:
         refused()
         await publisher.flush()
+        refused()  # the flush itself may find the session claimed by another: nothing is asked
 
     session.turn_hooks.append(on_its_way)
     session.request_hooks.append(before_request)

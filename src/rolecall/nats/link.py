@@ -33,6 +33,10 @@ log = get_logger(__name__)
 EVENTS_STREAM = "ROLECALL_EVENTS"
 JOBS_STREAM = "ROLECALL_JOBS"
 EVENT_SUBJECTS = "rolecall.*.*.*"
+# a worker's lease on a session (rolecall.<session_id>.lease): its claim when it takes
+# the session, then one renewal per batch it publishes (rolecall.nats.bus.Publisher);
+# three tokens, so no reader of events (rolecall.*.*.*) meets one
+LEASE_SUBJECTS = "rolecall.*.lease"
 JOB_SUBJECTS = "rolecall_jobs.*"
 RESULTS_STREAM = "ROLECALL_RESULTS"  # per batch: its plan and one result row per run
 RESULT_SUBJECTS = "rolecall_results.>"
@@ -48,6 +52,7 @@ H_WORLD = "Rolecall-World"  # on a session's first event: what a resume needs to
 H_CHECKPOINT = "Rolecall-Checkpoint"  # after a commit: what a resume needs to go on
 H_BATCH = "Rolecall-Batch"  # the batch and run a session belongs to, when it does
 H_RUN = "Rolecall-Run"
+H_LEASE = "Rolecall-Lease"  # on a lease message: the epoch (the process's run) holding it
 
 
 def subject_token(value: str, what: str) -> str:
@@ -72,6 +77,17 @@ def session_filter(session_id: str | None) -> str:
     if not session_id:
         return EVENT_SUBJECTS
     return f"rolecall.{subject_token(session_id, 'session id')}.*.*"
+
+
+def log_filter(session_id: str | None) -> str:
+    """Every message of a session (or of all): its events and its leases."""
+    if not session_id:
+        return "rolecall.>"
+    return f"rolecall.{subject_token(session_id, 'session id')}.>"
+
+
+def lease_subject(session_id: str) -> str:
+    return f"rolecall.{subject_token(session_id, 'session id')}.lease"
 
 
 def nats_url(explicit: str | None) -> str | None:
@@ -161,7 +177,7 @@ async def _ensure_streams(js: JetStreamContext) -> None:
     wanted = [
         StreamConfig(
             name=EVENTS_STREAM,
-            subjects=[EVENT_SUBJECTS],
+            subjects=[EVENT_SUBJECTS, LEASE_SUBJECTS],
             storage=StorageType.FILE,
             duplicate_window=120.0,
         ),
@@ -182,7 +198,11 @@ async def _ensure_streams(js: JetStreamContext) -> None:
     for config in wanted:
         assert config.name is not None
         try:
-            await js.stream_info(config.name)
+            info = await js.stream_info(config.name)
+            missing = [s for s in config.subjects or [] if s not in (info.config.subjects or [])]
+            if missing:  # made by an older rolecall: the leases' subjects are added
+                subjects = [*(info.config.subjects or []), *missing]
+                await js.update_stream(info.config.evolve(subjects=subjects))
         except NotFoundError:
             try:
                 await js.add_stream(config)

@@ -5,6 +5,12 @@ in (a batch re-sent after a lost connection), each ``seq`` once: when a session 
 continued by another process after its first one died, the later copy of a ``seq``
 wins. :class:`SessionLog` rebuilds the session document as of its last checkpoint: what
 ``sessions import`` stores and what a worker resumes from.
+
+A session run by workers carries their leases (``rolecall.<session_id>.lease``, see
+:class:`~rolecall.nats.bus.Publisher`): from a lease on, only the events of the process
+holding it count. A worker that lost the session (paused past the ack wait) may still
+have had events on their way when the next one claimed it; those come after the claim
+in the stream, and are left out.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from rolecall.nats.link import (
     EVENTS_STREAM,
     H_BATCH,
     H_CHECKPOINT,
+    H_LEASE,
+    H_MSG_ID,
     H_RUN,
     H_WORLD,
     Link,
@@ -38,11 +46,22 @@ class StreamEvent:
     line: str = ""  # the event's JSON exactly as published (as --json prints it)
     pending: int = 0  # how many stored messages the consumer has not delivered yet
     subject: str = ""
+    stream_seq: int = 0  # its sequence in the stream
 
     @classmethod
     def of(cls, msg: Msg) -> StreamEvent:
         line = msg.data.decode()
-        return cls(json.loads(line), dict(msg.headers or {}), line, _pending(msg), msg.subject)
+        pending, stream_seq = _sequences(msg)
+        return cls(
+            json.loads(line), dict(msg.headers or {}), line, pending, msg.subject, stream_seq
+        )
+
+    @property
+    def epoch(self) -> str:
+        """The run of a process that published it (a lease's holder, an event's sender)."""
+        if H_LEASE in self.headers:
+            return self.headers[H_LEASE]
+        return self.headers.get(H_MSG_ID, "").rpartition(":")[2]
 
     @property
     def session_id(self) -> str:
@@ -53,13 +72,16 @@ class StreamEvent:
         return int(self.record["seq"])
 
 
-def _pending(msg: Msg) -> int:
+def _sequences(msg: Msg) -> tuple[int, int]:
+    """How many stored messages the consumer has not delivered yet, and the message's
+    sequence in its stream (0, 0 without JetStream metadata in its reply subject)."""
     from nats.errors import NotJSMessageError
 
     try:
-        return int(msg.metadata.num_pending)
-    except (NotJSMessageError, ValueError):  # no JetStream metadata in its reply subject
-        return 0
+        meta = msg.metadata
+        return int(meta.num_pending), int(meta.sequence.stream)
+    except (NotJSMessageError, ValueError, TypeError):
+        return 0, 0
 
 
 def is_final(record: dict[str, Any]) -> bool:
@@ -169,8 +191,18 @@ class SessionLog:
     records: dict[int, dict[str, Any]] = field(default_factory=dict)
     drafts: list[dict[str, Any]] = field(default_factory=list)
     checkpoint: dict[str, Any] | None = None
+    stream_seq: int = 0  # the stream sequence of its last message (what a claim expects)
+    holder: str | None = None  # the epoch of its last lease: only its events count
+    displaced: int = 0  # events left out: sent by a process that had lost the session
 
     def add(self, event: StreamEvent) -> None:
+        self.stream_seq = max(self.stream_seq, event.stream_seq)
+        if event.subject.endswith(".lease"):
+            self.holder = event.epoch
+            return
+        if self.holder is not None and event.epoch != self.holder:
+            self.displaced += 1
+            return
         self.events[event.seq] = event.record  # a later copy of a seq wins
         headers = event.headers
         if H_WORLD in headers:
@@ -223,7 +255,8 @@ class SessionLog:
 
 
 async def session_logs(link: Link, subject: str) -> dict[str, SessionLog]:
-    """Every session on ``subject`` (one session's subjects, or all), folded."""
+    """Every session on ``subject`` (one session's subjects, or all), folded; with its
+    leases when ``subject`` takes them (:func:`~rolecall.nats.link.log_filter`)."""
     logs: dict[str, SessionLog] = {}
     async for event in read_stream(link, subject):
         sid = event.session_id

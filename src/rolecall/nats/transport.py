@@ -24,9 +24,12 @@ class Transport:
         *,
         batch: str | None = None,
         run: int | None = None,
+        epoch: str | None = None,
     ) -> NatsBus:
         subject_token(session_id, "session id")  # before the session starts, not at its first event
-        return NatsBus(session_id, self.publisher, first_seq=first_seq, batch=batch, run=run)
+        return NatsBus(
+            session_id, self.publisher, first_seq=first_seq, batch=batch, run=run, epoch=epoch
+        )
 
 
 @asynccontextmanager
