@@ -181,8 +181,15 @@ class Reader:
         return found
 
 
+CPR = b"\x1b[6n"  # "where is the cursor?": prompt-toolkit asks it before it draws
+
+
 class PtyReader:
-    """A child's terminal (the master side of its pty) read as it comes, each read stamped."""
+    """A child's terminal (the master side of its pty) read as it comes, each read stamped.
+
+    It answers the cursor position requests a terminal emulator answers: prompt-toolkit
+    waits up to 1 s for each answer before it prints above its prompt, so a bare pty would
+    add that second to every message typed in the REPL (no person's terminal does)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], master: int) -> None:
         self.proc = proc
@@ -203,8 +210,12 @@ class PtyReader:
                 return
             now = time.monotonic_ns()
             with self._lock:
+                start = max(len(self.buf) - len(CPR) + 1, 0)  # a request split across reads
                 self.buf += data
                 self.ends.append((len(self.buf), now))
+                asked = self.buf.count(CPR, start)
+            for _ in range(asked):  # answered as a terminal emulator answers it
+                os.write(self.master, b"\x1b[1;1R")
 
     def wait_for(self, pattern: bytes, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
