@@ -70,7 +70,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import rolecall
-from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
+from rolecall.api.compose import HandlerSink, Sink, flush, save_to_file
+from rolecall.api.opening import Opening, open_dialogue
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.runner import batch_bus
 from rolecall.cli import logs
@@ -423,11 +424,13 @@ async def run_attached(
     async with contextlib.AsyncExitStack() as stack:
         db = await stack.enter_async_context(SqliteStore(db_path(data))) if store else None
         session = await stack.enter_async_context(
-            assemble(
+            open_dialogue(
                 world,
-                store=db,
-                memory=MemoryFiles.in_data_dir(data) if memory else None,
-                sinks=sinks,
+                Opening(
+                    store=db,
+                    memory=MemoryFiles.in_data_dir(data) if memory else None,
+                    sinks=sinks,
+                ),
             )
         )
         tune_gc()  # as the CLI does once a session is set up (api/tuning.py)
@@ -616,8 +619,9 @@ def bench_turn_overhead(quick: bool) -> Bench:
         "repeats": {str(n): r for n, r in plan},
         "repeats_no_store": {str(n): r for n, r in plan_no_store},
         "persistence": "headline figures (nN_* without suffix): a fresh temporary data "
-        "directory per run, SqliteStore(<data>/rolecall.db).open() + assemble(world, "
-        "store=store, memory=MemoryFiles.in_data_dir(<data>)), as `rolecall run` wires them; "
+        "directory per run, SqliteStore(<data>/rolecall.db).open() + open_dialogue(world, "
+        "Opening(store=store, memory=MemoryFiles.in_data_dir(<data>))), as `rolecall run` "
+        "opens them; "
         "the store commits one transaction a turn and the memory files get one "
         "line per agent per message; the final store.flush() after run() is not timed",
         "aggregation": "each run: median of per-turn durations; figures are from the run with "
@@ -689,7 +693,9 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
             marks[envelope.event.type] = now
 
     async def one_turn(sinks: list[Sink]) -> tuple[float, float, Session]:
-        async with assemble(chunk_world(words), sinks=sinks, models=models) as session:
+        async with open_dialogue(
+            chunk_world(words), Opening(sinks=sinks, models=models)
+        ) as session:
             session.open()
             gc.collect()
             turn, cpu = await _timed_step(session)
@@ -1134,7 +1140,7 @@ def bench_routing(quick: bool) -> Bench:
 # ------------------------------------------------------------------------ save / restore
 async def session_from(doc: SessionDocument) -> Session:
     """A live session from a document, as ``resume`` and ``/load`` build it (no store)."""
-    async with assemble(doc.world_model(), doc=doc) as session:
+    async with open_dialogue(doc.world_model(), Opening(doc=doc)) as session:
         return session
 
 
@@ -1178,7 +1184,7 @@ async def _save_restore(
     facts: dict[str, Any] = {}
     async with (
         SqliteStore(db_path(data)) as store,
-        assemble(turn_world(turns), store=store, memory=memory) as session,
+        open_dialogue(turn_world(turns), Opening(store=store, memory=memory)) as session,
     ):
         t0 = time.perf_counter()
         await session.run()
@@ -1301,7 +1307,9 @@ def peak_rss_mb() -> float:
 async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
     async with (
         SqliteStore(db_path(data)) as store,
-        assemble(turn_world(turns), store=store, memory=MemoryFiles.in_data_dir(data)) as session,
+        open_dialogue(
+            turn_world(turns), Opening(store=store, memory=MemoryFiles.in_data_dir(data))
+        ) as session,
     ):
         await session.run()
         await flush(session)
@@ -1385,13 +1393,15 @@ async def _many_worlds(
         stamps: dict[str, list[float]] = {f"bench-{i:03d}": [] for i in range(worlds)}
         sessions = [
             await stack.enter_async_context(
-                assemble(
+                open_dialogue(
                     turn_world(turns),
-                    store=store,
-                    memory=memory,
-                    session_id=sid,
-                    sinks=[HandlerSink(clock_into(times), "messages")],
-                    bus=batch_bus,  # as `rolecall batch` runs its sessions: no bus history
+                    Opening(
+                        store=store,
+                        memory=memory,
+                        session_id=sid,
+                        sinks=[HandlerSink(clock_into(times), "messages")],
+                        bus=batch_bus,  # as `rolecall batch` runs its sessions: no bus history
+                    ),
                 )
             )
             for sid, times in stamps.items()
@@ -1870,7 +1880,7 @@ async def _fork_runs(turns: int, repeats: int, root: Path) -> tuple[list[float],
     facts: dict[str, Any] = {}
     async with SqliteStore(db_path(data)) as store:
         # the parent's memory files too, as a CLI run writes them
-        async with assemble(turn_world(turns), store=store, memory=memory) as session:
+        async with open_dialogue(turn_world(turns), Opening(store=store, memory=memory)) as session:
             await session.run()
         sid = session.session_id
         for _ in range(repeats):

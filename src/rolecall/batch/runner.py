@@ -59,16 +59,17 @@ async def open_run(
 ) -> AsyncIterator[Session]:
     """The run's stored session: a new one, or its stored session restored.
 
-    The seam to the library's composition root: everything a run needs of a session
-    (store, memory files, the event sink) is attached here and nowhere else.
+    Opened as every session is (:func:`rolecall.api.opening.open_dialogue`): everything a
+    run needs of a session (store, memory files, the event sink) is said here and
+    nowhere else.
     """
-    from rolecall.api.compose import HandlerSink, assemble
+    from rolecall.api.compose import HandlerSink
+    from rolecall.api.opening import Opening, open_dialogue
 
     doc = await ctx.store.load(session_id) if session_id is not None else None
     world = doc.world_model() if doc is not None else plan.worlds[spec.combination]
     sinks = [HandlerSink(ctx.on_event, name="batch-json")] if ctx.on_event is not None else []
-    async with assemble(
-        world,
+    opening = Opening(
         store=ctx.store,
         memory=ctx.memory,
         models=ctx.models,
@@ -78,7 +79,8 @@ async def open_run(
         sinks=sinks,
         bus=batch_bus,
         approver=ctx.approver,
-    ) as session:
+    )
+    async with open_dialogue(world, opening) as session:
         yield session
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 import anyio
 from anyio.abc import TaskStatus
 
-from rolecall.api.compose import assemble
+from rolecall.api.opening import Opening, open_dialogue
 from rolecall.api.tuning import tune_gc
 from rolecall.badges import labels_of
 from rolecall.bus import Bus
@@ -113,22 +113,13 @@ async def live_session(
     """
     json_mode = bool(getattr(args, "json", False))
     models = ModelRegistry(**stream_pacing(json_mode), replay=replay_setup(args, world))
-    if any(role.transport == "nats" for role in world.roles):
-        from rolecall.nats.agents import register_remote_roles
-
-        register_remote_roles(models, world, transport.link if transport is not None else None)
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
     from rolecall import debuglog, tracing
 
     tracers: list[tracing.SessionTracer] = []
 
     def created(session: Session) -> None:
-        """Before anything is published: the transport, the display, debug logs, traces."""
-        if transport is not None:
-            from rolecall.nats.bus import NatsBus, attach
-
-            assert isinstance(session.bus, NatsBus)
-            attach(session, session.bus, world_source=world_source)
+        """Before anything is published: the display, debug logs, traces."""
         if display is not None:
             display(session.bus)
         else:
@@ -151,23 +142,23 @@ async def live_session(
             tracers.append(tracing.trace_session(session))
 
     session_file = getattr(args, "session_file", None)
+    opening = Opening(
+        store=store,
+        memory=memory_files(args),
+        models=models,
+        model_override=override,
+        doc=doc,
+        world_source=world_source,
+        session_file=Path(session_file) if session_file else None,
+        transport=transport,
+        on_created=created,
+        approver=approver_of(args),
+    )
     # a write that fails pauses the session (reason error) after a system/error event:
     # the JSON stream ends with them (events.md), the store keeps them when it still
-    # can (assemble), the terminal display leaves it to the command's own message
+    # can (api/compose.py), the terminal display leaves it to the command's own message
     try:
-        async with assemble(
-            world,
-            store=store,
-            memory=memory_files(args),
-            models=models,
-            model_override=override,
-            doc=doc,
-            world_source=world_source,
-            session_file=Path(session_file) if session_file else None,
-            bus=transport.bus if transport is not None else None,
-            on_created=created,
-            approver=approver_of(args),
-        ) as session:
+        async with open_dialogue(world, opening) as session:
             tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
             yield session
     finally:
