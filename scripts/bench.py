@@ -81,7 +81,7 @@ from rolecall.flows.engine import FlowEngine
 from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
 from rolecall.routing import find_mentions, route
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.session.state import FlowPointer, Message, Transcript
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
@@ -394,7 +394,7 @@ class WriteProbe:
         )
 
 
-async def _timed_run(session: Session) -> tuple[float, float, float]:
+async def _timed_run(session: Dialogue) -> tuple[float, float, float]:
     """(wall, process CPU, event-loop thread CPU) seconds of ``session.run()``."""
     gc.collect()
     cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -417,7 +417,7 @@ async def stored_counts(store: SqliteStore, session_id: str) -> tuple[int, int]:
 
 async def run_attached(
     world: World, data: Path, *, store: bool, memory: bool, sinks: Sequence[Sink]
-) -> tuple[tuple[float, float, float], tuple[int, int] | None, Session]:
+) -> tuple[tuple[float, float, float], tuple[int, int] | None, Dialogue]:
     """``session.run()`` with the SQLite store and/or the memory files of ``data`` attached,
     built by the composition root as ``rolecall run`` builds it (the final flush is not
     timed)."""
@@ -670,7 +670,7 @@ class ChunkRun:
     intervals: list[float] = field(default_factory=list)  # between consecutive sse/chunk events
 
 
-async def _timed_step(session: Session) -> tuple[float, float]:
+async def _timed_step(session: Dialogue) -> tuple[float, float]:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await session.step()
     return time.perf_counter() - wall0, time.process_time() - cpu0
@@ -692,7 +692,7 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
         else:
             marks[envelope.event.type] = now
 
-    async def one_turn(sinks: list[Sink]) -> tuple[float, float, Session]:
+    async def one_turn(sinks: list[Sink]) -> tuple[float, float, Dialogue]:
         async with open_dialogue(
             chunk_world(words), Opening(sinks=sinks, models=models)
         ) as session:
@@ -1138,7 +1138,7 @@ def bench_routing(quick: bool) -> Bench:
 
 
 # ------------------------------------------------------------------------ save / restore
-async def session_from(doc: SessionDocument) -> Session:
+async def session_from(doc: SessionDocument) -> Dialogue:
     """A live session from a document, as ``resume`` and ``/load`` build it (no store)."""
     async with open_dialogue(doc.world_model(), Opening(doc=doc)) as session:
         return session
@@ -1171,7 +1171,7 @@ class Clocked:
         return out
 
 
-async def restore_from_db(store: SqliteStore, sid: str) -> Session:
+async def restore_from_db(store: SqliteStore, sid: str) -> Dialogue:
     return await session_from(await store.load(sid))
 
 

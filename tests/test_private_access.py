@@ -137,7 +137,7 @@ SCRIPTS = SRC.parent.parent / "scripts"
 def _runtime_class() -> str:
     from rolecall import runtime
 
-    return runtime.Session.__name__
+    return runtime.Dialogue.__name__
 
 
 def other_openers(*roots: Path) -> list[str]:

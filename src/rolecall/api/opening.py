@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rolecall.bus import Bus
     from rolecall.memory import MemoryFiles
     from rolecall.nats.transport import Transport
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.document import SessionDocument
     from rolecall.storage.port import SessionStore
     from rolecall.tools.approval import Approver
@@ -60,12 +60,12 @@ class Opening:
     sinks: Sequence[Sink] = ()
     transport: Transport | None = None
     bus: Callable[[str, int], Bus] | None = None
-    on_created: Callable[[Session], None] | None = None
+    on_created: Callable[[Dialogue], None] | None = None
     approver: Approver | None = None
 
 
 @asynccontextmanager
-async def open_dialogue(world: World, opening: Opening | None = None) -> AsyncIterator[Session]:
+async def open_dialogue(world: World, opening: Opening | None = None) -> AsyncIterator[Dialogue]:
     """A live session of ``world``, as ``opening`` says: ``opening.doc``'s, restored, when
     given (``world`` is then its world, with whatever the caller changed in it).
 
@@ -104,13 +104,13 @@ async def open_dialogue(world: World, opening: Opening | None = None) -> AsyncIt
 
 
 def _on_nats(
-    world_source: str | None, then: Callable[[Session], None] | None
-) -> Callable[[Session], None]:
+    world_source: str | None, then: Callable[[Dialogue], None] | None
+) -> Callable[[Dialogue], None]:
     """Give a session on a NATS bus what the stream's headers carry (its world, its
     checkpoints) before anything is published; then ``then``."""
     from rolecall.nats.bus import NatsBus, attach
 
-    def created(session: Session) -> None:
+    def created(session: Dialogue) -> None:
         assert isinstance(session.bus, NatsBus)
         attach(session, session.bus, world_source=world_source)
         if then is not None:

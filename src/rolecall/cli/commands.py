@@ -30,7 +30,7 @@ from rolecall.errors import (
 )
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
 
 
 def dispatch(args: argparse.Namespace, target: str) -> int:
@@ -153,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"world '{world.name}' has no flow to run; "
             f"use `{command(f'chat {shlex.quote(args.world)}', args)}`"
         )
-    holder: list[Session] = []
+    holder: list[Dialogue] = []
 
     async def main() -> None:
         async with (
@@ -180,7 +180,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
         return cmd_repl(args)
     world, source = _load(args)
-    holder: list[Session] = []
+    holder: list[Dialogue] = []
 
     async def main() -> None:
         from rolecall.cli.piped import run_piped
@@ -202,7 +202,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return outcome(holder[0], args)
 
 
-def pause_after(session: Session, turns: int) -> None:
+def pause_after(session: Dialogue, turns: int) -> None:
     """Pause ``session`` (reason ``max_turns``) once its agents have sent ``turns`` more
     messages: the cap of one ``resume --max-turns``, which leaves the session resumable."""
     from rolecall.bus import Envelope
@@ -227,7 +227,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from rolecall.api.entry import find_session, session_file_of
     from rolecall.cli.wiring import live_session, open_store, session_transport
 
-    holder: list[Session] = []
+    holder: list[Dialogue] = []
 
     async def main() -> None:
         read = session_file_of(args.session)  # a damaged file: refused before the store opens

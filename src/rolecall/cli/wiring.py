@@ -32,7 +32,7 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.data_store import DataStore, open_data_store
 from rolecall.storage.document import (
     SessionDocument,
@@ -104,7 +104,7 @@ async def live_session(
     doc: SessionDocument | None = None,
     display: Callable[[Bus], object] | None = None,
     transport: Transport | None = None,
-) -> AsyncIterator[Session]:
+) -> AsyncIterator[Dialogue]:
     """A stored, displayed session; a restored one when ``doc`` is given.
 
     ``display`` attaches the caller's own display to the bus (the REPL's); by default
@@ -118,7 +118,7 @@ async def live_session(
 
     tracers: list[tracing.SessionTracer] = []
 
-    def created(session: Session) -> None:
+    def created(session: Dialogue) -> None:
         """Before anything is published: the display, debug logs, traces."""
         if display is not None:
             display(session.bus)
@@ -196,7 +196,7 @@ def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup |
 TERMINATED = threading.Event()  # SIGTERM was received: the command exits 143 (128 + 15)
 
 
-async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
+async def with_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]) -> None:
     """Run ``body``; Ctrl-C pauses the session, keeping whatever was said.
 
     A generation in progress is cancelled (its partial text kept as a draft); with no
@@ -211,7 +211,7 @@ async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]])
         raise failure from None
 
 
-async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
+async def _watch_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]) -> None:
     interrupted = False
     async with anyio.create_task_group() as tg:
         body_scope = anyio.CancelScope()

@@ -36,7 +36,7 @@ from rolecall.nats.replay import session_logs
 from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.document import SessionDocument
 
 log = get_logger(__name__)
@@ -231,7 +231,7 @@ class Worker:
                 for e in exc.errors()[:5]
             )
             return failed(job, f"the world is invalid: {problems}")
-        live: list[Session] = []
+        live: list[Dialogue] = []
         errors: list[str] = []
         failure: str | None = None
         try:
@@ -266,8 +266,8 @@ class Worker:
         job: Job,
         world: Any,
         doc: SessionDocument | None,
-        created: Callable[[Session], None],
-    ) -> AsyncIterator[Session]:
+        created: Callable[[Dialogue], None],
+    ) -> AsyncIterator[Dialogue]:
         """The job's session, through the one opener: on the cluster's bus, stored here,
         with memory files; the one the stream holds when ``doc`` is given."""
         from rolecall.api.opening import Opening, open_dialogue

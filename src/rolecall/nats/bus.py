@@ -46,7 +46,7 @@ from rolecall.nats.link import (
 )
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
 
 log = get_logger(__name__)
 
@@ -268,7 +268,7 @@ class NatsBus(EventBus):
             put(Outgoing(subject, payload, headers))
 
 
-def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
+def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) -> None:
     """Give ``bus`` what its headers carry: the world, and the checkpoints of ``session``.
 
     Before a model is asked for the next message the session waits until the stream has
@@ -335,7 +335,7 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
         if bus.refused is not None:
             raise PayloadTooLarge(bus.refused)
 
-    async def on_its_way(_: Session) -> None:
+    async def on_its_way(_: Dialogue) -> None:
         refused()
         await publisher.hand_over()
 
