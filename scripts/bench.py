@@ -70,7 +70,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import rolecall
-from rolecall.api.compose import HandlerSink, Sink, assemble, flush, save_to_file
+from rolecall.api.compose import HandlerSink, Sink, flush, save_to_file
+from rolecall.api.opening import Opening, open_dialogue
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.runner import batch_bus
 from rolecall.cli import logs
@@ -80,7 +81,7 @@ from rolecall.flows.engine import FlowEngine
 from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
 from rolecall.routing import find_mentions, route
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.session.state import FlowPointer, Message, Transcript
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
@@ -393,7 +394,7 @@ class WriteProbe:
         )
 
 
-async def _timed_run(session: Session) -> tuple[float, float, float]:
+async def _timed_run(session: Dialogue) -> tuple[float, float, float]:
     """(wall, process CPU, event-loop thread CPU) seconds of ``session.run()``."""
     gc.collect()
     cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -416,18 +417,20 @@ async def stored_counts(store: SqliteStore, session_id: str) -> tuple[int, int]:
 
 async def run_attached(
     world: World, data: Path, *, store: bool, memory: bool, sinks: Sequence[Sink]
-) -> tuple[tuple[float, float, float], tuple[int, int] | None, Session]:
+) -> tuple[tuple[float, float, float], tuple[int, int] | None, Dialogue]:
     """``session.run()`` with the SQLite store and/or the memory files of ``data`` attached,
     built by the composition root as ``rolecall run`` builds it (the final flush is not
     timed)."""
     async with contextlib.AsyncExitStack() as stack:
         db = await stack.enter_async_context(SqliteStore(db_path(data))) if store else None
         session = await stack.enter_async_context(
-            assemble(
+            open_dialogue(
                 world,
-                store=db,
-                memory=MemoryFiles.in_data_dir(data) if memory else None,
-                sinks=sinks,
+                Opening(
+                    store=db,
+                    memory=MemoryFiles.in_data_dir(data) if memory else None,
+                    sinks=sinks,
+                ),
             )
         )
         tune_gc()  # as the CLI does once a session is set up (api/tuning.py)
@@ -616,8 +619,9 @@ def bench_turn_overhead(quick: bool) -> Bench:
         "repeats": {str(n): r for n, r in plan},
         "repeats_no_store": {str(n): r for n, r in plan_no_store},
         "persistence": "headline figures (nN_* without suffix): a fresh temporary data "
-        "directory per run, SqliteStore(<data>/rolecall.db).open() + assemble(world, "
-        "store=store, memory=MemoryFiles.in_data_dir(<data>)), as `rolecall run` wires them; "
+        "directory per run, SqliteStore(<data>/rolecall.db).open() + open_dialogue(world, "
+        "Opening(store=store, memory=MemoryFiles.in_data_dir(<data>))), as `rolecall run` "
+        "opens them; "
         "the store commits one transaction a turn and the memory files get one "
         "line per agent per message; the final store.flush() after run() is not timed",
         "aggregation": "each run: median of per-turn durations; figures are from the run with "
@@ -666,7 +670,7 @@ class ChunkRun:
     intervals: list[float] = field(default_factory=list)  # between consecutive sse/chunk events
 
 
-async def _timed_step(session: Session) -> tuple[float, float]:
+async def _timed_step(session: Dialogue) -> tuple[float, float]:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await session.step()
     return time.perf_counter() - wall0, time.process_time() - cpu0
@@ -688,8 +692,10 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
         else:
             marks[envelope.event.type] = now
 
-    async def one_turn(sinks: list[Sink]) -> tuple[float, float, Session]:
-        async with assemble(chunk_world(words), sinks=sinks, models=models) as session:
+    async def one_turn(sinks: list[Sink]) -> tuple[float, float, Dialogue]:
+        async with open_dialogue(
+            chunk_world(words), Opening(sinks=sinks, models=models)
+        ) as session:
             session.open()
             gc.collect()
             turn, cpu = await _timed_step(session)
@@ -1132,9 +1138,9 @@ def bench_routing(quick: bool) -> Bench:
 
 
 # ------------------------------------------------------------------------ save / restore
-async def session_from(doc: SessionDocument) -> Session:
+async def session_from(doc: SessionDocument) -> Dialogue:
     """A live session from a document, as ``resume`` and ``/load`` build it (no store)."""
-    async with assemble(doc.world_model(), doc=doc) as session:
+    async with open_dialogue(doc.world_model(), Opening(doc=doc)) as session:
         return session
 
 
@@ -1165,7 +1171,7 @@ class Clocked:
         return out
 
 
-async def restore_from_db(store: SqliteStore, sid: str) -> Session:
+async def restore_from_db(store: SqliteStore, sid: str) -> Dialogue:
     return await session_from(await store.load(sid))
 
 
@@ -1178,7 +1184,7 @@ async def _save_restore(
     facts: dict[str, Any] = {}
     async with (
         SqliteStore(db_path(data)) as store,
-        assemble(turn_world(turns), store=store, memory=memory) as session,
+        open_dialogue(turn_world(turns), Opening(store=store, memory=memory)) as session,
     ):
         t0 = time.perf_counter()
         await session.run()
@@ -1301,7 +1307,9 @@ def peak_rss_mb() -> float:
 async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
     async with (
         SqliteStore(db_path(data)) as store,
-        assemble(turn_world(turns), store=store, memory=MemoryFiles.in_data_dir(data)) as session,
+        open_dialogue(
+            turn_world(turns), Opening(store=store, memory=MemoryFiles.in_data_dir(data))
+        ) as session,
     ):
         await session.run()
         await flush(session)
@@ -1385,13 +1393,15 @@ async def _many_worlds(
         stamps: dict[str, list[float]] = {f"bench-{i:03d}": [] for i in range(worlds)}
         sessions = [
             await stack.enter_async_context(
-                assemble(
+                open_dialogue(
                     turn_world(turns),
-                    store=store,
-                    memory=memory,
-                    session_id=sid,
-                    sinks=[HandlerSink(clock_into(times), "messages")],
-                    bus=batch_bus,  # as `rolecall batch` runs its sessions: no bus history
+                    Opening(
+                        store=store,
+                        memory=memory,
+                        session_id=sid,
+                        sinks=[HandlerSink(clock_into(times), "messages")],
+                        bus=batch_bus,  # as `rolecall batch` runs its sessions: no bus history
+                    ),
                 )
             )
             for sid, times in stamps.items()
@@ -1870,7 +1880,7 @@ async def _fork_runs(turns: int, repeats: int, root: Path) -> tuple[list[float],
     facts: dict[str, Any] = {}
     async with SqliteStore(db_path(data)) as store:
         # the parent's memory files too, as a CLI run writes them
-        async with assemble(turn_world(turns), store=store, memory=memory) as session:
+        async with open_dialogue(turn_world(turns), Opening(store=store, memory=memory)) as session:
             await session.run()
         sid = session.session_id
         for _ in range(repeats):

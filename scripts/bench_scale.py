@@ -5,6 +5,7 @@ Imported by ``scripts/bench.py``; each function returns one :class:`Bench`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -172,10 +173,11 @@ async def _nats_session(
     start until every event is stored, the median time between two of its messages).
     ``provider``: the scripted model counts as a provider (see :class:`_AsksSomeone`).
     ``leased``: the session's lease claimed first, as a worker does (a renewal per batch)."""
-    from rolecall.api.compose import attach_store
+    from rolecall.api.compose import HandlerSink
+    from rolecall.api.opening import Opening, open_dialogue
     from rolecall.api.tuning import tune_gc
     from rolecall.llm.registry import ModelRegistry
-    from rolecall.runtime import Session
+    from rolecall.nats.transport import open_transport
     from rolecall.storage.sqlite import SqliteStore
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world
@@ -189,47 +191,50 @@ async def _nats_session(
     def gaps() -> float:
         return statistics.median(b - a for a, b in itertools.pairwise(stamps))
 
-    async with SqliteStore(data / "rolecall.db") as store:
-        if url is None:
-            session = Session(world, models=models)
-            session.bus.subscribe(lambda _: stamps.append(time.perf_counter()), "messages")
-            await attach_store(session, store)
-            tune_gc()  # as the CLI does once a session is set up
-            started = time.perf_counter()
-            await session.run()
-            return time.perf_counter() - started, gaps()
-        from rolecall.nats.bus import attach
-        from rolecall.nats.transport import open_transport
+    clock = HandlerSink(lambda _: stamps.append(time.perf_counter()), "messages")
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(SqliteStore(data / "rolecall.db"))
+        transport = None if url is None else await stack.enter_async_context(open_transport(url))
+        sid = f"bench-{time.monotonic_ns()}" if transport is not None else None
+        bus = None
+        if transport is not None and sid is not None and leased:
+            epoch = f"{time.monotonic_ns() % 0xFFFFFF:06x}"  # a worker's run of the session
+            await transport.publisher.claim(sid, epoch, 0)
 
-        async with open_transport(url) as transport:
-            sid = f"bench-{time.monotonic_ns()}"
-            bus = transport.bus(sid)
-            if leased:
-                await transport.publisher.claim(sid, bus.epoch, 0)
-            session = Session(world, session_id=sid, models=models, bus=bus)
-            session.bus.subscribe(lambda _: stamps.append(time.perf_counter()), "messages")
-            attach(session, bus)
-            await attach_store(session, store)
-            tune_gc()
-            started = time.perf_counter()
-            await session.run()
+            def bus(session_id: str, first_seq: int) -> Any:
+                assert transport is not None
+                return transport.bus(session_id, first_seq, epoch=epoch)
+
+        opening = Opening(
+            store=store,
+            models=models,
+            session_id=sid,
+            sinks=[clock],
+            transport=transport,
+            bus=bus,
+        )
+        session = await stack.enter_async_context(open_dialogue(world, opening))
+        tune_gc()  # as the CLI does once a session is set up
+        started = time.perf_counter()
+        await session.run()
+        if transport is not None:
             await transport.publisher.flush()
-            return time.perf_counter() - started, gaps()
+        return time.perf_counter() - started, gaps()
 
 
 async def _turn_lines(turns: int) -> list[list[bytes]]:
     """The JSON lines of ``turns`` in-process scripted turns, one list per turn (a turn
     ends with its step record), as the NATS transport publishes them."""
-    from rolecall.llm.registry import ModelRegistry
-    from rolecall.runtime import Session
+    from rolecall.api.compose import HandlerSink
+    from rolecall.api.opening import Opening, open_dialogue
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world
 
     world = build_world(scripted_raw(turns), source="bench", library=RoleLibrary()).world
-    session = Session(world, models=ModelRegistry())
     published: list[Envelope] = []
-    session.bus.subscribe(published.append, name="bench")
-    await session.run()
+    opening = Opening(sinks=[HandlerSink(published.append, name="bench")])
+    async with open_dialogue(world, opening) as session:
+        await session.run()
     out: list[list[bytes]] = [[]]
     for envelope in published:
         out[-1].append(envelope.to_json().encode())

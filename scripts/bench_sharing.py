@@ -49,8 +49,9 @@ def many_child(worlds: int, turns: int) -> int:
 async def _one(turns: int, data: Path, start: float) -> float:
     async with (
         bench.SqliteStore(bench.db_path(data)) as store,
-        bench.assemble(
-            bench.turn_world(turns), store=store, memory=bench.MemoryFiles.in_data_dir(data)
+        bench.open_dialogue(
+            bench.turn_world(turns),
+            bench.Opening(store=store, memory=bench.MemoryFiles.in_data_dir(data)),
         ) as session,
     ):
         bench.tune_gc()

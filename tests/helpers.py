@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from rolecall.bus import Envelope
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
 
@@ -38,7 +38,7 @@ def scripted_world(
 class Recorder:
     """Collects every envelope a session publishes."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Dialogue) -> None:
         self.events: list[Envelope] = []
         session.bus.subscribe(self.events.append, name="recorder")
 
@@ -58,8 +58,8 @@ class Recorder:
         return stops[0]
 
 
-async def run_flow(world: World, **kwargs: Any) -> tuple[Session, Recorder]:
-    session = Session(world, **kwargs)
+async def run_flow(world: World, **kwargs: Any) -> tuple[Dialogue, Recorder]:
+    session = Dialogue(world, **kwargs)
     rec = Recorder(session)
     await session.run()
     return session, rec

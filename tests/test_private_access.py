@@ -128,3 +128,76 @@ def test_the_scan_finds_a_reach_into_a_private_member(tmp_path: Path) -> None:
         "user.py:2: store._rows",
         "user.py:9: site._rows",
     ]
+
+
+# ------------------------------------------------------------------ one way to open a session
+SCRIPTS = SRC.parent.parent / "scripts"
+
+
+def _runtime_class() -> str:
+    from rolecall import runtime
+
+    return runtime.Dialogue.__name__
+
+
+def other_openers(*roots: Path) -> list[str]:
+    """Where a module outside ``api/`` opens a session its own way: calling the
+    composition root (``api/compose.assemble``) or building the runtime's session class
+    itself, instead of :func:`rolecall.api.opening.open_dialogue` (or the public API)."""
+    cls = _runtime_class()
+    found: list[str] = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if root == SRC and rel.startswith(("api/", "runtime.py")):
+                continue
+            tree = ast.parse(path.read_text("utf-8"))
+            names = {"assemble": set[str](), cls: set[str]()}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module in (
+                    "rolecall.api.compose",
+                    "rolecall.runtime",
+                ):
+                    for alias in node.names:
+                        if alias.name in names:
+                            names[alias.name].add(alias.asname or alias.name)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "rolecall.api.compose":
+                    if any(alias.name == "assemble" for alias in node.names):
+                        found.append(f"{root.name}/{rel}:{node.lineno}: imports assemble")
+                elif isinstance(node, ast.Call):
+                    func = node.func
+                    if (isinstance(func, ast.Name) and func.id in names[cls]) or (
+                        isinstance(func, ast.Attribute)
+                        and func.attr in ("assemble", cls)
+                        and ast.unparse(func.value) in ("runtime", "compose", "bench")
+                    ):
+                        found.append(f"{root.name}/{rel}:{node.lineno}: {ast.unparse(func)}(...)")
+    return found
+
+
+def test_every_session_is_opened_through_the_one_opener() -> None:
+    assert other_openers(SRC, SCRIPTS) == []
+
+
+def test_the_scan_finds_a_session_opened_another_way(tmp_path: Path) -> None:
+    cls = _runtime_class()
+    (tmp_path / "cli.py").write_text(
+        "from rolecall.api.compose import assemble, flush\n"
+        f"from rolecall.runtime import {cls} as Live\n"
+        "from rolecall import runtime\n"
+        "def go(world):\n"
+        "    Live(world)\n"
+        f"    runtime.{cls}(world)\n"
+        "    return assemble(world)\n"
+    )
+    (tmp_path / "fine.py").write_text(
+        "from rolecall.api.opening import open_dialogue\n"
+        "def go(world):\n"
+        "    return open_dialogue(world)\n"
+    )
+    assert other_openers(tmp_path) == [
+        f"{tmp_path.name}/cli.py:1: imports assemble",
+        f"{tmp_path.name}/cli.py:5: Live(...)",
+        f"{tmp_path.name}/cli.py:6: runtime.{cls}(...)",
+    ]

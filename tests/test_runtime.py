@@ -8,7 +8,7 @@ import pytest
 from rolecall.errors import ProviderUnavailable
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.backends import anyio_backend  # noqa: F401 - asyncio and trio
 from tests.helpers import Recorder, run_flow, scripted_world, world_from
 
@@ -163,7 +163,7 @@ async def test_one_generation_at_a_time_even_with_concurrent_callers() -> None:
     world = world_from(
         {"name": "c", "model": "slow", "roles": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}
     )
-    session = Session(world, models=registry)
+    session = Dialogue(world, models=registry)
     async with anyio.create_task_group() as tg:
         for text in ("one", "two", "three"):
             tg.start_soon(session.say, text)
@@ -187,7 +187,7 @@ async def test_provider_failure_pauses_with_error_and_resume_continues() -> None
             },
         }
     )
-    session = Session(world, models=registry_with(model))
+    session = Dialogue(world, models=registry_with(model))
     rec = Recorder(session)
     await session.run()
     assert session.state.state == "paused"
@@ -212,7 +212,7 @@ async def test_cancelling_a_generation_keeps_a_draft_and_pauses() -> None:
             "flow": {"steps": [{"id": "s1", "speaker": "a"}]},
         }
     )
-    session = Session(world, models=registry_with(model))
+    session = Dialogue(world, models=registry_with(model))
     rec = Recorder(session)
     async with anyio.create_task_group() as tg:
         tg.start_soon(session.run)
@@ -231,7 +231,7 @@ async def test_cancelling_a_generation_keeps_a_draft_and_pauses() -> None:
 
 async def test_human_mention_during_a_flow_is_one_interjection() -> None:
     world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 4)], roles=["a", "b"])
-    session = Session(world)
+    session = Dialogue(world)
     rec = Recorder(session)
     await session.step()
     await session.say("hey @b what do you think?")
@@ -250,7 +250,7 @@ async def test_human_mention_during_a_flow_is_one_interjection() -> None:
 
 async def test_pause_and_stop_take_effect_after_the_current_turn() -> None:
     world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 6)])
-    session = Session(world)
+    session = Dialogue(world)
     rec = Recorder(session)
 
     def pause_after_two(env) -> None:  # type: ignore[no-untyped-def]
@@ -275,7 +275,7 @@ async def test_hard_cap_applies_in_chat_too() -> None:
             "roles": [{"id": "a", "script": ["@b go"]}, {"id": "b", "script": ["@a go"]}],
         }
     )
-    session = Session(world)
+    session = Dialogue(world)
     rec = Recorder(session)
     await session.say("@a start")
     assert session.state.transcript.agent_turns == 3

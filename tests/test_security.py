@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from rolecall.errors import UnsafeIdError, WorldError
 from rolecall.paths import safe_id
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.document import SessionDocument, snapshot
 from rolecall.world.library import RoleLibrary
 from rolecall.world.loader import parse_world
@@ -254,8 +254,8 @@ def hostile_document() -> SessionDocument:
         "    - {id: two, speaker: b, loop: {to: one, max: 4}}\n"
     ).world
 
-    async def run() -> Session:
-        session = Session(world)
+    async def run() -> Dialogue:
+        session = Dialogue(world)
         await session.run()
         return session
 

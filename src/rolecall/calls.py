@@ -44,7 +44,7 @@ asking it again would cost nothing (``repeatable``, see
 
 
 class CallSite(Protocol):
-    """What a model call needs of the session (``runtime.Session``)."""
+    """What a model call needs of the session (``runtime.Dialogue``)."""
 
     world: World
     state: SessionState

@@ -94,7 +94,7 @@ class Director(Protocol):
 
 
 class Host(Protocol):
-    """The session as drivers and modes see it (implemented by ``runtime.Session``)."""
+    """The session as drivers and modes see it (implemented by ``runtime.Dialogue``)."""
 
     world: World
     state: SessionState

@@ -1,6 +1,7 @@
 """A running session: flows, interjections and chat turns, one generation at a time.
 
-:class:`Session` wires a world to the bus, the models, the pure flow engine and the
+:class:`Dialogue` (a session, live in this process; the public API wraps it in
+:class:`rolecall.Session`) wires a world to the bus, the models, the pure flow engine and the
 routing rules. Every turn runs under one lock, so exactly one generation happens at a
 time whatever drives the session (auto run, step mode, chat, an API caller). State
 changes are published as events; a message is handed to the commit hooks (storage)
@@ -57,13 +58,13 @@ if TYPE_CHECKING:  # imported when a world has knowledge (start-up stays lean)
 log = get_logger(__name__)
 
 CommitHook = Callable[[Message], Awaitable[None]]
-TurnHook = Callable[["Session"], Awaitable[None]]
+TurnHook = Callable[["Dialogue"], Awaitable[None]]
 
 
 class Store(Protocol):
     """Where a session is persisted as it runs (the SQLite store implements it)."""
 
-    async def commit(self, session: Session) -> None:
+    async def commit(self, session: Dialogue) -> None:
         """One transaction: the events stamped since the last one, new messages, state."""
         ...
 
@@ -72,7 +73,7 @@ def new_session_id(clock: Callable[[], datetime] = utc_now) -> str:
     return clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-class Session:
+class Dialogue:
     """One session of a world. Create it, then ``run()``, ``step()`` or ``say()``."""
 
     def __init__(

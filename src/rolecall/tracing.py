@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from rolecall.api.session import Session as PublicSession
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
 
 _BUILTIN = ("offline", "scripted")
 
@@ -117,7 +117,7 @@ def _error_type(error: str) -> str:
 class SessionTracer:
     """Turns one session's events into spans; :meth:`close` ends whatever is still open."""
 
-    def __init__(self, session: Session, tracer: Tracer) -> None:
+    def __init__(self, session: Dialogue, tracer: Tracer) -> None:
         self.session = session
         self.tracer = tracer
         self._root: Span | None = None
@@ -259,7 +259,7 @@ class SessionTracer:
 
 
 def trace_session(
-    session: Session | PublicSession, tracer_provider: TracerProvider | None = None
+    session: Dialogue | PublicSession, tracer_provider: TracerProvider | None = None
 ) -> SessionTracer:
     """Trace ``session`` (a ``rolecall.Session`` or the runtime's) with
     ``tracer_provider`` (default: the global one)."""

@@ -15,14 +15,14 @@ import pytest
 
 from rolecall.bus import Envelope, MessageEvent
 from rolecall.floor import FloorGrant, FloorRequest
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
 
 
-def chat(scripts: dict[str, list[str]], **settings: Any) -> Session:
-    return Session(
+def chat(scripts: dict[str, list[str]], **settings: Any) -> Dialogue:
+    return Dialogue(
         world_from(
             {
                 "name": "chat",
@@ -34,7 +34,7 @@ def chat(scripts: dict[str, list[str]], **settings: Any) -> Session:
     )
 
 
-def watched(session: Session) -> list[tuple[str, str, str]]:
+def watched(session: Dialogue) -> list[tuple[str, str, str]]:
     """Every floor request and grant, as (what, agent, message id), in order."""
     seen: list[tuple[str, str, str]] = []
 
@@ -102,7 +102,7 @@ async def test_the_replies_owed_are_stored_before_the_first_is_generated() -> No
     stored: list[list[tuple[str, str]]] = []
 
     class Store:
-        async def commit(self, s: Session) -> None:
+        async def commit(self, s: Dialogue) -> None:
             stored.append([(p.agent, p.message_id) for p in s.state.pending])
 
     session.store = Store()
@@ -114,7 +114,7 @@ async def test_the_replies_owed_are_stored_before_the_first_is_generated() -> No
 
 
 async def test_a_flow_admits_one_direct_address_as_an_interjection() -> None:
-    session = Session(
+    session = Dialogue(
         world_from(
             {
                 "name": "f",

@@ -10,7 +10,7 @@ import pytest
 from rolecall.errors import ProviderUnavailable
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
@@ -34,11 +34,11 @@ class Flaky:
         yield Usage(1, 1)
 
 
-def flaky_session(model: Flaky) -> tuple[Session, Recorder]:
+def flaky_session(model: Flaky) -> tuple[Dialogue, Recorder]:
     registry = ModelRegistry()
     registry.register("flaky", model)
     world = world_from({"name": "f", "model": "flaky", "roles": [{"id": "a"}, {"id": "b"}]})
-    session = Session(world, models=registry)
+    session = Dialogue(world, models=registry)
     return session, Recorder(session)
 
 

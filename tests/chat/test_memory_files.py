@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from rolecall.errors import StorageError, UnsafeIdError
 from rolecall.memory import MemoryFiles
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.session.state import Message
 from tests.helpers import world_from
 
@@ -57,7 +57,7 @@ async def test_every_agent_saves_every_message_once_in_order_with_the_published_
     tmp_path: Path,
 ) -> None:
     memory = MemoryFiles(tmp_path / "memory")
-    session = Session(chat_world({"a": ["a: hello"], "b": ["b: hi"], "c": ["c: hey"]}))
+    session = Dialogue(chat_world({"a": ["a: hello"], "b": ["b: hi"], "c": ["c: hey"]}))
     memory.attach(session)
     await session.say("good morning")
     transcript = session.state.transcript.messages
@@ -79,7 +79,7 @@ async def test_every_agent_saves_every_message_once_in_order_with_the_published_
 
 async def test_memory_holds_the_text_as_published_and_system_messages(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path / "memory")
-    session = Session(
+    session = Dialogue(
         chat_world({"a": ["@b ping"], "b": ["@b: pong"]}, turn_limit=1)  # b's self-mention stripped
     )
     memory.attach(session)
@@ -107,7 +107,7 @@ async def test_content_with_newlines_and_unicode_separators_stays_one_line(tmp_p
 
 async def test_attaching_twice_saves_nothing_twice(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path)
-    session = Session(chat_world({"a": ["hi"]}))
+    session = Dialogue(chat_world({"a": ["hi"]}))
     memory.attach(session)
     memory.attach(session)
     await session.say("hello")
@@ -135,11 +135,11 @@ def test_reading_or_clearing_a_missing_file(tmp_path: Path) -> None:
 async def test_fifty_sessions_at_once_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     memory = MemoryFiles.in_data_dir(tmp_path)
     scripts = {"a": ["@b ping {n}", "done {n}"], "b": ["pong {n}"], "c": ["c {n}"]}
-    sessions = [Session(chat_world(scripts), session_id=f"s{i:02d}") for i in range(50)]
+    sessions = [Dialogue(chat_world(scripts), session_id=f"s{i:02d}") for i in range(50)]
     for session in sessions:
         memory.attach(session)
 
-    async def talk(session: Session) -> None:
+    async def talk(session: Dialogue) -> None:
         await session.say("hello everyone")
         await session.say("@c and you?")
         await session.system_message("halfway")
@@ -335,7 +335,7 @@ async def test_a_blocked_folder_raises_storage_error_not_os_error(tmp_path: Path
 async def test_a_storage_error_reaches_the_caller_of_say(tmp_path: Path) -> None:
     (tmp_path / "memory").write_text("not a folder")
     memory = MemoryFiles(tmp_path / "memory")
-    session = Session(chat_world({"a": ["hi"]}))
+    session = Dialogue(chat_world({"a": ["hi"]}))
     memory.attach(session)
     with pytest.raises(StorageError):
         await session.say("hello")

@@ -9,13 +9,13 @@ import pytest
 
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
 
 
-def chat_session(scripts: dict[str, list[str]], **settings: Any) -> tuple[Session, Recorder]:
+def chat_session(scripts: dict[str, list[str]], **settings: Any) -> tuple[Dialogue, Recorder]:
     world = world_from(
         {
             "name": "chat",
@@ -24,7 +24,7 @@ def chat_session(scripts: dict[str, list[str]], **settings: Any) -> tuple[Sessio
             "roles": [{"id": rid, "script": lines} for rid, lines in scripts.items()],
         }
     )
-    session = Session(world)
+    session = Dialogue(world)
     return session, Recorder(session)
 
 
@@ -153,13 +153,13 @@ class Capture:
         yield Usage(10, 2)
 
 
-def capture_session(model: Capture, roles: list[str], **settings: Any) -> Session:
+def capture_session(model: Capture, roles: list[str], **settings: Any) -> Dialogue:
     registry = ModelRegistry()
     registry.register("capture", model)
     world = world_from(
         {"name": "p", "model": "capture", "settings": settings, "roles": [{"id": r} for r in roles]}
     )
-    return Session(world, models=registry)
+    return Dialogue(world, models=registry)
 
 
 def occurrences(request: GenerationRequest, needle: str) -> int:

@@ -15,7 +15,7 @@ import yaml
 
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.cli.test_run_cli import rolecall
 from tests.helpers import Recorder, world_from
 
@@ -134,7 +134,7 @@ async def test_the_model_is_asked_with_the_recent_history(
     model = Asked(answer)
     registry = ModelRegistry()
     registry.register("asked", model)
-    session = Session(world_from(world), models=registry, model_override="asked")
+    session = Dialogue(world_from(world), models=registry, model_override="asked")
     rec = Recorder(session)
     await session.say("Good morning, everyone.")
     await session.say(QUESTION)

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from rolecall.bus import Envelope
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 PING_PONG = {"a": ["@b ping {n}"], "b": ["@a pong {n}"]}
 
 
-def chat_session(scripts: dict[str, list[str]], **settings: Any) -> tuple[Session, Recorder]:
+def chat_session(scripts: dict[str, list[str]], **settings: Any) -> tuple[Dialogue, Recorder]:
     world = world_from(
         {
             "name": "chat",
@@ -25,7 +25,7 @@ def chat_session(scripts: dict[str, list[str]], **settings: Any) -> tuple[Sessio
             "roles": [{"id": rid, "script": lines} for rid, lines in scripts.items()],
         }
     )
-    session = Session(world)
+    session = Dialogue(world)
     return session, Recorder(session)
 
 
@@ -192,7 +192,7 @@ async def test_a_pass_mentioning_someone_starts_nothing() -> None:
 
 
 # ------------------------------------------- a human message during an exchange
-async def say_during(session: Session, first: str, second: str) -> None:
+async def say_during(session: Dialogue, first: str, second: str) -> None:
     """Say ``first``; ``second`` arrives while the exchange ``first`` started is running."""
     heard = anyio.Event()
 

@@ -14,7 +14,7 @@ import pytest
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.scripted import ScriptedModel
 from rolecall.llm.types import GenerationRequest, StreamItem
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
@@ -49,11 +49,11 @@ def chat_world(scripts: dict[str, list[str]], **settings: Any) -> Any:
 
 def chat_session(
     scripts: dict[str, list[str]], **settings: Any
-) -> tuple[Session, Recorder, RecordingScripted]:
+) -> tuple[Dialogue, Recorder, RecordingScripted]:
     model = RecordingScripted()
     registry = ModelRegistry()
     registry.register("scripted", model)
-    session = Session(chat_world(scripts, **settings), models=registry)
+    session = Dialogue(chat_world(scripts, **settings), models=registry)
     return session, Recorder(session), model
 
 

@@ -284,7 +284,7 @@ def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
     from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
     from rolecall.nats.bus import attach
     from rolecall.nats.link import EVENTS_STREAM
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.sqlite import SqliteStore
     from tests.helpers import world_from
 
@@ -322,7 +322,7 @@ def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
                                     {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 9}}]}}
             )  # fmt: skip
             bus = transport.bus(sid)
-            session = Session(world, session_id=sid, models=models, bus=bus)
+            session = Dialogue(world, session_id=sid, models=models, bus=bus)
             attach(session, bus)
             await attach_store(session, store)
             await session.run()
@@ -347,7 +347,7 @@ def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_sti
     from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
     from rolecall.nats.bus import attach
     from rolecall.nats.link import EVENTS_STREAM
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.sqlite import SqliteStore
     from tests.helpers import world_from
 
@@ -381,7 +381,7 @@ def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_sti
                                     {"id": "s3", "speaker": "b", "loop": {"to": "s1", "max": 9}}]}}
             )  # fmt: skip
             bus = transport.bus(sid)
-            session = Session(world, session_id=sid, models=models, bus=bus)
+            session = Dialogue(world, session_id=sid, models=models, bus=bus)
             attach(session, bus)
 
             async def counted() -> None:

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.tracing import trace_session
 from tests.faults import Cli, write_net_guard
 from tests.helpers import scripted_world
@@ -34,7 +34,7 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
             {"id": "answer", "speaker": "teacher", "loop": {"to": "ask", "max": 2}},
         ]
     )
-    session = Session(world)
+    session = Dialogue(world)
     trace_session(session, tracer_provider=provider)
     await session.run()
 
@@ -109,7 +109,7 @@ async def test_a_failed_generation_is_an_error_span(exporter: InMemorySpanExport
     world = scripted_world([{"id": "ask", "speaker": "student"}])
     models = ModelRegistry()
     models.register("scripted", Broken())
-    session = Session(world, models=models)
+    session = Dialogue(world, models=models)
     trace_session(session, tracer_provider=provider)
     await session.run()
 
@@ -151,7 +151,7 @@ async def test_a_provider_call_follows_the_genai_conventions(
                 "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
             }
         )
-        session = Session(world)
+        session = Dialogue(world)
         trace_session(session, tracer_provider=provider)
         try:
             await session.run()
@@ -208,7 +208,7 @@ async def test_the_finish_reason_is_the_providers(
                 "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
             }
         )
-        session = Session(world)
+        session = Dialogue(world)
         ends: list[StreamEnd] = []
         session.bus.subscribe(lambda e: ends.append(e.event), "sse", name="ends")
         said: list[object] = []  # the session's system events: why it stopped, if it did
@@ -247,7 +247,7 @@ async def test_the_offline_model_says_length_when_max_tokens_cut_its_reply(
             },
         }
     )
-    session = Session(world)
+    session = Dialogue(world)
     trace_session(session, tracer_provider=provider)
     await session.run()
     chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]

@@ -25,7 +25,7 @@ from rolecall.llm.scripted import ScriptedModel
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta
 from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage import writer as store_writer
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
@@ -82,13 +82,13 @@ class FlakyModel:
                 raise ProviderUnavailable("flaky: the stream broke", model="flaky")
 
 
-def new_session(world: World, sid: str, *, fail_on: int | None) -> Session:
+def new_session(world: World, sid: str, *, fail_on: int | None) -> Dialogue:
     models = ModelRegistry(scripted_delay=0.001)
     models.register("flaky", FlakyModel(fail_on) if fail_on else ScriptedModel(delay=0.001))
-    return Session(world, session_id=sid, models=models)
+    return Dialogue(world, session_id=sid, models=models)
 
 
-async def drive(session: Session) -> int:
+async def drive(session: Dialogue) -> int:
     """Run a flow to its end (again after each error pause) or play the chat; the pauses."""
     if session.engine is None:
         for line in HUMAN:
@@ -123,7 +123,7 @@ async def test_fifty_sessions_at_once_keep_every_message_once(tmp_path: Path) ->
     assert len(expected["chatroom"]) > len(HUMAN)  # the agents did answer
     home = tmp_path / "home"
     memory = MemoryFiles.in_data_dir(home)
-    sessions: dict[str, Session] = {}
+    sessions: dict[str, Dialogue] = {}
     pauses: dict[str, int] = {}
     running = [0, 0]  # now, most at once
 

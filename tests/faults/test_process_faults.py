@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.document import read_session_file
 from rolecall.world.loader import parse_world
 from tests.faults import (
@@ -71,8 +71,8 @@ def reference(world_text: str) -> list[str]:
     """The contents of an uninterrupted in-process run of the world."""
     world = parse_world(world_text).world
 
-    async def go() -> Session:
-        session = Session(world)
+    async def go() -> Dialogue:
+        session = Dialogue(world)
         await session.run()
         return session
 

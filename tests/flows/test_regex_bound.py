@@ -15,7 +15,7 @@ import pytest
 
 from rolecall.errors import ConditionTimeout, WorldError
 from rolecall.flows import patterns
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +75,7 @@ def quick_bound(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_backtracking_pattern_pauses_with_the_condition_named(
     flow: dict[str, Any], where: str
 ) -> None:
-    session = Session(world_from(evil_world(flow)))
+    session = Dialogue(world_from(evil_world(flow)))
     rec = Recorder(session)
     with pytest.raises(ConditionTimeout) as caught:
         await session.run()
@@ -94,7 +94,7 @@ async def test_a_backtracking_pattern_pauses_with_the_condition_named(
 
 async def test_a_pattern_that_terminates_still_decides() -> None:
     flow = {"stop": [{"regex": "^a+!$"}], "steps": [{"id": "s", "speaker": "a"}]}
-    session = Session(world_from(evil_world(flow)))
+    session = Dialogue(world_from(evil_world(flow)))
     rec = Recorder(session)
     await session.run()
     assert rec.stop().reason == "keyword"
@@ -128,7 +128,7 @@ async def test_a_human_message_that_times_out_the_stop_pauses_the_session() -> N
         "stop": [{"regex": "(a|aa)+$", "role": "human"}],
         "steps": [{"id": "s", "speaker": "b"}],
     }
-    session = Session(world_from(evil_world(flow)))
+    session = Dialogue(world_from(evil_world(flow)))
     rec = Recorder(session)
     message = await session.say(EVIL)
     assert message.content == EVIL

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, run_flow, scripted_world
 
 pytestmark = pytest.mark.anyio
@@ -175,7 +175,7 @@ async def test_max_turns_condition_and_flag_stop() -> None:
     assert len(rec.steps()) == 4 and rec.stop().reason == "max_turns"
 
     world = scripted_world(four(s3={"to": "s2", "max": 50}), stop=[{"flag": "done"}])
-    session = Session(world)
+    session = Dialogue(world)
     rec = Recorder(session)
     for _ in range(3):
         await session.step()
@@ -197,7 +197,7 @@ async def test_max_tokens_budget_is_checked_before_the_call() -> None:
 async def test_step_mode_and_auto_mode_give_the_same_sequence() -> None:
     world = scripted_world(four(s3={"to": "s2", "max": 3}, s4={"to": "s1", "max": 2}))
     _, auto = await run_flow(world)
-    session = Session(world)
+    session = Dialogue(world)
     stepped = Recorder(session)
     while await session.step():
         pass

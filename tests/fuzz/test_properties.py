@@ -39,7 +39,7 @@ from rolecall.routing import (
     strip_self_mentions,
     unknown_mention_notice,
 )
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.document import SessionDocument, parse_document, snapshot
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
@@ -299,8 +299,8 @@ def real_document() -> dict[str, Any]:
         "    - {id: two, speaker: b, loop: {to: one, max: 2}}\n"
     ).world
 
-    async def run() -> Session:
-        session = Session(world)
+    async def run() -> Dialogue:
+        session = Dialogue(world)
         await session.run()
         return session
 

@@ -15,7 +15,7 @@ from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.modes.debate import PROFILES
 from rolecall.modes.debate_turns import parse_judgment
 from rolecall.modes.judgments import Invalid
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.document import parse_document, restore_state, snapshot
 from rolecall.world.library import builtin_roles
 from rolecall.world.models import World
@@ -436,12 +436,12 @@ async def test_the_offline_judge_writes_prose_so_its_verdicts_are_ignored() -> N
 # ---------------------------------------------------------------------- resume
 async def test_a_restored_debate_continues_counting_where_it_stopped() -> None:
     world = debate({"max_turns": 6}, roles=scripted([long_line("p{n}")], [long_line("c{n}")]))
-    first = Session(world)
+    first = Dialogue(world)
     for _ in range(3):
         await first.step()
     doc = snapshot(first, created_at=first.clock())
     doc = parse_document(doc.model_dump_json(), "test")
-    second = Session(world, state=restore_state(doc))
+    second = Dialogue(world, state=restore_state(doc))
     rec = Recorder(second)
     await second.run()
     assert [e.data["turn"] for e in rec.of("system", "mode")] == [4, 5, 6]
@@ -489,7 +489,7 @@ async def test_a_failed_judge_turn_pauses_and_resume_judges_the_same_turn_once(
             {"id": "judge", "model": "flaky"},
         ],
     )
-    session = Session(world, models=registry)
+    session = Dialogue(world, models=registry)
     rec = Recorder(session)
     await session.run()
     assert session.state.state == "paused" and session.state.pause_reason == "error"

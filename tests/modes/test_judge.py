@@ -19,7 +19,7 @@ from rolecall.modes.judgments import (
     json_object,
     score_parser,
 )
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.world.judge_block import check_world
 from rolecall.world.loader import load_world
 from tests.conftest import ROOT
@@ -234,7 +234,7 @@ async def test_the_judge_is_asked_for_json_and_reminded_of_the_format_on_retry()
     judge = Replies("prose", '{"score": 4}')
     registry = ModelRegistry()
     registry.register("replies", judge)
-    session = Session(world_from(data), models=registry)
+    session = Dialogue(world_from(data), models=registry)
     await session.step()
     first, retry = (r.info.instruction or "" for r in judge.requests)
     assert first.startswith(
@@ -248,7 +248,7 @@ async def test_the_judge_is_asked_for_json_and_reminded_of_the_format_on_retry()
 
 async def test_scores_empty_means_comments_only() -> None:
     world = world_from(judged_world(["Nicely put."], {"after": ["one"], "scores": []}))
-    session = Session(world)
+    session = Dialogue(world)
     await session.step()
     (judge,) = [e for e in session.bus.history if e.event.type == "judge"]
     assert judge.event.verdict == {"comment": "Nicely put."} and judge.event.scores == {}
@@ -318,7 +318,7 @@ async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() 
     data["judge"] = {"after": ["one"]}
     registry = ModelRegistry()
     registry.register("flaky", FlakyJudge())
-    session = Session(world_from(data), models=registry)
+    session = Dialogue(world_from(data), models=registry)
     rec = Recorder(session)
     await session.run()
     assert session.state.pause_reason == "error"
@@ -345,6 +345,6 @@ async def test_the_judges_done_are_typed_state_stored_in_their_layout() -> None:
     doc = snapshot(session, created_at=session.clock())
     assert doc.state.extra["judged"] == [last, ["judge"]]  # the layout stored sessions have
     restored = restore_state(doc)
-    again = Session(world, state=restored)
+    again = Dialogue(world, state=restored)
     assert judged(again, last).judges == ["judge"]  # validated from the stored list
     assert judged(again, "m999").judges == []  # another message starts afresh

@@ -12,7 +12,7 @@ from rolecall.errors import WorldError
 from rolecall.flows import conditions
 from rolecall.modes import ModeSpec, register_mode, unregister_mode
 from rolecall.plans import Host
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +63,7 @@ def quorum_mode() -> Iterator[None]:
 async def test_a_registered_mode_and_its_condition_run_end_to_end(quorum_mode: None) -> None:
     world = world_from("name: q\nmode: quorum\nmodel: scripted\n")
     assert world.mode == "quorum"
-    session = Session(world)
+    session = Dialogue(world)
     rec = Recorder(session)
     await session.run()
     stop = rec.stop()

@@ -51,7 +51,7 @@ from rolecall.cli.repl import (
 )
 from rolecall.cli.repl.display import StreamMode
 from rolecall.memory import MemoryFiles
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.document import read_session_file
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
@@ -327,7 +327,7 @@ def _no_env_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class Harness:
     def __init__(
-        self, session: Session, store: SqliteStore, memory: MemoryFiles, cwd: Path
+        self, session: Dialogue, store: SqliteStore, memory: MemoryFiles, cwd: Path
     ) -> None:
         self.session = session
         self.store = store
@@ -574,7 +574,7 @@ async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> 
             await super().commit(batch)
 
     store = Failing()
-    opened: list[Session] = []
+    opened: list[Dialogue] = []
 
     async def switch() -> None:
         async with assemble(world_from(FLOW), store=store) as first:
@@ -613,7 +613,7 @@ async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, A
 
 
 def test_mark_quit_keeps_the_session_paused() -> None:
-    session = Session(world_from(CHAT))
+    session = Dialogue(world_from(CHAT))
     session.open()
     mark_quit(session)
     assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
@@ -630,7 +630,7 @@ def test_mark_quit_keeps_the_session_paused() -> None:
 
 
 def complete(world: World, text: str) -> list[tuple[str, str, str]]:
-    session = Session(world)
+    session = Dialogue(world)
     completer = ReplCompleter(lambda: world, lambda: session).for_prompt()
     return [
         (c.text, c.display_text, c.display_meta_text)
@@ -716,7 +716,7 @@ async def test_the_prompt_sends_messages_runs_commands_and_quits_keeping_the_ses
                 open_live_session(args, world, store) as session,
                 anyio.create_task_group() as tg,
             ):
-                result: list[Session] = []
+                result: list[Dialogue] = []
 
                 async def serve() -> None:
                     result.append(await repl.run(session))
@@ -961,7 +961,7 @@ async def test_load_waits_for_the_turn_and_export_makes_its_folders(
 
 @pytest.mark.anyio
 async def test_a_paused_flow_answers_an_interjection_and_stays_paused() -> None:
-    session = Session(world_from(FLOW))
+    session = Dialogue(world_from(FLOW))
     assert await session.step()  # teacher's intro
     session.pause()
     assert (session.state.state, session.state.pause_reason) == ("paused", "manual")

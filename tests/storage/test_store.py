@@ -11,7 +11,7 @@ import pytest
 
 from rolecall.api.compose import attach_store, flush
 from rolecall.errors import UsageError
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.session.state import PendingReply, SessionState
 from rolecall.storage.document import StateDoc, restore_state, state_doc, state_json
 from rolecall.storage.schema import SCHEMA_VERSION
@@ -42,7 +42,7 @@ async def test_a_stored_session_reloads_exactly(tmp_path: Path) -> None:
         [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 3}}]
     )
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        session = Session(world)
+        session = Dialogue(world)
         await attach_store(session, store)
         await session.run()
         await flush(session)
@@ -69,7 +69,7 @@ async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_pa
     world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 4)])
     statements: list[str] = []
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        session = Session(world)
+        session = Dialogue(world)
         await attach_store(session, store)
         await session.begin(running=True)  # the opening: stored on its own, before
         store.writer.set_trace_callback(statements.append)
@@ -91,7 +91,7 @@ async def test_the_opening_is_stored_before_a_reader_sees_it(tmp_path: Path) -> 
     the store."""
     world = scripted_world([{"id": "s1", "speaker": "a"}])
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        session = Session(world)
+        session = Dialogue(world)
         await attach_store(session, store)
         seen: list[tuple[str, str]] = []
         stored_then: list[list[tuple[str, str]]] = []

@@ -18,7 +18,7 @@ import pytest
 from rolecall.api.compose import attach_store, flush
 from rolecall.bus.events import StreamChunk
 from rolecall.errors import StorageError
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
 from rolecall.storage.browse import events_after
@@ -32,10 +32,10 @@ THREE_STEPS = [{"id": f"s{i}", "speaker": "a" if i % 2 else "b"} for i in range(
 
 
 @asynccontextmanager
-async def attached(path: Path) -> AsyncIterator[tuple[SqliteStore, Session]]:
+async def attached(path: Path) -> AsyncIterator[tuple[SqliteStore, Dialogue]]:
     """A store at ``path`` with a three-step scripted session attached."""
     async with SqliteStore(path) as store:
-        session = Session(scripted_world(THREE_STEPS))
+        session = Dialogue(scripted_world(THREE_STEPS))
         await attach_store(session, store)
         yield store, session
 
@@ -204,7 +204,7 @@ async def test_the_store_checkpoints_so_the_wal_stays_small(
     async def wal_after(every: int, home: Path) -> int:
         monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", every)
         async with SqliteStore(home / "rolecall.db") as store:
-            session = Session(scripted_world(steps, settings={"max_turns": 600}))
+            session = Dialogue(scripted_world(steps, settings={"max_turns": 600}))
             await attach_store(session, store)
             await session.run()
             return (home / "rolecall.db-wal").stat().st_size
@@ -260,7 +260,7 @@ async def test_a_chunks_row_holds_any_text_exactly_as_json_writes_it(tmp_path: P
         }
     )
     async with SqliteStore(path) as store:
-        session = Session(world)
+        session = Dialogue(world)
         await attach_store(session, store)
         await session.step()
         await flush(session)
@@ -328,7 +328,7 @@ async def test_checkpoints_keep_the_wal_small_with_many_sessions_at_once(
     async def wal_after(sessions: int, home: Path) -> int:
         async with SqliteStore(home / "rolecall.db") as store:
             running = [
-                Session(scripted_world(steps, settings={"max_turns": 400 // sessions}))
+                Dialogue(scripted_world(steps, settings={"max_turns": 400 // sessions}))
                 for _ in range(sessions)
             ]
             for session in running:
@@ -366,7 +366,7 @@ async def test_a_turn_writes_as_many_pages_with_a_large_world_as_with_a_small_on
                        for r in ("a", "b")]}
         )  # fmt: skip
         async with SqliteStore(home / "rolecall.db") as store:
-            session = Session(world)
+            session = Dialogue(world)
             await attach_store(session, store)
             start = (home / "rolecall.db-wal").stat().st_size
             await session.run()
@@ -390,10 +390,10 @@ LOOPING = [
 ]
 
 
-def looping(ids: list[str], turns: int) -> list[Session]:
+def looping(ids: list[str], turns: int) -> list[Dialogue]:
     """Sessions of the looping scripted world, ``turns`` turns each."""
     return [
-        Session(scripted_world(LOOPING, settings={"max_turns": turns}), session_id=sid)
+        Dialogue(scripted_world(LOOPING, settings={"max_turns": turns}), session_id=sid)
         for sid in ids
     ]
 
@@ -410,12 +410,12 @@ def before_each_write(monkeypatch: pytest.MonkeyPatch, look: Callable[[list[Any]
     monkeypatch.setattr(store_writer, "write_group", looked_at)
 
 
-async def run_together(store: SqliteStore, sessions: list[Session]) -> dict[str, str]:
+async def run_together(store: SqliteStore, sessions: list[Dialogue]) -> dict[str, str]:
     """Run ``sessions`` at once on ``store``; what each ended with (its stop reason, or
     the storage error that stopped it)."""
     ended: dict[str, str] = {}
 
-    async def run(session: Session) -> None:
+    async def run(session: Dialogue) -> None:
         try:
             await session.run()
             ended[session.session_id] = str(session.state.stop_reason)

@@ -72,7 +72,7 @@ async def test_the_addressing_turn_is_told_what_contradicts_what(tmp_path: Path)
     from rolecall.llm.registry import ModelRegistry
     from rolecall.llm.types import GenerationRequest, TextDelta, Usage
     from rolecall.modes.study import load_study
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.world.loader import load_world
 
     class Capture:
@@ -93,7 +93,7 @@ async def test_the_addressing_turn_is_told_what_contradicts_what(tmp_path: Path)
     capture = Capture()
     registry = ModelRegistry()
     registry.register("capture", capture)
-    session = Session(load_study(folder, load_world(folder).world), models=registry)
+    session = Dialogue(load_study(folder, load_world(folder).world), models=registry)
     for _ in range(3):
         await session.step()
     (request,) = capture.requests

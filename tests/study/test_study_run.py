@@ -18,7 +18,7 @@ from rolecall.bus import EventBus
 from rolecall.cli.study_cmd import add_parser, run_study, study_world
 from rolecall.errors import UsageError, WorldError
 from rolecall.modes.study import FOLDER_KEY, STOP_REASON, load_study
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.document import parse_document, restore_state, snapshot
 from rolecall.study.queue import ROLES
 from rolecall.world.library import RoleLibrary
@@ -48,14 +48,14 @@ def mode_events(rec: Recorder, name: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-async def full_run(world: World | None = None) -> tuple[Session, Recorder]:
-    session = Session(world or study())
+async def full_run(world: World | None = None) -> tuple[Dialogue, Recorder]:
+    session = Dialogue(world or study())
     rec = Recorder(session)
     await session.run()
     return session, rec
 
 
-def transcript(session: Session) -> list[tuple[str, str, str | None, str | None, str | None]]:
+def transcript(session: Dialogue) -> list[tuple[str, str, str | None, str | None, str | None]]:
     return [
         (m.id, m.sender, m.step_id, m.reply_to, m.content)
         for m in session.state.transcript.messages
@@ -166,7 +166,7 @@ def test_loading_reads_the_document_and_a_world_without_it_cannot_start() -> Non
     assert (block := world.block("study")) is not None and "spaced" in block["text"].lower()
     unread = world.with_block("study", {"document": "notes.md"})
     with pytest.raises(UsageError, match="was not read"):
-        Session(unread)
+        Dialogue(unread)
 
 
 # --------------------------------------------------------------------- run
@@ -213,7 +213,7 @@ async def test_unit_text_is_in_the_turn_instruction() -> None:
     model = Capture()
     registry = ModelRegistry()
     registry.register("capture", model)
-    session = Session(study(), models=registry, model_override="capture")
+    session = Dialogue(study(), models=registry, model_override="capture")
     await session.step()
     info = model.requests[0].info
     assert info.step_id == "u1:explainer"
@@ -237,7 +237,7 @@ async def test_same_document_twice_same_segments_queues_speakers_and_transcript(
 
 @pytest.mark.anyio
 async def test_human_interruption_is_classified_and_reallocates() -> None:
-    session = Session(study())
+    session = Dialogue(study())
     rec = Recorder(session)
     for _ in range(3):
         await session.step()
@@ -274,12 +274,12 @@ async def test_human_interruption_is_classified_and_reallocates() -> None:
 async def test_save_and_restore_continue_exactly() -> None:
     straight, _ = await full_run()
 
-    session = Session(study())
+    session = Dialogue(study())
     for _ in range(7):
         await session.step()
     doc = snapshot(session, created_at=datetime(2026, 1, 1, tzinfo=UTC))
     doc = parse_document(doc.model_dump_json(), "session.json")  # through JSON, as a file
-    restored = Session(
+    restored = Dialogue(
         doc.world_model(),
         state=restore_state(doc),
         bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
@@ -375,7 +375,7 @@ def test_new_study_world_files_load_and_plan(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_a_changed_document_stops_instead_of_guessing() -> None:
-    session = Session(study())
+    session = Dialogue(study())
     rec = Recorder(session)
     await session.step()
     study_state = session.state.extra["study"]
@@ -389,7 +389,7 @@ async def test_a_changed_document_stops_instead_of_guessing() -> None:
 async def test_studys_state_is_a_typed_model_stored_in_its_layout() -> None:
     from rolecall.modes.study import StudyProgress
 
-    session = Session(study())
+    session = Dialogue(study())
     await session.step()
     await session.step()
     progress = session.state.extra["study"]
@@ -398,7 +398,7 @@ async def test_studys_state_is_a_typed_model_stored_in_its_layout() -> None:
     stored = doc.state.extra["study"]
     assert list(stored) == ["version", "fingerprint", "units", "delay", "lock", "state"]
     assert stored["fingerprint"] == progress.fingerprint and stored["units"] == progress.units
-    restored = Session(study(), state=restore_state(doc))
+    restored = Dialogue(study(), state=restore_state(doc))
     await restored.step()  # goes on from the stored state, validated into the model
     assert isinstance(restored.state.extra["study"], StudyProgress)
     assert [m.sender for m in restored.state.transcript.messages][:2] == [

@@ -26,7 +26,7 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import knowledge_path
-from rolecall.runtime import Session, new_session_id
+from rolecall.runtime import Dialogue, new_session_id
 from rolecall.session.state import SessionState
 from rolecall.storage.document import (
     SessionDocument,
@@ -80,7 +80,7 @@ def _in_process(session_id: str, first_seq: int) -> Bus:
     return EventBus(session_id, first_seq=first_seq)
 
 
-def read_memory(session: Session, memory: MemoryFiles) -> dict[str, list[dict[str, Any]]]:
+def read_memory(session: Dialogue, memory: MemoryFiles) -> dict[str, list[dict[str, Any]]]:
     return {rid: memory.read(session.session_id, rid) for rid in session.world.role_ids}
 
 
@@ -90,7 +90,7 @@ class SessionFileWriter:
     def __init__(
         self,
         path: Path,
-        session: Session,
+        session: Dialogue,
         memory: MemoryFiles,
         *,
         created_at: datetime,
@@ -109,7 +109,7 @@ class SessionFileWriter:
         if envelope.event.topic != "sse":
             self.events.append(envelope.to_record())
 
-    async def write(self, session: Session) -> None:
+    async def write(self, session: Dialogue) -> None:
         doc = snapshot(
             session,
             created_at=self.created_at,
@@ -121,7 +121,7 @@ class SessionFileWriter:
 
 
 async def attach_store(
-    session: Session, store: SessionStore, *, world_source: str | None = None
+    session: Dialogue, store: SessionStore, *, world_source: str | None = None
 ) -> Recorder:
     """Store ``session`` in ``store`` from now on: its recorder becomes the session's store
     (each turn stored before it is published) and is flushed after every turn."""
@@ -131,13 +131,13 @@ async def attach_store(
     return recorder
 
 
-def recorder_of(session: Session) -> Recorder | None:
+def recorder_of(session: Dialogue) -> Recorder | None:
     """The recorder writing ``session`` to its store (None for a session kept in memory)."""
     store = session.store
     return store if isinstance(store, Recorder) else None
 
 
-async def flush(session: Session) -> None:
+async def flush(session: Dialogue) -> None:
     """Store whatever ``session`` did since its last commit (nothing without a store)."""
     recorder = recorder_of(session)
     if recorder is not None:
@@ -145,7 +145,7 @@ async def flush(session: Session) -> None:
 
 
 async def save_to_file(
-    session: Session, store: SessionStore, memory: MemoryFiles, path: Path
+    session: Dialogue, store: SessionStore, memory: MemoryFiles, path: Path
 ) -> SessionDocument:
     """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
     await flush(session)
@@ -204,9 +204,9 @@ async def assemble(
     session_file: Path | None = None,
     sinks: Iterable[Sink] = (),
     bus: Callable[[str, int], Bus] | None = None,
-    on_created: Callable[[Session], None] | None = None,
+    on_created: Callable[[Dialogue], None] | None = None,
     approver: Approver | None = None,
-) -> AsyncIterator[Session]:
+) -> AsyncIterator[Dialogue]:
     """A live session of ``world``; a restored one when ``doc`` is given.
 
     Its tools are started for as long as it lives (tools.md): the MCP servers in this
@@ -275,7 +275,7 @@ async def assemble(
                 session.knowledge.close()
 
 
-async def _last_write(session: Session, writer: SessionFileWriter | None, *, failed: bool) -> None:
+async def _last_write(session: Dialogue, writer: SessionFileWriter | None, *, failed: bool) -> None:
     """On the way out, whatever happened: the lean HTTP client closed with the last
     session, the last events stored and the session file rewritten. A failure is
     raised (the session paused with the error stored, when the store still can),
@@ -306,11 +306,11 @@ async def _new_session(
     session_id: str | None,
     doc: SessionDocument | None,
     bus: Callable[[str, int], Bus] | None,
-) -> Session:
+) -> Dialogue:
     """The session :func:`assemble` opens: ``doc``'s, restored (and imported into
     ``store``), or a new one; its knowledge indexed."""
     if doc is not None:
-        session = Session(
+        session = Dialogue(
             world,
             state=resumed_state(doc),
             models=models,
@@ -328,7 +328,7 @@ async def _new_session(
             await store.import_document(doc)
     else:
         sid = session_id or new_session_id()
-        session = Session(
+        session = Dialogue(
             world,
             session_id=sid,
             models=models,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.api.compose import Sink, assemble, model_registry
+from rolecall.api.compose import Sink, model_registry
+from rolecall.api.opening import Opening, open_dialogue
 from rolecall.api.session import Mode, Result, Session
 from rolecall.errors import UsageError
 from rolecall.llm.protocol import ChatModel
@@ -22,7 +23,6 @@ from rolecall.storage.port import SessionStore
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
-    from rolecall import runtime
     from rolecall.nats.transport import Transport
 
 log = get_logger(__name__)
@@ -109,28 +109,18 @@ async def _open(
             world = doc.world_model()
         assert world is not None
         memory = MemoryFiles.in_data_dir(Path(data_dir)) if data_dir is not None else None
-        registry = model_registry(models)
-        world_source = doc.world_source if doc else None
-        if any(role.transport == "nats" for role in world.roles):
-            # as ``rolecall run --nats`` wires it (cli/wiring.py); without a transport, a
-            # usage error naming the roles before anything runs
-            from rolecall.nats.agents import register_remote_roles
-
-            register_remote_roles(registry, world, transport.link if transport else None)
+        opening = Opening(
+            store=opened,
+            memory=memory,
+            models=model_registry(models),
+            model_override=model,
+            session_id=session_id,
+            doc=doc,
+            sinks=tuple(sinks),
+            transport=transport,
+        )
         async with (
-            assemble(
-                world,
-                store=opened,
-                memory=memory,
-                models=registry,
-                model_override=model,
-                session_id=session_id,
-                doc=doc,
-                world_source=world_source,
-                sinks=sinks,
-                bus=transport.bus if transport is not None else None,
-                on_created=_on_nats(world_source) if transport is not None else None,
-            ) as inner,
+            open_dialogue(world, opening) as inner,
             anyio.create_task_group() as tg,
         ):
             session = Session(inner, tg, mode)
@@ -138,18 +128,6 @@ async def _open(
                 yield session
             finally:
                 await session._close()
-
-
-def _on_nats(world_source: str | None) -> Callable[[runtime.Session], None]:
-    """Give a session on a NATS bus what the stream's headers carry (its world, its
-    checkpoints), before anything is published."""
-    from rolecall.nats.bus import NatsBus, attach
-
-    def created(session: runtime.Session) -> None:
-        assert isinstance(session.bus, NatsBus)
-        attach(session, session.bus, world_source=world_source)
-
-    return created
 
 
 def open_served(

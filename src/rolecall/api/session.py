@@ -1,6 +1,6 @@
 """The session a library user holds: run, step, say, pause, stop, its events and result.
 
-:class:`Session` wraps the runtime's session (``rolecall.runtime.Session``, internal)
+:class:`Session` wraps the runtime's session (``rolecall.runtime.Dialogue``, internal)
 inside the task group of :func:`rolecall.open_session`. ``events()`` is an async
 iterator over the session's typed events in ``seq`` order; it ends with the session
 (finished, or the run it drives returned, or the ``async with`` block left) and never
@@ -49,7 +49,7 @@ class Result(BaseModel):
 class Session:
     """A live session (see :func:`rolecall.open_session`)."""
 
-    def __init__(self, inner: runtime.Session, tg: TaskGroup, mode: Mode) -> None:
+    def __init__(self, inner: runtime.Dialogue, tg: TaskGroup, mode: Mode) -> None:
         self._inner = inner
         self._tg = tg
         self._mode = mode
@@ -65,7 +65,7 @@ class Session:
         return self._inner.session_id
 
     @property
-    def runtime(self) -> runtime.Session:
+    def runtime(self) -> runtime.Dialogue:
         """The runtime session underneath (internal API: it may change between versions)."""
         return self._inner
 

@@ -28,7 +28,7 @@ from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.port import SessionStore
 from rolecall.tools.approval import Approver
 
@@ -48,7 +48,7 @@ class BatchContext:
     world_source: str | None = None
     # called with every event of every run (the JSON stream of ``--json``)
     on_event: Callable[[Envelope], None] | None = None
-    sessions: dict[str, Session] = field(default_factory=dict)  # the runs in flight
+    sessions: dict[str, Dialogue] = field(default_factory=dict)  # the runs in flight
     # answers the tool calls a role must ask for (--approve auto|deny; None: refused)
     approver: Approver | None = None
 
@@ -56,19 +56,20 @@ class BatchContext:
 @asynccontextmanager
 async def open_run(
     ctx: BatchContext, spec: RunSpec, plan: BatchPlan, session_id: str | None
-) -> AsyncIterator[Session]:
+) -> AsyncIterator[Dialogue]:
     """The run's stored session: a new one, or its stored session restored.
 
-    The seam to the library's composition root: everything a run needs of a session
-    (store, memory files, the event sink) is attached here and nowhere else.
+    Opened as every session is (:func:`rolecall.api.opening.open_dialogue`): everything a
+    run needs of a session (store, memory files, the event sink) is said here and
+    nowhere else.
     """
-    from rolecall.api.compose import HandlerSink, assemble
+    from rolecall.api.compose import HandlerSink
+    from rolecall.api.opening import Opening, open_dialogue
 
     doc = await ctx.store.load(session_id) if session_id is not None else None
     world = doc.world_model() if doc is not None else plan.worlds[spec.combination]
     sinks = [HandlerSink(ctx.on_event, name="batch-json")] if ctx.on_event is not None else []
-    async with assemble(
-        world,
+    opening = Opening(
         store=ctx.store,
         memory=ctx.memory,
         models=ctx.models,
@@ -78,7 +79,8 @@ async def open_run(
         sinks=sinks,
         bus=batch_bus,
         approver=ctx.approver,
-    ) as session:
+    )
+    async with open_dialogue(world, opening) as session:
         yield session
 
 
@@ -161,7 +163,7 @@ class BatchRunner:
         if begun is not None:
             begun(spec.run)
         errors: list[str] = []
-        session: Session | None = None
+        session: Dialogue | None = None
         failure: str | None = None
         try:
             async with open_run(self.ctx, spec, self.plan, session_id) as session:
@@ -196,7 +198,7 @@ class BatchRunner:
             self.listener(result)
 
 
-async def run_to_end(session: Session) -> list[str]:
+async def run_to_end(session: Dialogue) -> list[str]:
     """Run ``session`` until it finishes or pauses; the errors it reported meanwhile."""
     errors: list[str] = []
     sub = session.bus.subscribe(
@@ -216,7 +218,7 @@ def result_of(
     batch: str,
     run: int,
     values: dict[str, str],
-    session: Session | None,
+    session: Dialogue | None,
     failure: str | None,
     errors: list[str],
     seconds: float,

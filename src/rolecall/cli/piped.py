@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     import argparse
 
     from rolecall.memory import MemoryFiles
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.data_store import DataStore
 
 
@@ -18,7 +18,7 @@ INTERRUPTED = ("cancelled", "interrupted")
 
 
 async def run_piped(
-    session: Session,
+    session: Dialogue,
     stream: TextIO,
     *,
     store: DataStore | None = None,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 import anyio
 from anyio.abc import TaskStatus
 
-from rolecall.api.compose import assemble
+from rolecall.api.opening import Opening, open_dialogue
 from rolecall.api.tuning import tune_gc
 from rolecall.badges import labels_of
 from rolecall.bus import Bus
@@ -32,7 +32,7 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir
-from rolecall.runtime import Session
+from rolecall.runtime import Dialogue
 from rolecall.storage.data_store import DataStore, open_data_store
 from rolecall.storage.document import (
     SessionDocument,
@@ -104,7 +104,7 @@ async def live_session(
     doc: SessionDocument | None = None,
     display: Callable[[Bus], object] | None = None,
     transport: Transport | None = None,
-) -> AsyncIterator[Session]:
+) -> AsyncIterator[Dialogue]:
     """A stored, displayed session; a restored one when ``doc`` is given.
 
     ``display`` attaches the caller's own display to the bus (the REPL's); by default
@@ -113,22 +113,13 @@ async def live_session(
     """
     json_mode = bool(getattr(args, "json", False))
     models = ModelRegistry(**stream_pacing(json_mode), replay=replay_setup(args, world))
-    if any(role.transport == "nats" for role in world.roles):
-        from rolecall.nats.agents import register_remote_roles
-
-        register_remote_roles(models, world, transport.link if transport is not None else None)
     override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
     from rolecall import debuglog, tracing
 
     tracers: list[tracing.SessionTracer] = []
 
-    def created(session: Session) -> None:
-        """Before anything is published: the transport, the display, debug logs, traces."""
-        if transport is not None:
-            from rolecall.nats.bus import NatsBus, attach
-
-            assert isinstance(session.bus, NatsBus)
-            attach(session, session.bus, world_source=world_source)
+    def created(session: Dialogue) -> None:
+        """Before anything is published: the display, debug logs, traces."""
         if display is not None:
             display(session.bus)
         else:
@@ -151,23 +142,23 @@ async def live_session(
             tracers.append(tracing.trace_session(session))
 
     session_file = getattr(args, "session_file", None)
+    opening = Opening(
+        store=store,
+        memory=memory_files(args),
+        models=models,
+        model_override=override,
+        doc=doc,
+        world_source=world_source,
+        session_file=Path(session_file) if session_file else None,
+        transport=transport,
+        on_created=created,
+        approver=approver_of(args),
+    )
     # a write that fails pauses the session (reason error) after a system/error event:
     # the JSON stream ends with them (events.md), the store keeps them when it still
-    # can (assemble), the terminal display leaves it to the command's own message
+    # can (api/compose.py), the terminal display leaves it to the command's own message
     try:
-        async with assemble(
-            world,
-            store=store,
-            memory=memory_files(args),
-            models=models,
-            model_override=override,
-            doc=doc,
-            world_source=world_source,
-            session_file=Path(session_file) if session_file else None,
-            bus=transport.bus if transport is not None else None,
-            on_created=created,
-            approver=approver_of(args),
-        ) as session:
+        async with open_dialogue(world, opening) as session:
             tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
             yield session
     finally:
@@ -205,7 +196,7 @@ def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup |
 TERMINATED = threading.Event()  # SIGTERM was received: the command exits 143 (128 + 15)
 
 
-async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
+async def with_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]) -> None:
     """Run ``body``; Ctrl-C pauses the session, keeping whatever was said.
 
     A generation in progress is cancelled (its partial text kept as a draft); with no
@@ -220,7 +211,7 @@ async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]])
         raise failure from None
 
 
-async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
+async def _watch_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]) -> None:
     interrupted = False
     async with anyio.create_task_group() as tg:
         body_scope = anyio.CancelScope()

@@ -38,13 +38,13 @@ from rolecall.cluster.jobs import WORKERS, Job, publish_result, workers_consumer
 from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
-from rolecall.nats.bus import LeaseLost, NatsBus, attach
+from rolecall.nats.bus import LeaseLost, NatsBus
 from rolecall.nats.link import JOBS_STREAM, answered, log_filter
 from rolecall.nats.replay import session_logs
 from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.document import SessionDocument
 
 log = get_logger(__name__)
@@ -273,7 +273,7 @@ class Worker:
                 for e in exc.errors()[:5]
             )
             return failed(job, f"the world is invalid: {problems}")
-        live: list[Session] = []
+        live: list[Dialogue] = []
         errors: list[str] = []
         failure: str | None = None
         epoch = secrets.token_hex(3)  # this run of the session: its lease, its message ids
@@ -326,39 +326,29 @@ class Worker:
         world: Any,
         doc: SessionDocument | None,
         epoch: str,
-        created: Callable[[Session], None],
-    ) -> AsyncIterator[Session]:
-        """The job's session, through the composition root: on the cluster's bus, stored
-        here, with memory files; the one the stream holds when ``doc`` is given."""
-        from rolecall.api.compose import assemble
+        created: Callable[[Dialogue], None],
+    ) -> AsyncIterator[Dialogue]:
+        """The job's session, through the one opener: on the cluster's bus, stored here,
+        with memory files; the one the stream holds when ``doc`` is given."""
+        from rolecall.api.opening import Opening, open_dialogue
+        from rolecall.tools.approval import flag_approver
 
         def bus(session_id: str, first_seq: int) -> NatsBus:
             return self.transport.bus(
                 session_id, first_seq, batch=job.batch, run=job.run, epoch=epoch
             )
 
-        def on_created(session: Session) -> None:
-            created(session)
-            assert isinstance(session.bus, NatsBus)
-            attach(session, session.bus, world_source=job.world_source)
-
         world = doc.world_model() if doc is not None else world
         models = self.ctx.models
         if any(r.transport == "nats" for r in world.roles):  # its own remote agents
-            from rolecall.nats.agents import register_remote_roles
-
             models = ModelRegistry(
                 offline_delay=models.offline_delay, scripted_delay=models.scripted_delay
             )
-            register_remote_roles(models, world, self.transport.link)
         store = self.ctx.store
         if doc is not None and await store.has(doc.session_id):
             # the stream is the truth: this store may hold less, or more
             await store.delete(doc.session_id)
-        from rolecall.tools.approval import flag_approver
-
-        async with assemble(
-            world,
+        opening = Opening(
             store=store,
             memory=self.ctx.memory,
             models=models,
@@ -367,7 +357,9 @@ class Worker:
             session_id=job.session_id,
             doc=doc,
             world_source=job.world_source,
+            transport=self.transport,
             bus=bus,
-            on_created=on_created,
-        ) as session:
+            on_created=created,
+        )
+        async with open_dialogue(world, opening) as session:
             yield session

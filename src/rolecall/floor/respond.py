@@ -43,7 +43,7 @@ _MAX_TOKENS: Final = 60  # a yes or no and one sentence
 
 
 class RespondSite(Protocol):
-    """What a decision needs of the session (``runtime.Session``)."""
+    """What a decision needs of the session (``runtime.Dialogue``)."""
 
     world: World
     state: SessionState

@@ -69,7 +69,7 @@ from rolecall.paths import safe_id
 from rolecall.prompt import memory_entry
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.session.state import Message
 
 __all__ = ["MemoryFiles", "memory_line"]
@@ -157,7 +157,7 @@ class MemoryFiles:
         self.fsync = fsync
         self._locks: weakref.WeakValueDictionary[Path, _Slot] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
-        self._attached: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._attached: weakref.WeakSet[Dialogue] = weakref.WeakSet()
         self._paths: dict[tuple[str, str], Path] = {}
         self._targets: dict[tuple[str, str], tuple[Path, _Slot]] = {}
         self._ends: dict[Path, int] = {}  # the size of each file kept open
@@ -186,7 +186,7 @@ class MemoryFiles:
             return slot
 
     # ---------------------------------------------------------------- writing
-    def attach(self, session: Session) -> None:
+    def attach(self, session: Dialogue) -> None:
         """Save every message ``session`` commits in every agent's file (once per session)."""
         if session in self._attached:
             return
@@ -354,7 +354,7 @@ class MemoryFiles:
         except OSError as exc:
             raise StorageError(f"cannot append to memory file {path}: {_cause(exc)}") from exc
 
-    def reconcile(self, session: Session) -> int:
+    def reconcile(self, session: Dialogue) -> int:
         """Append what each agent's file misses of the session's stored messages.
 
         The store is the source of truth; after a failed append (disk full) or a session

@@ -61,7 +61,7 @@ from rolecall.nats.link import (
 )
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
 
 log = get_logger(__name__)
 
@@ -478,7 +478,7 @@ class NatsBus(EventBus):
             put(Outgoing(subject, payload, headers, sid))
 
 
-def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -> None:
+def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) -> None:
     """Give ``bus`` what its headers carry: the world, and the checkpoints of ``session``.
 
     Before a model is asked for the next message the session waits until the stream has
@@ -548,7 +548,7 @@ def attach(session: Session, bus: NatsBus, *, world_source: str | None = None) -
         if lost is not None:
             raise LeaseLost(lost)
 
-    async def on_its_way(_: Session) -> None:
+    async def on_its_way(_: Dialogue) -> None:
         refused()
         await publisher.hand_over()
 

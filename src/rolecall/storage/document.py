@@ -213,7 +213,7 @@ def world_dict(world: World) -> dict[str, Any]:
 
 
 class Snapshotted(Protocol):
-    """What a snapshot reads of a live session (``rolecall.runtime.Session`` has it; named
+    """What a snapshot reads of a live session (``rolecall.runtime.Dialogue`` has it; named
     here so that the document stays below the runtime)."""
 
     @property

@@ -40,7 +40,7 @@ INTERRUPTED = "the call was interrupted (the session stopped while it ran); it i
 
 
 class ToolSite(Protocol):
-    """What a turn with tools needs of the session (``runtime.Session``)."""
+    """What a turn with tools needs of the session (``runtime.Dialogue``)."""
 
     world: World
     state: SessionState

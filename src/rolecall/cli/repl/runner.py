@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import argparse
 
     from rolecall.memory import MemoryFiles
-    from rolecall.runtime import Session
+    from rolecall.runtime import Dialogue
     from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
 
@@ -42,7 +42,7 @@ Job = Callable[[], Awaitable[object]]
 Spawner = Callable[[str, Job], None]
 
 
-def _models_in_use(session: Session) -> list[str]:
+def _models_in_use(session: Dialogue) -> list[str]:
     return sorted({session.model_name(r) for r in session.world.roles})
 
 
@@ -60,7 +60,7 @@ def _shorten(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _resolve_agent(session: Session, name: str) -> str:
+def _resolve_agent(session: Dialogue, name: str) -> str:
     wanted = name.lstrip("@").lower()
     for rid in session.world.role_ids:
         if rid.lower() == wanted:
@@ -77,12 +77,12 @@ _CHAT_ONLY = (
 )
 
 
-def _due(session: Session) -> str:
+def _due(session: Dialogue) -> str:
     n = len(session.state.pending)
     return f" ({n} due now)" if n else ""
 
 
-def drop_queue(session: Session) -> list[str]:
+def drop_queue(session: Dialogue) -> list[str]:
     """Drop the replies still due (not the one being generated); who would have answered.
 
     A log event goes with it, so the store keeps the shorter queue at once.
@@ -109,7 +109,7 @@ class CommandRunner:
 
     def __init__(
         self,
-        session: Session,
+        session: Dialogue,
         *,
         echo: Callable[[str], None],
         store: DataStore | None = None,
@@ -553,7 +553,7 @@ class CommandRunner:
 
 
 async def run_command_line(
-    session: Session,
+    session: Dialogue,
     line: str,
     *,
     store: DataStore | None = None,
