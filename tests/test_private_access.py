@@ -200,4 +200,37 @@ def test_the_scan_finds_a_session_opened_another_way(tmp_path: Path) -> None:
         f"{tmp_path.name}/cli.py:1: imports assemble",
         f"{tmp_path.name}/cli.py:5: Live(...)",
         f"{tmp_path.name}/cli.py:6: runtime.{cls}(...)",
+
+def third_party_overrides(root: Path = SRC) -> list[str]:
+    """Classes of ``root`` that derive from pyee's emitter, and any use of its private
+    hooks (``_emit_run``, ``_add_event_handler``, ...): the bus uses pyee through its
+    public API only (issue 36)."""
+    from pyee import EventEmitter
+
+    hooks = {n for n in vars(EventEmitter) if _is_private(n)} | {"_events"}
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    if ast.unparse(base).rpartition(".")[2] == "EventEmitter":
+                        found.append(f"{rel}:{node.lineno}: class {node.name}({ast.unparse(base)})")
+            name = getattr(node, "attr", None) or getattr(node, "name", None)
+            if isinstance(name, str) and name in hooks:
+                found.append(f"{rel}:{node.lineno}: {name}")
+    return found
+
+
+def test_pyee_is_used_through_its_public_api_only(tmp_path: Path) -> None:
+    assert third_party_overrides() == []
+    (tmp_path / "bus.py").write_text(
+        "from pyee import EventEmitter\n"
+        "class Emitter(EventEmitter):\n"
+        "    def _emit_run(self, f, args, kwargs):\n"
+        "        f(*args)\n"
+    )
+    assert third_party_overrides(tmp_path) == [
+        "bus.py:2: class Emitter(EventEmitter)",
+        "bus.py:3: _emit_run",
     ]

@@ -1,7 +1,8 @@
 """The in-process event bus: four topics, ordered delivery, isolated subscribers.
 
-Delivery is synchronous fan-out through a pyee ``EventEmitter`` (never pyee's asyncio
-emitter, which schedules handlers fire-and-forget). Ordering is ours: an event
+Delivery is synchronous fan-out through a pyee ``EventEmitter``, by its public API only
+(``add_listener``, ``emit``, ``remove_listener``; never pyee's asyncio emitter, which
+schedules handlers fire-and-forget). Ordering is ours: an event
 published from inside a handler is queued and delivered only after the current event
 has reached every subscriber, so each subscriber sees events in ``seq`` order. A
 handler that raises is reported as a ``system/error`` event and never stops delivery
@@ -17,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -45,76 +45,33 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class _Emitter(EventEmitter):
-    """pyee's synchronous emitter, with each handler's failure reported by the bus
-    (``_emit_run`` is pyee's hook for how a handler is run): one subscriber that raises
-    never stops delivery to the others.
-
-    The bus delivers through :meth:`fire`: pyee's ``emit`` copies a channel's handlers
-    into a new list on every call, under its lock; ``fire`` calls a tuple of them kept
-    until the channel's handlers change (pyee's add and remove hooks drop it), so a
-    handler added or removed during a delivery takes effect from the next event, as
-    with ``emit``.
-    """
-
-    def __init__(self, bus: EventBus) -> None:
-        super().__init__()
-        self._bus = bus
-        self._handlers: dict[str, tuple[Callable[..., Any], ...]] = {}
-
-    def _emit_run(
-        self, f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        try:
-            f(*args, **kwargs)
-        except Exception as exc:  # isolation: one subscriber never breaks another
-            self._bus._failed(f, args[0], exc)
-
-    def fire(self, channel: str, envelope: Envelope) -> None:
-        """Call the channel's handlers with ``envelope``, each isolated from the others."""
-        handlers = self._handlers.get(channel)
-        if handlers is None:
-            with self._lock:
-                handlers = self._handlers[channel] = tuple(self._events.get(channel, {}).values())
-        for f in handlers:
-            try:
-                f(envelope)
-            except Exception as exc:  # isolation, as in _emit_run
-                self._bus._failed(f, envelope, exc)
-
-    def _add_event_handler(self, event: str, k: Callable[..., Any], v: Callable[..., Any]) -> None:
-        super()._add_event_handler(event, k, v)
-        self._handlers.pop(event, None)
-
-    def _remove_listener(self, event: str, f: Callable[..., Any]) -> None:
-        super()._remove_listener(event, f)
-        self._handlers.pop(event, None)
-
-    def remove_all_listeners(self, event: str | None = None) -> None:
-        super().remove_all_listeners(event)
-        self._handlers.clear()
-
-
 @dataclass(eq=False, slots=True)
-class _Filtered:
-    """A handler behind its filter: the emitter's listener for a filtered subscription
-    (and for a handler another subscription of the bus already has as its listener)."""
+class _Listener:
+    """A subscription's listener on the emitter: its handler, behind its filter, isolated
+    (a handler that raises is reported by the bus and never stops delivery to the others).
+    pyee calls it through its public ``emit``; a listener added or removed during a
+    delivery takes effect from the next event (``emit`` calls a copy of the list)."""
 
+    bus: EventBus
     handler: Handler
     filter: Filter | None
+    name: str
 
     def __call__(self, envelope: Envelope) -> None:
-        if self.filter is None or self.filter(envelope):
-            self.handler(envelope)
+        try:
+            if self.filter is None or self.filter(envelope):
+                self.handler(envelope)
+        except Exception as exc:  # isolation: one subscriber never breaks another
+            self.bus._failed(self, envelope, exc)
 
 
 @dataclass(eq=False, slots=True)
 class Subscription:
-    """A live subscription: its listener on the emitter (the handler itself when it has no
-    filter), the channels it listens on and its name. ``close()`` removes it."""
+    """A live subscription: its listener on the emitter, the channels it listens on and
+    its name. ``close()`` removes it."""
 
     bus: EventBus
-    listener: Handler
+    listener: _Listener
     topics: tuple[str, ...]  # the emitter's event names: topics, or topic/type tags
     name: str
     active: bool = True
@@ -130,7 +87,6 @@ class Subscription:
             bus._listeners[t] -= 1
             if "/" in t and not bus._listeners[t]:
                 bus._typed.pop(EVENT_KINDS[t], None)
-        bus._names.pop(id(self.listener), None)
 
 
 def _topics(topic: Topic | Iterable[Topic] | None) -> tuple[Topic, ...]:
@@ -159,8 +115,7 @@ class EventBus:
         self._next_seq = first_seq
         self._clock = clock
         self._burst: datetime | None = None  # the time of the chunks stamped in this burst
-        self._emitter = _Emitter(self)
-        self._names: dict[int, str] = {}  # id of a listener -> its subscription's name
+        self._emitter = EventEmitter()  # pyee's synchronous emitter, its public API only
         self._pending: deque[Envelope] = deque()
         self._delivering = False
         self._delivered_seq = first_seq - 1  # the seq of the latest delivered event
@@ -201,12 +156,9 @@ class EventBus:
             for kind in wanted:
                 if not any(f"{t}/{kind}" in EVENT_KINDS for t in topics):
                     raise ValueError(f"no event type {kind!r} in topic {', '.join(topics)}")
-        # a handler is the listener of one subscription only (pyee keeps a listener once
-        # per channel, and its name is looked up by identity)
-        taken = any(handler in self._emitter.listeners(t) for t in self._emitter.event_names())
-        listener: Handler = handler if filter is None and not taken else _Filtered(handler, filter)
-        sub = Subscription(self, listener, names, name or getattr(handler, "__name__", "?"))
-        self._names[id(listener)] = sub.name
+        label = name or getattr(handler, "__name__", "?")
+        listener = _Listener(self, handler, filter, label)  # one per subscription
+        sub = Subscription(self, listener, names, label)
         for t in names:
             if "/" in t:
                 self._typed[EVENT_KINDS[t]] = t
@@ -269,23 +221,23 @@ class EventBus:
 
     def _drain(self) -> None:
         self._delivering = True
-        fire = self._emitter.fire
+        emit = self._emitter.emit
         try:
             while self._pending:
                 envelope = self._pending.popleft()
                 self._delivered_seq = envelope.seq
                 event = envelope.event
                 if self._listeners[event.topic]:
-                    fire(event.topic, envelope)
+                    emit(event.topic, envelope)
                 tag = self._typed.get(type(event))
                 if tag is not None:  # then the subscribers of this type only
-                    fire(tag, envelope)
+                    emit(tag, envelope)
         finally:
             self._delivering = False
 
-    def _failed(self, listener: Callable[..., Any], envelope: Envelope, exc: Exception) -> None:
+    def _failed(self, listener: _Listener, envelope: Envelope, exc: Exception) -> None:
         """Report a subscriber's failure as a ``system/error`` event (never a loop)."""
-        name = self._names.get(id(listener), "?")
+        name = listener.name
         event = envelope.event
         if isinstance(event, ErrorEvent) and event.source.startswith("subscriber"):
             # an error handler failing on an error report: log, never loop
