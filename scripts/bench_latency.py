@@ -44,6 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNKS = 4  # words a reply
+CPR = b"\x1b[6n"  # a cursor position request; prompt-toolkit waits up to 1 s
 MARK = "tok"  # a reply's words are tok<reply>_<k>: the first token is k == 0
 FIRST = re.compile(rb"tok(\d+)_0\b")  # a first token (never "output_tokens", a field)
 
@@ -203,8 +204,11 @@ class PtyReader:
                 return
             now = time.monotonic_ns()
             with self._lock:
+                asked = (self.buf[-3:] + data).count(CPR)
                 self.buf += data
                 self.ends.append((len(self.buf), now))
+            for _ in range(asked):  # answered as a terminal does (not within 1 s: a pause)
+                os.write(self.master, b"\x1b[1;1R")
 
     def wait_for(self, pattern: bytes, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
