@@ -44,6 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNKS = 4  # words a reply
+CPR = b"\x1b[6n"  # a cursor position request; prompt-toolkit waits up to 1 s
 MARK = "tok"  # a reply's words are tok<reply>_<k>: the first token is k == 0
 FIRST = re.compile(rb"tok(\d+)_0\b")  # a first token (never "output_tokens", a field)
 
@@ -179,9 +180,6 @@ class Reader:
             for match in FIRST.finditer(line):
                 found.setdefault(int(match.group(1)), at)
         return found
-
-
-CPR = b"\x1b[6n"  # "where is the cursor?": prompt-toolkit asks it before it draws
 
 
 class PtyReader:

@@ -200,6 +200,8 @@ def test_the_scan_finds_a_session_opened_another_way(tmp_path: Path) -> None:
         f"{tmp_path.name}/cli.py:1: imports assemble",
         f"{tmp_path.name}/cli.py:5: Live(...)",
         f"{tmp_path.name}/cli.py:6: runtime.{cls}(...)",
+    ]
+
 
 def third_party_overrides(root: Path = SRC) -> list[str]:
     """Classes of ``root`` that derive from pyee's emitter, and any use of its private
