@@ -31,10 +31,6 @@ THIRD_PARTY = {
     # the parser's actions, to suggest a flag or sub-command for a misspelt one
     ("cli/suggest.py", "parser._actions"),
     ("cli/suggest.py", "target._actions"),
-    # nats.py: an ordered consumer's subscription, to read its stream sequence
-    ("nats/link.py", "nc._subs"),
-    ("nats/link.py", "jsi._ordered"),
-    ("nats/link.py", "jsi._sseq"),
 }
 
 

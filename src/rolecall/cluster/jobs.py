@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -284,27 +285,19 @@ async def follow_results(
     stream's message ``after``), then as they come."""
     from nats.js.api import DeliverPolicy
 
-    from rolecall.nats.replay import start_after
+    from rolecall.nats.replay import ordered
 
-    sub = await answered(
-        link.url,
-        "following the batch's results",
-        lambda: link.js.subscribe(
-            f"rolecall_results.{batch}.*",
-            stream=RESULTS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=None if after else DeliverPolicy.ALL,
-            config=start_after(after),
-        ),
+    msgs = ordered(
+        link,
+        f"rolecall_results.{batch}.*",
+        stream=RESULTS_STREAM,
+        policy=DeliverPolicy.ALL,
+        after=after,
+        what="following the batch's results",
     )
-    try:
-        async for msg in sub.messages:
+    async with aclosing(msgs):
+        async for msg in msgs:
             if msg.subject.endswith(".plan"):
                 yield BatchPlanMessage.model_validate_json(msg.data)
             elif msg.subject.endswith(".run"):
                 yield RunResult.model_validate_json(msg.data)
-    finally:
-        import anyio
-
-        with anyio.CancelScope(shield=True):
-            await sub.unsubscribe()

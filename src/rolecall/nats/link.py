@@ -256,29 +256,6 @@ async def answered(url: str, what: str, call: Callable[[], Awaitable[T]]) -> T:
     )
 
 
-async def resume_ordered_consumers(nc: Client) -> None:
-    """Re-create at once, from the next stream message, the consumer of every ordered
-    subscription of ``nc`` (``follow``, ``follow_results``): called once reconnected.
-
-    An ordered consumer is ephemeral and kept in the server's memory, so a server that
-    restarted has lost it; nats-py notices only after two missed heartbeats of a
-    10 s check (10 to 20 s), and again 10 s later for every re-creation that failed,
-    during which a ``batch --nats`` or ``watch`` sees nothing. Re-creating it when the
-    connection is back costs one request, and nothing is delivered twice: the new
-    consumer starts after the last message this subscription received. (This reaches
-    into nats-py's ordered-consumer state, ``Subscription._jsi``: nats-py has no public
-    call for it.)
-    """
-    for sub in list(nc._subs.values()):
-        jsi = getattr(sub, "_jsi", None)
-        if jsi is None or not jsi._ordered:
-            continue
-        try:
-            await jsi.reset_ordered_consumer(jsi._sseq + 1)
-        except Exception as exc:  # nats-py's own 10 s check tries again
-            log.info("nats_resume_consumer", error=repr(exc))
-
-
 @asynccontextmanager
 async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
     """A connection with the streams in place; a clear error when the server is unreachable."""
@@ -298,7 +275,6 @@ async def connect(url: str, *, name: str = "rolecall") -> AsyncIterator[Link]:
 
     async def reconnected() -> None:
         log.warning("nats_reconnected", url=url)
-        await resume_ordered_consumers(nc)
         for hook in hooks:
             hook()
 

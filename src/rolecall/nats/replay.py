@@ -16,9 +16,11 @@ in the stream, and are left out.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rolecall.nats.link import (
@@ -34,7 +36,7 @@ from rolecall.nats.link import (
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
-    from nats.js.api import ConsumerConfig
+    from nats.js.api import ConsumerConfig, DeliverPolicy
 
     from rolecall.storage.document import SessionDocument
 
@@ -101,29 +103,69 @@ def start_after(after: int) -> ConsumerConfig | None:
     return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
 
 
+async def ordered(
+    link: Link,
+    subject: str,
+    *,
+    stream: str,
+    policy: DeliverPolicy,
+    after: int = 0,
+    what: str = "following the stream",
+) -> AsyncGenerator[Msg, None]:
+    """The messages of ``stream`` on ``subject`` in stream order, each once (``policy``
+    where to start, or after the stream's message ``after``), until the caller stops.
+
+    An ordered consumer is ephemeral and kept in the server's memory, so a server that
+    restarted has lost it; nats-py notices only after two missed heartbeats of a 10 s
+    check (10 to 20 s), during which a ``batch --nats`` or ``watch`` would see nothing.
+    So once the connection is back (its reconnect count moved) the subscription is made
+    again, starting after the last message received: one request, nothing twice."""
+    import anyio
+    from nats.errors import TimeoutError as NatsTimeout
+
+    from rolecall.nats.link import answered
+
+    def subscribe(start: int) -> Awaitable[Any]:
+        return link.js.subscribe(
+            subject,
+            stream=stream,
+            ordered_consumer=True,
+            deliver_policy=None if start else policy,
+            config=start_after(start),
+        )
+
+    nc = link.nc
+    last = after
+    while True:
+        connection = nc.stats["reconnects"]
+        sub = await answered(link.url, what, partial(subscribe, last))
+        try:
+            while nc.stats["reconnects"] == connection:
+                try:  # the wait is bounded to look at the connection between messages
+                    msg = await sub.next_msg(timeout=0.5)
+                except NatsTimeout:
+                    continue
+                last = msg.metadata.sequence.stream
+                yield msg
+        finally:
+            with anyio.CancelScope(shield=True), suppress(Exception):
+                await sub.unsubscribe()
+
+
 async def follow(
     link: Link, subject: str, *, from_start: bool, after: int = 0
 ) -> AsyncGenerator[StreamEvent, None]:
     """Events on ``subject`` as they are stored (after the stored ones with ``from_start``;
     from the stream's message ``after`` on when it is given), until the caller stops
     reading."""
-    import anyio
     from nats.js.api import DeliverPolicy
 
     policy = DeliverPolicy.ALL if from_start else DeliverPolicy.NEW
-    sub = await link.js.subscribe(
-        subject,
-        stream=EVENTS_STREAM,
-        ordered_consumer=True,
-        deliver_policy=None if after else policy,
-        config=start_after(after),
-    )
-    try:
-        async for msg in sub.messages:
+    async with aclosing(
+        ordered(link, subject, stream=EVENTS_STREAM, policy=policy, after=after)
+    ) as msgs:
+        async for msg in msgs:
             yield StreamEvent.of(msg)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await sub.unsubscribe()
 
 
 async def read_stream(
