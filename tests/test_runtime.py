@@ -196,7 +196,7 @@ async def test_provider_failure_pauses_with_error_and_resume_continues() -> None
     assert [d.content for d in session.state.drafts] == ["partial "]
     assert len(session.state.transcript) == 1  # the failed message is not in the history
     assert rec.of("system", "error")[0].error == "capture: provider went away"
-    await session.resume()
+    await session.run()
     assert rec.steps() == ["s1", "s2", "s3"]
     assert [m.message_id for m in rec.of("messages", "message")] == ["m1", "m2", "m3"]
     assert rec.stop().reason == "flow_end"
@@ -224,7 +224,7 @@ async def test_cancelling_a_generation_keeps_a_draft_and_pauses() -> None:
     assert session.state.drafts[0].reason == "cancelled"
     assert session.state.drafts[0].content == "partial "
     assert len(session.state.transcript) == 0
-    await session.resume()
+    await session.run()
     assert rec.stop().reason == "flow_end"
     assert [m.content for m in rec.of("messages", "message")] == ["partial ok 2"]
 

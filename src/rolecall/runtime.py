@@ -300,9 +300,6 @@ class Dialogue:
             self._running = False
         await self.persist()  # a stop or pause asked for during the last turn
 
-    async def resume(self) -> None:
-        await self.run()
-
     async def step(self) -> bool:
         """Step mode: exactly one turn. Returns False when there was nothing to run."""
         if self.finished:

@@ -1,7 +1,7 @@
 """The flow state machine (flows.md, Next step and The loop rule), as pure functions.
 
 :func:`after_step` takes the step that just completed and returns an
-:class:`Outcome`: the next step (or a stop) and the execution-log result, with every
+:class:`StepOutcome`: the next step (or a stop) and the execution-log result, with every
 condition evaluation it made. It looks only at the step definition, the per-step
 execution counts and O(1) facts of the session.
 """
@@ -17,7 +17,7 @@ from rolecall.session.state import FlowPointer
 
 
 @dataclass(frozen=True)
-class Outcome:
+class StepOutcome:
     next_step: str | None  # None: the session finishes
     result: str  # success | loop_continue | loop_break | branch:<goto>
     stop_reason: str | None = None
@@ -55,11 +55,11 @@ class FlowEngine:
                 return ev, evals
         return None, evals
 
-    def after_step(self, step_id: str, pointer: FlowPointer, ctx: ConditionContext) -> Outcome:
+    def after_step(self, step_id: str, pointer: FlowPointer, ctx: ConditionContext) -> StepOutcome:
         step = self.steps[step_id]
         hit, evals = self.global_stop(ctx)
         if hit is not None:
-            return Outcome(None, "success", hit.reason, hit.detail, evals)
+            return StepOutcome(None, "success", hit.reason, hit.detail, evals)
         result = "success"
         if step.loop is not None:
             n = pointer.exec_counts.get(step_id, 0)
@@ -69,7 +69,7 @@ class FlowEngine:
                 evals.append((f"until:{step_id}", ev))
                 until_holds = ev.result
             if not until_holds and n < step.loop.max:
-                return Outcome(step.loop.to, "loop_continue", evaluations=evals)
+                return StepOutcome(step.loop.to, "loop_continue", evaluations=evals)
             result = "loop_break"
         nxt = step.next
         if isinstance(nxt, str):
@@ -85,14 +85,14 @@ class FlowEngine:
                 return self._goto(branch.goto, branch_result, evals)
         following = self._following[step_id]
         if following is None:
-            return Outcome(None, result, "flow_end", f"after the last step '{step_id}'", evals)
-        return Outcome(following, result, evaluations=evals)
+            return StepOutcome(None, result, "flow_end", f"after the last step '{step_id}'", evals)
+        return StepOutcome(following, result, evaluations=evals)
 
     @staticmethod
-    def _goto(target: str, result: str, evals: list[tuple[str, Evaluation]]) -> Outcome:
+    def _goto(target: str, result: str, evals: list[tuple[str, Evaluation]]) -> StepOutcome:
         if target == "end":
-            return Outcome(None, result, "flow_end", "next: end", evals)
-        return Outcome(target, result, evaluations=evals)
+            return StepOutcome(None, result, "flow_end", "next: end", evals)
+        return StepOutcome(target, result, evaluations=evals)
 
 
 def _evaluate(cond: CondModel, ctx: ConditionContext, where: str) -> Evaluation:

@@ -33,7 +33,7 @@ from rolecall.log import get_logger
 from rolecall.redaction import redact, secret_values
 from rolecall.tools.builtin import BuiltinTool, ToolFailed, builtins
 from rolecall.tools.names import matches
-from rolecall.tools.specs import Outcome, ToolSpec
+from rolecall.tools.specs import CallOutcome, ToolSpec
 from rolecall.world.models import McpServer, Role, World
 
 if TYPE_CHECKING:
@@ -355,7 +355,7 @@ class ToolBox:
             self._warned.add(key)
             self.warn(text)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
+    async def call(self, name: str, arguments: dict[str, Any]) -> CallOutcome:
         """Run one call; every failure is an error outcome with a one-line reason.
 
         Recording, the outcome is kept; replaying, it comes from the recording (a call
@@ -369,41 +369,41 @@ class ToolBox:
             if tape.replaying:
                 miss = tape.miss(name, arguments)
                 self.warn(miss)
-                return Outcome(miss, True)
+                return CallOutcome(miss, True)
         started = time.perf_counter()
         outcome = await self._call(name, arguments)
         took = int((time.perf_counter() - started) * 1000)
         content = redact(cut(outcome.content, self.limit), self._secrets)
-        done = Outcome(content, outcome.is_error, took)
+        done = CallOutcome(content, outcome.is_error, took)
         if tape is not None:
             if handle is None:
                 _, handle = tape.find(name, arguments)
             tape.keep(handle, done)
         return done
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> Outcome:
+    async def _call(self, name: str, arguments: dict[str, Any]) -> CallOutcome:
         spec = self.specs.get(name)
         if spec is None:
-            return Outcome(f"no tool {name}", True)
+            return CallOutcome(f"no tool {name}", True)
         problem = check_arguments(spec.parameters, arguments)
         if problem is not None:
-            return Outcome(f"refused: {problem}", True)
+            return CallOutcome(f"refused: {problem}", True)
         try:
             with anyio.fail_after(spec.timeout):
                 if name in self._python:
                     return await self._call_python(self._python[name], arguments)
                 if name in self._builtin:
-                    return Outcome(await self._builtin[name].call(self.world, arguments))
+                    return CallOutcome(await self._builtin[name].call(self.world, arguments))
                 server, tool = self._tool_server[name]
                 return await self._call_mcp(server, tool, arguments, limit=spec.timeout)
         except TimeoutError:
-            return Outcome(f"timed out after {spec.timeout:g} s", True)
+            return CallOutcome(f"timed out after {spec.timeout:g} s", True)
         except ToolFailed as exc:
-            return Outcome(str(exc) or "failed", True)
+            return CallOutcome(str(exc) or "failed", True)
         except Exception as exc:
-            return Outcome(f"failed: {_reason(exc)}", True)
+            return CallOutcome(f"failed: {_reason(exc)}", True)
 
-    async def _call_python(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> Outcome:
+    async def _call_python(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> CallOutcome:
         import inspect
 
         if inspect.iscoroutinefunction(fn):
@@ -411,12 +411,12 @@ class ToolBox:
         else:
             value = await anyio.to_thread.run_sync(lambda: fn(**arguments), abandon_on_cancel=True)
         if isinstance(value, str):
-            return Outcome(value)
-        return Outcome(json.dumps(value, ensure_ascii=False, default=str))
+            return CallOutcome(value)
+        return CallOutcome(json.dumps(value, ensure_ascii=False, default=str))
 
     async def _call_mcp(
         self, server: _Server, tool: str, arguments: dict[str, Any], *, limit: float
-    ) -> Outcome:
+    ) -> CallOutcome:
         session = server.session
         if session is None or server.dead is not None:
             return self._server_gone(server)
@@ -427,17 +427,17 @@ class ToolBox:
                 server.dead = server.dead or "its connection closed"
             if server.dead is not None or server.session is None:
                 return self._server_gone(server)
-            return Outcome(f"failed: {_reason(exc)}", True)
-        return Outcome(_mcp_text(result), bool(getattr(result, "is_error", False)))
+            return CallOutcome(f"failed: {_reason(exc)}", True)
+        return CallOutcome(_mcp_text(result), bool(getattr(result, "is_error", False)))
 
-    def _server_gone(self, server: _Server) -> Outcome:
+    def _server_gone(self, server: _Server) -> CallOutcome:
         why = server.dead or "it stopped"
         self.warn_once(
             f"dead:{server.name}",
             f"MCP server {server.name} stopped ({why}); its tools answer with an error "
             "for the rest of the session",
         )
-        return Outcome(f"the MCP server {server.name} is not running ({why})", True)
+        return CallOutcome(f"the MCP server {server.name} is not running ({why})", True)
 
 
 def _key_names(world: World) -> list[str | None]:

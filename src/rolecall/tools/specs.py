@@ -29,7 +29,7 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CallOutcome:
     """A call's result as the model sees it."""
 
     content: str

@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from rolecall.llm.replay import Recording, ReplaySetup, request_key
-from rolecall.tools.specs import Outcome, ToolSpec
+from rolecall.tools.specs import CallOutcome, ToolSpec
 
 
 class ToolTape:
@@ -71,7 +71,7 @@ class ToolTape:
             self._seen[key] = n + 1
         return key, request, n
 
-    def find(self, tool: str, arguments: dict[str, Any]) -> tuple[Outcome | None, Any]:
+    def find(self, tool: str, arguments: dict[str, Any]) -> tuple[CallOutcome | None, Any]:
         """The recorded outcome of this call (None: a miss), and the handle to keep one."""
         key, request, n = self._key(tool, arguments)
         rec = self.store.find(key, n)
@@ -80,7 +80,7 @@ class ToolTape:
             return None, handle
         content = rec.chunks[0]
         return (
-            Outcome(
+            CallOutcome(
                 content if isinstance(content, str) else json.dumps(content),
                 bool(rec.usage.get("is_error", False)),
                 int(rec.usage.get("duration_ms", 0)),
@@ -88,12 +88,12 @@ class ToolTape:
             handle,
         )
 
-    def keep(self, handle: Any, outcome: Outcome, role: str = "") -> None:
+    def keep(self, handle: Any, outcome: CallOutcome, role: str = "") -> None:
         key, request, n = handle
         usage = {"is_error": outcome.is_error, "duration_ms": outcome.duration_ms}
         self.store.add(Recording(key, n, request, [outcome.content], usage, None, role, None))
 
-    def keep_unrecorded(self, tool: str, arguments: dict[str, Any], outcome: Outcome) -> None:
+    def keep_unrecorded(self, tool: str, arguments: dict[str, Any], outcome: CallOutcome) -> None:
         """Keep ``outcome`` as the next occurrence of this call the recording lacks: a call
         cut while it ran (the process was killed) gets the error result its resumed
         session gave the model, so a replay gives the same transcript."""

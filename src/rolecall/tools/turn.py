@@ -31,7 +31,7 @@ from rolecall.session.state import SessionState
 from rolecall.tools.approval import Approver, PendingCall, decide
 from rolecall.tools.box import ToolBox
 from rolecall.tools.names import NameMap
-from rolecall.tools.specs import Outcome, ToolSpec
+from rolecall.tools.specs import CallOutcome, ToolSpec
 from rolecall.world.models import Role, World
 
 TURN_KEY = "tool_turn"  # the turn in progress, in SessionState.extra
@@ -231,10 +231,10 @@ async def _one_call(
     )
     events: list[Event] = []
     if full is None:
-        outcome = Outcome(f"no tool {call.name} (tools: {', '.join(names.to_full)})", True)
+        outcome = CallOutcome(f"no tool {call.name} (tools: {', '.join(names.to_full)})", True)
     elif room <= 0:
         limit = site.world.settings
-        outcome = Outcome(
+        outcome = CallOutcome(
             f"not run: the limit of tool calls is reached (max_tool_calls {limit.max_tool_calls}"
             + (
                 f", max_tool_calls_total {limit.max_tool_calls_total}"
@@ -245,7 +245,7 @@ async def _one_call(
             True,
         )
     elif problem is not None:
-        outcome = Outcome(problem, True)
+        outcome = CallOutcome(problem, True)
     else:
         decision = await decide(role, PendingCall(call_id, role.id, full, arguments), site.approver)
         approval = ToolApprovalEvent(
@@ -256,7 +256,7 @@ async def _one_call(
             arguments=(decision.arguments or {}) if decision.decision == "allow" else {},
         )
         if decision.decision == "deny":
-            outcome = Outcome(f"refused: {decision.reason or 'not approved'}", True)
+            outcome = CallOutcome(f"refused: {decision.reason or 'not approved'}", True)
             if decision.by != "policy":
                 events.append(
                     WarningEvent(message=f"tool call {call_id} refused: {decision.reason}")
@@ -320,7 +320,7 @@ async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
                 if tape is not None and not tape.replaying:
                     arguments = json.loads(c.get("arguments") or "{}")
                     if isinstance(arguments, dict):
-                        tape.keep_unrecorded(c["tool"], arguments, Outcome(INTERRUPTED, True))
+                        tape.keep_unrecorded(c["tool"], arguments, CallOutcome(INTERRUPTED, True))
                 await site.emit(
                     [
                         ToolResultEvent(
