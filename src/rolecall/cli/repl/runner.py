@@ -395,7 +395,7 @@ class CommandRunner:
         if not self.driven and not s.state.pending:
             self.echo("nothing to resume: no reply is due; type a message")
             return
-        await self._start("resume", s.resume)
+        await self._start("resume", s.run)  # a paused flow goes on where it stopped
 
     async def _cmd_stop(self, cmd: SlashCommand) -> None:
         s = self.session
