@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -22,20 +21,14 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.cluster.test_workers import Slow, rows, start_worker
+from tests.cluster.test_workers import provider, rows, start_worker
 from tests.faults import Cli, assert_intact, stored
 from tests.llm.openai_server import OpenAITestServer
 from tests.nats_server import NatsServer
 
 STEPS = 20
 
-
-@pytest.fixture
-def provider() -> Iterator[OpenAITestServer]:
-    with OpenAITestServer() as srv:
-        state = srv._server.state
-        state.behaviours = Slow(state.requests)  # type: ignore[assignment]
-        yield srv
+__all__ = ["provider"]  # the fixture: a loopback provider slow enough to stop a worker in
 
 
 def long_world(folder: Path, server: OpenAITestServer) -> Path:

@@ -301,7 +301,11 @@ def test_a_streaming_reply_is_a_one_line_preview_then_printed_whole(
         assert not any(line.startswith(("historian → human", "│ ")) for line in printed)
         counts.append(int(re.findall(r"↓(\d+) ", screen)[-1]))
     t.type("typed meanwhile")
-    screen = t.wait_for(lambda s: "historian → human" in s and "  ↑" in s, timeout=30)
+    # the reply printed whole, and the prompt drawn again below it with what was typed
+    screen = t.wait_for(
+        lambda s: "historian → human" in s and "  ↑" in s and "› typed meanwhile" in s,
+        timeout=30,
+    )
     lines = screen.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("historian → human"))
     assert lines[header].endswith('↩ m1 "@historian what happened in Chicago in…"')

@@ -175,7 +175,9 @@ class Recorder:
             stop_reason=state.stop_reason,
             state_json=state_now,
             last_seq=session.bus.last_seq,
-            updated_at=session.clock().isoformat(),
+            # the time of its last event: what a copy rebuilt from the events (a NATS
+            # import) says too; the clock when only the state changed
+            updated_at=_last_time(events, session.clock).isoformat(),
         )
         try:
             await self.store.commit(batch)
@@ -201,3 +203,12 @@ class Recorder:
             or len(state.drafts) > self.drafts
         ):
             await self.commit(session)
+
+
+def _last_time(events: tuple[Envelope | ChunkRun, ...], clock: Callable[[], datetime]) -> datetime:
+    """The time of the last of ``events`` (a run of chunks: its last chunk's); the clock
+    when there are none."""
+    if not events:
+        return clock()
+    last = events[-1]
+    return last.stamps[-1] if isinstance(last, ChunkRun) else last.ts
