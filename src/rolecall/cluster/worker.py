@@ -40,7 +40,7 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.nats.bus import LeaseLost, NatsBus
 from rolecall.nats.link import JOBS_STREAM, answered, log_filter
-from rolecall.nats.replay import session_logs
+from rolecall.nats.replay import SessionLog, session_logs
 from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:
@@ -301,12 +301,17 @@ class Worker:
         lease claimed for ``epoch``: LeaseLost when another worker appended to it since
         it was read."""
         link = self.transport.link
-        found = (await session_logs(link, log_filter(session_id))).get(session_id)
+
+        async def read() -> dict[str, SessionLog]:
+            return await session_logs(link, log_filter(session_id))
+
+        # a server restarting answers nothing for a while: waited for, never a failed run
+        found = (await answered(link.url, "reading the session", read)).get(session_id)
         if found is not None and found.holder is not None and found.state != "finished":
             # a worker ran it: alive (its job given again, a copy), it renews its lease
             # every third of the ack wait; the session is left to it if it did meanwhile
             await anyio.sleep(self.ack_wait / 2)
-            again = (await session_logs(link, log_filter(session_id))).get(session_id)
+            again = (await answered(link.url, "reading the session", read)).get(session_id)
             if again is None or again.stream_seq != found.stream_seq:
                 raise LeaseLost(
                     f"session {session_id} is running on another worker (its lease renewed "
