@@ -104,6 +104,21 @@ class Site:
         return self.root / "worlds"
 
 
+def streaming_so_far(page: Any, words: int = 3) -> tuple[str, str]:
+    """Wait for a message streaming with at least `words` words; its id and its text so far.
+
+    Both are read from the one element at once: a locator is resolved again for each read,
+    and the next message may be streaming by then.
+    """
+    found = page.wait_for_function(
+        "(words) => { const el = document.querySelector('article.streaming .live-text');"
+        " return el && el.textContent.trim().split(' ').length >= words"
+        " && [el.closest('article').id, el.textContent.trim()]; }",
+        arg=words,
+    ).json_value()
+    return str(found[0]), str(found[1])
+
+
 def _stored_id(result: subprocess.CompletedProcess[str]) -> str:
     first = json.loads(result.stdout.splitlines()[0])
     return str(first["session_id"])

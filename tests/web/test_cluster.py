@@ -19,7 +19,15 @@ import httpx
 import pytest
 
 from tests.nats_server import NatsServer, free_port, nats_server
-from tests.web.conftest import SLOW_WORLD, Server, Site, rolecall, start_server, stop_server
+from tests.web.conftest import (
+    SLOW_WORLD,
+    Server,
+    Site,
+    rolecall,
+    start_server,
+    stop_server,
+    streaming_so_far,
+)
 
 
 @pytest.fixture
@@ -80,13 +88,7 @@ def test_a_session_on_another_machine_streams_into_the_page(
         assert sid not in _get(server.url + "/api/sessions")
         page.goto(f"{server.url}/s/{sid}")
         # the words of a reply arrive one by one from the stream, before it is complete
-        page.wait_for_function(
-            "() => { const el = document.querySelector('article.streaming .live-text');"
-            " return el && el.textContent.trim().split(' ').length >= 3; }"
-        )
-        streaming = page.locator("article.streaming").first
-        mid = streaming.get_attribute("id")
-        partial = streaming.locator(".live-text").inner_text().strip()
+        mid, partial = streaming_so_far(page)
         page.wait_for_function(
             "document.getElementById('status').textContent.startsWith('finished')",
             timeout=30_000,

@@ -9,7 +9,7 @@ import sys
 import urllib.request
 from typing import Any
 
-from tests.web.conftest import SERVING, Server, Site, stop_server
+from tests.web.conftest import SERVING, Server, Site, stop_server, streaming_so_far
 
 
 def _get_json(url: str) -> Any:
@@ -84,13 +84,7 @@ def test_live_tokens_appear_while_a_started_session_runs(page: Any, server: Serv
     page.wait_for_url("**/s/*")
     sid = page.url.rsplit("/", 1)[1]
     # a message's words arrive one by one, before it is complete
-    page.wait_for_function(
-        "() => { const el = document.querySelector('article.streaming .live-text');"
-        " return el && el.textContent.trim().split(' ').length >= 3; }"
-    )
-    streaming = page.locator("article.streaming").first
-    mid = streaming.get_attribute("id")
-    partial = streaming.locator(".live-text").inner_text()
+    mid, partial = streaming_so_far(page)
     assert page.locator("#thinking").is_visible()
     # once complete, each message is swapped for its rendered form, and the run finishes
     page.wait_for_function(
@@ -98,7 +92,7 @@ def test_live_tokens_appear_while_a_started_session_runs(page: Any, server: Serv
     )
     page.wait_for_function("document.querySelectorAll('article.streaming').length === 0")
     final = page.locator(f"#{mid} .body").inner_text().strip()
-    assert final.startswith(partial.strip()) and len(final) > len(partial.strip())
+    assert final.startswith(partial) and len(final) > len(partial)
     assert page.locator("#m1 .body").inner_text().strip().endswith("sixteen")
     assert page.locator("#m2 a.reply").get_attribute("href") == "#m1"
     stored = _get_json(f"{server.url}/api/sessions/{sid}")
