@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
@@ -25,6 +26,7 @@ from tests.cluster.test_workers import provider, rows, start_worker
 from tests.faults import Cli, assert_intact, stored
 from tests.llm.openai_server import OpenAITestServer
 from tests.nats_server import NatsServer
+from tests.web.conftest import Site, start_server, stop_server
 
 STEPS = 20
 
@@ -59,6 +61,11 @@ def events_of(home: Path, sid: str) -> list[dict[str, Any]]:
             "SELECT record FROM events WHERE session_id = ? ORDER BY seq", (sid,)
         ).fetchall()
     return [json.loads(record) for (record,) in found]
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
 
 
 def holds(home: Path, sid: str) -> bool:
@@ -147,7 +154,39 @@ def test_a_worker_paused_past_the_ack_wait_cannot_append_to_the_session_it_lost(
     [row] = rows(out)
     assert (row["stop_reason"], row["error"]) == ("flow_end", None)
     assert "1 taken over by another worker" in errs, errs  # the paused one stopped its copy
-    check_one_writer(cli, nats, provider, tmp_path, row["session_id"])
+    sid = row["session_id"]
+    check_one_writer(cli, nats, provider, tmp_path, sid)
+    # readers of the live stream leave out what the paused worker appended after it lost the
+    # session, as `sessions import` does: a web view following the cluster, and `watch`
+    [finisher] = [
+        h
+        for h in sorted(tmp_path.glob("w[0-9]"))
+        if holds(h, sid) and stored(h, sid).state == "finished"
+    ]
+    theirs = stored(finisher, sid)
+    site = Site(root=tmp_path, data=tmp_path / "web-data", ids={})
+    web = start_server(site, "--nats", nats.url)
+    try:
+        shown = json.loads(_get(f"{web.url}/api/sessions/{sid}"))
+        events = json.loads(_get(f"{web.url}/api/sessions/{sid}/events?after=0"))
+        listing = f'class="cluster-row" data-session="{sid}"'
+        deadline = time.monotonic() + 20
+        while listing not in _get(f"{web.url}/?status=finished") and time.monotonic() < deadline:
+            time.sleep(0.2)  # the sessions list follows the stream's world events
+        listed, paused = (_get(f"{web.url}/?status={s}") for s in ("finished", "paused"))
+    finally:
+        stop_server(web)
+    assert shown["messages"] == theirs.messages
+    assert [e for e in events if e["topic"] == "messages"] == [
+        e for e in events_of(finisher, sid) if e["topic"] == "messages"
+    ]
+    assert listing in listed and listing not in paused  # not the paused worker's last word
+    watched = cli.run("watch", "--batch", "paused", "--nats", nats.url, "--json", timeout=60)
+    assert watched.returncode == 0, watched.stderr
+    lines = [json.loads(line) for line in watched.stdout.splitlines()]
+    assert [e for e in lines if e["topic"] == "messages"] == [
+        e for e in events_of(finisher, sid) if e["topic"] == "messages"
+    ]
 
 
 @pytest.mark.timeout(180)

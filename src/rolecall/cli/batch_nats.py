@@ -189,13 +189,14 @@ class BatchEvents:
         self._seen = anyio.Event()
 
     async def run(self, link: Link, after: int) -> None:
-        from rolecall.nats.link import EVENT_SUBJECTS, H_BATCH
-        from rolecall.nats.replay import Reorder, follow, is_final
+        from rolecall.nats.link import H_BATCH, log_filter
+        from rolecall.nats.replay import Fence, Reorder, follow, is_final
 
-        feed_of = follow(link, EVENT_SUBJECTS, from_start=after == 0, after=after)
+        feed_of = follow(link, log_filter(None), from_start=after == 0, after=after)
+        fence = Fence()  # a worker that lost a run's session may still have appended to it
         async with aclosing(feed_of) as feed:
             async for event in feed:
-                if event.headers.get(H_BATCH) != self.name:
+                if not fence.admits(event) or event.headers.get(H_BATCH) != self.name:
                     continue
                 order = self.orders.get(event.session_id)
                 if order is None:

@@ -67,12 +67,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
 async def _watch(args: argparse.Namespace, url: str) -> None:
     from rolecall.bus import Envelope, EventBus
     from rolecall.cli.display import display_sink
-    from rolecall.nats.link import H_BATCH, connect, session_filter
-    from rolecall.nats.replay import Reorder, follow, is_final
+    from rolecall.nats.link import H_BATCH, connect, log_filter
+    from rolecall.nats.replay import Fence, Reorder, follow, is_final
 
     buses: dict[str, tuple[EventBus, Reorder]] = {}
+    fence = Fence()  # a worker that lost a session may still have appended to it
     done: set[str] = set()
     total = await _batch_total(url, args.batch) if args.batch is not None else 0
+    read = _Progress()
 
     def bus_of(event: StreamEvent) -> tuple[EventBus, Reorder]:
         found = buses.get(event.session_id)
@@ -89,11 +91,14 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
     async with (
         connect(url, name="rolecall-watch") as link,
         anyio.create_task_group() as tg,
-        aclosing(follow(link, session_filter(args.session), from_start=from_start)) as events,
+        aclosing(follow(link, log_filter(args.session), from_start=from_start)) as events,
     ):
         if args.batch is not None:
-            tg.start_soon(_end_with_batch, link, args.batch, total, tg.cancel_scope)
+            tg.start_soon(_end_with_batch, link, args.batch, total, read, tg.cancel_scope)
         async for event in events:
+            read.note(event.stream_seq)
+            if not fence.admits(event):
+                continue
             if args.batch is not None and event.headers.get(H_BATCH) != args.batch:
                 continue
             bus, order = bus_of(event)
@@ -105,10 +110,32 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
                 return
 
 
-async def _end_with_batch(link: Link, batch: str, total: int, scope: anyio.CancelScope) -> None:
-    """Cancel ``scope`` once every run of the batch has its result."""
+class _Progress:
+    """How far in the stream a reader has read (the stream sequence of its last message)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self._moved = anyio.Event()
+
+    def note(self, stream_seq: int) -> None:
+        self.seen = max(self.seen, stream_seq)
+        self._moved.set()
+        self._moved = anyio.Event()
+
+    async def reach(self, stream_seq: int) -> None:
+        while self.seen < stream_seq:
+            await self._moved.wait()
+
+
+async def _end_with_batch(
+    link: Link, batch: str, total: int, read: _Progress, scope: anyio.CancelScope
+) -> None:
+    """Cancel ``scope`` once every run of the batch has its result, and every event the
+    stream held then has been read (a run's events are stored before its result; a batch
+    replayed from its start may have thousands)."""
     from rolecall.batch.results import RunResult
     from rolecall.cluster.jobs import follow_results
+    from rolecall.nats.link import EVENTS_STREAM
 
     ended: set[int] = set()
     async with aclosing(follow_results(link, batch)) as results:
@@ -117,7 +144,8 @@ async def _end_with_batch(link: Link, batch: str, total: int, scope: anyio.Cance
                 ended.add(item.run)
             if len(ended) >= total:
                 break
-    await anyio.sleep(0.5)  # a run's events are stored before its result: let them show
+    info = await link.js.stream_info(EVENTS_STREAM)
+    await read.reach(int(info.state.last_seq or 0))
     scope.cancel()
 
 

@@ -105,15 +105,16 @@ def start_after(after: int) -> ConsumerConfig | None:
 
 async def ordered(
     link: Link,
-    subject: str,
+    subject: str | tuple[str, ...],
     *,
     stream: str,
     policy: DeliverPolicy,
     after: int = 0,
     what: str = "following the stream",
 ) -> AsyncGenerator[Msg, None]:
-    """The messages of ``stream`` on ``subject`` in stream order, each once (``policy``
-    where to start, or after the stream's message ``after``), until the caller stops.
+    """The messages of ``stream`` on ``subject`` (or on any of several subjects) in stream
+    order, each once (``policy`` where to start, or after the stream's message ``after``),
+    until the caller stops.
 
     An ordered consumer is ephemeral and kept in the server's memory, so a server that
     restarted has lost it; nats-py notices only after two missed heartbeats of a 10 s
@@ -122,16 +123,23 @@ async def ordered(
     again, starting after the last message received: one request, nothing twice."""
     import anyio
     from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.api import ConsumerConfig
 
     from rolecall.nats.link import answered
 
+    subjects = (subject,) if isinstance(subject, str) else subject
+
     def subscribe(start: int) -> Awaitable[Any]:
+        config = start_after(start)
+        if len(subjects) > 1:
+            config = config or ConsumerConfig()
+            config.filter_subjects = list(subjects)
         return link.js.subscribe(
-            subject,
+            subjects[0],
             stream=stream,
             ordered_consumer=True,
             deliver_policy=None if start else policy,
-            config=start_after(start),
+            config=config,
         )
 
     nc = link.nc
@@ -152,12 +160,34 @@ async def ordered(
                 await sub.unsubscribe()
 
 
+class Fence:
+    """Whose events count, session by session: the process holding its last lease.
+
+    A worker claims a session's lease before it runs it and renews it with each batch of
+    events; a worker that lost the session (paused, cut off) may still append events
+    after another's claim. Those are left out, as ``sessions import`` leaves them out.
+    Before a session's first lease is seen, every event counts.
+    """
+
+    def __init__(self) -> None:
+        self.holders: dict[str, str] = {}
+
+    def admits(self, event: StreamEvent) -> bool:
+        """False for a lease (noted) and for an event of a process that lost the session."""
+        if event.subject.endswith(".lease"):
+            self.holders[event.session_id] = event.epoch
+            return False
+        holder = self.holders.get(event.session_id)
+        return holder is None or event.epoch == holder
+
+
 async def follow(
-    link: Link, subject: str, *, from_start: bool, after: int = 0
+    link: Link, subject: str | tuple[str, ...], *, from_start: bool, after: int = 0
 ) -> AsyncGenerator[StreamEvent, None]:
     """Events on ``subject`` as they are stored (after the stored ones with ``from_start``;
     from the stream's message ``after`` on when it is given), until the caller stops
-    reading."""
+    reading. A reader following a :func:`~rolecall.nats.link.log_filter` subject gets the
+    sessions' leases too, and leaves out what its :class:`Fence` does not admit."""
     from nats.js.api import DeliverPolicy
 
     policy = DeliverPolicy.ALL if from_start else DeliverPolicy.NEW
@@ -234,17 +264,19 @@ class SessionLog:
     drafts: list[dict[str, Any]] = field(default_factory=list)
     checkpoint: dict[str, Any] | None = None
     stream_seq: int = 0  # the stream sequence of its last message (what a claim expects)
-    holder: str | None = None  # the epoch of its last lease: only its events count
-    displaced: int = 0  # events left out: sent by a process that had lost the session
+    fence: Fence = field(default_factory=Fence)  # only the lease holder's events count
 
-    def add(self, event: StreamEvent) -> None:
+    @property
+    def holder(self) -> str | None:
+        """The epoch of its last lease (None before one)."""
+        return self.fence.holders.get(self.session_id)
+
+    def add(self, event: StreamEvent) -> bool:
+        """Fold ``event`` in; False when it does not count (a lease, or an event of a
+        process that had lost the session)."""
         self.stream_seq = max(self.stream_seq, event.stream_seq)
-        if event.subject.endswith(".lease"):
-            self.holder = event.epoch
-            return
-        if self.holder is not None and event.epoch != self.holder:
-            self.displaced += 1
-            return
+        if not self.fence.admits(event):
+            return False
         self.events[event.seq] = event.record  # a later copy of a seq wins
         headers = event.headers
         if H_WORLD in headers:
@@ -259,6 +291,7 @@ class SessionLog:
             for r in cp["records"]:
                 self.records[int(r["execution_order"])] = r
             self.drafts.extend(d for d in cp["drafts"] if d not in self.drafts)
+        return True
 
     @property
     def state(self) -> str | None:

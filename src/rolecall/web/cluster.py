@@ -27,8 +27,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from rolecall.log import get_logger
-from rolecall.nats.link import EVENTS_STREAM, H_BATCH, H_WORLD, session_filter
-from rolecall.nats.replay import Reorder, SessionLog, StreamEvent, follow, is_final
+from rolecall.nats.link import (
+    EVENTS_STREAM,
+    H_BATCH,
+    H_WORLD,
+    LEASE_SUBJECTS,
+    log_filter,
+    session_filter,
+)
+from rolecall.nats.replay import Fence, Reorder, SessionLog, StreamEvent, follow, is_final
 from rolecall.session.state import Message
 from rolecall.storage.browse import SessionSummary
 from rolecall.storage.document import SessionDocument
@@ -62,11 +69,11 @@ class Feed:
         return not self.events.closed
 
     def add(self, event: StreamEvent) -> None:
-        self.log.add(event)
-        for ready in self._order.push(event):
-            self.events.add_line(ready.seq, ready.line)
-            if is_final(ready.record):
-                self.events.close()
+        if self.log.add(event):  # not a lease, nor a displaced worker's late event
+            for ready in self._order.push(event):
+                self.events.add_line(ready.seq, ready.line)
+                if is_final(ready.record):
+                    self.events.close()
         if event.pending == 0:
             self.caught_up.set()
 
@@ -115,9 +122,13 @@ class Cluster:
     # ------------------------------------------------------------ the index
     async def index(self) -> None:
         """Keep :attr:`rows` up to date from every session's ``world`` events."""
-        async with aclosing(follow(self.link, WORLD_EVENTS, from_start=True)) as events:
+        # with the leases: a worker that lost a session may still append to it
+        fence = Fence()
+        subjects = (WORLD_EVENTS, LEASE_SUBJECTS)
+        async with aclosing(follow(self.link, subjects, from_start=True)) as events:
             async for event in events:
-                self._index(event)
+                if fence.admits(event):
+                    self._index(event)
 
     def _index(self, event: StreamEvent) -> None:
         record = event.record
@@ -201,7 +212,7 @@ class Cluster:
         return feed
 
     async def _follow(self, feed: Feed) -> None:
-        subject = session_filter(feed.session_id)
+        subject = log_filter(feed.session_id)  # its events and its leases
         try:
             async with aclosing(follow(self.link, subject, from_start=True)) as events:
                 async for event in events:
