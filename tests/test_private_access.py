@@ -152,6 +152,21 @@ def test_no_module_outside_the_api_reaches_through_a_session_to_its_runtime() ->
     assert runtime_reaches() == []
 
 
+def test_the_web_view_types_against_the_public_session_only() -> None:
+    """The web view holds ``rolecall.api.Session``; the runtime's class is not its to name."""
+    cls = _runtime_class()
+    named: list[str] = []
+    for path in sorted((SRC / "web").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "rolecall.runtime":
+                named.append(f"{path.name}:{node.lineno}: imports rolecall.runtime")
+            elif (isinstance(node, ast.Name) and node.id == cls) or (
+                isinstance(node, ast.Attribute) and node.attr == cls
+            ):
+                named.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert named == []
+
+
 def test_the_scan_finds_a_read_of_a_sessions_runtime(tmp_path: Path) -> None:
     (tmp_path / "web.py").write_text(
         "import rolecall.runtime\n"
