@@ -126,6 +126,57 @@ def test_the_scan_finds_a_reach_into_a_private_member(tmp_path: Path) -> None:
     ]
 
 
+# ------------------------------------------------------------------ the public session only
+def runtime_reaches(src: Path = SRC) -> list[str]:
+    """Where a module outside ``api/`` reads ``.runtime`` off an object: the public
+    ``Session`` once handed out the runtime's session that way, and the web view,
+    tracing and the debug log drove it through that. They use the public members now
+    (``status``, ``interrupt()``, ``request_reply()``...); ``rolecall.runtime`` (the
+    module) is no such read."""
+    found: list[tuple[str, int, str]] = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel.startswith(ALLOWED_PACKAGES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "runtime"
+                and ast.unparse(node.value) != "rolecall"
+            ):
+                found.append((rel, node.lineno, ast.unparse(node)))
+    return [f"{rel}:{line}: {text}" for rel, line, text in sorted(found)]
+
+
+def test_no_module_outside_the_api_reaches_through_a_session_to_its_runtime() -> None:
+    assert runtime_reaches() == []
+
+
+def test_the_web_view_types_against_the_public_session_only() -> None:
+    """The web view holds ``rolecall.api.Session``; the runtime's class is not its to name."""
+    cls = _runtime_class()
+    named: list[str] = []
+    for path in sorted((SRC / "web").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "rolecall.runtime":
+                named.append(f"{path.name}:{node.lineno}: imports rolecall.runtime")
+            elif (isinstance(node, ast.Name) and node.id == cls) or (
+                isinstance(node, ast.Attribute) and node.attr == cls
+            ):
+                named.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert named == []
+
+
+def test_the_scan_finds_a_read_of_a_sessions_runtime(tmp_path: Path) -> None:
+    (tmp_path / "web.py").write_text(
+        "import rolecall.runtime\n"
+        "def flags(run):\n"
+        "    rolecall.runtime.Dialogue\n"
+        "    return run.session.runtime.state.flags\n"
+    )
+    assert runtime_reaches(tmp_path) == ["web.py:4: run.session.runtime"]
+
+
 # ------------------------------------------------------------------ one way to open a session
 SCRIPTS = SRC.parent.parent / "scripts"
 

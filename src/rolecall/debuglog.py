@@ -13,7 +13,7 @@ is logged unless the ``rolecall`` logger is enabled for DEBUG (the CLI's ``-vv``
 from __future__ import annotations
 
 import logging
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from rolecall.bus import (
     Bus,
@@ -29,7 +29,6 @@ from rolecall.bus import (
     TurnLimitEvent,
 )
 from rolecall.log import get_logger
-from rolecall.session.state import SessionState
 
 log = get_logger("rolecall.flow")
 # the logger object lives as long as the process (logging never drops one), and its
@@ -38,10 +37,13 @@ _ROLECALL = logging.getLogger("rolecall")
 
 
 class Observed(Protocol):
-    """What the event log needs of a session: its bus and its state."""
+    """What the event log needs of a session (a ``rolecall.Session`` or the runtime's):
+    its id and its bus."""
 
-    bus: Bus
-    state: SessionState
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def bus(self) -> Bus: ...
 
 
 def debug_enabled() -> bool:
@@ -103,18 +105,9 @@ class EventLog:
             debug("session_stop", reason=event.reason, detail=event.detail)
 
 
-@runtime_checkable
-class Wrapping(Protocol):
-    """A session of the public API (``rolecall.Session``): the runtime's underneath."""
-
-    @property
-    def runtime(self) -> Observed: ...
-
-
-def log_events(session: Observed | Wrapping) -> EventLog:
+def log_events(session: Observed) -> EventLog:
     """Log ``session``'s events (a ``rolecall.Session`` or the runtime's) at DEBUG level
     from now on."""
-    inner = session.runtime if isinstance(session, Wrapping) else session
-    events = EventLog(inner.state.session_id)
-    inner.bus.subscribe(events, name="debug-log")
+    events = EventLog(session.session_id)
+    session.bus.subscribe(events, name="debug-log")
     return events

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rolecall.bus import (
     Envelope,
@@ -42,8 +43,10 @@ from rolecall.bus import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from rolecall.api.session import Session as PublicSession
+    from rolecall.api.session import Session
+    from rolecall.bus import Bus
     from rolecall.runtime import Dialogue
+    from rolecall.world.models import Role, World
 
 _BUILTIN = ("offline", "scripted")
 
@@ -114,12 +117,27 @@ def _error_type(error: str) -> str:
     return "_OTHER"
 
 
-class SessionTracer:
-    """Turns one session's events into spans; :meth:`close` ends whatever is still open."""
+class Traced(Protocol):
+    """What the spans read of a session: a ``rolecall.Session`` (or the runtime's) has it."""
 
-    def __init__(self, session: Dialogue, tracer: Tracer) -> None:
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def world(self) -> World: ...
+    @property
+    def bus(self) -> Bus: ...
+    def model_name(self, role: Role) -> str: ...
+
+
+class SessionTracer:
+    """Turns one session's events into spans; :meth:`close` ends whatever is still open.
+
+    ``cost`` tells what the whole session cost when its span ends (None: unknown)."""
+
+    def __init__(self, session: Traced, tracer: Tracer, cost: Callable[[], float | None]) -> None:
         self.session = session
         self.tracer = tracer
+        self.cost = cost
         self._root: Span | None = None
         self._turns: dict[str, tuple[Span, Span]] = {}
 
@@ -157,7 +175,7 @@ class SessionTracer:
                 f"session {world.name}",
                 attributes={
                     "rolecall.world": world.name,
-                    "rolecall.session_id": self.session.state.session_id,
+                    "rolecall.session_id": self.session.session_id,
                 },
             )
         return self._root
@@ -185,7 +203,7 @@ class SessionTracer:
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": _provider(model),
             "gen_ai.request.model": sent,
-            "gen_ai.conversation.id": self.session.state.session_id,
+            "gen_ai.conversation.id": self.session.session_id,
         }
         call.update(self._server_of(event.sender))
         generation = self.tracer.start_span(
@@ -243,7 +261,7 @@ class SessionTracer:
     def _end_session(self) -> None:
         if self._root is None:
             return
-        cost = self.session.state.transcript.cost_usd
+        cost = self.cost()
         if cost is not None:
             self._root.set_attribute("rolecall.cost_usd", cost)
         self._root.end()
@@ -259,19 +277,19 @@ class SessionTracer:
 
 
 def trace_session(
-    session: Dialogue | PublicSession, tracer_provider: TracerProvider | None = None
+    session: Session | Dialogue, tracer_provider: TracerProvider | None = None
 ) -> SessionTracer:
-    """Trace ``session`` (a ``rolecall.Session`` or the runtime's) with
-    ``tracer_provider`` (default: the global one)."""
-    from rolecall.api.session import Session as Public
-
-    if isinstance(session, Public):
-        session = session.runtime
+    """Trace ``session`` (a ``rolecall.Session``, or the runtime's the command line
+    holds) with ``tracer_provider`` (default: the global one)."""
     from opentelemetry import trace
 
+    from rolecall.api.session import Session
     from rolecall.version import __version__
 
     tracer = trace.get_tracer("rolecall", __version__, tracer_provider=tracer_provider)
-    tracing = SessionTracer(session, tracer)
+    if isinstance(session, Session):
+        tracing = SessionTracer(session, tracer, lambda: session.result.cost)
+    else:
+        tracing = SessionTracer(session, tracer, lambda: session.state.transcript.cost_usd)
     session.bus.subscribe(tracing, name="tracing")
     return tracing

@@ -101,7 +101,7 @@ async def test_events_after_say_start_at_the_opening_and_the_next_reader_goes_on
         second = [envelope.seq async for envelope in s.envelopes()]
     assert first == list(range(1, len(first) + 1))
     assert second == list(range(first[-1] + 1, first[-1] + 1 + len(second)))
-    assert isinstance(s.runtime.bus.history[-1].event, rolecall.StopEvent)
+    assert isinstance(s.bus.history[-1].event, rolecall.StopEvent)
 
 
 async def test_leaving_the_block_of_a_running_chat_pauses_it(tmp_path: Path) -> None:
@@ -109,14 +109,14 @@ async def test_leaving_the_block_of_a_running_chat_pauses_it(tmp_path: Path) -> 
     async with rolecall.open_session(world, data_dir=tmp_path) as s:
         await s.say("@doc hello")
         assert s.result.state == "running"
-        kinds = [f"{e.event.topic}/{e.event.type}" for e in s.runtime.bus.history]
+        kinds = [f"{e.event.topic}/{e.event.type}" for e in s.bus.history]
         # a chat runs from its first message on: `running` comes before that message
         assert kinds.index("world/session", 1) < kinds.index("messages/message")
     assert s.result.state == "paused" and s.result.pause_reason == "closed"
     async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
         assert again.result.state == "paused" and again.result.pause_reason == "closed"
-        last = again.runtime.bus.last_seq
-    assert last == s.runtime.bus.last_seq  # the pause was stored
+        last = again.bus.last_seq
+    assert last == s.bus.last_seq  # the pause was stored
 
 
 async def test_in_memory_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,7 +167,7 @@ async def test_leaving_the_block_mid_run_pauses_the_session(tmp_path: Path) -> N
                 break
     # as Ctrl-C does on the command line: the generation cut is kept as a draft
     assert s.result.state == "paused" and s.result.pause_reason == "cancelled"
-    assert [d.message_id for d in s.runtime.state.drafts] == ["m2"]
+    assert [d.message_id for d in s._inner.state.drafts] == ["m2"]
     async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
         assert [m.content for m in again.transcript] == ["fine"]
 
@@ -225,7 +225,7 @@ async def test_a_finished_session_takes_no_message_and_stays_as_it_was() -> None
 async def test_say_waiting_for_a_turn_that_finishes_the_session_adds_nothing() -> None:
     world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}]}
     async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
-        inner = s.runtime
+        inner = s._inner  # the runtime underneath: its turn lock
         failed: list[BaseException] = []
 
         async def say() -> None:

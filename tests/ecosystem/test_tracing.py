@@ -86,6 +86,11 @@ async def test_the_public_session_is_traced_and_logged_as_observability_md_shows
         tracing.close()
     names = [s.name for s in exporter.get_finished_spans()]
     assert names.count("session t") == 1 and names.count("turn student") == 1
+    (root,) = [s for s in exporter.get_finished_spans() if s.name == "session t"]
+    assert root.attributes["rolecall.session_id"] == session.session_id
+    assert root.attributes["rolecall.cost_usd"] == 0.0  # the whole session's, as result.cost
+    (chat,) = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert chat.attributes["gen_ai.request.model"] == "scripted"
     assert "session_stop" in caplog.text
 
 

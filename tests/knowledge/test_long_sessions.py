@@ -73,7 +73,7 @@ async def test_a_long_session_keeps_its_thread_and_resumes(tmp_path: Path) -> No
             await session.step()
             folds.append(straight.summaries)
         transcript = session.transcript
-        summaries = dict(session.runtime.summaries)
+        summaries = dict(session._inner.summaries)
     assert len(transcript) == 2000  # nothing dropped
     assert straight.summaries > 50
     for request in straight.turns:  # every prompt within the budget
@@ -96,7 +96,7 @@ async def test_a_long_session_keeps_its_thread_and_resumes(tmp_path: Path) -> No
         sid = session.session_id
     after = Counting()
     async with rolecall.resume(sid, data_dir=data, models={"offline": after}, mode="step") as again:
-        assert set(again.runtime.summaries) == {"alice", "bob"}
+        assert set(again._inner.summaries) == {"alice", "bob"}
         await again.step()
     assert after.summaries == 0  # the stored summaries are used, none asked for
     assert after.turns[0].messages == straight.turns[n - 1].messages  # the same prompt

@@ -28,7 +28,7 @@ async def test_a_second_message_keeps_the_session_busy_until_both_are_answered(
         runs = LiveRuns(tg, tmp_path, store)
         run = await runs.start(world_from(CHAT))
         answering = anyio.Event()
-        run.session.runtime.bus.subscribe(lambda _: answering.set(), "sse", types=("start",))
+        run.session.bus.subscribe(lambda _: answering.set(), "sse", types=("start",))
         runs.say(run, "@alice one")
         with anyio.fail_after(20):
             await answering.wait()  # alice answers the first

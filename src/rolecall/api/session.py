@@ -16,8 +16,11 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict
 
 from rolecall import runtime
-from rolecall.bus import Envelope, Event, StopEvent
-from rolecall.session.state import Message
+from rolecall.bus import Bus, Envelope, ErrorEvent, Event, StopEvent
+from rolecall.errors import UsageError
+from rolecall.session.state import Message, PendingReply
+from rolecall.storage.document import StateDoc, state_doc
+from rolecall.world.models import Role, World
 
 Mode = Literal["auto", "step"]
 
@@ -65,9 +68,46 @@ class Session:
         return self._inner.session_id
 
     @property
-    def runtime(self) -> runtime.Dialogue:
-        """The runtime session underneath (internal API: it may change between versions)."""
-        return self._inner
+    def world(self) -> World:
+        """The world this session runs (its roles, flow, settings)."""
+        return self._inner.world
+
+    @property
+    def bus(self) -> Bus:
+        """The session's event bus (``rolecall.bus.protocol.Bus``): what a sink's
+        ``attach(bus)`` is given, to subscribe a handler after the session is open."""
+        return self._inner.bus
+
+    @property
+    def chat(self) -> bool:
+        """A chat world (no flow, no mode): nothing runs by itself, ``say()`` is answered."""
+        return self._inner.engine is None and self._inner.director is None
+
+    @property
+    def status(self) -> StateDoc:
+        """The control state now, as the session's stored document holds it: ``state``,
+        ``stop_reason``, ``pause_reason``, the flow ``pointer``, ``flags``,
+        ``turn_counts``, the replies due (``pending``)... A copy: changing it changes
+        nothing."""
+        return state_doc(self._inner.state)
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """The flags set (``set_flag()``, a step's ``set_flag``) for ``{flag: NAME}``."""
+        return frozenset(self._inner.state.flags)
+
+    def model_name(self, role: Role | str) -> str:
+        """The model a role's turns use (its own or the world's; ``model=`` replaces every
+        one but ``scripted``). UsageError for a role the world does not have."""
+        world = self._inner.world
+        if isinstance(role, str):
+            if role not in world.role_ids:
+                raise UsageError(
+                    f"world {world.name!r} has no role {role!r} "
+                    f"(roles: {', '.join(world.role_ids)})"
+                )
+            role = world.role(role)
+        return self._inner.model_name(role)
 
     @property
     def transcript(self) -> list[Message]:
@@ -97,11 +137,10 @@ class Session:
     # -------------------------------------------------------------- driving
     async def run(self) -> Result:
         """Run until the session finishes or pauses; a chat answers what is due."""
-        inner = self._inner
-        if inner.engine is None and inner.director is None:
-            await inner.settle()
+        if self.chat:
+            await self._inner.settle()
         else:
-            await inner.run()
+            await self._inner.run()
         return self.result
 
     async def step(self) -> bool:
@@ -131,6 +170,57 @@ class Session:
         at once (a turn running stores it itself)."""
         self._inner.set_flag(name)
         self._persist()
+
+    def interrupt(self, reason: str = "interrupted") -> bool:
+        """Cut the reply being generated (its partial text kept as a draft, the pause
+        reason ``cancelled``) and pause (``reason`` when no reply was streaming), as
+        Ctrl-C does on the command line. True when a generation was cut."""
+        cut = self._inner.cancel_generation()
+        self._inner.pause(reason)
+        self._persist()
+        return cut
+
+    def request_reply(self, agent: str, message_id: str) -> None:
+        """Make ``agent``'s reply to message ``message_id`` the one reply due (replies
+        due before are dropped): the next ``run()``, ``step()`` or ``say()`` answers it
+        first (a chat's reply; in a flow or a mode an interjection's answer) and stores
+        it with that turn. Retry (the REPL's ``/retry``, the web view's) is this on a
+        fork made just before the answer asked again.
+
+        UsageError for a finished session, an unknown agent or message.
+        """
+        inner = self._inner
+        if inner.finished:
+            raise UsageError(f"session {self.session_id} is finished: it owes no reply")
+        if agent not in inner.world.role_ids:
+            raise UsageError(
+                f"world {inner.world.name!r} has no role {agent!r} "
+                f"(roles: {', '.join(inner.world.role_ids)})"
+            )
+        if message_id not in inner.state.transcript.by_id:
+            raise UsageError(f"session {self.session_id} has no message {message_id!r}")
+        kind = "chat" if self.chat else "interjection"
+        inner.state.pending = [PendingReply(agent=agent, message_id=message_id, kind=kind)]
+
+    def pause_on_error(self, error: BaseException | str, *, source: str = "api") -> None:
+        """A failure the session did not handle itself (a ``run()`` or ``step()`` that
+        raised): said as a ``system/error`` event from ``source``, and the session paused
+        with reason ``error`` (instead of a pause asked for), stored as ``pause()`` is. It
+        can be resumed. A finished session stays as it is."""
+        inner = self._inner
+        if inner.finished:
+            return
+        inner.cancel_pause()
+        text = error if isinstance(error, str) else str(error) or type(error).__name__
+        inner.bus.publish(ErrorEvent(error=text, source=source))
+        inner.pause("error")
+        self._persist()
+
+    async def save(self) -> None:
+        """Store now what changed since the last turn (a pause, a stop, a flag, an error).
+        ``pause()``, ``stop()`` and ``set_flag()`` start this themselves; await it to know
+        the change is stored. A turn under way stores the change with its own."""
+        await self._inner.persist()
 
     def _persist(self) -> None:
         """Store the change at once (a turn running stores it itself, when it ends)."""
@@ -168,8 +258,7 @@ class Session:
                 yield envelope
 
     def _drives_itself(self) -> bool:
-        inner = self._inner
-        return (inner.engine is not None or inner.director is not None) and not inner.busy
+        return not self.chat and not self._inner.busy
 
     async def _drive(self) -> None:
         try:
@@ -185,8 +274,7 @@ class Session:
         self._closed = True
         inner = self._inner
         if self._driving:
-            inner.cancel_generation()
-            inner.pause("interrupted")
+            self.interrupt()
         elif inner.state.state == "running":
             inner.pause("closed")
         self._inner.bus.end_streams()

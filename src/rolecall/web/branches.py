@@ -16,7 +16,6 @@ from starlette.responses import RedirectResponse, Response
 from rolecall.api.fork import fork_session
 from rolecall.errors import RolecallError
 from rolecall.memory import MemoryFiles
-from rolecall.session.state import PendingReply
 from rolecall.storage.browse import state_of
 from rolecall.web.context import WebContext
 
@@ -67,14 +66,11 @@ async def fork_message(request: Request) -> Response:
     if again is not None:
         try:
             run = await ctx.runs.reopen(plan.new_id)
+            if again.reply_to is not None and (again.step_id == "interjection" or run.chat):
+                # a reply (chat, or an answer to an interjection) is due again in the
+                # branch; a flow step or a mode's turn comes again by itself
+                run.session.request_reply(again.sender, again.reply_to)
         except RolecallError as exc:
             raise HTTPException(409, str(exc)) from None
-        if again.reply_to is not None and (again.step_id == "interjection" or run.chat):
-            # a reply (chat, or an answer to an interjection) is due again in the branch;
-            # a flow step or a mode's turn comes again by itself
-            kind = "interjection" if again.step_id == "interjection" else "chat"
-            run.session.runtime.state.pending = [
-                PendingReply(agent=again.sender, message_id=again.reply_to, kind=kind)
-            ]
         ctx.runs.ask_again(run)
     return RedirectResponse(f"/s/{plan.new_id}", status_code=303)

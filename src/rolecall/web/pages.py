@@ -29,7 +29,7 @@ from rolecall.storage.browse import (
     state_of,
     world_of,
 )
-from rolecall.storage.document import SessionDocument, state_doc
+from rolecall.storage.document import SessionDocument
 from rolecall.web import flowedit
 from rolecall.web.asides import Asides, asides_of_lines, stored_asides
 from rolecall.web.cluster import Feed
@@ -93,7 +93,7 @@ async def sessions(request: Request) -> Response:
         statuses=STATUSES,
         menus=await choices(ctx.store),
         # the sessions this server holds say their state now; the others as stored
-        live={sid: _status(run.session.runtime.state) for sid, run in ctx.runs.runs.items()},
+        live={sid: _status(run.session.result) for sid, run in ctx.runs.runs.items()},
         cluster=cluster.url if cluster is not None else None,
         cluster_rows=[]
         if cluster is None
@@ -194,7 +194,7 @@ async def session(request: Request) -> Response:
     last_seq = doc.last_seq if live is None else live.events.join_after(doc.last_seq)
     following = live is not None or (feed is not None and feed.live)
     if live is not None:  # what the session in this server says now, not its last store
-        doc = doc.model_copy(update={"state": state_doc(live.session.runtime.state)})
+        doc = doc.model_copy(update={"state": live.session.status})
     return ctx.page(
         request,
         "session.html",

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from rolecall.api.entry import open_served
 from rolecall.api.session import Session
-from rolecall.bus import Bus, ErrorEvent
+from rolecall.bus import Bus
 from rolecall.errors import UsageError
 from rolecall.llm.offline import OfflineModel
 from rolecall.llm.pacing import env_stream_delay
@@ -104,7 +104,7 @@ class LiveRun:
 
     def at_rest(self) -> bool:
         """Paused (or finished) with nothing under way: its stream ends there."""
-        return not self.busy and self.session.runtime.state.state in ("paused", "finished")
+        return not self.busy and self.session.result.state in ("paused", "finished")
 
 
 async def _come_to_rest(run: LiveRun, failure: Exception | None) -> None:
@@ -112,13 +112,10 @@ async def _come_to_rest(run: LiveRun, failure: Exception | None) -> None:
     shown (``system/error``) and pauses the session (reason ``error``): it is never
     left ``running``. Whatever changed since its last turn (that pause, or one asked
     for) is stored, and sent on to the NATS stream with ``--nats``."""
-    inner = run.session.runtime
-    if failure is not None and not inner.finished:
-        inner.cancel_pause()
-        inner.bus.publish(ErrorEvent(error=str(failure) or type(failure).__name__, source="web"))
-        inner.pause("error")
+    if failure is not None:
+        run.session.pause_on_error(failure, source="web")
     try:
-        await inner.persist()
+        await run.session.save()
     except Exception as exc:  # the store's own failure: the session is paused all the same
         log.warning("web_checkpoint_failed", session=run.session_id, error=str(exc))
 
@@ -201,6 +198,12 @@ class LiveRuns:
         events = EventLog()
         sinks = (_LogSink(events),)
         run: LiveRun | None = None
+
+        async def ask(call: PendingCall) -> Decision:
+            """tools.md: an `ask` call waits for the page (turns run once it is held)."""
+            assert run is not None
+            return await run.ask(call)
+
         manager = open_served(
             world,
             session=session_id,
@@ -210,22 +213,16 @@ class LiveRuns:
             models=self.models,
             sinks=sinks,
             transport=self.transport,
+            approver=ask,
         )
         try:
             async with manager as session:
-                inner = session.runtime
-                run = LiveRun(
-                    session=session,
-                    events=events,
-                    chat=inner.engine is None and inner.director is None,
-                )
-                inner.approver = run.ask  # tools.md: an `ask` call waits for the page
+                run = LiveRun(session=session, events=events, chat=session.chat)
                 self.runs[session.session_id] = run
                 task_status.started(run)
                 await run.closing.wait()
                 if run.busy:  # the server stops during a turn: pause there
-                    session.runtime.cancel_generation()
-                    session.pause("interrupted")
+                    session.interrupt()
                     run.refuse_waiting(
                         "the web server stopped before anyone answered", "rolecall web"
                     )
@@ -313,7 +310,7 @@ class LiveRuns:
         if run.session.finished:
             raise UsageError(f"session {run.session_id} is finished")
         run.session.set_flag(name)
-        return sorted(run.session.runtime.state.flags)
+        return sorted(run.session.flags)
 
     def close_all(self) -> None:
         for run in self.runs.values():

@@ -1,0 +1,124 @@
+"""The members of rolecall.Session that the web view drives a session with (docs/api.md):
+its state now, flags, a reply made due, an interrupt, a failure paused on, a save."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import rolecall
+from rolecall.llm.types import GenerationRequest
+from rolecall.testing import FunctionModel
+
+pytestmark = pytest.mark.anyio
+
+
+def pair() -> dict[str, Any]:
+    return {
+        "name": "pair",
+        "model": "offline",
+        "roles": [{"id": "ann"}, {"id": "bob"}],
+        "flow": {
+            "steps": [
+                {"id": "open", "speaker": "ann"},
+                {"id": "answer", "speaker": "bob", "reply_to": {"role": "ann"}},
+            ]
+        },
+    }
+
+
+CHAT = {"name": "help", "model": "offline", "roles": [{"id": "doc"}, {"id": "nurse"}]}
+
+
+def numbered(request: GenerationRequest) -> str:
+    return f"{request.info.speaker} says {request.info.turn}"
+
+
+async def test_status_flags_world_and_models_read_the_session_now() -> None:
+    async with rolecall.open_session(pair(), mode="step", model="openai/gpt-4o-mini") as s:
+        assert s.world.name == "pair" and not s.chat
+        assert s.model_name("ann") == "openai/gpt-4o-mini"  # model= replaces every role's
+        with pytest.raises(rolecall.UsageError, match=r"no role 'eve' \(roles: ann, bob\)"):
+            s.model_name("eve")
+        assert s.status.state == "created" and s.flags == frozenset()
+        s.set_flag("ready")
+        status = s.status
+        assert s.flags == {"ready"} and status.flags == ["ready"]
+        status.flags.append("forged")  # a copy: the session is untouched
+        assert s.flags == {"ready"} and s.status.flags == ["ready"]
+    async with rolecall.open_session(
+        pair(), mode="step", models={"offline": FunctionModel(numbered)}
+    ) as s:
+        await s.step()
+        assert s.status.state == "running"
+        assert s.status.pointer.exec_counts == {"open": 1}
+        assert s.model_name(s.world.role("bob")) == "offline"
+    async with rolecall.open_session(CHAT) as s:
+        assert s.chat
+
+
+async def test_request_reply_makes_that_one_reply_due() -> None:
+    async with rolecall.open_session(CHAT, models={"offline": FunctionModel(numbered)}) as s:
+        await s.say("@doc hello")
+        assert [(m.id, m.sender) for m in s.transcript] == [("m1", "human"), ("m2", "doc")]
+        s.request_reply("doc", "m1")
+        s.request_reply("nurse", "m1")  # replaces the reply due before it
+        assert [(p.agent, p.message_id, p.kind) for p in s.status.pending] == [
+            ("nurse", "m1", "chat")
+        ]
+        await s.run()
+        last = s.transcript[-1]
+        assert len(s.transcript) == 3 and (last.sender, last.reply_to) == ("nurse", "m1")
+        assert s.status.pending == []
+        with pytest.raises(rolecall.UsageError, match="no role 'eve'"):
+            s.request_reply("eve", "m1")
+        with pytest.raises(rolecall.UsageError, match="has no message 'm9'"):
+            s.request_reply("doc", "m9")
+        s.stop()
+        with pytest.raises(rolecall.UsageError, match="is finished"):
+            s.request_reply("doc", "m1")
+
+
+async def test_interrupt_cuts_the_streaming_reply_and_pauses(tmp_path: Path) -> None:
+    async def slow(request: GenerationRequest) -> str:
+        if request.info.turn == 2:
+            await anyio.sleep(30)
+        return "fine"
+
+    async with rolecall.open_session(
+        pair(), data_dir=tmp_path, models={"offline": FunctionModel(slow)}
+    ) as s:
+        with anyio.fail_after(20):
+            async for event in s.events():  # ends when the run returns: paused
+                if isinstance(event, rolecall.StreamStart) and event.message_id == "m2":
+                    assert s.interrupt()
+        assert s.result.state == "paused" and s.result.pause_reason == "cancelled"
+        assert not s.interrupt()  # nothing streams now: paused, as asked
+    async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
+        assert [m.content for m in again.transcript] == ["fine"]  # m2's start is a draft
+        assert again.result.pause_reason == "cancelled"
+    async with rolecall.open_session(CHAT) as chat:
+        await chat.say("@doc hello")
+        assert chat.result.state == "running"
+        assert not chat.interrupt()  # nothing streams between turns: paused all the same
+        assert chat.result.state == "paused" and chat.result.pause_reason == "interrupted"
+
+
+async def test_pause_on_error_says_it_pauses_and_save_stores_it(tmp_path: Path) -> None:
+    async with rolecall.open_session(CHAT, data_dir=tmp_path) as s:
+        await s.say("@doc hello")
+        s.pause_on_error(RuntimeError("the disk is on fire"), source="mine")
+        await s.save()
+        errors = [e.event for e in s.bus.history if isinstance(e.event, rolecall.ErrorEvent)]
+        assert [(e.error, e.source) for e in errors] == [("the disk is on fire", "mine")]
+        assert s.result.state == "paused" and s.result.pause_reason == "error"
+        last = s.bus.last_seq
+    async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
+        assert again.result.pause_reason == "error"
+        assert again.bus.last_seq == last  # stored before the block was left
+        again.stop()
+        again.pause_on_error(ValueError())  # a finished session stays as it is
+        assert again.result.state == "finished" and again.bus.last_seq == last + 2
