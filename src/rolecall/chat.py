@@ -1,7 +1,8 @@
 """The chat driver: chat turns (chat.md) and flow interjections (flows.md).
 
 Who answers is decided by the agents themselves (:mod:`rolecall.floor`): each asks
-for the floor when a message reaches it, by the pure :mod:`rolecall.routing` rules.
+for the floor when a message this driver will answer reaches it (the driver marks it
+with ``floor.expect`` before it is published), by the pure :mod:`rolecall.routing` rules.
 This module admits those requests (a human's in chat, a direct address in a flow, an
 agent reply's addressees), takes the floor's grants one at a time, enforces the
 per-agent turn limit, strips self-mentions, adds auto-mentions, drops empty replies,
@@ -22,7 +23,6 @@ from rolecall.plans import Host, Next, Spoken, TurnPlan
 from rolecall.routing import (
     auto_mention,
     extract_pass,
-    route,
     strip_self_mentions,
     unknown_mention_notice,
 )
@@ -35,10 +35,11 @@ def route_notice(session: Host, message: Message) -> list[Event]:
     """The events of routing a human's or an agent's message: an unknown-name notice, if any.
 
     Stored with the message and published right after it, the same for both senders
-    (chat.md: a first mention that names no agent). Who answers is not decided here:
-    each agent asks for the floor when the message reaches it (:func:`admit_human`).
+    (chat.md: a first mention that names no agent). It reads the routing decision the
+    agents answer the message by (``floor.decision``: computed once), so call it after
+    ``floor.expect`` when the message is to be answered.
     """
-    decision = route(message.sender, message.content, session.world.role_ids)
+    decision = session.floor.decision(message.id, message.sender, message.content)
     if debug_enabled():
         _log.debug(
             "routing",
@@ -130,7 +131,10 @@ async def next_pending(session: Host) -> Next:
         return auto_mention(text, target.sender, role.id)
 
     def decide(message: Message, _: datetime) -> list[Event]:
-        return [] if passed else route_notice(session, message)
+        if passed:  # nobody answers a pass
+            return []
+        session.floor.expect(message.id)  # its addressees answer it (then, below)
+        return route_notice(session, message)
 
     async def then(spoken: Spoken) -> Next:
         if not spoken.generated:

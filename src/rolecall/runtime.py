@@ -102,16 +102,8 @@ class Dialogue:
         self.generator = Generator(self.bus)
         # every role takes part through the bus; the floor grants them turns one at a time
         self.floor = Floor(world.role_ids)
-        transcript_size = len(self.state.transcript)
         self.agents = {
-            rid: Agent(
-                rid,
-                world.role_ids,
-                self.floor,
-                remembered=transcript_size - self.state.memory_start.get(rid, 0),
-                session_state=self.state.state,
-                judge=self._judge_for(world.role(rid)),
-            )
+            rid: Agent(rid, world.role_ids, self.floor, judge=self._judge_for(world.role(rid)))
             for rid in world.role_ids
         }
         for agent in self.agents.values():
@@ -544,9 +536,16 @@ class Dialogue:
             self.state.limit_notified.clear()
             director = self.director
             if director is not None:
-                spoken = await self.speak(TurnPlan("human", text=text))
+
+                def expect(message: Message, _: datetime) -> list[Event]:
+                    self.floor.expect(message.id)  # unless the director takes it, below
+                    return []
+
+                spoken = await self.speak(TurnPlan("human", text=text, decide=expect))
                 assert spoken.message is not None
-                if not director.human(self, spoken.message):
+                if director.human(self, spoken.message):
+                    self.floor.discard(spoken.message.id)
+                else:
                     events = chat.route_notice(self, spoken.message)
                     await chat.admit_human(self, spoken.message)
                     await self.emit(events)
@@ -556,6 +555,8 @@ class Dialogue:
                 def decide(message: Message, _: datetime) -> list[Event]:
                     nonlocal held
                     stop_events, held = chat.human_stop(self)
+                    if not held:  # the agents answer it (admit_human, below)
+                        self.floor.expect(message.id)
                     return [*chat.route_notice(self, message), *stop_events]
 
                 spoken = await self.speak(TurnPlan("human", text=text, decide=decide))
@@ -577,16 +578,6 @@ class Dialogue:
                 f"session {self.session_id} is finished ({self.state.stop_reason}): "
                 "it takes no more messages; the message was not added"
             )
-
-    async def system_message(self, text: str, *, resets: bool = True) -> Message:
-        """A system message every agent remembers; it resets turn counts (chat.md)."""
-        async with self._lock:
-            if resets:
-                self.state.turn_counts.clear()
-                self.state.limit_notified.clear()
-            spoken = await self.speak(TurnPlan("system", text=text))
-        assert spoken.message is not None
-        return spoken.message
 
 
 def _uses_modes(world: World) -> bool:

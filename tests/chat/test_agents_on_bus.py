@@ -1,20 +1,21 @@
 """Agents on the bus: each role is a participant asking for the floor (docs/architecture.md).
 
-Every agent subscribes to the four topics; on each committed message it asks the floor
-scheduler for a turn (or declines) by the routing rules; the scheduler grants turns one
-at a time in role order. A participant that answers later (another transport) is waited
-for, and the order is still the role order.
+Every agent subscribes to the committed messages; on each message the session will answer
+(a human's, an agent's chat reply) it asks the floor scheduler for a turn by the routing
+rules; the scheduler grants turns one at a time in role order. A flow's step messages are
+answered by nobody, so nobody decides anything about them; each answered message is
+routed once, for every agent and the unknown-name notice together.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
+from pydantic import ValidationError
 
-from rolecall.bus import Envelope, MessageEvent
-from rolecall.floor import FloorGrant, FloorRequest
+from rolecall.bus import AgentEvent, Envelope
+from rolecall.routing import decide
 from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
@@ -34,59 +35,31 @@ def chat(scripts: dict[str, list[str]], **settings: Any) -> Dialogue:
     )
 
 
-def watched(session: Dialogue) -> list[tuple[str, str, str]]:
-    """Every floor request and grant, as (what, agent, message id), in order."""
-    seen: list[tuple[str, str, str]] = []
-
-    def watch(item: FloorRequest | FloorGrant) -> None:
-        what = "request" if isinstance(item, FloorRequest) else "grant"
-        seen.append((what, item.agent, item.message_id))
-
-    session.floor.watch(watch)
-    return seen
-
-
-async def test_each_agent_learns_from_all_four_topics() -> None:
-    session = chat({"a": ["@b ping {n}"], "b": ["@a pong {n}"], "c": ["c here"]}, turn_limit=2)
-    await session.say("@a start")
-    a, b, c = (session.agents[rid] for rid in ("a", "b", "c"))
-    size = len(session.state.transcript)
-    # messages: every committed message is in each agent's memory
-    assert [agent.remembered for agent in (a, b, c)] == [size, size, size]
-    assert a.last_message_id == session.state.transcript.messages[-1].id
-    # sse: each saw its own generations start, and nothing is streaming now
-    assert (a.generations, b.generations, c.generations) == (2, 2, 0)
-    assert a.streaming is None
-    # system: a reached its turn limit and was told so; the others were not
-    assert (a.limit_notices, b.limit_notices, c.limit_notices) == (1, 0, 0)
-    # world: the session's lifecycle, and a memory edit
-    assert {agent.session_state for agent in (a, b, c)} == {session.state.state}
-    session.forget("b")
-    assert (b.remembered, a.remembered) == (0, size)
-    session.stop()
-    assert a.session_state == "finished"
+def flow_session() -> Dialogue:
+    return Dialogue(
+        world_from(
+            {
+                "name": "f",
+                "model": "scripted",
+                "roles": [{"id": "a", "script": ["a {n}"]}, {"id": "b", "script": ["b {n}"]}],
+                "flow": {
+                    "steps": [
+                        {"id": "s1", "speaker": "a"},
+                        {"id": "s2", "speaker": "b"},
+                        {"id": "s3", "speaker": "a"},
+                    ]
+                },
+            }
+        )
+    )
 
 
-async def test_floor_requests_and_grants_come_in_role_order() -> None:
+async def test_replies_come_in_role_order() -> None:
     session = chat({"a": ["a: @all go"], "b": ["@human b done"], "c": ["@human c done"]})
-    seen = watched(session)
     rec = Recorder(session)
     await session.say("hello everyone")
-    assert seen == [
-        # the human's broadcast: everyone asks, in role order, then a speaks first
-        ("request", "a", "m1"),
-        ("request", "b", "m1"),
-        ("request", "c", "m1"),
-        ("grant", "a", "m1"),
-        # a's @all: the others ask to answer it
-        ("request", "b", "m2"),
-        ("request", "c", "m2"),
-        ("grant", "b", "m1"),
-        ("grant", "c", "m1"),
-        ("grant", "b", "m2"),
-        ("grant", "c", "m2"),
-    ]
     senders = [(m.sender, m.reply_to) for m in rec.of("messages", "message")]
+    # the human's broadcast: a, b, c in role order; then the answers a's @all drew
     assert senders == [
         ("human", None),
         ("a", "m1"),
@@ -114,90 +87,73 @@ async def test_the_replies_owed_are_stored_before_the_first_is_generated() -> No
 
 
 async def test_a_flow_admits_one_direct_address_as_an_interjection() -> None:
-    session = Dialogue(
-        world_from(
-            {
-                "name": "f",
-                "model": "scripted",
-                "roles": [{"id": "a", "script": ["a {n}"]}, {"id": "b", "script": ["b {n}"]}],
-                "flow": {"steps": [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "b"}]},
-            }
-        )
-    )
-    seen = watched(session)
+    session = flow_session()
+    rec = Recorder(session)
     await session.step()  # the flow has started: human messages interject
     await session.say("@b what do you think?")
-    assert ("request", "b", "m2") in seen
-    assert seen[-1] == ("grant", "b", "m2")
-    assert session.state.transcript.messages[-1].step_id == "interjection"
+    last = session.state.transcript.messages[-1]
+    assert (last.sender, last.reply_to, last.step_id) == ("b", "m2", "interjection")
     await session.say("everyone?")  # a broadcast does not interject in a flow
-    assert [g for g in seen if g[0] == "grant" and g[2] != "m2"] == []
+    answered = {m.reply_to for m in rec.of("messages", "message")}
+    assert "m4" not in answered and session.state.pending == []
+
+
+async def test_each_answered_message_is_routed_once_and_flow_steps_never(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One decision per message, read by every agent and by the unknown-name notice; a
+    step's message, which nobody answers, is not routed at all."""
+    routed: list[str] = []
+    mention = decide.first_mention
+
+    def counted(text: str) -> str | None:
+        routed.append(text)
+        return mention(text)
+
+    monkeypatch.setattr(decide, "first_mention", counted)
+    session = flow_session()
+    rec = Recorder(session)
+    await session.step()
+    await session.step()
+    assert routed == []  # m1, m2: flow steps of a and b
+    await session.say("@zed are you there?")  # an unknown name: a notice, nobody answers
+    assert [w.message for w in rec.of("system", "warning")] == [
+        "nobody answered: no agent 'zed' (agents: a, b)"
+    ]
+    assert routed == ["@zed are you there?"]
+
+    session = chat({"a": ["@b ping"], "b": ["@human pong"], "c": ["c"]})
+    routed.clear()
+    await session.say("@a go")
+    texts = [m.content for m in session.state.transcript.messages]
+    assert texts == ["@a go", "@b ping", "@human pong"]
+    assert routed == texts  # three agents, the notice: each message routed once
 
 
 async def test_only_one_generation_at_a_time() -> None:
     session = chat({"a": ["@b one"], "b": ["@c two"], "c": ["@a three"]}, turn_limit=3)
     streams: list[tuple[str, str]] = []
-    at_grant: list[str | None] = []
 
     def on_stream(envelope: Envelope) -> None:
         if envelope.event.type in ("start", "end", "error"):
             streams.append((envelope.event.type, envelope.event.sender))  # type: ignore[union-attr]
 
     session.bus.subscribe(on_stream, "sse")
-    session.floor.watch(
-        lambda item: (
-            at_grant.append(session.agents["a"].streaming) if isinstance(item, FloorGrant) else None
-        )
-    )
     await session.say("go")
     assert len(streams) >= 6
     # every start is followed by its own end before the next start
     assert streams[0::2] == [("start", sender) for _, sender in streams[1::2]]
     assert streams[1::2] == [("end", sender) for _, sender in streams[0::2]]
-    # the floor is granted only while nobody is streaming
-    assert at_grant and set(at_grant) == {None}
 
 
-async def test_a_participant_that_answers_later_is_waited_for_and_keeps_its_place() -> None:
-    """The seam of an agent on another transport: it answers the floor asynchronously."""
+async def test_agents_join_when_the_session_is_created_and_never_leave() -> None:
+    """world/agent: joined per role, edited when a memory is cleared; no "left" action."""
     session = chat({"a": ["a says"], "b": ["b says"]})
-    session.agents["a"].detach()  # a takes part from "elsewhere" instead
-    send, inbox = anyio.create_memory_object_stream[MessageEvent](100)
-
-    def remote_a(envelope: Envelope) -> None:  # what a transport forwards to a
-        assert isinstance(envelope.event, MessageEvent)
-        send.send_nowait(envelope.event)
-
-    session.bus.subscribe(remote_a, "messages")
-
-    async def a_elsewhere() -> None:  # answers each message a little later
-        async for event in inbox:
-            await anyio.sleep(0.05)
-            wants = event.sender == "human"
-            request = FloorRequest("a", event.message_id, "broadcast") if wants else None
-            session.floor.answer("a", event.message_id, request)
-
-    with send, inbox, anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(a_elsewhere)
-            await session.say("hi")
-            tg.cancel_scope.cancel()
-    replies = [m.sender for m in session.state.transcript.messages]
-    assert replies == ["human", "a", "b"]  # a's late request still comes first
-
-
-async def test_a_participant_that_never_answers_counts_as_declining() -> None:
-    session = chat({"a": ["a says"], "b": ["b says"]})
-    session.agents["a"].detach()
-    session.floor.answer_timeout = 0.05
-    with anyio.fail_after(10):
-        await session.say("hi")
-    assert [m.sender for m in session.state.transcript.messages] == ["human", "b"]
-
-
-async def test_an_answer_from_a_stranger_is_refused() -> None:
-    session = chat({"a": ["a says"]})
-    with pytest.raises(ValueError, match="'zed' is not a participant"):
-        session.floor.answer("zed", "m1", None)
-    with pytest.raises(ValueError, match="answered 'm1' with another's request"):
-        session.floor.answer("a", "m1", FloorRequest("a", "m2", "broadcast"))
+    rec = Recorder(session)
+    await session.say("hi")
+    session.forget("b")
+    session.stop()
+    changes = [(e.agent, e.action) for e in rec.of("world", "agent")]
+    assert changes == [("a", "joined"), ("b", "joined"), ("b", "edited")]
+    with pytest.raises(ValidationError, match="action"):
+        AgentEvent(agent="a", action="left")  # type: ignore[arg-type]

@@ -84,17 +84,15 @@ async def test_memory_holds_the_text_as_published_and_system_messages(tmp_path: 
     )
     memory.attach(session)
     await session.say("@a go")
-    await session.system_message("break time")
     b_entries = memory.read(session.session_id, "b")
     assert [role_of(e) for e in b_entries] == [
         ("user", "human", "@a go"),
         ("user", "a", "@b ping"),
         ("assistant", "b", "@a pong"),  # stripped and auto-mentioned, as published
         ("system", "system", "@human turn limit reached: a made 1 LLM calls without human input"),
-        ("system", "system", "break time"),
     ]
     a_entries = memory.read(session.session_id, "a")
-    assert [e["role"] for e in a_entries] == ["user", "assistant", "user", "system", "system"]
+    assert [e["role"] for e in a_entries] == ["user", "assistant", "user", "system"]
 
 
 async def test_content_with_newlines_and_unicode_separators_stays_one_line(tmp_path: Path) -> None:
@@ -142,7 +140,6 @@ async def test_fifty_sessions_at_once_lose_and_duplicate_nothing(tmp_path: Path)
     async def talk(session: Dialogue) -> None:
         await session.say("hello everyone")
         await session.say("@c and you?")
-        await session.system_message("halfway")
         await session.say("@a once more")
 
     async with anyio.create_task_group() as tg:

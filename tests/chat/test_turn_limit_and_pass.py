@@ -109,36 +109,6 @@ async def test_the_turn_limit_notice_does_not_reset_counts() -> None:
     assert session.state.turn_counts == {"a": 5, "b": 5}
 
 
-async def test_a_system_message_in_the_middle_of_an_exchange_resets_counts() -> None:
-    """After a system message each agent again has ``turn_limit`` calls (and no more)."""
-    session, rec = chat_session(PING_PONG)
-    seen_b = anyio.Event()
-
-    def watch(envelope: Envelope) -> None:
-        event = envelope.event
-        if event.type == "message" and getattr(event, "sender", "") == "b":
-            seen_b.set()
-
-    session.bus.subscribe(watch, "messages")
-
-    async def inject() -> None:
-        await seen_b.wait()
-        await session.system_message("the moderator resets the clock")
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(inject)
-        await session.say("@a start")
-    messages = rec.of("messages", "message")
-    system_at = next(i for i, m in enumerate(messages) if m.content.startswith("the moderator"))
-    after = messages[system_at + 1 :]
-    assert sum(m.sender == "a" for m in after) == 5
-    assert sum(m.sender == "b" for m in after) == 5
-    assert len(rec.of("system", "turn_limit")) == 1
-    # the system message itself was answered by nobody
-    assert all(m.reply_to != messages[system_at].message_id for m in messages)
-    assert len(agent_messages(rec, "a")) + len(agent_messages(rec, "b")) > 10
-
-
 # ------------------------------------------------------------------------ pass
 async def test_a_pass_ends_the_exchange_and_publishes_the_remaining_text() -> None:
     session, rec = chat_session(

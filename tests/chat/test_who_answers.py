@@ -226,24 +226,19 @@ async def test_an_agent_never_answers_its_own_message() -> None:
 
 # ---------------------------------------------------------------- system sender
 async def test_system_message_is_answered_by_nobody_but_agents_remember_it() -> None:
-    session, rec, model = chat_session({"alice": ["a says {n}"], "bob": ["b says {n}"]})
-    await session.system_message("@alice @all the venue changed")
-    assert [m.sender for m in rec.of("messages", "message")] == ["system"]
-    assert model.requests == [] and session.state.pending == []
-    await session.say("@alice where are we?")
-    prompt = model.requests[0].messages
-    assert [(m.role, m.content) for m in prompt if m.role == "system"][1:] == [
-        ("system", "@alice @all the venue changed")
-    ]
-
-
-async def test_system_message_resets_turn_counts() -> None:
-    session, _, _ = chat_session({"alice": ["@bob ping"], "bob": ["@alice pong"]}, turn_limit=2)
+    """The system messages rolecall writes are turn-limit notices (chat.md)."""
+    session, rec, model = chat_session(
+        {"alice": ["@bob ping {n}"], "bob": ["@alice pong {n}"]}, turn_limit=1
+    )
     await session.say("@alice go")
-    assert session.state.turn_counts == {"alice": 2, "bob": 2}
-    assert session.state.limit_notified == {"alice"}
-    await session.system_message("new round")
-    assert session.state.turn_counts == {} and session.state.limit_notified == set()
+    notice = "@human turn limit reached: alice made 1 LLM calls without human input"
+    messages = rec.of("messages", "message")
+    assert [(m.sender, m.content) for m in messages][-1] == ("system", notice)
+    assert all(m.reply_to != messages[-1].message_id for m in messages)
+    assert len(model.requests) == 2 and session.state.pending == []
+    await session.say("@alice where are we?")
+    prompt = model.requests[2].messages
+    assert [m.content for m in prompt if m.role == "system"][1:] == [notice]
 
 
 # ------------------------------------------------- unknown first mentions of agents

@@ -363,7 +363,8 @@ class AgentEvent(_Event):
     topic: Literal["world"] = "world"
     type: Literal["agent"] = "agent"
     agent: str
-    action: Literal["joined", "left", "edited"]
+    # no "left": a world's roles take part for the whole session (docs/events.md)
+    action: Literal["joined", "edited"]
 
 
 class StopEvent(_Event):

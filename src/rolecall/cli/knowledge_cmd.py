@@ -157,8 +157,10 @@ def _search(args: argparse.Namespace, world: World, kb: KnowledgeBase) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
     if not found:
+        from rolecall.cli.exits import EXIT_FAILURE
+
         print(f"no passage of {', '.join(collections)} matches {args.query!r}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     for i, p in enumerate(found, start=1):
         title = f" ({p.heading})" if p.heading else ""
         print(f"[k{i}] {p.source}{title} · score {p.score:.3f}")

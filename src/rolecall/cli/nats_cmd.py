@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from rolecall.cli.exits import EXIT_FAILURE
 from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
@@ -218,7 +219,7 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             print(f"rolecall: not imported: {said}", file=sys.stderr)
         what = args.session or (f"batch {args.batch}" if args.batch else "any session")
         print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     from rolecall.errors import SessionInUse
 
     imported = updated = 0
