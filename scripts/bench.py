@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     .venv/bin/python scripts/bench.py [--quick] [--only NAME ...] [--out FILE]
     .venv/bin/python scripts/bench.py --compare autogen [--only NAME ...]
+    .venv/bin/python scripts/bench.py --scale [NAME ...] [--sizes N ...] [--where PART ...]
 
 Benchmarks (see docs/performance.md for what every figure means):
 
@@ -2054,11 +2055,16 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
 COMPARISONS: dict[str, Callable[[bool], Bench]] = {"autogen": bench_compare_autogen}
 
 
+# the sessions benchmark's selection (--sizes, --where, --repeat), set by main()
+SESSIONS_OPTIONS: dict[str, Any] = {}
+
+
 def _scale(name: str) -> Callable[[bool], Bench]:
     """A benchmark of scripts/bench_scale.py (batches, NATS): servers and processes."""
 
     def run(quick: bool) -> Bench:
-        bench: Bench = getattr(sibling("bench_scale"), f"bench_{name}")(quick, Bench)
+        options = SESSIONS_OPTIONS if name == "sessions" else {}
+        bench: Bench = getattr(sibling("bench_scale"), f"bench_{name}")(quick, Bench, **options)
         return bench
 
     return run
@@ -2195,9 +2201,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--scale",
-        action="store_true",
+        nargs="*",
+        choices=list(SCALE),
+        metavar="NAME",
         help=f"the scale benchmarks ({', '.join(SCALE)}: a nats-server, worker processes, "
-        "a loopback provider); alone unless --only names others too",
+        "a loopback provider), or only those named; alone unless --only names others too",
+    )
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        type=int,
+        metavar="N",
+        help="the sessions benchmark: only these numbers of sessions at once (default 100 200 400)",
+    )
+    parser.add_argument(
+        "--where",
+        nargs="+",
+        choices=["inproc", "nats2"],
+        help="the sessions benchmark: only in one process (inproc) or on 2 NATS workers "
+        "(nats2); default both",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="the sessions benchmark: run each size K times and report the best (default 1)",
     )
     parser.add_argument(
         "--web",
@@ -2213,7 +2242,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "aiohttp); alone unless --only names others too",
     )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)  # memory_rss's child
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    sessions = args.scale is not None and (not args.scale or "sessions" in args.scale)
+    if (args.sizes or args.where or args.repeat != 1) and not sessions:
+        parser.error("--sizes, --where and --repeat select the sessions benchmark's runs: "
+                     "give them with --scale or --scale sessions")  # fmt: skip
+    if any(n < 1 for n in args.sizes or ()) or args.repeat < 1:
+        parser.error("--sizes and --repeat take whole numbers of at least 1")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -2225,10 +2261,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = machine()
     t0 = time.perf_counter()
     meter = CpuMeter()
-    alone = args.only or args.compare or args.scale or args.web or args.latency
+    scale = args.scale is not None
+    alone = args.only or args.compare or scale or args.web or args.latency
     names = [n for n in BENCHMARKS if (args.only and n in args.only) or not alone]
-    if args.scale:
-        names.extend(SCALE)
+    if scale:
+        names.extend(n for n in SCALE if not args.scale or n in args.scale)
+    SESSIONS_OPTIONS.clear()
+    if args.sizes:
+        SESSIONS_OPTIONS["sizes"] = tuple(args.sizes)
+    if args.where:
+        SESSIONS_OPTIONS["where"] = tuple(args.where)
+    SESSIONS_OPTIONS["repeat"] = args.repeat
     if args.web:
         names.extend(WEB)
     if args.latency:

@@ -218,3 +218,33 @@ def test_only_and_out_select_and_save(tmp_path: Path) -> None:
     doc, stdout = run_bench("--quick", "--only", "routing", "--out", str(out))
     assert set(doc["benchmarks"]) == {"routing"}
     assert json.loads(out.read_text("utf-8")) == json.loads(stdout)
+
+
+def test_scale_runs_only_the_sessions_part_asked_for() -> None:
+    """`--scale sessions --sizes N --where inproc`: one benchmark, one size, one part (a
+    round of the 2-worker figure takes minutes, not the whole scale suite)."""
+    doc, _ = run_bench("--quick", "--scale", "sessions", "--sizes", "4", "--where", "inproc")
+    assert set(doc["benchmarks"]) == {"sessions"}
+    bench = doc["benchmarks"]["sessions"]
+    assert "error" not in bench, bench.get("error")
+    assert set(bench["figures"]) == {
+        "s4_inproc_replies_per_s",
+        "s4_inproc_fraction_of_ideal",
+        "s4_inproc_cpu_ms_per_reply",
+    }
+    assert bench["checks"]["s4_inproc_every_reply"]["met"] is True
+    (run,) = bench["details"]["runs"]
+    assert run["sessions"] == 4 and run["where"] == "inproc" and run["replies"] == 20
+
+
+def test_sessions_options_need_the_sessions_benchmark() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--scale", "nats", "--sizes", "200"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "--sizes" in proc.stderr and "--scale sessions" in proc.stderr

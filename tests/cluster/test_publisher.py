@@ -86,3 +86,40 @@ def test_a_turn_hands_over_when_idle_goes_on_while_a_batch_travels_and_waits_pas
             publisher.close()
 
     anyio.run(main)
+
+
+def test_a_session_waits_for_its_own_messages_not_for_those_put_after_them() -> None:
+    """A worker runs many sessions on one publisher: before its next request a session
+    waits until the stream holds its own turns, not the turns other sessions ended since
+    (they go in a later batch)."""
+    link = HeldAcks()
+
+    async def main() -> None:
+        publisher = Publisher(link)  # type: ignore[arg-type]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(publisher.run)
+            for i in range(3):
+                publisher.put(Outgoing(f"rolecall.a.sse.chunk{i}", b"{}", {}, "a"))
+            await publisher.hand_over()  # a's turn in flight
+            for i in range(3):
+                publisher.put(Outgoing(f"rolecall.b.sse.chunk{i}", b"{}", {}, "b"))
+            done: list[str] = []
+
+            async def flush(session_id: str | None) -> None:
+                await publisher.flush(session_id)
+                done.append(session_id or "all")
+
+            for who in ("a", "b", None):
+                tg.start_soon(flush, who)
+            await settle()
+            assert done == []  # nothing stored yet
+            link.acks[0].set_result(None)  # a's batch stored; b's goes next
+            await settle()
+            assert done == ["a"]
+            link.acks[1].set_result(None)
+            await settle()
+            assert sorted(done) == ["a", "all", "b"]
+            await publisher.flush("c")  # nothing of it was put: nothing to wait for
+            publisher.close()
+
+    anyio.run(main)

@@ -220,7 +220,7 @@ class Worker:
         """Report the run's result and acknowledge its job, unless another worker claimed
         the session meanwhile (that worker does both)."""
         publisher = self.transport.publisher
-        await publisher.flush()  # every event stored before the ack
+        await publisher.flush(job.session_id)  # every event of the run stored before the ack
         lost = publisher.release(job.session_id)
         if lost is not None:
             self.stats.lost += 1

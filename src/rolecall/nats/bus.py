@@ -113,6 +113,7 @@ class Publisher:
         self._wakeup = anyio.Event()
         self._closed = False
         self.queued = 0
+        self._last_of: dict[str, int] = {}  # session -> its last message's place (queued)
         self.handed = 0  # given to nats-py to send (acknowledged or not)
         self.acked = 0
         self.resent = 0
@@ -141,6 +142,8 @@ class Publisher:
             raise RuntimeError("the publisher is closed")
         self._queue.append(item)
         self.queued += 1
+        if item.session:
+            self._last_of[item.session] = self.queued
         if not self._wakeup.is_set():
             self._wakeup.set()
 
@@ -357,11 +360,16 @@ class Publisher:
             log.warning("nats_publish_retry", messages=len(batch), error=repr(problem))
             await anyio.sleep(0.2)
 
-    async def flush(self) -> None:
-        """Wait until every message put so far is acknowledged (stored)."""
-        target = self.queued
+    async def flush(self, session_id: str | None = None) -> None:
+        """Wait until every message put so far is acknowledged (stored); with
+        ``session_id``, every message of that session put so far: the batches go in the
+        order their messages were put, so those of sessions put after its last one are
+        not waited for (a worker running many sessions)."""
+        target = self.queued if session_id is None else self._last_of.get(session_id, 0)
         while self.acked < target:
             await self._progress.wait()
+        if session_id is not None and self._last_of.get(session_id, 0) <= self.acked:
+            self._last_of.pop(session_id, None)  # all of it stored: nothing to remember
 
     async def sent(self) -> None:
         """Wait until every message put so far is in nats-py's hands: on its way to the
@@ -554,7 +562,7 @@ def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) 
 
     async def before_request() -> None:
         refused()
-        await publisher.flush()
+        await publisher.flush(bus.session_id)  # this session's turns, not the others'
         refused()  # the flush itself may find the session claimed by another: nothing is asked
 
     session.turn_hooks.append(on_its_way)
