@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rolecall.agents import Generated, GenerationFailed, Generator
 from rolecall.bus import Bus, ErrorEvent
+from rolecall.generation import Generated, GenerationFailed, Generator
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (

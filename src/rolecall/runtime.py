@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from rolecall import chat, turns
-from rolecall.agents import Generated, Generator
 from rolecall.bus import (
     AgentEvent,
     Bus,
@@ -36,6 +35,7 @@ from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
+from rolecall.generation import Generated, Generator
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes

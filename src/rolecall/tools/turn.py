@@ -16,7 +16,6 @@ import json
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
-from rolecall.agents import Generated, Generator
 from rolecall.bus import (
     Bus,
     Event,
@@ -25,6 +24,7 @@ from rolecall.bus import (
     ToolResultEvent,
     WarningEvent,
 )
+from rolecall.generation import Generated, Generator
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import ChatMessage, GenerationRequest, ToolCall, ToolDef
 from rolecall.session.state import SessionState

@@ -1,6 +1,6 @@
 """One generation: prompt → model stream → ``sse`` events → a finished text.
 
-The :class:`Generator` is the only place a model is called. It publishes
+The :class:`Generator` is the only place a turn's reply is generated. It publishes
 ``sse/start``, ``sse/chunk`` and ``sse/end`` (or ``sse/error``), measures time and
 tokens, and turns cancellation and provider failures into a :class:`Draft`-able
 partial text. It holds no session state.
