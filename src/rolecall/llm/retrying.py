@@ -48,13 +48,18 @@ from rolecall.log import get_logger
 from rolecall.redaction import redact, secret_values
 
 __all__ = [
+    "BAD_DATA",
     "CONNECTION_FAILED",
     "Failure",
     "IncompleteStream",
     "RetryingModel",
     "ToolPieces",
+    "api_key",
+    "chain",
     "client_error",
+    "final_usage",
     "plain",
+    "redact_keys",
     "retry_after",
 ]
 
