@@ -314,7 +314,9 @@ class LiteLLMModel(RetryingModel[Any]):
             )
         for call in calls.calls():
             yield call
-        yield final_usage(request, "".join(parts), usage, finish, map_cost)
+        yield final_usage(
+            request, request.model or self.name, "".join(parts), usage, finish, map_cost
+        )
 
     async def _close(self, response: Any) -> None:
         """Release the HTTP response behind a litellm stream; never raises, never hangs."""

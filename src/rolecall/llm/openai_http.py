@@ -175,7 +175,9 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
             )
         for call in calls.calls():
             yield call
-        yield final_usage(request, "".join(parts), usage, finish, bundled_cost)
+        yield final_usage(
+            request, request.model or self.name, "".join(parts), usage, finish, bundled_cost
+        )
 
     async def _close(self, response: aiohttp.ClientResponse) -> None:
         response.release()

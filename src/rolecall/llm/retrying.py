@@ -196,6 +196,7 @@ class ToolPieces:
 
 def final_usage(
     request: GenerationRequest,
+    model: str,
     text: str,
     counted: Usage | None,
     finish: str | None,
@@ -205,7 +206,7 @@ def final_usage(
     what they cost by ``cost(model, input_tokens, output_tokens)``."""
     if counted is None:
         counted = Usage(prompt_tokens(request.messages), estimate_tokens(text))
-    price = cost(request.model, counted.input_tokens, counted.output_tokens)
+    price = cost(model, counted.input_tokens, counted.output_tokens)
     return Usage(counted.input_tokens, counted.output_tokens, price, finish_reason=finish)
 
 
