@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from rolecall.llm.litellm_model import LiteLLMModel, aclose_clients
+from rolecall.llm.litellm_model import LiteLLMModel
 from rolecall.llm.pricing import estimate
-from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.registry import ModelRegistry, aclose_clients
 from rolecall.llm.types import (
     ChatMessage,
     GenerationRequest,

@@ -131,7 +131,7 @@ async def test_a_provider_call_follows_the_genai_conventions(
     exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real call over HTTP to a loopback OpenAI-compatible server, then a refused one."""
-    from rolecall.llm.litellm_model import aclose_clients
+    from rolecall.llm.registry import aclose_clients
     from tests.helpers import world_from
     from tests.llm.openai_server import OpenAITestServer, Reply, Status
 
@@ -187,7 +187,7 @@ async def test_the_finish_reason_is_the_providers(
     """A reply the loopback server ends with finish_reason "length" (cut at max_tokens)
     is traced so, through either client, and reaches sse/end; the next says "stop"."""
     from rolecall.bus import StreamEnd
-    from rolecall.llm.litellm_model import aclose_clients
+    from rolecall.llm.registry import aclose_clients
     from tests.helpers import world_from
     from tests.llm.openai_server import OpenAITestServer, Reply
 

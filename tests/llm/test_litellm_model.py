@@ -16,7 +16,8 @@ import anyio
 import pytest
 
 from rolecall.errors import ProviderRefused, ProviderTimeout, ProviderUnavailable
-from rolecall.llm.litellm_model import LiteLLMModel, aclose_clients, is_loaded
+from rolecall.llm.litellm_model import LiteLLMModel, is_loaded
+from rolecall.llm.registry import aclose_clients
 from rolecall.llm.types import (
     ChatMessage,
     GenerationRequest,
@@ -751,17 +752,18 @@ def test_a_users_litellm_callbacks_are_kept_and_called(server: OpenAITestServer)
     assert out.splitlines()[-1] == "1 ['test-model']"
 
 
-def test_the_http_client_streams_before_litellm_is_imported(server: OpenAITestServer) -> None:
-    # importing litellm costs seconds: settings.client http's first token must not wait for
-    # it (litellm's bundled price map is read once the reply is complete)
+def test_the_http_client_never_imports_litellm(server: OpenAITestServer) -> None:
+    # importing litellm costs seconds: settings.client http's requests go through rolecall's
+    # own client, chosen by the registry, and litellm is not imported on that path at all
+    # (the reply's cost comes from litellm's bundled price map, read as a file)
     server.reset()
     code = f"""
         import sys, anyio
-        from rolecall.llm.litellm_model import LiteLLMModel
+        from rolecall.llm.registry import ModelRegistry, aclose_clients
         from rolecall.llm.types import ChatMessage, GenerationRequest, Persona, TurnInfo
 
         request = GenerationRequest(
-            model={MODEL!r},
+            model="openai/gpt-4o-mini",
             messages=(ChatMessage("user", "hello"),),
             persona=Persona("a", "A"),
             info=TurnInfo(turn=1, n=1, speaker="a", target=None, target_text=None, topic="t"),
@@ -771,12 +773,14 @@ def test_the_http_client_streams_before_litellm_is_imported(server: OpenAITestSe
         )
 
         async def main():
-            seen = []
-            async for item in LiteLLMModel({MODEL!r}).stream(request):
-                seen.append((type(item).__name__, "litellm" in sys.modules))
-            print(seen[0], seen[-1][0])
+            model = ModelRegistry().get(request.model)
+            await model.prepare(request)
+            assert await model.calls_tools(request)
+            seen = [type(item).__name__ async for item in model.stream(request)]
+            await aclose_clients()
+            print(seen[0], seen[-1], "litellm" in sys.modules)
 
         anyio.run(main)
     """
     out = _finish(_python(code, _clean_env(**{KEY_ENV: KEY})))
-    assert out.splitlines()[-1] == "('TextDelta', False) Usage"
+    assert out.splitlines()[-1] == "TextDelta Usage False"

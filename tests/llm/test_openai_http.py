@@ -1,6 +1,7 @@
-"""The lean OpenAI-compatible client (``settings.client: http``, llm/openai_http.py)
-behaves as litellm does behind the adapter: every adapter behaviour test of
-test_litellm_model.py that talks to the loopback server runs again through it."""
+"""rolecall's own OpenAI-compatible client (``settings.client: http``, llm/openai_http.py)
+behaves as the litellm adapter does: every adapter behaviour test of
+test_litellm_model.py that talks to the loopback server runs again through it, and the
+registry sends a ``client: http`` request through it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from rolecall.errors import ProviderError
-from rolecall.llm import litellm_model, openai_http
+from rolecall.llm import litellm_model
+from rolecall.llm.openai_http import OpenAIHTTPModel
+from rolecall.llm.registry import ModelRegistry
 from tests.llm import test_litellm_model as base
 from tests.llm.openai_server import Break, Garbage, OpenAITestServer, Status
 from tests.llm.test_litellm_model import anyio_backend, outbound, server, srv  # noqa: F401
@@ -36,20 +39,15 @@ async def test_the_lean_client_behaves_as_litellm(
     srv: OpenAITestServer,  # noqa: F811 (the fixture imported above)
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original: Callable[..., Any] = base.make_request
-
-    def lean(loopback: OpenAITestServer, **changes: Any) -> Any:
-        return original(loopback, **{"client": "http", **changes})
-
     calls: list[str] = []
-    real = openai_http.acompletion
+    real: Callable[..., Any] = OpenAIHTTPModel._open
 
-    async def counted(**kwargs: Any) -> Any:
-        calls.append(kwargs["model"])
-        return await real(**kwargs)
+    async def counted(self: OpenAIHTTPModel, *args: Any) -> Any:
+        calls.append(self.name)
+        return await real(self, *args)
 
-    monkeypatch.setattr(base, "make_request", lean)
-    monkeypatch.setattr(openai_http, "acompletion", counted)
+    monkeypatch.setattr(base, "make_model", lambda: OpenAIHTTPModel(base.MODEL, retry_delay=0.01))
+    monkeypatch.setattr(OpenAIHTTPModel, "_open", counted)
     await getattr(base, name)(srv)
     assert calls, "the request went through the lean client, not litellm"
 
@@ -62,8 +60,10 @@ async def _failure(loopback: OpenAITestServer, client: str, api_base: str | None
     request = base.make_request(
         loopback, client=client, retries=0, api_base=api_base or loopback.base_url
     )
+    model = ModelRegistry(retry_delay=0.01).get(base.MODEL)  # the client the request names
     with pytest.raises(ProviderError) as caught:
-        await base.collect(request)
+        async for _ in model.stream(request):
+            pass
     return str(caught.value).replace(loopback.base_url, "BASE")
 
 
@@ -103,3 +103,42 @@ async def test_both_clients_word_a_failure_alike_and_a_short_key_masks_nothing(
     assert "***" not in said[0]
     for noise in ("Error code", "Exception", "TransferEncodingError", "ssl:default"):
         assert noise not in said[0], said[0]
+
+
+def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -> None:  # noqa: F811
+    """A whole session of a ``client: http`` world, run as a user's program would: its
+    replies, their costs and the check whether the model may call tools never load
+    litellm (whose import costs seconds)."""
+    server.reset()
+    code = f"""
+        import sys, anyio
+        from rolecall.runtime import Dialogue
+        from rolecall.llm.registry import aclose_clients
+        from rolecall.world.loader import parse_world
+
+        world = parse_world('''
+        name: lean
+        topic: t
+        model: openai/gpt-4o-mini
+        settings:
+          client: http
+          api_base: {server.base_url}
+          api_key_env: {base.KEY_ENV}
+          retries: 0
+        roles: [{{id: a}}, {{id: b}}]
+        flow: {{steps: [{{id: one, speaker: a}}, {{id: two, speaker: b}}]}}
+        ''').world
+
+        async def main():
+            session = Dialogue(world)
+            try:
+                await session.run()
+            finally:
+                await aclose_clients()
+            print(session.state.state, len(session.state.transcript), "litellm" in sys.modules)
+
+        anyio.run(main)
+    """
+    out = base._finish(base._python(code, base._clean_env(**{base.KEY_ENV: base.KEY})))
+    assert out.splitlines()[-1] == "finished 2 False"
+    assert len(server.requests) == 2

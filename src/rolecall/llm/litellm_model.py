@@ -5,12 +5,10 @@ first use, cached), because importing litellm takes seconds. Before that first i
 ``LITELLM_LOCAL_MODEL_COST_MAP`` defaults to ``True`` (a value the user set wins) so
 litellm never fetches its model cost map from the internet.
 
-Retries are ours (the provider SDK's own retries are switched off): transient failures
-are retried after the provider's ``Retry-After`` (capped) or else exponential backoff
-with full jitter, but only while no text has been yielded for the request, so a caller
-never sees text twice. Every failure is raised as a
-:class:`~rolecall.errors.ProviderError` whose message names the model and the cause
-in plain words and never contains the API key. Cancellation propagates untouched.
+Retries are ours (the provider SDK's own retries are switched off): the loop every
+provider client shares, :class:`rolecall.llm.retrying.RetryingModel`. This module maps a
+request to litellm's arguments, litellm's exceptions to a
+:class:`~rolecall.llm.retrying.Failure`, and prices a reply by litellm's map.
 
 A user's litellm callbacks (``litellm.callbacks``, ``litellm.success_callback``, ...)
 are left as they are. Cost and token counts come from litellm's bundled price map and
@@ -20,46 +18,47 @@ tokenizers, offline: :func:`map_cost`, :func:`price_rates`, :meth:`LiteLLMModel.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import functools
 import importlib
-import importlib.util
 import json
 import os
-import random
 import re
 import sys
 import threading
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Final, Literal
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
 
-from rolecall.errors import ProviderError, ProviderRefused, ProviderTimeout, ProviderUnavailable
+from rolecall.errors import ProviderUnavailable
+from rolecall.llm.retrying import (
+    BAD_DATA,
+    CONNECTION_FAILED,
+    Failure,
+    IncompleteStream,
+    Kind,
+    RetryingModel,
+    ToolPieces,
+    chain,
+    client_error,
+    final_usage,
+    plain,
+    redact_keys,
+    retry_after,
+)
 from rolecall.llm.types import (
     ChatMessage,
     GenerationRequest,
     StreamItem,
     TextDelta,
-    ToolCall,
     Usage,
-    estimate_tokens,
     prompt_tokens,
 )
-from rolecall.log import get_logger
-from rolecall.redaction import redact, secret_values
 
 __all__ = ["LiteLLMModel", "aclose_clients", "is_loaded", "map_cost", "preload", "price_rates"]
 
-log = get_logger(__name__)
-
 COST_MAP_ENV: Final = "LITELLM_LOCAL_MODEL_COST_MAP"
-DEFAULT_RETRY_DELAY: Final = 0.5
-DEFAULT_MAX_RETRY_DELAY: Final = 8.0
-# a provider's Retry-After is honoured up to this many seconds
-DEFAULT_MAX_RETRY_AFTER: Final = 30.0
 
 _load_lock = threading.Lock()
 _litellm: Any = None
@@ -147,9 +146,6 @@ async def aclose_clients() -> None:
     left open when its event loop ends leaks sockets. Does nothing if litellm was never
     loaded. Do not call it while a stream is still running.
     """
-    lean = sys.modules.get("rolecall.llm.openai_http")
-    if lean is not None:  # settings.client: http
-        await lean.aclose()
     if _litellm is None:
         return
     lit: Any = _litellm
@@ -200,42 +196,15 @@ def max_output_tokens(model: str) -> int | None:
 # -- the model ------------------------------------------------------------------------------
 
 
-class LiteLLMModel:
+class LiteLLMModel(RetryingModel[Any]):
     """A :class:`~rolecall.llm.protocol.ChatModel` that streams through ``litellm.acompletion``.
 
     ``name`` is the litellm model string (``"openai/gpt-4o-mini"``); a request's own
-    ``model`` wins when set. ``retry_delay`` is the first backoff delay; each further
-    retry doubles it, up to ``max_retry_delay``.
+    ``model`` wins when set. Retries, timeouts and the words of a failure are the ones
+    every provider client shares (:class:`~rolecall.llm.retrying.RetryingModel`); this
+    class maps a request to litellm's arguments and litellm's exceptions to a
+    :class:`~rolecall.llm.retrying.Failure`.
     """
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        retry_delay: float = DEFAULT_RETRY_DELAY,
-        max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
-        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
-    ) -> None:
-        if retry_delay < 0 or max_retry_delay < 0 or max_retry_after < 0:
-            raise ValueError("retry delays must not be negative")
-        self.name = name
-        self.retry_delay = retry_delay
-        self.max_retry_delay = max_retry_delay
-        self.max_retry_after = max_retry_after
-
-    def __repr__(self) -> str:
-        return f"LiteLLMModel({self.name!r})"
-
-    def backoff(self, retry: int) -> float:
-        """The longest wait before retry number ``retry`` (1-based): doubling, capped."""
-        return float(min(self.retry_delay * (2 ** (retry - 1)), self.max_retry_delay))
-
-    def retry_wait(self, retry: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry ``retry``: the provider's ``Retry-After`` (at most
-        ``max_retry_after``), else full jitter, uniform between 0 and :meth:`backoff`."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        return random.uniform(0.0, self.backoff(retry))
 
     def price_rates(self, model: str) -> tuple[float, float] | None:
         """USD per input and output token of ``model`` in litellm's map (None: unknown)."""
@@ -256,13 +225,10 @@ class LiteLLMModel:
 
     async def calls_tools(self, request: GenerationRequest) -> bool:
         """Whether the model ``request`` goes to can be offered tools (tools.md: one that
-        cannot gets none, with a warning once). litellm's own answer
-        (``litellm.supports_function_calling``) through litellm; by the same bundled map
-        for the lean http client, which never imports litellm. A model the map does not
-        know, or does not say, is offered them: its provider decides."""
+        cannot gets none, with a warning once): litellm's own answer
+        (``litellm.supports_function_calling``). A model its map does not know, or does
+        not say, is offered them: its provider decides."""
         model = request.model or self.name
-        if _is_lean(request, model):
-            return _bundled_calls_tools(model)
         try:
             if _litellm is None:
                 await anyio.to_thread.run_sync(_load)
@@ -275,36 +241,28 @@ class LiteLLMModel:
         return bool(lit.supports_function_calling(model=model))
 
     async def prepare(self, request: GenerationRequest) -> None:
-        """Import the client ``request`` goes through (litellm: seconds), off the event loop.
+        """Import litellm (seconds), off the event loop.
 
         Called before a turn's clock starts (:class:`rolecall.generation.Generator`), so that an
         import is never counted as generation time (``max_seconds``).
         """
-        model = request.model or self.name
-        if _is_lean(request, model):
-            if "rolecall.llm.openai_http" not in sys.modules:
-                await anyio.to_thread.run_sync(importlib.import_module, "rolecall.llm.openai_http")
-        elif _litellm is None:
+        if _litellm is None:
             with contextlib.suppress(ImportError):  # stream() says so, as a provider error
                 await anyio.to_thread.run_sync(_load)
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
-        model = request.model or self.name
-        secret = _api_key(request, model)
-        lean = _is_lean(request, model)
-        lit: Any = _litellm
-        if not lean:  # the lean client never needs litellm (nor its import's seconds)
-            try:
-                if _litellm is None:
-                    # Importing litellm takes seconds; keep the event loop responsive meanwhile.
-                    await anyio.to_thread.run_sync(_load)
-                lit = _load()
-            except ImportError as exc:
-                raise ProviderUnavailable(
-                    f"{model}: the litellm package could not be imported ({exc})", model=model
-                ) from exc
-            _quiet_unless_watched(lit)
+    async def _ready(self, model: str) -> None:
+        try:
+            if _litellm is None:
+                # Importing litellm takes seconds; keep the event loop responsive meanwhile.
+                await anyio.to_thread.run_sync(_load)
+            lit = _load()
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                f"{model}: the litellm package could not be imported ({exc})", model=model
+            ) from exc
+        _quiet_unless_watched(lit)
 
+    async def _open(self, request: GenerationRequest, model: str, key: str | None) -> Any:
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": [m.as_provider_dict() for m in request.messages],
@@ -322,187 +280,60 @@ class LiteLLMModel:
             kwargs["api_base"] = request.api_base
         if request.tools:  # tools.md: OpenAI's function format, litellm maps it per provider
             kwargs["tools"] = [t.as_provider_dict() for t in request.tools]
-        if secret is not None:
-            kwargs["api_key"] = secret
+        if key is not None:
+            kwargs["api_key"] = key
+        return await _load().acompletion(**kwargs)
 
-        if lean:
-            from rolecall.llm import openai_http  # imports aiohttp; only when asked for
-
-            call = openai_http.acompletion
-        else:
-            call = lit.acompletion
-        attempts = max(0, request.retries) + 1
-        timeout = request.timeout
-        for attempt in range(1, attempts + 1):
-            log.debug("provider_call", model=model, attempt=attempt, attempts=attempts)
-            parts: list[str] = []
-            calls: dict[int, dict[str, str]] = {}  # streamed tool-call pieces, by index
-            usage: Usage | None = None
-            finish: str | None = None
-            failure: Exception | None = None
-            response: Any = None
-            chunks: AsyncIterator[Any] | None = None
+    async def _read(
+        self, response: Any, request: GenerationRequest
+    ) -> AsyncGenerator[StreamItem, None]:
+        chunks = aiter(response)
+        parts: list[str] = []
+        calls = ToolPieces()
+        usage: Usage | None = None
+        finish: str | None = None
+        while True:
             try:
-                with anyio.fail_after(timeout):
-                    response = await call(**kwargs)
-                chunks = aiter(response)
-            except Exception as exc:
-                failure = exc
-                if response is not None:
-                    await _close_stream(response)
-            if chunks is not None:
-                try:
-                    while True:
-                        try:
-                            if lean:  # the client's own read timeout bounds each wait
-                                chunk = await anext(chunks)
-                            else:
-                                with anyio.fail_after(timeout):
-                                    chunk = await anext(chunks)
-                            text, chunk_usage = _read_chunk(chunk)
-                        except StopAsyncIteration:
-                            if _ended_early(response):  # cut short, or not an event stream
-                                failure = IncompleteStream(
-                                    "the reply ended without a finish reason"
-                                    if parts
-                                    else "the provider sent no reply (not an event stream?)"
-                                )
-                            break
-                        except Exception as exc:
-                            failure = exc
-                            break
-                        if chunk_usage is not None:
-                            usage = chunk_usage
-                        finish = _finish_reason(chunk) or finish
-                        _tool_pieces(chunk, calls)
-                        if text:
-                            parts.append(text)
-                            yield TextDelta(text)
-                finally:
-                    await _close_stream(response)
+                with anyio.fail_after(request.timeout):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            text, chunk_usage = _read_chunk(chunk)
+            if chunk_usage is not None:
+                usage = chunk_usage
+            finish = _finish_reason(chunk) or finish
+            _tool_pieces(chunk, calls)
+            if text:
+                parts.append(text)
+                yield TextDelta(text)
+        if _ended_early(response):  # cut short, or not an event stream
+            raise IncompleteStream(
+                "the reply ended without a finish reason"
+                if parts
+                else "the provider sent no reply (not an event stream?)"
+            )
+        for call in calls.calls():
+            yield call
+        yield final_usage(
+            request, request.model or self.name, "".join(parts), usage, finish, map_cost
+        )
 
-            if failure is None:
-                if usage is None:
-                    usage = Usage(
-                        input_tokens=prompt_tokens(request.messages),
-                        output_tokens=estimate_tokens("".join(parts)),
-                    )
-                if lean and _litellm is None:
-                    cost = _bundled_cost(model, usage.input_tokens, usage.output_tokens)
-                else:
-                    cost = map_cost(model, usage.input_tokens, usage.output_tokens)
-                for index in sorted(calls):  # whole, once the stream has ended
-                    piece = calls[index]
-                    yield ToolCall(
-                        piece["id"] or f"call_{index}", piece["name"], piece["arguments"]
-                    )
-                yield Usage(
-                    usage.input_tokens, usage.output_tokens, cost_usd=cost, finish_reason=finish
-                )
-                return
+    async def _close(self, response: Any) -> None:
+        """Release the HTTP response behind a litellm stream; never raises, never hangs."""
+        closer = getattr(response, "aclose", None)
+        if closer is None:
+            return
+        with anyio.move_on_after(2.0, shield=True), contextlib.suppress(Exception):
+            await closer()
 
-            kind, what = _classify(failure, lit)
-            secrets = secret_values(secret)  # the role's key, and those litellm reads
-            if what == "connection failed":  # each client words it its own way: one wording
-                detail = _connection_detail(failure, request.api_base, broke=bool(parts))
-            else:
-                detail = _detail(failure, secrets)
-            cause = _safe_cause(failure, secrets)
-            if parts:
-                chars = sum(len(p) for p in parts)
-                raise ProviderUnavailable(
-                    f"{model}: the stream broke after {chars} characters ({what}: {detail})",
-                    model=model,
-                    retryable=True,
-                ) from cause
-            if kind == "refused":
-                raise ProviderRefused(
-                    f"{model}: provider refused the request ({what}): {detail}",
-                    model=model,
-                ) from cause
-            if attempt < attempts:
-                retry_after = _retry_after(failure)
-                delay = self.retry_wait(attempt, retry_after)
-                log.warning(
-                    "provider_retry",
-                    model=model,
-                    attempt=attempt,
-                    attempts=attempts,
-                    delay=round(delay, 3),
-                    retry_after=retry_after,
-                    cause=f"{what}: {detail}",
-                )
-                await anyio.sleep(delay)
-                continue
-            noun = "attempt" if attempts == 1 else "attempts"
-            error: ProviderError
-            if kind == "timeout":
-                error = ProviderTimeout(
-                    f"{model}: provider timed out after {_seconds(timeout)} s ({attempts} {noun})",
-                    model=model,
-                    retryable=True,
-                )
-            else:
-                error = ProviderUnavailable(
-                    f"{model}: provider unavailable after {attempts} {noun} ({what}: {detail})",
-                    model=model,
-                    retryable=True,
-                )
-            raise error from cause
+    def _classify(self, exc: Exception, secrets: Sequence[str]) -> Failure:
+        kind, what = _classify(exc, _litellm)
+        if what == CONNECTION_FAILED:
+            return Failure(kind, what, connect_refused=_refused_connection(exc))
+        return Failure(kind, what, _detail(exc, secrets), _retry_after(exc))
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _is_lean(request: GenerationRequest, model: str) -> bool:
-    """Whether ``request`` goes through the lean client (``settings.client: http``)."""
-    return request.client == "http" and model.startswith("openai/")
-
-
-@functools.cache
-def _bundled_map() -> dict[str, Any]:
-    """litellm's bundled price map read as a file, without importing litellm (seconds)."""
-    spec = importlib.util.find_spec("litellm")  # a top-level package: not imported
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = os.path.join(folder, "model_prices_and_context_window_backup.json")
-        with contextlib.suppress(OSError, ValueError):
-            with open(path, encoding="utf-8") as file:
-                data = json.load(file)
-            if isinstance(data, dict):
-                return data
-    return {}
-
-
-def _bundled_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    """What the lean client's call cost, by the same map litellm prices from."""
-    table = _bundled_map()
-    entry = table.get(model) or table.get(model.split("/", 1)[-1])
-    if not isinstance(entry, dict):
-        return None
-    rate_in, rate_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
-    if not isinstance(rate_in, int | float) or not isinstance(rate_out, int | float):
-        return None
-    return input_tokens * float(rate_in) + output_tokens * float(rate_out)
-
-
-def _bundled_calls_tools(model: str) -> bool:
-    """Whether the bundled map lets ``model`` call tools (True when it does not say)."""
-    table = _bundled_map()
-    entry = table.get(model) or table.get(model.split("/", 1)[-1])
-    return not (isinstance(entry, dict) and entry.get("supports_function_calling") is False)
-
-
-def _api_key(request: GenerationRequest, model: str) -> str | None:
-    """The API key named by ``request.api_key_env``; ``None`` lets litellm use its defaults."""
-    if not request.api_key_env:
-        return None
-    value = os.environ.get(request.api_key_env)
-    if not value:
-        raise ProviderRefused(
-            f"{model}: the API key variable {request.api_key_env} is not set (or is empty)",
-            model=model,
-        )
-    return value
 
 
 def _read_chunk(chunk: Any) -> tuple[str, Usage | None]:
@@ -523,28 +354,19 @@ def _read_chunk(chunk: Any) -> tuple[str, Usage | None]:
     return text, Usage(input_tokens=prompt or 0, output_tokens=completion or 0)
 
 
-def _tool_pieces(chunk: Any, calls: dict[int, dict[str, str]]) -> None:
-    """Add a chunk's tool-call deltas to ``calls`` (by index: the id and name come in the
-    first piece, the arguments' JSON text in pieces after it)."""
+def _tool_pieces(chunk: Any, calls: ToolPieces) -> None:
+    """Add a chunk's tool-call deltas to ``calls``."""
     for choice in getattr(chunk, "choices", None) or ():
         delta = getattr(choice, "delta", None)
         pieces = _get(delta, "tool_calls") if delta is not None else None
         for piece in pieces or ():
-            index = _get(piece, "index")
-            call = calls.setdefault(
-                index if isinstance(index, int) else len(calls),
-                {"id": "", "name": "", "arguments": ""},
-            )
-            call_id = _get(piece, "id")
-            if isinstance(call_id, str) and call_id:
-                call["id"] = call_id
             function = _get(piece, "function")
-            name = _get(function, "name") if function is not None else None
-            if isinstance(name, str) and name:
-                call["name"] = name
-            arguments = _get(function, "arguments") if function is not None else None
-            if isinstance(arguments, str):
-                call["arguments"] += arguments
+            calls.add(
+                _get(piece, "index"),
+                _get(piece, "id"),
+                _get(function, "name") if function is not None else None,
+                _get(function, "arguments") if function is not None else None,
+            )
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -564,29 +386,9 @@ def _field(obj: Any, name: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-async def _close_stream(response: Any) -> None:
-    """Release the HTTP response behind a litellm stream; never raises, never hangs."""
-    closer = getattr(response, "aclose", None)
-    if closer is None:
-        return
-    with anyio.move_on_after(2.0, shield=True), contextlib.suppress(Exception):
-        await closer()
-
-
-Kind = Literal["timeout", "transient", "refused"]
-
-# Client errors, described by status code: litellm sometimes picks its exception class
-# from words in the error body (an OpenAI 404 says "invalid_request_error" and comes back
-# as BadRequestError), but it keeps the status code.
-_CLIENT_ERRORS: Final = {
-    400: "bad request",
-    401: "authentication failed",
-    402: "payment required",
-    403: "permission denied",
-    404: "model or endpoint not found",
-    413: "request too large",
-    422: "request not processable",
-}
+# litellm sometimes picks its exception class from words in the error body (an OpenAI 404
+# says "invalid_request_error" and comes back as BadRequestError), but it keeps the status
+# code: a client error is described by its code first, by these names after
 _REFUSED_NAMES: Final = (
     ("AuthenticationError", "authentication failed"),
     ("PermissionDeniedError", "permission denied"),
@@ -608,12 +410,6 @@ _CONNECTION_NAMES: Final = frozenset(
         "ClientPayloadError",
     }
 )
-_BAD_DATA: Final = "the provider sent data that is not valid JSON"
-
-
-class IncompleteStream(Exception):
-    """A stream that ended without a finish reason: a truncated reply, or an HTTP 200
-    that was not an event stream (an HTML page). Retried like a broken stream."""
 
 
 def _ended_early(response: Any) -> bool:
@@ -627,8 +423,6 @@ def _ended_early(response: Any) -> bool:
 
 def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
     """Whether a failure is a timeout, transient, or a refusal, and a few plain words on it."""
-    if isinstance(exc, IncompleteStream):
-        return "transient", "incomplete stream"
     # litellm reports a broken stream as MidStreamFallbackError; judge by what broke it.
     original = getattr(exc, "original_exception", None)
     if isinstance(original, Exception) and original is not exc:
@@ -642,22 +436,20 @@ def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
     if _is(exc, names, lit, "ContentPolicyViolationError"):
         return "refused", "content policy violation"
     status = _status(exc)
-    if status == 429 or _is(exc, names, lit, "RateLimitError"):
-        return "transient", "rate limited, HTTP 429"
-    if status == 408:
-        return "timeout", "timed out"
+    if _is(exc, names, lit, "RateLimitError"):
+        return client_error(429)
     if status is not None and 400 <= status < 500:
-        return "refused", f"{_CLIENT_ERRORS.get(status, 'client error')}, HTTP {status}"
+        return client_error(status)
     for name, what in _REFUSED_NAMES:
         if _is(exc, names, lit, name):
             return "refused", what
     # litellm gives transport failures a made-up 500; look at what actually happened.
     if status is None or status == 500:
-        if any(_MISSING_KEY.search(str(linked)) for linked in (exc, *_chain(exc))):
+        if any(_MISSING_KEY.search(str(linked)) for linked in chain(exc)):
             return "refused", "missing credentials: no API key for this provider"
         if _is_bad_data(exc):
-            return "transient", _BAD_DATA
-        for linked in _chain(exc):
+            return "transient", BAD_DATA
+        for linked in chain(exc):
             linked_names = _names(linked)
             if isinstance(linked, TimeoutError) or linked_names & _TIMEOUT_NAMES:
                 return "timeout", "timed out"
@@ -665,9 +457,9 @@ def _classify(exc: Exception, lit: Any) -> tuple[Kind, str]:
                 text = str(linked).lower()
                 if "timeout" in text or "timed out" in text:
                     return "timeout", "timed out"
-                return "transient", "connection failed"
+                return "transient", CONNECTION_FAILED
     if status is not None and status >= 500:
-        return "transient", f"server error, HTTP {status}"
+        return client_error(status)
     return "transient", type(exc).__name__
 
 
@@ -686,28 +478,14 @@ def _is(exc: BaseException, names: set[str], lit: Any, name: str) -> bool:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the provider asked to wait (``retry-after-ms`` or ``Retry-After``), if any."""
-    for linked in _chain(exc):
+    """Seconds the provider asked to wait, from the headers of the response behind ``exc``."""
+    for linked in chain(exc):
         headers: Any = getattr(linked, "litellm_response_headers", None)
         if headers is None:
-            response = getattr(linked, "response", None)
-            headers = getattr(response, "headers", None)
-        if headers is None or not hasattr(headers, "get"):
-            continue
-        with contextlib.suppress(TypeError, ValueError):
-            millis = headers.get("retry-after-ms")
-            if millis is not None:
-                return float(millis) / 1000
-        value = headers.get("retry-after")
-        if value is None:
-            continue
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            pass
-        with contextlib.suppress(TypeError, ValueError):
-            when = email.utils.parsedate_to_datetime(str(value))
-            return max(0.0, when.timestamp() - time.time())
+            headers = getattr(getattr(linked, "response", None), "headers", None)
+        wait = retry_after(headers)
+        if wait is not None:
+            return wait
     return None
 
 
@@ -716,26 +494,8 @@ def _status(exc: BaseException) -> int | None:
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo and len(seen) < 10:
-        current = todo.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        for linked in (
-            getattr(current, "original_exception", None),
-            current.__cause__,
-            current.__context__,
-        ):
-            if isinstance(linked, BaseException):
-                todo.append(linked)
-
-
 def _is_bad_data(exc: BaseException) -> bool:
-    for linked in _chain(exc):
+    for linked in chain(exc):
         if isinstance(linked, json.JSONDecodeError):
             return True
         text = str(linked)
@@ -748,20 +508,15 @@ _PREFIX: Final = re.compile(r"^(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout
 # the OpenAI SDK's (and so litellm's) "Error code: 400 - " before the provider's words
 _STATUS_PREFIX: Final = re.compile(r"^Error code: \d{3} - ")
 _REFUSED_CONNECTION: Final = frozenset({"ConnectionRefusedError", "ClientConnectorError"})
-_KEY_SHAPES: Final = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 
 
 def _detail(exc: BaseException, secrets: Sequence[str] = ()) -> str:
-    """A one-line, human-sized description of what the provider or transport said.
-
-    Keys are redacted first, from the whole text: a cut made before would leave the
-    part of a key that falls before it, which no longer matches the key.
-    """
+    """A one-line, human-sized description of what the provider or transport said, without
+    litellm's and the SDK's wrappings (``litellm.BadRequestError: OpenAIException - Error
+    code: 400 - ...``). Keys are masked first, from the whole text."""
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
-    text = _redact(text, secrets)
-    if not text:
-        return type(exc).__name__
+    text = redact_keys(text, secrets)
     if "Exception - " in text:
         text = text.split("Exception - ", 1)[1]
     text = text.split(" Original exception:", 1)[0]
@@ -769,43 +524,14 @@ def _detail(exc: BaseException, secrets: Sequence[str] = ()) -> str:
     while previous != text:
         previous = text
         text = _STATUS_PREFIX.sub("", _PREFIX.sub("", text, count=1), count=1)
-    text = " ".join(text.split())
-    if len(text) > 200:
-        text = text[:197] + "..."
-    return text or type(exc).__name__
+    return plain(text, ()) or type(exc).__name__
 
 
-def _connection_detail(exc: BaseException, api_base: str | None, *, broke: bool) -> str:
-    """What became of the connection, in the same words whichever client made it (litellm's
-    SDK says "Connection error.", aiohttp names its exception classes and their codes)."""
-    where = _netloc(api_base) or "the provider"
-    if broke:
-        return f"the connection to {where} closed before the reply was complete"
-    if any(_names(linked) & _REFUSED_CONNECTION for linked in _chain(exc)) or any(
-        "all connection attempts failed" in str(linked).lower() for linked in _chain(exc)
-    ):
-        return f"could not connect to {where}"
-    return f"the connection to {where} closed before a reply"
-
-
-def _netloc(api_base: str | None) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(api_base).netloc if api_base else ""
-
-
-def _redact(text: str, secrets: Sequence[str]) -> str:
-    return _KEY_SHAPES.sub(lambda m: f"{m.group(1)}-***", redact(text, secrets))
-
-
-def _safe_cause(exc: Exception, secrets: Sequence[str]) -> Exception | None:
-    """The exception to chain as ``__cause__``, unless its text would show a key."""
-    for linked in _chain(exc):
-        text = str(linked)
-        if any(value in text for value in secrets):
-            return None
-    return exc
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.1f}" if round(value, 1) == value else f"{value:g}"
+def _refused_connection(exc: BaseException) -> bool:
+    """Whether nobody answered at all (litellm's SDK says "Connection error.", aiohttp
+    names its exception classes)."""
+    return any(
+        _names(linked) & _REFUSED_CONNECTION
+        or "all connection attempts failed" in str(linked).lower()
+        for linked in chain(exc)
+    )

@@ -1,49 +1,62 @@
-"""A lean client for OpenAI-compatible chat completions (``settings.client: http``).
+"""rolecall's lean client for OpenAI-compatible chat completions (``settings.client: http``).
 
 litellm speaks to every provider, and costs for it: about 13 ms of CPU per request on
 the reference machine (its logging, cost and response objects), which caps one process
 at about 70 replies a second however fast the provider is. For an ``openai/...`` model
-this module does the same request with one pooled ``aiohttp.ClientSession``: ``POST
-{api_base}/chat/completions`` with ``stream: true``, the Server-Sent Events read line by
-line. :func:`acompletion` takes the arguments the adapter gives ``litellm.acompletion``
-and returns a stream the adapter reads the same way (chunks with ``choices[].delta``,
-``finish_reason`` and ``usage``; ``received_finish_reason``; ``aclose()``), and it
-raises errors the adapter classifies the same way (a status code, a retry-after header,
-class names for a context window or content policy refusal), so retries, drafts on a
-broken stream and every message stay the adapter's (:mod:`rolecall.llm.litellm_model`).
+:class:`OpenAIHTTPModel` does the request itself with one pooled
+``aiohttp.ClientSession`` per event loop: ``POST {api_base}/chat/completions`` with
+``stream: true``, the Server-Sent Events read line by line into rolecall's own stream
+items. Retries, timeouts and the words of a failure are the ones every provider client
+shares (:mod:`rolecall.llm.retrying`).
+
+litellm is never imported here: the cost of a reply, and whether a model may call tools,
+come from the price map litellm ships (``model_prices_and_context_window_backup.json``),
+read as a file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import importlib.util
 import json
-from types import SimpleNamespace
+import os
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Final
 
 import aiohttp
 
-__all__ = ["HTTPStatusError", "LeanStream", "aclose", "acompletion"]
+from rolecall.llm.retrying import (
+    BAD_DATA,
+    CONNECTION_FAILED,
+    Failure,
+    IncompleteStream,
+    RetryingModel,
+    ToolPieces,
+    client_error,
+    final_usage,
+    plain,
+    retry_after,
+)
+from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+
+__all__ = ["OpenAIHTTPModel", "StatusError", "aclose", "bundled_cost"]
 
 DEFAULT_BASE: Final = "https://api.openai.com/v1"
 _sessions: dict[int, aiohttp.ClientSession] = {}  # one per event loop (by its id)
 
 
-class HTTPStatusError(Exception):
-    """The provider answered a status other than 200: its code, words and headers."""
+class StatusError(Exception):
+    """The provider answered a status other than 200: the code, the error's ``code`` (or
+    ``type``) and its words, and how long it asked to wait."""
 
-    def __init__(self, status_code: int, message: str, response: aiohttp.ClientResponse) -> None:
-        super().__init__(message)
-        self.status_code = status_code
+    def __init__(self, status: int, code: str, message: str, wait: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.code = code
         self.message = message
-        self.response = response
-
-
-class ContextWindowExceededError(HTTPStatusError):
-    """HTTP 400 with ``context_length_exceeded`` (named as litellm names it)."""
-
-
-class ContentPolicyViolationError(HTTPStatusError):
-    """HTTP 400 with ``content_policy_violation`` (named as litellm names it)."""
+        self.wait = wait
 
 
 def _session() -> aiohttp.ClientSession:
@@ -62,124 +75,187 @@ async def aclose() -> None:
         await session.close()
 
 
-class LeanStream:
-    """The chunks of one streamed reply, as the adapter reads litellm's."""
+class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
+    """An ``openai/...`` model string through rolecall's own HTTP client."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self.response = response
-        self.received_finish_reason: str | None = None
-        # a 200 that is not an event stream (an HTML page) yields nothing: the adapter
-        # then reports "not an event stream?" and retries
-        kind = response.headers.get("Content-Type", "")
-        self._stream = "text/event-stream" in kind or not kind
+    async def calls_tools(self, request: GenerationRequest) -> bool:
+        """Whether the model may be offered tools: by litellm's bundled map (tools.md); a
+        model it does not know, or does not say, is offered them (its provider decides)."""
+        entry = _entry(request.model or self.name)
+        return not (entry is not None and entry.get("supports_function_calling") is False)
 
-    def __aiter__(self) -> LeanStream:
-        return self
+    def price_rates(self, model: str) -> tuple[float, float] | None:
+        """USD per input and output token of ``model`` in the bundled map (None: unknown)."""
+        return _rates(model)
 
-    async def __anext__(self) -> Any:
-        if not self._stream:
-            raise StopAsyncIteration
-        try:
-            while True:
-                raw = await self.response.content.readline()
-                if not raw:
-                    raise StopAsyncIteration
-                line = raw.decode("utf-8").strip()
-                if not line.startswith("data:"):
-                    continue  # comments, event names, blank separators
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    raise StopAsyncIteration
-                return self._chunk(json.loads(data))
-        except aiohttp.ClientError as exc:
-            raise _connection_error(exc) from exc
+    def max_output_tokens(self, model: str) -> int | None:
+        entry = _entry(model)
+        value = entry.get("max_output_tokens") if entry is not None else None
+        return value if isinstance(value, int) and value > 0 else None
 
-    def _chunk(self, chunk: dict[str, Any]) -> Any:
-        choices = [
-            SimpleNamespace(
-                delta=SimpleNamespace(
-                    content=(c.get("delta") or {}).get("content"),
-                    tool_calls=(c.get("delta") or {}).get("tool_calls"),  # pieces, as dicts
-                ),
-                finish_reason=c.get("finish_reason"),
-            )
-            for c in chunk.get("choices") or ()
-        ]
-        for choice in choices:
-            if choice.finish_reason:
-                self.received_finish_reason = choice.finish_reason
-        return SimpleNamespace(choices=choices, usage=chunk.get("usage"))
-
-    async def aclose(self) -> None:
-        self.response.release()
-
-
-def _connection_error(exc: aiohttp.ClientError) -> Exception:
-    """aiohttp's transport errors as the adapter knows them: timeouts and lost connections."""
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return TimeoutError(str(exc) or "timed out")
-    return ConnectionError(str(exc) or type(exc).__name__)
-
-
-async def acompletion(
-    *,
-    model: str,
-    messages: list[dict[str, str]],
-    stream: bool = True,
-    stream_options: dict[str, Any] | None = None,
-    timeout: float | None = None,  # noqa: ASYNC109 (litellm.acompletion's argument, per request)
-    max_retries: int = 0,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    tools: list[dict[str, Any]] | None = None,
-) -> LeanStream:
-    """Start one streamed chat completion; the arguments are ``litellm.acompletion``'s."""
-    body: dict[str, Any] = {
-        "model": model.removeprefix("openai/"),
-        "messages": messages,
-        "stream": True,
-    }
-    if stream_options:
-        body["stream_options"] = stream_options
-    if temperature is not None:
-        body["temperature"] = temperature
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if tools:
-        body["tools"] = tools
-    # one connection per request: httpcore's pool looks at every pooled connection for
-    # every request, which costs more than a loopback connect once a hundred sessions
-    # keep one each (measured: 17 ms against 3 ms of CPU a reply)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = (api_base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
-    limit = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
-    try:
+    async def _open(
+        self, request: GenerationRequest, model: str, key: str | None
+    ) -> aiohttp.ClientResponse:
+        body: dict[str, Any] = {
+            "model": model.removeprefix("openai/"),
+            "messages": [m.as_provider_dict() for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.tools:
+            body["tools"] = [t.as_provider_dict() for t in request.tools]
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        url = (request.api_base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
+        # each read waits at most the request's timeout (the loop bounds the request)
+        limit = aiohttp.ClientTimeout(
+            total=None, connect=request.timeout, sock_read=request.timeout
+        )
         response = await _session().post(url, json=body, headers=headers, timeout=limit)
-    except aiohttp.ClientError as exc:
-        raise _connection_error(exc) from exc
-    if response.status != 200:
-        try:
-            text = (await response.read()).decode("utf-8", "replace")
-        finally:
-            response.release()
-        raise _status_error(response, text)
-    return LeanStream(response)
+        if response.status != 200:
+            try:
+                text = (await response.read()).decode("utf-8", "replace")
+            finally:
+                response.release()
+            raise _status_error(response, text)
+        return response
+
+    async def _read(
+        self, response: aiohttp.ClientResponse, request: GenerationRequest
+    ) -> AsyncGenerator[StreamItem, None]:
+        parts: list[str] = []
+        calls = ToolPieces()
+        usage: Usage | None = None
+        finish: str | None = None
+        # a 200 that is not an event stream (an HTML page) has no reply in it
+        kind = response.headers.get("Content-Type", "")
+        content = response.content if "text/event-stream" in kind or not kind else None
+        while content is not None:
+            raw = await content.readline()
+            if not raw:
+                break
+            line = raw.decode("utf-8").strip()
+            if not line.startswith("data:"):
+                continue  # comments, event names, blank separators
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
+                for piece in delta.get("tool_calls") or ():
+                    function = piece.get("function") or {}
+                    calls.add(
+                        piece.get("index"),
+                        piece.get("id"),
+                        function.get("name"),
+                        function.get("arguments"),
+                    )
+                finish = choice.get("finish_reason") or finish
+                if isinstance(text, str) and text:
+                    parts.append(text)
+                    yield TextDelta(text)
+            counted = chunk.get("usage")
+            if isinstance(counted, dict):
+                prompt, completion = (
+                    _count(counted, "prompt_tokens"),
+                    _count(counted, "completion_tokens"),
+                )
+                if prompt is not None or completion is not None:
+                    usage = Usage(prompt or 0, completion or 0)
+        if finish is None:  # cut short, or not an event stream
+            raise IncompleteStream(
+                "the reply ended without a finish reason"
+                if parts
+                else "the provider sent no reply (not an event stream?)"
+            )
+        for call in calls.calls():
+            yield call
+        yield final_usage(
+            request, request.model or self.name, "".join(parts), usage, finish, bundled_cost
+        )
+
+    async def _close(self, response: aiohttp.ClientResponse) -> None:
+        response.release()
+
+    def _classify(self, exc: Exception, secrets: Sequence[str]) -> Failure:
+        if isinstance(exc, StatusError):
+            detail = plain(exc.message, secrets)
+            if exc.status == 400 and "context_length_exceeded" in exc.code:
+                what = "the prompt is too long for the model's context window"
+                return Failure("refused", what, detail)
+            if exc.status == 400 and "content_policy" in exc.code:
+                return Failure("refused", "content policy violation", detail)
+            if exc.status < 400:
+                return Failure("transient", f"unexpected status, HTTP {exc.status}", detail)
+            kind, what = client_error(exc.status)
+            return Failure(kind, what, detail, exc.wait)
+        if isinstance(exc, TimeoutError):  # aiohttp's read and connect timeouts too
+            return Failure("timeout", "timed out")
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return Failure("transient", CONNECTION_FAILED, connect_refused=True)
+        if isinstance(exc, aiohttp.ClientError | OSError):
+            return Failure("transient", CONNECTION_FAILED)
+        if isinstance(exc, ValueError):  # JSON, or UTF-8, that is not
+            return Failure("transient", BAD_DATA, plain(str(exc), secrets))
+        return Failure("transient", type(exc).__name__, plain(str(exc), secrets))
 
 
-def _status_error(response: aiohttp.ClientResponse, text: str) -> HTTPStatusError:
+def _status_error(response: aiohttp.ClientResponse, text: str) -> StatusError:
     message, code = text.strip() or (response.reason or ""), ""
-    try:
+    with contextlib.suppress(ValueError, AttributeError):
         error = json.loads(text).get("error") or {}
         message = str(error.get("message") or message)
         code = str(error.get("code") or error.get("type") or "")
-    except (ValueError, AttributeError):
-        pass
-    status = response.status
-    message = f"Error code: {status} - {message}"
-    if status == 400 and "context_length_exceeded" in code:
-        return ContextWindowExceededError(status, message, response)
-    if status == 400 and "content_policy" in code:
-        return ContentPolicyViolationError(status, message, response)
-    return HTTPStatusError(status, message, response)
+    return StatusError(response.status, code, message, retry_after(response.headers))
+
+
+def _count(usage: dict[str, Any], name: str) -> int | None:
+    value = usage.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- litellm's bundled price map, read as a file ---------------------------------------------
+
+
+@functools.cache
+def _bundled_map() -> dict[str, Any]:
+    """litellm's bundled price map read as a file, without importing litellm (seconds)."""
+    spec = importlib.util.find_spec("litellm")  # a top-level package: not imported
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = os.path.join(folder, "model_prices_and_context_window_backup.json")
+        with contextlib.suppress(OSError, ValueError):
+            with open(path, encoding="utf-8") as file:
+                data = json.load(file)
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def _entry(model: str) -> dict[str, Any] | None:
+    table = _bundled_map()
+    entry = table.get(model) or table.get(model.split("/", 1)[-1])
+    return entry if isinstance(entry, dict) else None
+
+
+@functools.lru_cache(maxsize=256)
+def _rates(model: str) -> tuple[float, float] | None:
+    entry = _entry(model)
+    if entry is None:
+        return None
+    rate_in, rate_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+    if not isinstance(rate_in, int | float) or not isinstance(rate_out, int | float):
+        return None
+    return float(rate_in), float(rate_out)
+
+
+def bundled_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """What a call cost, by the same map litellm prices from (None: unknown)."""
+    rates = _rates(model)
+    if rates is None:
+        return None
+    return input_tokens * rates[0] + output_tokens * rates[1]

@@ -2,22 +2,33 @@
 
 ``offline`` and ``scripted`` are built in; a model string whose prefix (the part before
 the first ``/``) names an installed plugin (entry-point group ``rolecall.models``, see
-:mod:`rolecall.llm.plugins`) is made by that plugin; anything else goes to the litellm
-adapter, whose module is imported only here and only when such a model is first needed.
+:mod:`rolecall.llm.plugins`) is made by that plugin; anything else is a provider's model,
+a :class:`ProviderModel`: each request goes through the client its settings name
+(``settings.client``): litellm (:mod:`rolecall.llm.litellm_model`), or for an
+``openai/...`` model with ``client: http`` rolecall's own OpenAI-compatible client
+(:mod:`rolecall.llm.openai_http`, which never imports litellm). Each client's module is
+imported only when a request first needs it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from rolecall.errors import ProviderRefused
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
-from rolecall.llm.types import BUILTIN_MODELS
+from rolecall.llm.types import BUILTIN_MODELS, ChatMessage, GenerationRequest, StreamItem
 
 if TYPE_CHECKING:
+    from rolecall.llm.litellm_model import LiteLLMModel
+    from rolecall.llm.openai_http import OpenAIHTTPModel
     from rolecall.llm.replay import ReplaySetup
 
 BUILTIN = BUILTIN_MODELS  # the models made here, not by litellm or a plugin
@@ -119,8 +130,91 @@ class ModelRegistry:
         plugin = plugin_for(name)
         if plugin is not None:
             return create(plugin, name)
-        from rolecall.llm.litellm_model import LiteLLMModel
+        return ProviderModel(name, retry_delay=self.retry_delay)
 
-        if self.retry_delay is not None:
-            return LiteLLMModel(name, retry_delay=self.retry_delay)
-        return LiteLLMModel(name)
+
+HTTP_MODULE = "rolecall.llm.openai_http"
+
+
+class ProviderModel:
+    """A provider's model string: each request through the client it names.
+
+    ``settings.client: http`` sends an ``openai/...`` model's requests through
+    :class:`~rolecall.llm.openai_http.OpenAIHTTPModel`; everything else goes through
+    :class:`~rolecall.llm.litellm_model.LiteLLMModel`. Each is made on first use. Token
+    counts, prices and output limits, asked without a request, are litellm's.
+    """
+
+    def __init__(self, name: str, *, retry_delay: float | None = None) -> None:
+        self.name = name
+        self.retry_delay = retry_delay
+        self._litellm: LiteLLMModel | None = None
+        self._http: OpenAIHTTPModel | None = None
+
+    def __repr__(self) -> str:
+        return f"ProviderModel({self.name!r})"
+
+    def _options(self) -> dict[str, Any]:
+        return {} if self.retry_delay is None else {"retry_delay": self.retry_delay}
+
+    def through_http(self, request: GenerationRequest) -> bool:
+        """Whether ``request`` goes through the lean client (``settings.client: http``)."""
+        return request.client == "http" and (request.model or self.name).startswith("openai/")
+
+    def litellm(self) -> LiteLLMModel:
+        if self._litellm is None:
+            from rolecall.llm.litellm_model import LiteLLMModel
+
+            self._litellm = LiteLLMModel(self.name, **self._options())
+        return self._litellm
+
+    def http(self) -> OpenAIHTTPModel:
+        if self._http is None:
+            from rolecall.llm.openai_http import OpenAIHTTPModel  # imports aiohttp
+
+            self._http = OpenAIHTTPModel(self.name, **self._options())
+        return self._http
+
+    def client(self, request: GenerationRequest) -> LiteLLMModel | OpenAIHTTPModel:
+        """The client ``request`` goes through."""
+        return self.http() if self.through_http(request) else self.litellm()
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        return self.client(request).stream(request)
+
+    async def prepare(self, request: GenerationRequest) -> None:
+        """Import the client ``request`` goes through (litellm: seconds), off the event loop.
+
+        Called before a turn's clock starts (:class:`rolecall.agents.Generator`), so that an
+        import is never counted as generation time (``max_seconds``).
+        """
+        if self.through_http(request):
+            if HTTP_MODULE not in sys.modules:
+                await anyio.to_thread.run_sync(importlib.import_module, HTTP_MODULE)
+            return
+        await self.litellm().prepare(request)
+
+    async def calls_tools(self, request: GenerationRequest) -> bool:
+        """Whether the model ``request`` goes to can be offered tools, as its client says."""
+        return await self.client(request).calls_tools(request)
+
+    def count_tokens(self, messages: tuple[ChatMessage, ...], model: str | None = None) -> int:
+        return self.litellm().count_tokens(messages, model)
+
+    def price_rates(self, model: str) -> tuple[float, float] | None:
+        return self.litellm().price_rates(model)
+
+    def max_output_tokens(self, model: str) -> int | None:
+        return self.litellm().max_output_tokens(model)
+
+
+async def aclose_clients() -> None:
+    """Close the HTTP clients of both provider clients for the running event loop, those
+    that were ever used (shutdown, and tests that run several event loops)."""
+    lean = sys.modules.get(HTTP_MODULE)
+    if lean is not None:
+        await lean.aclose()
+    if "rolecall.llm.litellm_model" in sys.modules:
+        from rolecall.llm.litellm_model import aclose_clients as close_litellm
+
+        await close_litellm()
