@@ -142,3 +142,43 @@ def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -
     out = base._finish(base._python(code, base._clean_env(**{base.KEY_ENV: base.KEY})))
     assert out.splitlines()[-1] == "finished 2 False"
     assert len(server.requests) == 2
+
+
+def test_a_judge_roles_question_goes_through_the_worlds_client(
+    server: OpenAITestServer,  # noqa: F811
+) -> None:
+    """A role that decides with its model whether to answer (``respond: {judge: true}``)
+    asks that question through the world's client too: a ``client: http`` chat never
+    loads litellm."""
+    server.reset()
+    code = f"""
+        import sys, anyio
+        from rolecall.runtime import Dialogue
+        from rolecall.llm.registry import aclose_clients
+        from rolecall.world.loader import parse_world
+
+        world = parse_world('''
+        name: lean
+        topic: t
+        model: openai/gpt-4o-mini
+        settings:
+          client: http
+          api_base: {server.base_url}
+          api_key_env: {base.KEY_ENV}
+          retries: 0
+        roles: [{{id: a, respond: {{judge: true}}}}]
+        ''').world
+
+        async def main():
+            session = Dialogue(world)
+            try:
+                await session.say("what do you think?")
+            finally:
+                await aclose_clients()
+            print("litellm" in sys.modules)
+
+        anyio.run(main)
+    """
+    out = base._finish(base._python(code, base._clean_env(**{base.KEY_ENV: base.KEY})))
+    assert out.splitlines()[-1] == "False"
+    assert server.requests, "the judge's question never reached the provider"

@@ -120,6 +120,7 @@ async def decide(site: RespondSite, role: Role, message: Message) -> bool:
         api_key_env=role.api_key_env or settings.api_key_env,
         timeout=settings.timeout,
         retries=settings.retries,
+        client=settings.client,
         script=role.script_entries(),
         world_title=site.world.title or site.world.name,
         participants=tuple(site.world.role_ids),

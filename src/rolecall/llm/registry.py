@@ -185,7 +185,7 @@ class ProviderModel:
     async def prepare(self, request: GenerationRequest) -> None:
         """Import the client ``request`` goes through (litellm: seconds), off the event loop.
 
-        Called before a turn's clock starts (:class:`rolecall.agents.Generator`), so that an
+        Called before a turn's clock starts (:class:`rolecall.generation.Generator`), so that an
         import is never counted as generation time (``max_seconds``).
         """
         if self.through_http(request):
