@@ -370,3 +370,41 @@ flow:
         assert f"word{i}" in seen, (i, rows)
     t.key("C-d")
     t.wait_for("EXIT=0")
+
+
+def test_a_chat_on_the_lean_client_never_loads_litellm(
+    terminal: Callable[[], Terminal], tmp_path: Path
+) -> None:
+    """The REPL loads litellm ahead of a world's first reply (its import takes seconds),
+    but not for ``settings.client: http``, which never uses it: loading it anyway took the
+    CPU from the prompt and the first replies."""
+    from tests.llm.openai_server import OpenAITestServer, Reply
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    seen = tmp_path / "litellm-loaded"
+    (hook / "sitecustomize.py").write_text(
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(seen)!r}, 'w').write(str('litellm' in sys.modules)))\n",
+        encoding="utf-8",
+    )
+    with OpenAITestServer() as server:
+        server.queue(Reply("Hello from the lean client."))
+        world = tmp_path / "lean.yaml"
+        world.write_text(
+            f"name: lean\nmodel: openai/gpt-4o-mini\n"
+            f"settings: {{client: http, api_base: '{server.base_url}', api_key_env: LEAN_KEY}}\n"
+            "roles: [{id: a}]\n",
+            encoding="utf-8",
+        )
+        t = terminal()
+        t.start(str(world), env={"PYTHONPATH": str(hook), "LEAN_KEY": "sk-test"})
+        t.ready()
+        t.type("@a hello")
+        t.key("Enter")
+        t.wait_for("Hello from the lean client.")
+        time.sleep(1)  # a load started with the session would be under way by now
+        t.type("/quit")
+        t.key("Enter")
+        t.wait_for("EXIT=0")
+    assert seen.read_text(encoding="utf-8") == "False"

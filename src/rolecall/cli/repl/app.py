@@ -493,6 +493,8 @@ class Repl:
 
         if self._preloading or self._tg is None or not any(needs_litellm(m) for m in models):
             return
+        if self.session is not None and self.session.world.settings.client == "http":
+            return  # the lean client never loads litellm: nothing to load ahead
         from rolecall.llm import litellm_model
 
         if litellm_model.is_loaded():
