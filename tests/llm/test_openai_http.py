@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import socket
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -105,11 +106,11 @@ async def test_both_clients_word_a_failure_alike_and_a_short_key_masks_nothing(
         assert noise not in said[0], said[0]
 
 
-def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -> None:  # noqa: F811
-    """A whole session of a ``client: http`` world, run as a user's program would: its
-    replies, their costs and the check whether the model may call tools never load
-    litellm (whose import costs seconds)."""
-    server.reset()
+def _lean_program(server: OpenAITestServer, roles: str, body: str) -> str:  # noqa: F811
+    """The last line a fresh interpreter prints, running ``body`` (the lines of ``async def
+    main()``, given ``session``: a ``client: http`` world of ``roles`` on ``server``) as a
+    user's program would."""
+    main = textwrap.indent(textwrap.dedent(body).strip(), " " * 16)
     code = f"""
         import sys, anyio
         from rolecall.runtime import Dialogue
@@ -125,22 +126,37 @@ def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -
           api_base: {server.base_url}
           api_key_env: {base.KEY_ENV}
           retries: 0
-        roles: [{{id: a}}, {{id: b}}]
-        flow: {{steps: [{{id: one, speaker: a}}, {{id: two, speaker: b}}]}}
+        {roles}
         ''').world
 
         async def main():
             session = Dialogue(world)
             try:
-                await session.run()
+{main}
             finally:
                 await aclose_clients()
-            print(session.state.state, len(session.state.transcript), "litellm" in sys.modules)
 
         anyio.run(main)
     """
     out = base._finish(base._python(code, base._clean_env(**{base.KEY_ENV: base.KEY})))
-    assert out.splitlines()[-1] == "finished 2 False"
+    return out.splitlines()[-1]
+
+
+def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -> None:  # noqa: F811
+    """A whole session of a ``client: http`` world, run as a user's program would: its
+    replies, their costs and the check whether the model may call tools never load
+    litellm (whose import costs seconds)."""
+    server.reset()
+    flow = "flow: {steps: [{id: one, speaker: a}, {id: two, speaker: b}]}"
+    last = _lean_program(
+        server,
+        f"roles: [{{id: a}}, {{id: b}}]\n        {flow}",
+        """
+        await session.run()
+        print(session.state.state, len(session.state.transcript), "litellm" in sys.modules)
+        """,
+    )
+    assert last == "finished 2 False"
     assert len(server.requests) == 2
 
 
@@ -151,34 +167,13 @@ def test_a_judge_roles_question_goes_through_the_worlds_client(
     asks that question through the world's client too: a ``client: http`` chat never
     loads litellm."""
     server.reset()
-    code = f"""
-        import sys, anyio
-        from rolecall.runtime import Dialogue
-        from rolecall.llm.registry import aclose_clients
-        from rolecall.world.loader import parse_world
-
-        world = parse_world('''
-        name: lean
-        topic: t
-        model: openai/gpt-4o-mini
-        settings:
-          client: http
-          api_base: {server.base_url}
-          api_key_env: {base.KEY_ENV}
-          retries: 0
-        roles: [{{id: a, respond: {{judge: true}}}}]
-        ''').world
-
-        async def main():
-            session = Dialogue(world)
-            try:
-                await session.say("what do you think?")
-            finally:
-                await aclose_clients()
-            print("litellm" in sys.modules)
-
-        anyio.run(main)
-    """
-    out = base._finish(base._python(code, base._clean_env(**{base.KEY_ENV: base.KEY})))
-    assert out.splitlines()[-1] == "False"
+    last = _lean_program(
+        server,
+        "roles: [{id: a, respond: {judge: true}}]",
+        """
+        await session.say("what do you think?")
+        print("litellm" in sys.modules)
+        """,
+    )
+    assert last == "False"
     assert server.requests, "the judge's question never reached the provider"

@@ -36,16 +36,15 @@ from rolecall.llm.retrying import (
     BAD_DATA,
     CONNECTION_FAILED,
     Failure,
-    IncompleteStream,
     Kind,
     RetryingModel,
     ToolPieces,
     chain,
     client_error,
-    final_usage,
     plain,
     redact_keys,
     retry_after,
+    stream_end,
 )
 from rolecall.llm.types import (
     ChatMessage,
@@ -306,17 +305,12 @@ class LiteLLMModel(RetryingModel[Any]):
             if text:
                 parts.append(text)
                 yield TextDelta(text)
-        if _ended_early(response):  # cut short, or not an event stream
-            raise IncompleteStream(
-                "the reply ended without a finish reason"
-                if parts
-                else "the provider sent no reply (not an event stream?)"
-            )
-        for call in calls.calls():
-            yield call
-        yield final_usage(
-            request, request.model or self.name, "".join(parts), usage, finish, map_cost
-        )
+        model, text = request.model or self.name, "".join(parts)
+        complete = not _ended_early(response)
+        for item in stream_end(
+            request, model, text, usage, finish, map_cost, calls, complete=complete
+        ):
+            yield item
 
     async def _close(self, response: Any) -> None:
         """Release the HTTP response behind a litellm stream; never raises, never hangs."""

@@ -31,13 +31,12 @@ from rolecall.llm.retrying import (
     BAD_DATA,
     CONNECTION_FAILED,
     Failure,
-    IncompleteStream,
     RetryingModel,
     ToolPieces,
     client_error,
-    final_usage,
     plain,
     retry_after,
+    stream_end,
 )
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 
@@ -167,17 +166,12 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
                 )
                 if prompt is not None or completion is not None:
                     usage = Usage(prompt or 0, completion or 0)
-        if finish is None:  # cut short, or not an event stream
-            raise IncompleteStream(
-                "the reply ended without a finish reason"
-                if parts
-                else "the provider sent no reply (not an event stream?)"
-            )
-        for call in calls.calls():
-            yield call
-        yield final_usage(
-            request, request.model or self.name, "".join(parts), usage, finish, bundled_cost
-        )
+        model, text = request.model or self.name, "".join(parts)
+        complete = finish is not None  # else cut short, or not an event stream
+        for item in stream_end(
+            request, model, text, usage, finish, bundled_cost, calls, complete=complete
+        ):
+            yield item
 
     async def _close(self, response: aiohttp.ClientResponse) -> None:
         response.release()

@@ -57,10 +57,10 @@ __all__ = [
     "api_key",
     "chain",
     "client_error",
-    "final_usage",
     "plain",
     "redact_keys",
     "retry_after",
+    "stream_end",
 ]
 
 log = get_logger(__name__)
@@ -194,20 +194,32 @@ class ToolPieces:
         ]
 
 
-def final_usage(
+def stream_end(
     request: GenerationRequest,
     model: str,
     text: str,
     counted: Usage | None,
     finish: str | None,
     cost: Callable[[str, int, int], float | None],
-) -> Usage:
-    """The stream's last item: the provider's counts (estimated when it sent none), and
-    what they cost by ``cost(model, input_tokens, output_tokens)``."""
+    calls: ToolPieces,
+    *,
+    complete: bool,
+) -> list[StreamItem]:
+    """A stream's last items once the provider's reply has ended: its tool calls, then the
+    counts (the provider's, estimated when it sent none) and what they cost by
+    ``cost(model, input_tokens, output_tokens)``. :class:`IncompleteStream` when it was
+    not ``complete`` (cut short before a finish reason, or not an event stream)."""
+    if not complete:
+        raise IncompleteStream(
+            "the reply ended without a finish reason"
+            if text
+            else "the provider sent no reply (not an event stream?)"
+        )
     if counted is None:
         counted = Usage(prompt_tokens(request.messages), estimate_tokens(text))
     price = cost(model, counted.input_tokens, counted.output_tokens)
-    return Usage(counted.input_tokens, counted.output_tokens, price, finish_reason=finish)
+    usage = Usage(counted.input_tokens, counted.output_tokens, price, finish_reason=finish)
+    return [*calls.calls(), usage]
 
 
 Response = TypeVar("Response")
