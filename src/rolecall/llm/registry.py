@@ -37,10 +37,18 @@ REFUSE_ENV = "ROLECALL_REFUSE_REAL_MODELS"
 refusing: ContextVar[bool] = ContextVar("rolecall_refuse_real_models", default=False)
 
 
-def needs_litellm(model: str) -> bool:
+def lean_client(model: str, client: str) -> bool:
+    """Whether a request for ``model`` under ``settings.client: <client>`` goes through
+    rolecall's own OpenAI-compatible client (:mod:`rolecall.llm.openai_http`)."""
+    return client == "http" and model.startswith("openai/")
+
+
+def needs_litellm(model: str, client: str = "litellm") -> bool:
+    """Whether ``model``'s requests under ``settings.client: <client>`` go through
+    litellm (neither built in, nor a plugin's, nor on the lean client)."""
     from rolecall.llm.plugins import plugin_for
 
-    return model not in BUILTIN and plugin_for(model) is None
+    return model not in BUILTIN and not lean_client(model, client) and plugin_for(model) is None
 
 
 class ModelRegistry:
@@ -159,7 +167,7 @@ class ProviderModel:
 
     def through_http(self, request: GenerationRequest) -> bool:
         """Whether ``request`` goes through the lean client (``settings.client: http``)."""
-        return request.client == "http" and (request.model or self.name).startswith("openai/")
+        return lean_client(request.model or self.name, request.client)
 
     def litellm(self) -> LiteLLMModel:
         if self._litellm is None:

@@ -491,10 +491,11 @@ class Repl:
     def _preload(self, models: list[str]) -> None:
         from rolecall.llm.registry import needs_litellm
 
-        if self._preloading or self._tg is None or not any(needs_litellm(m) for m in models):
+        if self._preloading or self._tg is None or self.session is None:
             return
-        if self.session is not None and self.session.world.settings.client == "http":
-            return  # the lean client never loads litellm: nothing to load ahead
+        client = self.session.world.settings.client
+        if not any(needs_litellm(m, client) for m in models):
+            return
         from rolecall.llm import litellm_model
 
         if litellm_model.is_loaded():
