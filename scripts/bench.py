@@ -83,7 +83,7 @@ from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
 from rolecall.routing import find_mentions, route
 from rolecall.runtime import Dialogue
-from rolecall.session.state import FlowPointer, Message, Transcript
+from rolecall.session.state import FlowPointer, Transcript, TranscriptMessage
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
 from rolecall.storage.document import (
@@ -1003,7 +1003,7 @@ def transcript_of(size: int) -> Transcript:
     for i in range(size):
         sender = ROLES[i % 3]
         transcript.add(
-            Message(
+            TranscriptMessage(
                 id=f"m{i + 1}",
                 sender=sender,
                 kind="agent",

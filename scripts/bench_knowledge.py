@@ -26,7 +26,7 @@ from typing import Any
 from rolecall.api.compose import world_folder
 from rolecall.knowledge.base import KnowledgeBase
 from rolecall.knowledge.turn import retrieve
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.world.loader import load_world
 from rolecall.world.models import KnowledgeCollection, Role, World
 
@@ -148,7 +148,9 @@ def _at_size(b: Any, tmp: Path, n: int, queries: int) -> None:
         b.add(f"search_ms_p50_{n}", _percentile(lat, 50) * 1000, "ms")
         b.add(f"search_ms_p99_{n}", _percentile(lat, 99) * 1000, "ms")
         role = world.roles[0]
-        msg = Message(id="m1", sender="human", kind="human", content=qs[0], ts=datetime.now(UTC))
+        msg = TranscriptMessage(
+            id="m1", sender="human", kind="human", content=qs[0], ts=datetime.now(UTC)
+        )
         turn = _time(lambda: retrieve(kb, world, role, msg, None, "m2"), 200)
         b.add(f"turn_retrieve_ms_p50_{n}", _percentile(turn, 50) * 1000, "ms")
     finally:
@@ -176,7 +178,7 @@ def bench_knowledge(quick: bool, bench_class: Any) -> Any:
         b.details["recall_misses"] = found["misses"]
         b.details["questions"] = found["questions"]
         role = garden.role("botanist")
-        target = Message(
+        target = TranscriptMessage(
             id="m1",
             sender="gardener",
             kind="agent",

@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     ),
 }
 # public names that differ from the name inside their module
-_RENAMED = {"Message": "MessageEvent", "TranscriptMessage": "Message"}
+_RENAMED = {"Message": "MessageEvent"}
 
 __all__ = [
     "AgentEvent",
@@ -191,7 +191,7 @@ if TYPE_CHECKING:
         TurnInfo,
         Usage,
     )
-    from rolecall.session.state import Message as TranscriptMessage
+    from rolecall.session.state import TranscriptMessage
     from rolecall.storage.in_memory import MemoryStore
     from rolecall.storage.port import SessionStore
     from rolecall.storage.sqlite import SqliteStore

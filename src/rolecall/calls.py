@@ -26,7 +26,7 @@ from rolecall.llm.types import (
     prompt_tokens,
 )
 from rolecall.prompt import build_prompt, persona, system_text, turn_text
-from rolecall.session.state import Draft, Message, SessionState
+from rolecall.session.state import Draft, SessionState, TranscriptMessage
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
 from rolecall.tools.turn import generate_with_tools
@@ -62,7 +62,9 @@ class CallSite(Protocol):
 
     def clock(self) -> datetime: ...
 
-    def emit(self, events: list[Any], message: Message | None = None) -> Awaitable[None]: ...
+    def emit(
+        self, events: list[Any], message: TranscriptMessage | None = None
+    ) -> Awaitable[None]: ...
 
     def model_name(self, role: Role) -> str: ...
 
@@ -74,7 +76,7 @@ class CallSite(Protocol):
 async def call_model(
     self: CallSite,
     role: Role,
-    target: Message | None,
+    target: TranscriptMessage | None,
     *,
     step_id: str | None,
     loop_iteration: int | None,

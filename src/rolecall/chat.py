@@ -26,12 +26,12 @@ from rolecall.routing import (
     strip_self_mentions,
     unknown_mention_notice,
 )
-from rolecall.session.state import Concluding, Message, PendingReply
+from rolecall.session.state import Concluding, PendingReply, TranscriptMessage
 
 _log = get_logger("rolecall.routing")
 
 
-def route_notice(session: Host, message: Message) -> list[Event]:
+def route_notice(session: Host, message: TranscriptMessage) -> list[Event]:
     """The events of routing a human's or an agent's message: an unknown-name notice, if any.
 
     Stored with the message and published right after it, the same for both senders
@@ -54,7 +54,7 @@ def route_notice(session: Host, message: Message) -> list[Event]:
     return []
 
 
-async def admit_human(session: Host, message: Message) -> bool:
+async def admit_human(session: Host, message: TranscriptMessage) -> bool:
     """Queue the agents that asked for the floor on a human message; True if any did.
 
     In chat every request is queued, in role order; in a flow only a direct address
@@ -130,7 +130,7 @@ async def next_pending(session: Host) -> Next:
             return None  # an empty reply: nothing to publish, nobody to answer (chat.md)
         return auto_mention(text, target.sender, role.id)
 
-    def decide(message: Message, _: datetime) -> list[Event]:
+    def decide(message: TranscriptMessage, _: datetime) -> list[Event]:
         if passed:  # nobody answers a pass
             return []
         session.floor.expect(message.id)  # its addressees answer it (then, below)
@@ -163,7 +163,7 @@ async def next_pending(session: Host) -> Next:
     return TurnPlan(role.id, target, shape=shape, decide=decide, then=then)
 
 
-def _exchange_root(session: Host, message: Message) -> str:
+def _exchange_root(session: Host, message: TranscriptMessage) -> str:
     """The id of the message that started ``message``'s exchange (its first reply_to)."""
     by_id = session.state.transcript.by_id
     while message.reply_to is not None and message.reply_to in by_id:
@@ -171,7 +171,7 @@ def _exchange_root(session: Host, message: Message) -> str:
     return message.id
 
 
-def _end_exchange(session: Host, answering: Message) -> None:
+def _end_exchange(session: Host, answering: TranscriptMessage) -> None:
     """Drop every reply still queued in the exchange of ``answering`` (a limit or a pass).
 
     Replies queued for another exchange (a human message sent while this one was still
@@ -187,11 +187,11 @@ def _end_exchange(session: Host, answering: Message) -> None:
     ]
 
 
-def _interjection(session: Host, item: PendingReply, target: Message) -> Next:
+def _interjection(session: Host, item: PendingReply, target: TranscriptMessage) -> Next:
     state = session.state
     iteration = state.pointer.exec_counts.get("interjection", 0)
 
-    def decide(message: Message, started: datetime) -> list[Event]:
+    def decide(message: TranscriptMessage, started: datetime) -> list[Event]:
         return [
             turns.make_record(
                 session, "interjection", item.agent, message, iteration, "success", started

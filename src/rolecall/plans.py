@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from rolecall.bus import Bus, Event
-from rolecall.session.state import Message, SessionState
+from rolecall.session.state import SessionState, TranscriptMessage
 
 if TYPE_CHECKING:
     from rolecall.floor import Floor
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 class Spoken:
     """What running a plan gave: the stored message (if any) and whether a model answered."""
 
-    message: Message | None
+    message: TranscriptMessage | None
     generated: bool  # False: the budgets forbade the call, or it failed or was cancelled
 
 
@@ -57,7 +57,7 @@ class TurnPlan:
     """
 
     speaker: str
-    target: Message | None = None
+    target: TranscriptMessage | None = None
     step_id: str | None = None
     loop_iteration: int | None = None
     instruction: str | None = None
@@ -65,12 +65,12 @@ class TurnPlan:
     finish_on_budget: bool = True
     begin: bool = False
     shape: Callable[[str], str | None] | None = None
-    decide: Callable[[Message, datetime], list[Event]] | None = None
+    decide: Callable[[TranscriptMessage, datetime], list[Event]] | None = None
     then: Callable[[Spoken], Awaitable[TurnPlan | Stop | None]] | None = None
 
 
 Next = TurnPlan | Stop | None
-MessageHook = Callable[["Host", Message], Awaitable[None]]
+MessageHook = Callable[["Host", TranscriptMessage], Awaitable[None]]
 
 
 class Director(Protocol):
@@ -80,7 +80,7 @@ class Director(Protocol):
         """The next turn, or a :class:`Stop` when the dialogue is complete."""
         ...
 
-    def completed(self, host: Host, turn: TurnPlan, message: Message) -> list[Event]:
+    def completed(self, host: Host, turn: TurnPlan, message: TranscriptMessage) -> list[Event]:
         """The planned turn's message is final: update state, return the events it causes.
 
         Called just before the message is stored; the state and the returned events
@@ -88,7 +88,7 @@ class Director(Protocol):
         """
         ...
 
-    def human(self, host: Host, message: Message) -> bool:
+    def human(self, host: Host, message: TranscriptMessage) -> bool:
         """A human message arrived; True when the director consumed it (no routing)."""
         ...
 

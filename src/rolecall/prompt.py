@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rolecall.llm.types import ChatMessage, Persona
-from rolecall.session.state import Message, Transcript
+from rolecall.session.state import Transcript, TranscriptMessage
 from rolecall.world.models import Role, World
 
 
@@ -46,7 +46,7 @@ def system_text(world: World, role: Role) -> str:
     return "\n".join(parts)
 
 
-def memory_entry(message: Message, agent_id: str, *, named: bool = False) -> ChatMessage:
+def memory_entry(message: TranscriptMessage, agent_id: str, *, named: bool = False) -> ChatMessage:
     """One memory entry as this agent sees it (own messages as assistant); ``named``:
     as the prompt gives it, another's message saying who wrote it."""
     if message.kind == "system":
@@ -75,7 +75,9 @@ def memory_window(
     return out
 
 
-def turn_text(world: World, role: Role, target: Message | None, instruction: str | None) -> str:
+def turn_text(
+    world: World, role: Role, target: TranscriptMessage | None, instruction: str | None
+) -> str:
     lines = []
     if instruction:
         lines.append(f"Instruction for this turn: {instruction}")
@@ -98,7 +100,7 @@ def build_prompt(
     role: Role,
     transcript: Transcript,
     *,
-    target: Message | None,
+    target: TranscriptMessage | None,
     instruction: str | None = None,
     memory_start: int = 0,
     system: str | None = None,

@@ -42,10 +42,10 @@ from rolecall.modes.install import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
 from rolecall.session.state import (
-    Message,
     SenderKind,
     SessionState,
     State,
+    TranscriptMessage,
 )
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # imported when a world has knowledge (start-up stays lean)
 
 log = get_logger(__name__)
 
-CommitHook = Callable[[Message], Awaitable[None]]
+CommitHook = Callable[[TranscriptMessage], Awaitable[None]]
 TurnHook = Callable[["Dialogue"], Awaitable[None]]
 
 
@@ -415,14 +415,14 @@ class Dialogue:
         kind: SenderKind,
         content: str,
         *,
-        target: Message | None = None,
+        target: TranscriptMessage | None = None,
         step_id: str | None = None,
         loop_iteration: int | None = None,
         generated: Generated | None = None,
-    ) -> Message:
+    ) -> TranscriptMessage:
         transcript = self.state.transcript
         known = set(self.role_ids) | {"human", "all"}
-        return Message(
+        return TranscriptMessage(
             id=transcript.next_id(),
             sender=sender,
             kind=kind,
@@ -441,7 +441,7 @@ class Dialogue:
             tool_calls=generated.tool_calls if generated else [],
         )
 
-    def _message_event(self, message: Message) -> MessageEvent:
+    def _message_event(self, message: TranscriptMessage) -> MessageEvent:
         return MessageEvent.trusted(
             message_id=message.id,
             sender=message.sender,
@@ -506,7 +506,7 @@ class Dialogue:
         await self.emit(events, message)
         return Spoken(message, generated=generated is not None)
 
-    async def emit(self, events: list[Event], message: Message | None = None) -> None:
+    async def emit(self, events: list[Event], message: TranscriptMessage | None = None) -> None:
         """Stamp; store (one transaction), then run the commit hooks (memory files); deliver.
 
         The store is the source of truth and goes first: a memory file that missed a
@@ -520,7 +520,7 @@ class Dialogue:
                 await hook(message)
         self.bus.deliver(*envelopes)
 
-    async def say(self, text: str) -> Message:
+    async def say(self, text: str) -> TranscriptMessage:
         """A human message: stored, seen by every agent, routed (chat.md / flows.md).
 
         A finished session takes no message: UsageError, the transcript untouched (also
@@ -537,7 +537,7 @@ class Dialogue:
             director = self.director
             if director is not None:
 
-                def expect(message: Message, _: datetime) -> list[Event]:
+                def expect(message: TranscriptMessage, _: datetime) -> list[Event]:
                     self.floor.expect(message.id)  # unless the director takes it, below
                     return []
 
@@ -552,7 +552,7 @@ class Dialogue:
             else:
                 held = False
 
-                def decide(message: Message, _: datetime) -> list[Event]:
+                def decide(message: TranscriptMessage, _: datetime) -> list[Event]:
                     nonlocal held
                     stop_events, held = chat.human_stop(self)
                     if not held:  # the agents answer it (admit_human, below)

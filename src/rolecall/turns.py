@@ -18,7 +18,7 @@ from rolecall.errors import ConditionTimeout
 from rolecall.flows.conditions import Evaluation
 from rolecall.flows.engine import FlowEngine
 from rolecall.plans import Director, Host, Next, Spoken, Stop, TurnPlan
-from rolecall.session.state import Concluding, ExecutionRecord, Message, Undecided
+from rolecall.session.state import Concluding, ExecutionRecord, TranscriptMessage, Undecided
 from rolecall.world.targets import resolve_target
 
 
@@ -39,7 +39,7 @@ def flow_plan(host: Host, engine: FlowEngine) -> Next:
 
     timed_out: list[ConditionTimeout] = []
 
-    def decide_now(message: Message, started: datetime) -> list[Event]:
+    def decide_now(message: TranscriptMessage, started: datetime) -> list[Event]:
         if host.message_hooks:  # the decision waits for the hooks (a judge)
             state.undecided = Undecided(step.id, iteration, started, message.id)
             return []
@@ -77,7 +77,7 @@ async def resume_flow(host: Host, engine: FlowEngine) -> Next:
     return _concluding(host)
 
 
-async def after_hooks(host: Host, engine: FlowEngine, message: Message) -> Next:
+async def after_hooks(host: Host, engine: FlowEngine, message: TranscriptMessage) -> Next:
     """Run message hooks (a judge), then decide; also resumes an undecided step."""
     undecided = host.state.undecided
     assert undecided is not None
@@ -100,7 +100,7 @@ def decide(
     host: Host,
     engine: FlowEngine,
     step_id: str,
-    message: Message,
+    message: TranscriptMessage,
     iteration: int,
     started: datetime,
 ) -> list[Event]:
@@ -126,7 +126,7 @@ def director_plan(host: Host, director: Director) -> Next:
     if isinstance(planned, Stop):
         return planned
 
-    def decide_now(message: Message, started: datetime) -> list[Event]:
+    def decide_now(message: TranscriptMessage, started: datetime) -> list[Event]:
         caused = director.completed(host, planned, message)
         step_id = planned.step_id or ""
         iteration = planned.loop_iteration or 0
@@ -168,7 +168,7 @@ def conclude(host: Host, stop: Stop) -> Next:
         host.final_instruction(host) if host.final_instruction is not None else final.instruction
     )
 
-    def decide_now(message: Message, started: datetime) -> list[Event]:
+    def decide_now(message: TranscriptMessage, started: datetime) -> list[Event]:
         state.final_done = True
         return [make_record(host, final.id, final.speaker, message, 0, "success", started)]
 
@@ -197,11 +197,11 @@ def conclude(host: Host, stop: Stop) -> Next:
 async def extra_turn(
     host: Host,
     role_id: str,
-    target: Message | None,
+    target: TranscriptMessage | None,
     *,
     step_id: str,
     instruction: str | None = None,
-) -> Message | None:
+) -> TranscriptMessage | None:
     """A turn outside the flow's steps (a judge's verdict), from a message hook.
 
     Counted in every budget; it leaves no execution-log record. None when the
@@ -228,7 +228,7 @@ def make_record(
     host: Host,
     step_id: str,
     speaker: str,
-    message: Message,
+    message: TranscriptMessage,
     iteration: int,
     result: str,
     started: datetime,

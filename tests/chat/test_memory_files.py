@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from rolecall.errors import StorageError, UnsafeIdError
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Dialogue
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from tests.helpers import world_from
 
 pytestmark = pytest.mark.anyio
@@ -43,9 +43,11 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.split(b"\n")[:-1]]
 
 
-def message(n: int, content: str = "x", sender: str = "human") -> Message:
+def message(n: int, content: str = "x", sender: str = "human") -> TranscriptMessage:
     kind = "human" if sender == "human" else "system" if sender == "system" else "agent"
-    return Message(id=f"m{n}", sender=sender, kind=kind, content=content, ts=datetime.now(UTC))
+    return TranscriptMessage(
+        id=f"m{n}", sender=sender, kind=kind, content=content, ts=datetime.now(UTC)
+    )
 
 
 def role_of(entry: dict[str, Any]) -> tuple[str, str, str]:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolecall.export import md_escape, md_quote, select, to_html, to_markdown, to_text, token_table
-from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.session.state import Draft, ExecutionRecord, TranscriptMessage
 from rolecall.storage.document import SessionDocument, StateDoc
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -22,7 +22,7 @@ HOSTILE = (
 )
 
 
-def msg(i: int, sender: str, content: str, **kw: Any) -> Message:
+def msg(i: int, sender: str, content: str, **kw: Any) -> TranscriptMessage:
     base: dict[str, Any] = {
         "id": f"m{i}",
         "sender": sender,
@@ -33,7 +33,7 @@ def msg(i: int, sender: str, content: str, **kw: Any) -> Message:
         "output_tokens": i,
     }
     base.update(kw)
-    return Message(**base)
+    return TranscriptMessage(**base)
 
 
 def document(state: StateDoc | None = None, **kw: Any) -> SessionDocument:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.manage import call
 
@@ -95,7 +95,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "INSERT INTO session_worlds VALUES (?, ?)", (sid, json.dumps({"topic": "pairs"}))
             )
             for idx, (who, content, tin, tout, cost) in enumerate(messages):
-                message = Message.model_validate(
+                message = TranscriptMessage.model_validate(
                     {
                         **who,
                         "id": f"m{idx + 1}",

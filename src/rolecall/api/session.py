@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from rolecall import runtime
 from rolecall.bus import Bus, Envelope, ErrorEvent, Event, StopEvent
 from rolecall.errors import UsageError
-from rolecall.session.state import Message, PendingReply
+from rolecall.session.state import PendingReply, TranscriptMessage
 from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
 
@@ -110,7 +110,7 @@ class Session:
         return self._inner.model_name(role)
 
     @property
-    def transcript(self) -> list[Message]:
+    def transcript(self) -> list[TranscriptMessage]:
         """Every message so far, in order (agents', the human's, system messages)."""
         return list(self._inner.state.transcript.messages)
 
@@ -147,7 +147,7 @@ class Session:
         """Exactly one turn; False when there was nothing to run."""
         return await self._inner.step()
 
-    async def say(self, text: str) -> Message:
+    async def say(self, text: str) -> TranscriptMessage:
         """A human message: stored, seen by every agent, routed; the replies due follow.
 
         :class:`rolecall.UsageError` when the session is finished (after ``stop()``, or

@@ -24,7 +24,7 @@ from rolecall.money import money
 
 if TYPE_CHECKING:
     from rolecall.cli.wrap import StreamWrap
-    from rolecall.session.state import Message
+    from rolecall.session.state import TranscriptMessage
 
 
 class JsonSink:
@@ -93,7 +93,7 @@ class TerminalDisplay(Renderer):
         live: bool | None = None,
         labels: Labels = NONE,
         turns: int = 0,
-        earlier: Mapping[str, Message] | None = None,
+        earlier: Mapping[str, TranscriptMessage] | None = None,
     ) -> None:
         """``live``: stream text as it arrives (default: when ``out`` is a terminal);
         otherwise each message is shown once, as published. ``labels``: chat-style
@@ -325,7 +325,7 @@ def display_sink(
     cost: float | None = 0.0,
     labels: Labels = NONE,
     turns: int = 0,
-    earlier: Mapping[str, Message] | None = None,
+    earlier: Mapping[str, TranscriptMessage] | None = None,
 ) -> JsonSink | TerminalDisplay:
     """The JSON sink or the terminal display; ``totals`` and ``cost`` are already spent."""
     if json_mode:

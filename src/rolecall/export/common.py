@@ -11,7 +11,7 @@ from typing import Any
 
 from rolecall.badges import NONE, Labels, labels_of
 from rolecall.money import money
-from rolecall.session.state import Draft, Message
+from rolecall.session.state import Draft, TranscriptMessage
 from rolecall.storage.document import SessionDocument
 
 # A palette readable on white; role colours are picked by the role's position.
@@ -68,7 +68,7 @@ class TokenRow:
         return self.input_tokens + self.output_tokens
 
 
-def cost_of(messages: list[Message]) -> float | None:
+def cost_of(messages: list[TranscriptMessage]) -> float | None:
     """The summed cost of the agent messages; None when one of them has no known cost."""
     total = 0.0
     for m in messages:
@@ -84,7 +84,7 @@ def cost_of(messages: list[Message]) -> float | None:
 class Selection:
     """The messages and drafts a rendering shows, and how they were chosen."""
 
-    messages: list[Message]
+    messages: list[TranscriptMessage]
     drafts: list[Draft]
     total_messages: int
     role: str | None
@@ -150,10 +150,10 @@ def sender_order(doc: SessionDocument, senders: list[str]) -> list[str]:
     return order
 
 
-def token_table(doc: SessionDocument, messages: list[Message]) -> list[TokenRow]:
+def token_table(doc: SessionDocument, messages: list[TranscriptMessage]) -> list[TokenRow]:
     """One row per sender with messages among ``messages``: count, input and output tokens."""
     counts: dict[str, list[int]] = {}
-    by_sender: dict[str, list[Message]] = {}
+    by_sender: dict[str, list[TranscriptMessage]] = {}
     for m in messages:
         row = counts.setdefault(m.sender, [0, 0, 0])
         row[0] += 1
@@ -221,7 +221,7 @@ def _state(doc: SessionDocument) -> str:
     return "created (nothing has run yet)"
 
 
-def target_of(doc: SessionDocument, message: Message) -> str | None:
+def target_of(doc: SessionDocument, message: TranscriptMessage) -> str | None:
     if message.target:
         return message.target
     if message.reply_to:
@@ -236,11 +236,11 @@ def doc_labels(doc: SessionDocument) -> Labels:
     return labels_of(doc.world_model()) if doc.world.get("mode") == "debate" else NONE
 
 
-def sender_label(labels: Labels, message: Message) -> str:
+def sender_label(labels: Labels, message: TranscriptMessage) -> str:
     return labels.label(message.sender, message.turn) or message.sender
 
 
-def who_label(doc: SessionDocument, message: Message, labels: Labels = NONE) -> str:
+def who_label(doc: SessionDocument, message: TranscriptMessage, labels: Labels = NONE) -> str:
     target = target_of(doc, message)
     sender = sender_label(labels, message)
     return f"{sender} → {target}" if target else sender
@@ -260,7 +260,7 @@ def when_label(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") + (f" {zone}" if zone else "")
 
 
-def tokens_label(m: Message) -> str:
+def tokens_label(m: TranscriptMessage) -> str:
     if not (m.input_tokens or m.output_tokens):
         return ""
     return f"↑{m.input_tokens:,} ↓{m.output_tokens:,}"

@@ -30,7 +30,7 @@ from rolecall.llm.types import (
     well_formed,
 )
 from rolecall.prompt import persona, system_text
-from rolecall.session.state import Message, SessionState
+from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import Role, World
 
 __all__ = ["JUDGED_REASONS", "RespondSite", "decide", "parse_answer", "question"]
@@ -56,7 +56,7 @@ class RespondSite(Protocol):
     def model_name(self, role: Role) -> str: ...
 
 
-def question(role: Role, message: Message, history: Sequence[Message]) -> str:
+def question(role: Role, message: TranscriptMessage, history: Sequence[TranscriptMessage]) -> str:
     """The user message the agent's model is asked."""
     lines = [f"[{m.id}] {m.sender}: {m.content}" for m in history]
     return "\n".join(
@@ -82,7 +82,7 @@ def parse_answer(text: str) -> tuple[bool, str]:
     return found.group(1).lower() == "yes", reason
 
 
-async def decide(site: RespondSite, role: Role, message: Message) -> bool:
+async def decide(site: RespondSite, role: Role, message: TranscriptMessage) -> bool:
     """Ask ``role``'s model whether it answers ``message``; publish the decision."""
     settings = site.world.settings
     if site.state.turn_counts.get(role.id, 0) >= settings.turn_limit:
@@ -147,7 +147,7 @@ async def decide(site: RespondSite, role: Role, message: Message) -> bool:
 def _publish(
     site: RespondSite,
     role: Role,
-    message: Message,
+    message: TranscriptMessage,
     respond: bool,
     reason: str,
     extra: dict[str, Any] | None,

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Final
 
 from rolecall.bus import LoreEvent
-from rolecall.session.state import Message, Transcript
+from rolecall.session.state import Transcript, TranscriptMessage
 from rolecall.world.models import LoreEntry, Role, World
 
 __all__ = ["LORE_WINDOW", "Lore", "lore_for"]
@@ -41,7 +41,7 @@ def lore_for(
     world: World,
     role: Role,
     transcript: Transcript,
-    target: Message | None,
+    target: TranscriptMessage | None,
     message_id: str,
     window: int = LORE_WINDOW,
 ) -> Lore:

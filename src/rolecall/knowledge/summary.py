@@ -29,7 +29,7 @@ from rolecall.llm.types import (
     well_formed,
 )
 from rolecall.prompt import persona
-from rolecall.session.state import Message, SessionState
+from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import Role, World
 
 __all__ = ["Summary", "fold", "stored_summaries"]
@@ -66,7 +66,7 @@ class SummarySite(Protocol):
 
 
 def stored_summaries(
-    events: Iterable[Mapping[str, Any]], messages: Sequence[Message]
+    events: Iterable[Mapping[str, Any]], messages: Sequence[TranscriptMessage]
 ) -> dict[str, Summary]:
     """Each role's latest summary from a stored session's events (resume)."""
     index = {m.id: i for i, m in enumerate(messages)}
@@ -83,7 +83,7 @@ def stored_summaries(
     return out
 
 
-def request_text(previous: Summary | None, messages: Sequence[Message]) -> str:
+def request_text(previous: Summary | None, messages: Sequence[TranscriptMessage]) -> str:
     """What the summarising model is asked: the summary so far and the messages to fold."""
     first = previous.from_id if previous is not None else messages[0].id
     lines = [
@@ -135,7 +135,7 @@ async def fold(
 
 
 async def _summarise(
-    site: SummarySite, role: Role, previous: Summary | None, folded: Sequence[Message]
+    site: SummarySite, role: Role, previous: Summary | None, folded: Sequence[TranscriptMessage]
 ) -> str | None:
     world = site.world
     settings = world.settings

@@ -11,7 +11,7 @@ from typing import Final
 from rolecall.bus import KnowledgeEvent
 from rolecall.knowledge.base import KnowledgeBase, Passage
 from rolecall.llm.types import Reference
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.world.models import Role, World
 
 __all__ = ["Retrieved", "prompt_block", "query_for", "retrieve"]
@@ -31,7 +31,7 @@ class Retrieved:
     references: tuple[Reference, ...]
 
 
-def query_for(world: World, target: Message | None, instruction: str | None) -> str:
+def query_for(world: World, target: TranscriptMessage | None, instruction: str | None) -> str:
     """What a turn searches for: the world's topic, then the message answered (else the
     step's instruction). The topic comes first: a long message's words after the first
     few dozen are not searched for (:data:`rolecall.knowledge.base.MAX_TERMS`), the
@@ -52,7 +52,7 @@ def retrieve(
     kb: KnowledgeBase,
     world: World,
     role: Role,
-    target: Message | None,
+    target: TranscriptMessage | None,
     instruction: str | None,
     message_id: str,
     collections: list[str] | None = None,

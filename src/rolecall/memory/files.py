@@ -70,7 +70,7 @@ from rolecall.prompt import memory_entry
 
 if TYPE_CHECKING:
     from rolecall.runtime import Dialogue
-    from rolecall.session.state import Message
+    from rolecall.session.state import TranscriptMessage
 
 __all__ = ["MemoryFiles", "memory_line"]
 
@@ -98,7 +98,7 @@ _MAX_OPEN = _max_open()
 _CHUNK = 64 * 1024
 
 
-def memory_line(message: Message, agent_id: str) -> dict[str, Any]:
+def memory_line(message: TranscriptMessage, agent_id: str) -> dict[str, Any]:
     """The memory entry of ``message`` in ``agent_id``'s file (a JSON-ready dict)."""
     entry = memory_entry(message, agent_id)
     line: dict[str, Any] = {
@@ -193,7 +193,7 @@ class MemoryFiles:
         session_id = safe_id(session.session_id, "session id")
         self._attached.add(session)
 
-        async def save_to_memory(message: Message) -> None:
+        async def save_to_memory(message: TranscriptMessage) -> None:
             await self.record(session_id, session.world.role_ids, message)
 
         session.commit_hooks.append(save_to_memory)
@@ -202,7 +202,7 @@ class MemoryFiles:
         self,
         session_id: str,
         agent_ids: Sequence[str],
-        messages: Sequence[Message],
+        messages: Sequence[TranscriptMessage],
         starts: dict[str, int],
     ) -> None:
         """Write each agent's file of a new session (a fork) in one go: the messages from
@@ -230,7 +230,7 @@ class MemoryFiles:
         session_id: str,
         agent_ids: Sequence[str],
         starts: dict[str, int],
-        last: Message,
+        last: TranscriptMessage,
         *,
         edited: bool,
     ) -> bool:
@@ -266,7 +266,9 @@ class MemoryFiles:
             self._replace(*self._target(session_id, agent), data)
         return True
 
-    async def record(self, session_id: str, agent_ids: Sequence[str], message: Message) -> None:
+    async def record(
+        self, session_id: str, agent_ids: Sequence[str], message: TranscriptMessage
+    ) -> None:
         """Append ``message`` to the file of each of ``agent_ids``.
 
         Each append is one unbuffered ``write`` of a whole line to a file kept open (a

@@ -27,7 +27,7 @@ from rolecall.modes.judge import ask_judge, hooked_message, store_scores
 from rolecall.modes.judgments import Agreement, Parsed
 from rolecall.modes.termination import CONSENSUS, MAX_TURNS, consensus_decision
 from rolecall.plans import Host
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 
 JUDGE_STEP: Final = "judge"
 
@@ -102,7 +102,7 @@ class ConsensusHook:
     def state(self) -> ConsensusState:
         return mode_state(self.host, "consensus", ConsensusState)
 
-    async def __call__(self, host: Host, message: Message) -> None:
+    async def __call__(self, host: Host, message: TranscriptMessage) -> None:
         message = hooked_message(host, message)
         if message.step_id not in self.steps or message.sender not in self.people:
             return
@@ -152,7 +152,7 @@ class ConsensusHook:
             )
         self._decided(message, detail, data)
 
-    async def _ask(self, message: Message, rounds: int) -> Parsed | None:
+    async def _ask(self, message: TranscriptMessage, rounds: int) -> Parsed | None:
         assert self.judge is not None
         return await ask_judge(
             self.host,
@@ -170,7 +170,7 @@ class ConsensusHook:
             parse=parse_judgment,
         )
 
-    def _decided(self, message: Message, detail: str, data: dict[str, Any]) -> None:
+    def _decided(self, message: TranscriptMessage, detail: str, data: dict[str, Any]) -> None:
         state = self.state
         decision = state.decision
         state.status = detail

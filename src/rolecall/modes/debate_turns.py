@@ -36,7 +36,7 @@ from rolecall.modes.termination import (
     judged_debate_decision,
 )
 from rolecall.plans import Host
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 
 DEBATER_STEPS: Final[frozenset[str]] = frozenset(("opening", "con", "pro"))
 JUDGE_STEP: Final = "judge"
@@ -117,7 +117,7 @@ class DebateHook:
     def state(self) -> DebateState:
         return mode_state(self.host, "debate", DebateState)
 
-    async def __call__(self, host: Host, message: Message) -> None:
+    async def __call__(self, host: Host, message: TranscriptMessage) -> None:
         message = hooked_message(host, message)
         if message.step_id not in DEBATER_STEPS or message.sender not in ("pro", "con"):
             return
@@ -144,7 +144,7 @@ class DebateHook:
             )
         self._decided(message, decision, checks)
 
-    async def _verdict(self, message: Message) -> dict[str, float] | None:
+    async def _verdict(self, message: TranscriptMessage) -> dict[str, float] | None:
         """Ask the judge about a debater turn; its numbers, or None when it was ignored."""
         assert self.judge is not None
         host = self.host
@@ -173,7 +173,7 @@ class DebateHook:
         }
 
     def _decided(
-        self, message: Message, decision: Decision | None, checks: Mapping[str, Any]
+        self, message: TranscriptMessage, decision: Decision | None, checks: Mapping[str, Any]
     ) -> None:
         state = self.state
         if decision is not None:

@@ -47,13 +47,13 @@ from rolecall.world.judge_block import (
 )
 
 if TYPE_CHECKING:
-    from rolecall.session.state import Message
+    from rolecall.session.state import TranscriptMessage
 
 
 async def ask_judge(
     session: Host,
     judge: str,
-    about: Message,
+    about: TranscriptMessage,
     *,
     step_id: str,
     instruction: str,
@@ -105,7 +105,7 @@ async def ask_judge(
     return None
 
 
-def hooked_message(session: Host, message: Message) -> Message:
+def hooked_message(session: Host, message: TranscriptMessage) -> TranscriptMessage:
     """The flow step's message a hook is about.
 
     When a hook's turn failed, resume reruns the hooks with the session's latest message,
@@ -162,7 +162,11 @@ def _settings_for(plan: _Plan, judge: str) -> tuple[list[str], tuple[float, floa
 
 
 def _instruction(
-    session: Host, about: Message, names: list[str], scale: tuple[float, float], scope: str
+    session: Host,
+    about: TranscriptMessage,
+    names: list[str],
+    scale: tuple[float, float],
+    scope: str,
 ) -> tuple[str, str]:
     world = session.world
     who = about.sender
@@ -228,7 +232,7 @@ def install(session: Host) -> None:
     if plan is None:
         return
 
-    async def after_message(session: Host, message: Message) -> None:
+    async def after_message(session: Host, message: TranscriptMessage) -> None:
         message = hooked_message(session, message)
         step_id = message.step_id
         if step_id is None or step_id not in plan.by_step:

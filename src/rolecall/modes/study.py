@@ -54,7 +54,7 @@ from rolecall.mode_registry import ModeSpec, Roles
 from rolecall.modes.common import with_knowledge
 from rolecall.modes.install import register_mode
 from rolecall.plans import Host, Stop, TurnPlan
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.study.contradiction import Contradiction, Statement, find_contradiction
 from rolecall.study.document import DocumentError, check_relative, read_document
 from rolecall.study.document import resolve_in_folder as _resolve
@@ -460,7 +460,7 @@ class StudyDirector:
             instruction=text,
         )
 
-    def completed(self, session: Host, turn: TurnPlan, message: Message) -> list[Event]:
+    def completed(self, session: Host, turn: TurnPlan, message: TranscriptMessage) -> list[Event]:
         """The turn's decisions, stored and published with its message, then its record."""
         sched = self._scheduler(session)
         nxt = sched.next_turn()
@@ -482,7 +482,7 @@ class StudyDirector:
         events.append(record)
         return [ModeEvent(mode="study", name=name, data=data) for name, data in events]
 
-    def _contradiction(self, session: Host, message: Message) -> Contradiction | None:
+    def _contradiction(self, session: Host, message: TranscriptMessage) -> Contradiction | None:
         """Whether ``message`` contradicts an earlier role's statement (module 7)."""
         if not self.contradictions:
             return None
@@ -495,7 +495,7 @@ class StudyDirector:
             Statement(message.id, message.sender, message.content), said, self.names
         )
 
-    def human(self, session: Host, message: Message) -> bool:
+    def human(self, session: Host, message: TranscriptMessage) -> bool:
         sched = self._scheduler(session)
         before = self._snapshot(sched)
         found = classify(message.content)
@@ -516,7 +516,7 @@ class StudyDirector:
     def _record(
         self,
         sched: Scheduler,
-        message: Message,
+        message: TranscriptMessage,
         before: tuple[int, list[str]],
         found: Classification | None,
         reallocation: bool,
@@ -544,7 +544,7 @@ class StudyDirector:
         )
 
 
-def instruction(unit: Unit, units: int, role_id: str, request: Message | None) -> str:
+def instruction(unit: Unit, units: int, role_id: str, request: TranscriptMessage | None) -> str:
     """The turn's instruction: where we are, the role's task, the unit's text."""
     task = TASKS.get(role_id, "discuss this passage from your role's point of view.")
     part = f", part {unit.part} of {unit.parts}" if unit.parts > 1 else ""

@@ -17,7 +17,7 @@ SenderKind = Literal["human", "agent", "system"]
 State = Literal["created", "running", "paused", "finished"]
 
 
-class Message(BaseModel):
+class TranscriptMessage(BaseModel):
     """One message of a session, as stored and published."""
 
     model_config = ConfigDict(defer_build=True, frozen=True)
@@ -95,10 +95,10 @@ class ExecutionRecord(BaseModel):
 class Transcript:
     """The ordered messages with constant-time lookups."""
 
-    messages: list[Message] = field(default_factory=list)
-    by_id: dict[str, Message] = field(default_factory=dict)
-    latest_by_sender: dict[str, Message] = field(default_factory=dict)
-    latest_by_step: dict[str, Message] = field(default_factory=dict)
+    messages: list[TranscriptMessage] = field(default_factory=list)
+    by_id: dict[str, TranscriptMessage] = field(default_factory=dict)
+    latest_by_sender: dict[str, TranscriptMessage] = field(default_factory=dict)
+    latest_by_step: dict[str, TranscriptMessage] = field(default_factory=dict)
     agent_turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -107,7 +107,7 @@ class Transcript:
     known_cost: float = 0.0  # the summed cost of the agent messages whose cost is known
     unpriced: int = 0  # agent messages whose cost is unknown
     # the latest message whose sender differs from the latest message's sender
-    before_run: Message | None = None
+    before_run: TranscriptMessage | None = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -115,7 +115,7 @@ class Transcript:
     def next_id(self) -> str:
         return f"m{len(self.messages) + 1}"
 
-    def add(self, message: Message) -> None:
+    def add(self, message: TranscriptMessage) -> None:
         if self.messages and self.messages[-1].sender != message.sender:
             self.before_run = self.messages[-1]
         self.messages.append(message)
@@ -144,14 +144,14 @@ class Transcript:
         """What the session's generations cost; None when any of them has no known cost."""
         return None if self.unpriced else self.known_cost
 
-    def latest_not_by(self, sender: str) -> Message | None:
+    def latest_not_by(self, sender: str) -> TranscriptMessage | None:
         """The latest message by anyone but ``sender``, in constant time."""
         if not self.messages:
             return None
         last = self.messages[-1]
         return last if last.sender != sender else self.before_run
 
-    def latest(self, sender: str | None = None) -> Message | None:
+    def latest(self, sender: str | None = None) -> TranscriptMessage | None:
         if sender is None:
             return self.messages[-1] if self.messages else None
         return self.latest_by_sender.get(sender)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolecall.paths import safe_id
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.storage import fts
 from rolecall.storage.catalog import SessionRow, fts_query, rows_query
 from rolecall.storage.rows import CHUNKS, chunk_lines
@@ -231,14 +231,16 @@ async def world_of(store: SqliteStore, session_id: str) -> dict[str, Any] | None
     return dict(json.loads(found[0][0])) if found else None
 
 
-async def message_of(store: SqliteStore, session_id: str, message_id: str) -> Message | None:
+async def message_of(
+    store: SqliteStore, session_id: str, message_id: str
+) -> TranscriptMessage | None:
     """One stored message of a session, by its id (``m7``), without loading the others."""
     found = await store.fetch_all(
         "SELECT body FROM messages WHERE session_id = ? AND id = ?",
         safe_id(session_id, "session id"),
         message_id,
     )
-    return Message.model_validate_json(found[0][0]) if found else None
+    return TranscriptMessage.model_validate_json(found[0][0]) if found else None
 
 
 async def events_after(

@@ -27,11 +27,11 @@ from rolecall.session.state import (
     Draft,
     ExecutionRecord,
     FlowPointer,
-    Message,
     PendingReply,
     SessionState,
     State,
     Transcript,
+    TranscriptMessage,
     Undecided,
     draft_id,
 )
@@ -83,7 +83,7 @@ class SessionDocument(BaseModel):
     model_override: str | None = None
     state: StateDoc
     last_seq: Annotated[int, Field(ge=0, le=MAX_SQLITE_INT)] = 0
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[TranscriptMessage] = Field(default_factory=list)
     execution_log: list[ExecutionRecord] = Field(default_factory=list)
     drafts: list[Draft] = Field(default_factory=list)
     events: list[dict[str, Any]] = Field(default_factory=list)

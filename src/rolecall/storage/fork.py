@@ -27,7 +27,7 @@ from typing import Any
 
 from rolecall.errors import UsageError
 from rolecall.llm.types import estimate_tokens
-from rolecall.session.state import Message, PendingReply
+from rolecall.session.state import PendingReply, TranscriptMessage
 from rolecall.storage.document import PointerDoc, SessionDocument, StateDoc
 
 MESSAGE_ID = re.compile(r"^m([1-9][0-9]*)$")
@@ -67,7 +67,7 @@ class ForkSource:
 
     header: SessionDocument
     heads: Sequence[MessageHead]
-    last: Message
+    last: TranscriptMessage
     records: list[RecordHead]
     message_event: dict[str, Any] | None
     judge_events: list[dict[str, Any]]
@@ -88,7 +88,7 @@ class ForkPlan:
     world: dict[str, Any]
     world_source: str | None
     state: StateDoc
-    last: Message
+    last: TranscriptMessage
     edited: bool
     records: list[RecordHead]  # the parent's records the fork keeps, in order
     message_event: dict[str, Any] | None
@@ -266,7 +266,7 @@ def plan_fork(
     )
 
 
-def _owed(world: dict[str, Any], last: Message) -> list[PendingReply]:
+def _owed(world: dict[str, Any], last: TranscriptMessage) -> list[PendingReply]:
     """The replies a chat owes its last message, a human's (edited or not): the fork
     goes on by answering it, as the message got answered when it was sent. Who answers
     is routed as then (addressed, mentioned, or everyone); a flow or a mode decides

@@ -20,7 +20,7 @@ import aiosqlite
 
 from rolecall.errors import UsageError
 from rolecall.paths import safe_id
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.storage.document import SessionDocument
 from rolecall.storage.fork import (
     ForkPlan,
@@ -79,7 +79,7 @@ async def read_source(
     ((body,),) = await db.execute_fetchall(
         "SELECT body FROM messages WHERE session_id = ? AND idx = ?", (sid, k - 1)
     )
-    last = Message.model_validate_json(body)
+    last = TranscriptMessage.model_validate_json(body)
     records = [
         RecordHead(*row)
         for row in await db.execute_fetchall(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rolecall.bus import Envelope
 from rolecall.errors import SessionInUse, UsageError
 from rolecall.paths import safe_id
-from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.session.state import Draft, ExecutionRecord, TranscriptMessage
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.claims import Claim
 from rolecall.storage.document import SessionDocument, StateDoc, check_document
@@ -32,7 +32,7 @@ class _Stored:
     stop_reason: str | None
     state_json: str
     updated_at: str
-    messages: list[Message] = field(default_factory=list)
+    messages: list[TranscriptMessage] = field(default_factory=list)
     records: list[ExecutionRecord] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from rolecall.bus import Envelope
-from rolecall.session.state import Draft, ExecutionRecord, Message
+from rolecall.session.state import Draft, ExecutionRecord, TranscriptMessage
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.claims import Claim
 from rolecall.storage.document import SessionDocument
@@ -74,7 +74,7 @@ class TurnBatch:
 
     session_id: str
     events: tuple[Stamped, ...]
-    messages: tuple[Message, ...]
+    messages: tuple[TranscriptMessage, ...]
     records: tuple[ExecutionRecord, ...]
     drafts: tuple[Draft, ...]
     first_message: int

@@ -44,7 +44,7 @@ from rolecall.debuglog import debug_enabled
 from rolecall.errors import StorageError, UsageError
 from rolecall.log import get_logger
 from rolecall.paths import data_dir_flag, db_path, safe_id
-from rolecall.session.state import Draft, Message
+from rolecall.session.state import Draft, TranscriptMessage
 from rolecall.storage import catalog, fts, writer
 from rolecall.storage.catalog import SessionFilter, SessionRow
 from rolecall.storage.checkpointer import Checkpointer
@@ -615,7 +615,7 @@ class SqliteStore:
             raise UsageError(f"no session '{session_id}' in {self.path}{hint}")
         world_json, source, override, state_text, last_seq, created, updated = row
         messages = [
-            Message.model_validate_json(b)
+            TranscriptMessage.model_validate_json(b)
             for (b,) in await self.fetch_all(
                 "SELECT body FROM messages WHERE session_id = ? ORDER BY idx", sid
             )

@@ -36,7 +36,7 @@ from rolecall.nats.link import (
     session_filter,
 )
 from rolecall.nats.replay import Fence, Reorder, SessionLog, StreamEvent, follow, is_final
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.storage.browse import SessionSummary
 from rolecall.storage.document import SessionDocument
 from rolecall.web.live import EventLog, start_soon
@@ -77,14 +77,14 @@ class Feed:
         if event.pending == 0:
             self.caught_up.set()
 
-    async def message(self, message_id: str) -> Message | None:
+    async def message(self, message_id: str) -> TranscriptMessage | None:
         """A committed message; one the stream has announced but whose checkpoint is
         still on its way (the same delivery's last event) is waited for, briefly."""
         with anyio.move_on_after(CATCH_UP_S):
             while message_id not in self.log.messages and self.live:
                 await self.events.changed()
         found = self.log.messages.get(message_id)
-        return Message.model_validate(found) if found is not None else None
+        return TranscriptMessage.model_validate(found) if found is not None else None
 
     def document(self) -> SessionDocument | None:
         """The session as of its last checkpoint; before its first one, its world alone."""

@@ -16,7 +16,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from rolecall import export
 from rolecall.badges import labels_of
 from rolecall.errors import RolecallError, WorldError
-from rolecall.session.state import Message
+from rolecall.session.state import TranscriptMessage
 from rolecall.storage.browse import (
     STATUSES,
     Hit,
@@ -153,7 +153,7 @@ async def _asides(ctx: WebContext, sid: str) -> Asides:
 
 
 def _thread(
-    world: dict[str, Any], messages: list[Message], asides: Asides | None = None
+    world: dict[str, Any], messages: list[TranscriptMessage], asides: Asides | None = None
 ) -> dict[str, Any]:
     role_ids = [str(r.get("id")) for r in world.get("roles", []) if isinstance(r, dict)]
     names = {str(r.get("id")): str(r.get("name") or r.get("id")) for r in world.get("roles", [])}

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from rolecall.flows.model import ReplyTo, ReplyToMessage, ReplyToRole, ReplyToStep
-from rolecall.session.state import Message, Transcript
+from rolecall.session.state import Transcript, TranscriptMessage
 from rolecall.world.models import Settings
 
 
 def resolve_target(
     reply_to: ReplyTo, transcript: Transcript, speaker: str
-) -> tuple[Message | None, str | None]:
+) -> tuple[TranscriptMessage | None, str | None]:
     """The message ``speaker``'s step answers, and a warning when the target does not exist.
 
     ``previous`` is the latest message by anyone but the speaker: a role never answers

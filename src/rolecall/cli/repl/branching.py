@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from rolecall.cli.palette import Palette
     from rolecall.memory import MemoryFiles
     from rolecall.runtime import Dialogue
-    from rolecall.session.state import Message
+    from rolecall.session.state import TranscriptMessage
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
 
@@ -103,7 +103,7 @@ async def _decide(session: Dialogue) -> None:
         await session.step()
 
 
-def _who(message: Message) -> str:
+def _who(message: TranscriptMessage) -> str:
     return "yours" if message.kind == "human" else f"{message.sender}'s ({message.kind})"
 
 
@@ -222,7 +222,7 @@ async def branch(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest | None
 def _list(runner: CommandRunner, docs: list[SessionDocument], sid: str, at: str, k: int) -> None:
     p = runner.palette
 
-    def said(m: Message, limit: int) -> str:
+    def said(m: TranscriptMessage, limit: int) -> str:
         return f"{m.id} {p.role(m.sender, m.sender)}: {_shorten(m.content, limit)}"
 
     edited = len({d.messages[k - 1].content for d in docs}) > 1  # a fork with --edit
