@@ -15,7 +15,6 @@ from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.modes.judgments import (
     MAX_REPLY_CHARS,
     Invalid,
-    find_json_object,
     json_object,
     score_parser,
 )
@@ -40,8 +39,14 @@ pytestmark = pytest.mark.anyio
         ("[1, 2, 3]", None),
     ],
 )
-def test_find_json_object(text: str, expected: dict[str, Any] | None) -> None:
-    assert find_json_object(text) == expected
+def test_the_first_json_object_of_a_reply_is_read(
+    text: str, expected: dict[str, Any] | None
+) -> None:
+    if expected is None:
+        with pytest.raises(Invalid, match="no JSON object found"):
+            json_object(text)
+    else:
+        assert json_object(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -90,7 +95,6 @@ HOSTILE = [
 def test_any_reply_text_is_read_or_rejected_with_a_reason(text: str, why: str) -> None:
     with pytest.raises(Invalid, match=why):
         json_object(text)
-    assert find_json_object(text) is None
     with pytest.raises(Invalid, match=why):
         score_parser(["score"], (0, 10))(text)
 
@@ -99,7 +103,7 @@ def test_an_object_nesting_up_to_the_limit_is_read() -> None:
     inner: Any = 5
     for _ in range(31):
         inner = {"x": inner}
-    assert find_json_object(json.dumps({"score": 5, "note": inner})) is not None
+    assert json_object(json.dumps({"score": 5, "note": inner}))["score"] == 5
 
 
 @pytest.mark.parametrize(

@@ -99,14 +99,6 @@ def json_object(text: str) -> dict[str, Any]:
     raise Invalid("no JSON object found")
 
 
-def find_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` (see :func:`json_object`), or None."""
-    try:
-        return json_object(text)
-    except Invalid:
-        return None
-
-
 def score(name: str, value: Any, scale: tuple[float, float]) -> float:
     """A score of a verdict: a finite number (not a boolean or a string) within ``scale``.
 
