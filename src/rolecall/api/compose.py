@@ -41,6 +41,7 @@ from rolecall.tools.box import open_toolbox
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
+    from rolecall.api.session import Session
     from rolecall.knowledge.base import KnowledgeBase
 
 log = get_logger(__name__)
@@ -137,20 +138,27 @@ def recorder_of(session: Dialogue) -> Recorder | None:
     return store if isinstance(store, Recorder) else None
 
 
-async def flush(session: Dialogue) -> None:
+async def flush(session: Dialogue | Session) -> None:
     """Store whatever ``session`` did since its last commit (nothing without a store)."""
-    recorder = recorder_of(session)
+    inner = _dialogue(session)
+    recorder = recorder_of(inner)
     if recorder is not None:
-        await recorder.flush(session)
+        await recorder.flush(inner)
+
+
+def _dialogue(session: Dialogue | Session) -> Dialogue:
+    from rolecall.api.session import Session
+
+    return session._inner if isinstance(session, Session) else session
 
 
 async def save_to_file(
-    session: Dialogue, store: SessionStore, memory: MemoryFiles, path: Path
+    session: Dialogue | Session, store: SessionStore, memory: MemoryFiles, path: Path
 ) -> SessionDocument:
     """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
     await flush(session)
     doc = await store.load(session.session_id)
-    doc.memory = read_memory(session, memory)
+    doc.memory = read_memory(_dialogue(session), memory)
     await anyio.to_thread.run_sync(write_session_file, path, doc)
     return doc
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from rolecall.world.models import World
 
 if TYPE_CHECKING:
     from rolecall.nats.transport import Transport
+    from rolecall.runtime import Dialogue
     from rolecall.tools.approval import Approver
 
 log = get_logger(__name__)
@@ -122,15 +124,57 @@ async def _open(
             transport=transport,
             approver=approver,
         )
-        async with (
-            open_dialogue(world, opening) as inner,
-            anyio.create_task_group() as tg,
-        ):
-            session = Session(inner, tg, mode)
-            try:
-                yield session
-            finally:
-                await session._close()
+        async with open_live(world, opening, mode=mode) as session:
+            yield session
+
+
+@asynccontextmanager
+async def open_live(
+    world: World,
+    opening: Opening | None = None,
+    *,
+    mode: Mode = "auto",
+    on_created: Callable[[Session], None] | None = None,
+) -> AsyncIterator[Session]:
+    """The one way every session is opened: :func:`open_session`, :func:`resume`, the web
+    view's, the command line's and the REPL's, a batch's runs, a cluster worker's jobs and
+    the benchmarks. What differs between them is data in ``opening``
+    (:class:`rolecall.api.opening.Opening`: where it is stored, what shows it, what carries
+    its events). ``on_created`` sees the session before anything is published (before
+    ``opening.sinks`` are attached): a display or a tracer subscribes there.
+
+    Leaving the block pauses a session still running (reason ``closed``) and ends the
+    readers of its events; the last events are stored whatever happened.
+    """
+    o = opening or Opening()
+    made: list[Session] = []
+    then = o.on_created
+
+    def created(inner: Dialogue) -> None:
+        made.append(Session(inner, mode))
+        if then is not None:
+            then(inner)
+        if on_created is not None:
+            on_created(made[0])
+
+    async with open_dialogue(world, replace(o, on_created=created)) as inner:
+        session = made[0] if made else Session(inner, mode)
+        try:
+            async with anyio.create_task_group() as tg:
+                session._tg_ = tg
+                failure: BaseException | None = None
+                try:
+                    yield session
+                except BaseException as exc:
+                    failure = exc
+                    raise
+                finally:
+                    await session._close(failure)
+        except BaseExceptionGroup as group:  # the opener's error handling sees the error
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
 
 
 def open_served(

@@ -10,17 +10,20 @@ drops an event: what was published before it starts or ends is read out first.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict
 
 from rolecall import runtime
 from rolecall.bus import Bus, Envelope, ErrorEvent, Event, StopEvent
-from rolecall.errors import UsageError
+from rolecall.errors import StorageError, UsageError
 from rolecall.session.state import PendingReply, TranscriptMessage
 from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
+
+if TYPE_CHECKING:
+    from rolecall.tools.approval import Approver
 
 Mode = Literal["auto", "step"]
 
@@ -52,15 +55,23 @@ class Result(BaseModel):
 class Session:
     """A live session (see :func:`rolecall.open_session`)."""
 
-    def __init__(self, inner: runtime.Dialogue, tg: TaskGroup, mode: Mode) -> None:
+    def __init__(self, inner: runtime.Dialogue, mode: Mode, tg: TaskGroup | None = None) -> None:
         self._inner = inner
-        self._tg = tg
+        self._tg_ = tg
         self._mode = mode
         self._driving = False  # a run started by events() is under way
         self._closed = False
         # where the next events() starts: the first event of this opening, then just
         # after the last event an events() iterator gave
         self._next_seq = inner.bus.last_seq + 1
+
+    @property
+    def _tg(self) -> TaskGroup:
+        assert self._tg_ is not None, "a Session is used inside rolecall.api.entry.open_live"
+        return self._tg_
+
+    def __getattr__(self, name: str) -> Any:  # TEMPORARY (base36): removed before landing
+        return getattr(self._inner, name)
 
     # -------------------------------------------------------------- reading
     @property
@@ -110,6 +121,26 @@ class Session:
         return self._inner.model_name(role)
 
     @property
+    def model_override(self) -> str | None:
+        """The model every role's turns use but ``scripted`` (``model=``, the REPL's
+        ``/model``); None: each role's own. Set it to change the next turns' model."""
+        return self._inner.model_override
+
+    @model_override.setter
+    def model_override(self, name: str | None) -> None:
+        self._inner.model_override = name
+
+    @property
+    def approver(self) -> Approver | None:
+        """What answers the tool calls a role must ask for (``approve: ask``, tools.md):
+        called with each call, it returns whether to run it. None: such calls are refused."""
+        return self._inner.approver
+
+    @approver.setter
+    def approver(self, approver: Approver | None) -> None:
+        self._inner.approver = approver
+
+    @property
     def transcript(self) -> list[TranscriptMessage]:
         """Every message so far, in order (agents', the human's, system messages)."""
         return list(self._inner.state.transcript.messages)
@@ -134,7 +165,24 @@ class Session:
     def finished(self) -> bool:
         return self._inner.finished
 
+    @property
+    def busy(self) -> bool:
+        """A turn is under way (a reply being generated, or stored)."""
+        return self._inner.busy
+
+    @property
+    def generating(self) -> bool:
+        """A reply is being generated now (what :meth:`interrupt` would cut)."""
+        return self._inner.generator.busy
+
     # -------------------------------------------------------------- driving
+    async def begin(self, *, running: bool = False) -> None:
+        """Publish and store the opening events (``created``, the agents joining) now,
+        before the first turn or message: a reader sees the session before anything is
+        said. ``running``: the state ``running`` too (a resumed session going on).
+        ``run()``, ``step()`` and ``say()`` do this themselves."""
+        await self._inner.begin(running=running)
+
     async def run(self) -> Result:
         """Run until the session finishes or pauses; a chat answers what is due."""
         if self.chat:
@@ -159,6 +207,17 @@ class Session:
         """Pause after the current turn (at once when no turn is running)."""
         self._inner.pause(reason)
         self._persist()
+
+    def pause_now(self, reason: str) -> None:
+        """Pause at once, even mid-turn (``pause()`` waits for the turn to end); stored
+        with the turn under way, or by :meth:`save`. A finished session stays finished."""
+        self._inner.pause_now(reason)
+
+    def cancel_reply(self) -> bool:
+        """Cut the reply being generated, keeping its partial text as a draft (pause
+        reason ``cancelled``), without a pause of its own (:meth:`interrupt` adds one).
+        True when a reply was cut."""
+        return self._inner.cancel_generation()
 
     def stop(self) -> None:
         """Finish the session (stop reason ``manual``): after the current turn, or at once."""
@@ -267,14 +326,16 @@ class Session:
             self._driving = False
             self._inner.bus.end_streams()
 
-    async def _close(self) -> None:
+    async def _close(self, failure: BaseException | None = None) -> None:
         """The ``async with`` block is left: a run still going pauses (``interrupted``), a
         running session between turns (a chat, step mode) pauses (``closed``); readers end.
+        Left by a failed write (``failure`` a StorageError), the session is paused with
+        reason ``error`` by the composition that stores it (api/compose.py), not here.
         """
         self._closed = True
         inner = self._inner
         if self._driving:
             self.interrupt()
-        elif inner.state.state == "running":
+        elif inner.state.state == "running" and not isinstance(failure, StorageError):
             inner.pause("closed")
         self._inner.bus.end_streams()

@@ -32,7 +32,7 @@ from rolecall.errors import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
 
@@ -156,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"use `{command(f'chat {shlex.quote(args.world)}', args)}`"
         )
 
-    async def run(session: Dialogue, store: DataStore) -> None:
+    async def run(session: Session, store: DataStore) -> None:
         await drive(session, args.mode)
 
     return _new_session(args, world, source, run)
@@ -173,7 +173,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return cmd_repl(args)
     world, source = _load(args)
 
-    async def chat(session: Dialogue, store: DataStore) -> None:
+    async def chat(session: Session, store: DataStore) -> None:
         from rolecall.cli.piped import run_piped
         from rolecall.cli.wiring import memory_files, with_interrupts
 
@@ -190,12 +190,12 @@ def _new_session(
     args: argparse.Namespace,
     world: World,
     source: str | None,
-    body: Callable[[Dialogue, DataStore], Awaitable[None]],
+    body: Callable[[Session, DataStore], Awaitable[None]],
 ) -> int:
     """A new session of ``world`` (run and chat), given to ``body``; the exit code."""
     from rolecall.cli.wiring import live_session, open_store, session_transport
 
-    holder: list[Dialogue] = []
+    holder: list[Session] = []
 
     async def main() -> None:
         async with (
@@ -210,7 +210,7 @@ def _new_session(
     return outcome(holder[0], args)
 
 
-def pause_after(session: Dialogue, turns: int) -> None:
+def pause_after(session: Session, turns: int) -> None:
     """Pause ``session`` (reason ``max_turns``) once its agents have sent ``turns`` more
     messages: the cap of one ``resume --max-turns``, which leaves the session resumable."""
     from rolecall.bus import Envelope
@@ -235,7 +235,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from rolecall.api.entry import find_session, session_file_of
     from rolecall.cli.wiring import live_session, open_store, session_transport
 
-    holder: list[Dialogue] = []
+    holder: list[Session] = []
 
     async def main() -> None:
         read = session_file_of(args.session)  # a damaged file: refused before the store opens

@@ -17,7 +17,7 @@ from rolecall.cli.registry import summary
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.world.models import World
 
 _ID = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -209,7 +209,7 @@ def _run(args: argparse.Namespace, world: World) -> int:
     from rolecall.cli.running import drive, outcome
     from rolecall.cli.wiring import live_session, open_store
 
-    holder: list[Dialogue] = []
+    holder: list[Session] = []
 
     async def main() -> None:
         async with open_store(args) as store, live_session(args, world, store) as session:

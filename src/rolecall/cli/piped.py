@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     import argparse
 
+    from rolecall.api.session import Session
     from rolecall.memory import MemoryFiles
-    from rolecall.runtime import Dialogue
     from rolecall.storage.data_store import DataStore
 
 
@@ -18,7 +18,7 @@ INTERRUPTED = ("cancelled", "interrupted")
 
 
 async def run_piped(
-    session: Dialogue,
+    session: Session,
     stream: TextIO,
     *,
     store: DataStore | None = None,

@@ -21,8 +21,8 @@ from rolecall.cli.exits import (  # the commands import them from here too
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
+    from rolecall.api.session import Session
     from rolecall.cli.lines import KeyReader
-    from rolecall.runtime import Dialogue
     from rolecall.world.models import World
 
 
@@ -65,7 +65,7 @@ def apply_overrides(world: World, args: argparse.Namespace, *, max_turns: bool =
     return world.model_copy(update=update) if update else world
 
 
-def outcome(session: Dialogue, args: argparse.Namespace | None = None) -> int:
+def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
     """The exit code for how the session ended (sessions.md, Exit codes).
 
     The last thing printed says how to go on, pasteable as printed (:mod:`.hints`): a
@@ -123,7 +123,7 @@ def stepped(extra: dict[str, object]) -> str | None:
     return "step" if extra.get(MODE_KEY) == "step" else None
 
 
-async def drive(session: Dialogue, mode: str) -> None:
+async def drive(session: Session, mode: str) -> None:
     """Run a flow in auto or step mode, or answer what is due in a chat."""
     from rolecall.cli.wiring import with_interrupts
 
@@ -152,7 +152,7 @@ STEP_TYPED = (
 )
 
 
-async def _step_loop(session: Dialogue) -> None:
+async def _step_loop(session: Session) -> None:
     from rolecall.cli.lines import KeyReader, LineReader
 
     await session.begin()
@@ -185,7 +185,7 @@ async def _step_loop(session: Dialogue) -> None:
             return
 
 
-async def _step_keys(session: Dialogue, keys: KeyReader) -> None:
+async def _step_keys(session: Session, keys: KeyReader) -> None:
     """Step mode on a terminal: single keys, nothing echoed (arrows print no ``^[[A``)."""
     print(STEP_KEYS, file=sys.stderr, flush=True)
     while not session.finished:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rolecall.cli.registry import summary
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.world.models import World
 
 EPILOG = """examples:
@@ -173,7 +173,7 @@ def run_study(args: argparse.Namespace) -> int:
     from rolecall.cli.wiring import live_session, open_store
 
     world = load_study_world(args)
-    holder: list[Dialogue] = []
+    holder: list[Session] = []
 
     async def main() -> None:
         async with (

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, TypedDict
 import anyio
 from anyio.abc import TaskStatus
 
-from rolecall.api.opening import Opening, open_dialogue
+from rolecall.api.entry import open_live
+from rolecall.api.opening import Opening
+from rolecall.api.session import Session
 from rolecall.api.tuning import tune_gc
 from rolecall.badges import labels_of
 from rolecall.bus import Bus
@@ -32,7 +34,6 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import data_dir
-from rolecall.runtime import Dialogue
 from rolecall.storage.data_store import DataStore, open_data_store
 from rolecall.storage.document import (
     SessionDocument,
@@ -104,7 +105,7 @@ async def live_session(
     doc: SessionDocument | None = None,
     display: Callable[[Bus], object] | None = None,
     transport: Transport | None = None,
-) -> AsyncIterator[Dialogue]:
+) -> AsyncIterator[Session]:
     """A stored, displayed session; a restored one when ``doc`` is given.
 
     ``display`` attaches the caller's own display to the bus (the REPL's); by default
@@ -118,7 +119,7 @@ async def live_session(
 
     tracers: list[tracing.SessionTracer] = []
 
-    def created(session: Dialogue) -> None:
+    def created(session: Session) -> None:
         """Before anything is published: the display, debug logs, traces."""
         if display is not None:
             display(session.bus)
@@ -151,14 +152,13 @@ async def live_session(
         world_source=world_source,
         session_file=Path(session_file) if session_file else None,
         transport=transport,
-        on_created=created,
         approver=approver_of(args),
     )
     # a write that fails pauses the session (reason error) after a system/error event:
     # the JSON stream ends with them (events.md), the store keeps them when it still
     # can (api/compose.py), the terminal display leaves it to the command's own message
     try:
-        async with open_dialogue(world, opening) as session:
+        async with open_live(world, opening, on_created=created) as session:
             tune_gc()  # set up: freeze it, collect less often (api/tuning.py)
             yield session
     finally:
@@ -196,7 +196,7 @@ def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup |
 TERMINATED = threading.Event()  # SIGTERM was received: the command exits 143 (128 + 15)
 
 
-async def with_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]) -> None:
+async def with_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
     """Run ``body``; Ctrl-C pauses the session, keeping whatever was said.
 
     A generation in progress is cancelled (its partial text kept as a draft); with no
@@ -211,7 +211,7 @@ async def with_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]
         raise failure from None
 
 
-async def _watch_interrupts(session: Dialogue, body: Callable[[], Awaitable[None]]) -> None:
+async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]]) -> None:
     interrupted = False
     async with anyio.create_task_group() as tg:
         body_scope = anyio.CancelScope()

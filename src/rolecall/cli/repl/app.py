@@ -46,15 +46,15 @@ if TYPE_CHECKING:
     from prompt_toolkit.output import Output
     from prompt_toolkit.shortcuts import PromptSession
 
+    from rolecall.api.session import Session
     from rolecall.memory import MemoryFiles
-    from rolecall.runtime import Dialogue
     from rolecall.storage.data_store import DataStore
     from rolecall.tools.approval import Decision, PendingCall
     from rolecall.world.models import World
 
 
 log = get_logger("rolecall.cli.repl")
-After = Callable[["Dialogue"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
+After = Callable[["Session"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
 
 
 _STYLE = {
@@ -143,12 +143,12 @@ class Repl:
         self._wake = anyio.Event()
         self._idle = anyio.Event()
         self._tg: TaskGroup | None = None
-        self._open: dict[str, Dialogue] = {}
+        self._open: dict[str, Session] = {}
         self._world: World | None = None
         self._first: _FirstPrompt | None = None
         self._boot_banner = False
         self._stored_cache: tuple[float, list[tuple[str, str]]] | None = None
-        self.session: Dialogue | None = None
+        self.session: Session | None = None
         self.display: ReplDisplay | None = None
         self.runner: CommandRunner | None = None
         self.prompt: PromptSession[str] | None = None
@@ -184,7 +184,7 @@ class Repl:
             finally:
                 tg.cancel_scope.cancel()  # still waiting for input when booting failed
 
-    async def run(self, session: Dialogue) -> Dialogue:
+    async def run(self, session: Session) -> Session:
         """Serve ``session`` (and those ``/load`` switches to) until quit; the last one."""
         self._open[session.session_id] = session
         if self.prompt is None:
@@ -205,7 +205,7 @@ class Repl:
         return current  # pragma: no cover - the loop returns
 
     # -- sessions -----------------------------------------------------------------------
-    async def _switch(self, stack: AsyncExitStack, request: LoadRequest) -> Dialogue:
+    async def _switch(self, stack: AsyncExitStack, request: LoadRequest) -> Session:
         doc = request.doc
         known = self._open.get(doc.session_id)
         if known is not None:
@@ -238,7 +238,7 @@ class Repl:
         lines.append("")
         return lines
 
-    def _banner(self, session: Dialogue, *, loaded: bool, hint: bool = True) -> None:
+    def _banner(self, session: Session, *, loaded: bool, hint: bool = True) -> None:
         d = self.display
         assert d is not None
         p = d.palette
@@ -279,7 +279,7 @@ class Repl:
         return self.stream_mode
 
     async def _serve(
-        self, session: Dialogue, after: After | None = None
+        self, session: Session, after: After | None = None
     ) -> LoopControl | LoadRequest:
         loaded = self.session is not None
         self.session = session
@@ -426,7 +426,7 @@ class Repl:
         await anyio.lowlevel.checkpoint()
         return LoopControl.CONTINUE
 
-    async def _leave(self, session: Dialogue, *, switching: bool) -> None:
+    async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""
         if session.generator.busy:
             session.cancel_generation()  # kept as a draft; the turn pauses the session
@@ -818,7 +818,7 @@ class Repl:
             got.append(decision)
             answered.set()
 
-    def _toolbar_parts(self, session: Dialogue, display: ReplDisplay) -> ToolbarParts:
+    def _toolbar_parts(self, session: Session, display: ReplDisplay) -> ToolbarParts:
         st = session.state
         if self._asking is not None:
             call = self._asking[0]

@@ -19,9 +19,9 @@ from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
+    from rolecall.api.session import Session
     from rolecall.cli.palette import Palette
     from rolecall.memory import MemoryFiles
-    from rolecall.runtime import Dialogue
     from rolecall.session.state import TranscriptMessage
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class CommandRunner(Protocol):
     """What the commands use of :class:`rolecall.cli.repl.runner.CommandRunner`."""
 
-    session: Dialogue
+    session: Session
     store: DataStore | None
     memory: MemoryFiles | None
     palette: Palette
@@ -91,12 +91,12 @@ async def fork_here(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
     return LoadRequest(doc, f"the fork {doc.session_id}", after=_decide)
 
 
-async def _answer(session: Dialogue) -> None:
+async def _answer(session: Session) -> None:
     """The replies a forked human message asks for, answered as when it was sent."""
     await session.settle()
 
 
-async def _decide(session: Dialogue) -> None:
+async def _decide(session: Session) -> None:
     """A fork at a flow step's message leaves that step undecided: decide it now (its
     hooks, its loop or branch, on the fork's history), so the next turn speaks."""
     if session.state.undecided is not None:
@@ -141,7 +141,7 @@ async def retry(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
     return LoadRequest(doc, f"the branch {doc.session_id}", after=_ask_again)
 
 
-async def _ask_again(session: Dialogue) -> None:
+async def _ask_again(session: Session) -> None:
     """Turns until the branch has its new answer: a fork at a flow step's message decides
     that step first (its hooks, the next step), then the next step speaks."""
     before = len(session.state.transcript)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.storage.document import SessionDocument
 
 
@@ -121,7 +121,7 @@ class LoadRequest:
 
     doc: SessionDocument
     source: str
-    after: Callable[[Dialogue], Awaitable[object]] | None = None
+    after: Callable[[Session], Awaitable[object]] | None = None
 
 
 def _closest(name: str, choices: Iterable[str]) -> str:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.completion import CompleteEvent, Completer, Completion
     from prompt_toolkit.document import Document
 
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.world.models import World
 
 
@@ -40,7 +40,7 @@ class ReplCompleter:
     def __init__(
         self,
         world: Callable[[], World],
-        session: Callable[[], Dialogue | None] | None = None,
+        session: Callable[[], Session | None] | None = None,
         stored: Callable[[], list[tuple[str, str]]] | None = None,
     ) -> None:
         self.world = world

@@ -13,12 +13,12 @@ from rolecall.cli.repl.app import Repl
 from rolecall.cli.repl.live import open_live_session
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
 
 
-async def run_repl(args: argparse.Namespace, session: Dialogue, store: DataStore) -> None:
+async def run_repl(args: argparse.Namespace, session: Session, store: DataStore) -> None:
     """The REPL over ``session`` until the human quits (``cmd_chat`` on a terminal).
 
     ``session`` must have been opened without the plain terminal display (see
@@ -49,7 +49,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
     from rolecall.cli.running import _load, outcome
 
     world, source = _load(args)
-    holder: list[Dialogue] = []
+    holder: list[Session] = []
 
     async def main() -> None:
         repl = Repl(args, None)
@@ -67,7 +67,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
     return outcome(holder[0], args)
 
 
-async def resume_repl(args: argparse.Namespace, store: DataStore, doc: SessionDocument) -> Dialogue:
+async def resume_repl(args: argparse.Namespace, store: DataStore, doc: SessionDocument) -> Session:
     """The REPL over a stored session (``cmd_resume`` on a terminal); the last session."""
     from rolecall.cli.repl.live import left_from_repl
     from rolecall.cli.running import apply_overrides
@@ -85,7 +85,7 @@ def cmd_resume_repl(args: argparse.Namespace) -> int:
     from rolecall.cli.running import outcome
     from rolecall.cli.wiring import open_store
 
-    holder: list[Dialogue] = []
+    holder: list[Session] = []
 
     async def main() -> None:
         async with open_store(args) as store:

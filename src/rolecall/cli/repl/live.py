@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rolecall.api.session import Session
     from rolecall.bus import Bus
-    from rolecall.runtime import Dialogue
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
     from rolecall.world.models import World
@@ -25,7 +25,7 @@ async def open_live_session(
     *,
     world_source: str | None = None,
     doc: SessionDocument | None = None,
-) -> AsyncIterator[Dialogue]:
+) -> AsyncIterator[Session]:
     """``wiring.live_session`` without its terminal display (the REPL brings its own)."""
     from rolecall.cli import wiring
 
@@ -87,7 +87,7 @@ def left_from_repl(extra: dict[str, Any]) -> str | None:
     return mode if mode in ("auto", "step") else None
 
 
-def mark_quit(session: Dialogue, mode: str = "auto") -> None:
+def mark_quit(session: Session, mode: str = "auto") -> None:
     """Keep the session for ``rolecall resume``: paused, reason ``quit`` (idle sessions only).
 
     The REPL's mode is kept with it, so ``rolecall resume`` on a terminal reopens the

@@ -27,8 +27,8 @@ from rolecall.paths import write_atomically
 if TYPE_CHECKING:
     import argparse
 
+    from rolecall.api.session import Session
     from rolecall.memory import MemoryFiles
-    from rolecall.runtime import Dialogue
     from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
 
@@ -42,7 +42,7 @@ Job = Callable[[], Awaitable[object]]
 Spawner = Callable[[str, Job], None]
 
 
-def _models_in_use(session: Dialogue) -> list[str]:
+def _models_in_use(session: Session) -> list[str]:
     return sorted({session.model_name(r) for r in session.world.roles})
 
 
@@ -60,7 +60,7 @@ def _shorten(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _resolve_agent(session: Dialogue, name: str) -> str:
+def _resolve_agent(session: Session, name: str) -> str:
     wanted = name.lstrip("@").lower()
     for rid in session.world.role_ids:
         if rid.lower() == wanted:
@@ -77,12 +77,12 @@ _CHAT_ONLY = (
 )
 
 
-def _due(session: Dialogue) -> str:
+def _due(session: Session) -> str:
     n = len(session.state.pending)
     return f" ({n} due now)" if n else ""
 
 
-def drop_queue(session: Dialogue) -> list[str]:
+def drop_queue(session: Session) -> list[str]:
     """Drop the replies still due (not the one being generated); who would have answered.
 
     A log event goes with it, so the store keeps the shorter queue at once.
@@ -109,7 +109,7 @@ class CommandRunner:
 
     def __init__(
         self,
-        session: Dialogue,
+        session: Session,
         *,
         echo: Callable[[str], None],
         store: DataStore | None = None,
@@ -553,7 +553,7 @@ class CommandRunner:
 
 
 async def run_command_line(
-    session: Dialogue,
+    session: Session,
     line: str,
     *,
     store: DataStore | None = None,
