@@ -37,8 +37,8 @@ _ROLECALL = logging.getLogger("rolecall")
 
 
 class Observed(Protocol):
-    """What the event log needs of a session (a ``rolecall.Session`` or the runtime's):
-    its id and its bus."""
+    """What the event log needs of a session (a ``rolecall.Session``, named here as a
+    protocol since the log sits below the public API): its id and its bus."""
 
     @property
     def session_id(self) -> str: ...
@@ -106,8 +106,7 @@ class EventLog:
 
 
 def log_events(session: Observed) -> EventLog:
-    """Log ``session``'s events (a ``rolecall.Session`` or the runtime's) at DEBUG level
-    from now on."""
+    """Log ``session``'s events (a ``rolecall.Session``) at DEBUG level from now on."""
     events = EventLog(session.session_id)
     session.bus.subscribe(events, name="debug-log")
     return events

@@ -10,7 +10,6 @@ before its ``messages/message`` event is published.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -41,6 +40,7 @@ from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
+from rolecall.session.ids import new_session_id
 from rolecall.session.state import (
     SenderKind,
     SessionState,
@@ -67,10 +67,6 @@ class Store(Protocol):
     async def commit(self, session: Dialogue) -> None:
         """One transaction: the events stamped since the last one, new messages, state."""
         ...
-
-
-def new_session_id(clock: Callable[[], datetime] = utc_now) -> str:
-    return clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
 class Dialogue:

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
     from rolecall.api.session import Session
     from rolecall.bus import Bus
-    from rolecall.runtime import Dialogue
     from rolecall.world.models import Role, World
 
 _BUILTIN = ("offline", "scripted")
@@ -118,7 +117,7 @@ def _error_type(error: str) -> str:
 
 
 class Traced(Protocol):
-    """What the spans read of a session: a ``rolecall.Session`` (or the runtime's) has it."""
+    """What the spans read of a session: a ``rolecall.Session`` has it."""
 
     @property
     def session_id(self) -> str: ...
@@ -276,20 +275,14 @@ class SessionTracer:
         self._end_session()
 
 
-def trace_session(
-    session: Session | Dialogue, tracer_provider: TracerProvider | None = None
-) -> SessionTracer:
-    """Trace ``session`` (a ``rolecall.Session``, or the runtime's the command line
-    holds) with ``tracer_provider`` (default: the global one)."""
+def trace_session(session: Session, tracer_provider: TracerProvider | None = None) -> SessionTracer:
+    """Trace ``session`` (a ``rolecall.Session``) with ``tracer_provider`` (default: the
+    global one)."""
     from opentelemetry import trace
 
-    from rolecall.api.session import Session
     from rolecall.version import __version__
 
     tracer = trace.get_tracer("rolecall", __version__, tracer_provider=tracer_provider)
-    if isinstance(session, Session):
-        tracing = SessionTracer(session, tracer, lambda: session.result.cost)
-    else:
-        tracing = SessionTracer(session, tracer, lambda: session.state.transcript.cost_usd)
+    tracing = SessionTracer(session, tracer, lambda: session.result.cost)
     session.bus.subscribe(tracing, name="tracing")
     return tracing

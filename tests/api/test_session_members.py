@@ -122,3 +122,38 @@ async def test_pause_on_error_says_it_pauses_and_save_stores_it(tmp_path: Path) 
         again.stop()
         again.pause_on_error(ValueError())  # a finished session stays as it is
         assert again.result.state == "finished" and again.bus.last_seq == last + 2
+
+
+async def test_annotate_keeps_a_note_with_the_stored_session(tmp_path: Path) -> None:
+    async with rolecall.open_session(pair(), data_dir=tmp_path, mode="step") as s:
+        s.annotate("mine", {"left_in": "step"})
+        assert s.status.extra["mine"] == {"left_in": "step"}
+        await s.step()  # stored with the session's next change
+        for key in ("study", "fork", "undecided"):
+            with pytest.raises(rolecall.UsageError, match=f"'{key}' is the runtime's own key"):
+                s.annotate(key, 1)
+    async with rolecall.resume(s.session_id, data_dir=tmp_path, mode="step") as again:
+        assert again.status.extra["mine"] == {"left_in": "step"}
+        again.annotate("mine", None)  # removed
+        again.annotate("never", None)  # removing what is not there: nothing to do
+        assert "mine" not in again.status.extra and "never" not in again.status.extra
+        await again.step()
+    async with rolecall.resume(s.session_id, data_dir=tmp_path, mode="step") as third:
+        assert "mine" not in third.status.extra
+
+
+async def test_settle_answers_what_is_due_and_nothing_more() -> None:
+    async with rolecall.open_session(
+        pair(), mode="step", models={"offline": FunctionModel(numbered)}
+    ) as s:
+        await s.settle()  # nothing is due: nothing is said, the flow does not start
+        assert s.transcript == [] and s.status.pointer.exec_counts == {}
+        await s.step()  # ann opens: m1
+        s.request_reply("bob", "m1")
+        await s.settle()
+        assert [(m.sender, m.reply_to) for m in s.transcript] == [("ann", None), ("bob", "m1")]
+        assert s.status.pending == [] and "answer" not in s.status.pointer.exec_counts
+        await s.settle()
+        assert len(s.transcript) == 2  # the flow's next step is run()'s or step()'s
+        await s.run()
+        assert s.status.pointer.exec_counts["answer"] == 1 and len(s.transcript) == 3

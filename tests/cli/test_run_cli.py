@@ -285,3 +285,19 @@ def test_ctrl_c_while_step_mode_waits_for_enter_pauses_and_exits_130(data_dir: P
     assert proc.returncode == 130
     assert "saved as paused" in err
     assert "teacher [step intro]" not in out  # no turn ran
+
+
+def test_resume_goes_on_in_the_mode_the_session_was_last_run_in(data_dir: Path) -> None:
+    ran = rolecall("run", "tutoring", "--mode", "step", stdin="\n")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.count("[step ") == 1
+    sid = ran.stderr.rstrip().splitlines()[-1].split("resume ", 1)[1].split()[0]
+    stepped = rolecall("resume", sid, stdin="")  # step mode still: no Enter, no turn
+    assert stepped.returncode == 0, stepped.stderr
+    assert "[Enter] next turn" in stepped.stderr and "[step " not in stepped.stdout
+    auto = rolecall("resume", sid, "--mode", "auto", "--max-turns", "1", stdin="")
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.count("[step ") == 1 and "[Enter]" not in auto.stderr
+    again = rolecall("resume", sid, stdin="")  # auto now: on to the flow's end
+    assert again.returncode == 0, again.stderr
+    assert "[Enter]" not in again.stderr and "stopped: flow_end" in again.stdout

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from rolecall.runtime import Dialogue
+import rolecall
 from rolecall.tracing import trace_session
 from tests.faults import Cli, write_net_guard
 from tests.helpers import scripted_world
@@ -34,9 +34,9 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
             {"id": "answer", "speaker": "teacher", "loop": {"to": "ask", "max": 2}},
         ]
     )
-    session = Dialogue(world)
-    trace_session(session, tracer_provider=provider)
-    await session.run()
+    async with rolecall.open_session(world) as session:
+        trace_session(session, tracer_provider=provider)
+        await session.run()
 
     spans = exporter.get_finished_spans()
     (root,) = [s for s in spans if s.name == "session t"]
@@ -44,7 +44,7 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
     chats = [s for s in spans if s.name.startswith("chat ")]
     assert len(turns) == len(chats) == 4
     assert root.attributes["rolecall.world"] == "t"
-    assert root.attributes["rolecall.session_id"] == session.state.session_id
+    assert root.attributes["rolecall.session_id"] == session.session_id
     assert root.attributes["rolecall.stop_reason"] == "flow_end"
     assert root.parent is None
 
@@ -54,13 +54,13 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
     assert all(t.parent is not None and t.parent.span_id == root.context.span_id for t in turns)
 
     by_turn = {t.context.span_id: t for t in turns}
-    messages = session.state.transcript.messages
+    messages = session.transcript
     for chat, message in zip(chats, messages, strict=True):
         assert chat.kind == SpanKind.CLIENT
         assert chat.parent is not None and chat.parent.span_id in by_turn
         assert chat.attributes["gen_ai.operation.name"] == "chat"
         assert chat.attributes["gen_ai.provider.name"] == "rolecall"
-        assert chat.attributes["gen_ai.conversation.id"] == session.state.session_id
+        assert chat.attributes["gen_ai.conversation.id"] == session.session_id
         assert chat.attributes["gen_ai.request.model"] == "scripted"
         assert chat.attributes["gen_ai.usage.input_tokens"] == message.input_tokens
         assert chat.attributes["gen_ai.usage.output_tokens"] == message.output_tokens
@@ -72,7 +72,6 @@ async def test_one_span_per_session_turn_and_generation(exporter: InMemorySpanEx
 async def test_the_public_session_is_traced_and_logged_as_observability_md_shows(
     exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import rolecall
     import rolecall.debuglog
 
     provider = TracerProvider()
@@ -99,7 +98,6 @@ async def test_a_failed_generation_is_an_error_span(exporter: InMemorySpanExport
     from collections.abc import AsyncIterator
 
     from rolecall.errors import ProviderUnavailable
-    from rolecall.llm.registry import ModelRegistry
     from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta
 
     class Broken:
@@ -112,11 +110,9 @@ async def test_a_failed_generation_is_an_error_span(exporter: InMemorySpanExport
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     world = scripted_world([{"id": "ask", "speaker": "student"}])
-    models = ModelRegistry()
-    models.register("scripted", Broken())
-    session = Dialogue(world, models=models)
-    trace_session(session, tracer_provider=provider)
-    await session.run()
+    async with rolecall.open_session(world, models={"scripted": Broken()}) as session:
+        trace_session(session, tracer_provider=provider)
+        await session.run()
 
     spans = {s.name: s for s in exporter.get_finished_spans()}
     chat = spans["chat scripted"]
@@ -156,10 +152,10 @@ async def test_a_provider_call_follows_the_genai_conventions(
                 "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
             }
         )
-        session = Dialogue(world)
-        trace_session(session, tracer_provider=provider)
         try:
-            await session.run()
+            async with rolecall.open_session(world) as session:
+                trace_session(session, tracer_provider=provider)
+                await session.run()
         finally:
             await aclose_clients()
         port = server.port
@@ -169,7 +165,7 @@ async def test_a_provider_call_follows_the_genai_conventions(
     for chat in chats:
         assert chat.attributes["gen_ai.provider.name"] == "openai"
         assert chat.attributes["gen_ai.request.model"] == "gpt-4o-mini"  # as sent
-        assert chat.attributes["gen_ai.conversation.id"] == session.state.session_id
+        assert chat.attributes["gen_ai.conversation.id"] == session.session_id
         assert chat.attributes["server.address"] == "127.0.0.1"
         assert chat.attributes["server.port"] == port
         assert "gen_ai.system" not in chat.attributes  # the deprecated name
@@ -213,18 +209,18 @@ async def test_the_finish_reason_is_the_providers(
                 "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
             }
         )
-        session = Dialogue(world)
         ends: list[StreamEnd] = []
-        session.bus.subscribe(lambda e: ends.append(e.event), "sse", name="ends")
         said: list[object] = []  # the session's system events: why it stopped, if it did
-        session.bus.subscribe(lambda e: said.append(e.event), "system", name="said")
-        trace_session(session, tracer_provider=provider)
         try:
-            await session.run()
+            async with rolecall.open_session(world) as session:
+                session.bus.subscribe(lambda e: ends.append(e.event), "sse", name="ends")
+                session.bus.subscribe(lambda e: said.append(e.event), "system", name="said")
+                trace_session(session, tracer_provider=provider)
+                result = await session.run()
         finally:
             await aclose_clients()
 
-    assert session.state.state == "finished", (session.state.pause_reason, said)
+    assert result.state == "finished", (result.pause_reason, said)
     assert [e.finish_reason for e in ends if isinstance(e, StreamEnd)] == ["length", "stop"]
     chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
     assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
@@ -252,15 +248,15 @@ async def test_the_offline_model_says_length_when_max_tokens_cut_its_reply(
             },
         }
     )
-    session = Dialogue(world)
-    trace_session(session, tracer_provider=provider)
-    await session.run()
+    async with rolecall.open_session(world) as session:
+        trace_session(session, tracer_provider=provider)
+        await session.run()
     chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
     assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
         ("length",),
         ("stop",),
     ]
-    assert session.state.transcript.messages[0].output_tokens <= 4
+    assert session.transcript[0].output_tokens <= 4
 
 
 # the command line, in a process of its own: traced when the program set a tracer

@@ -10,6 +10,7 @@ shim before that.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -133,7 +134,9 @@ def records(out: str) -> list[dict[str, Any]]:
 
 
 def session_ids(home: Path) -> list[str]:
-    with sqlite3.connect(home / "rolecall.db") as db:
+    # closed here (sqlite3's own ``with`` only commits): an open reader keeps the
+    # database's -wal and -shm files, which a copy of the data directory would take along
+    with contextlib.closing(sqlite3.connect(home / "rolecall.db")) as db:
         return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY created_at, id")]
 
 

@@ -26,7 +26,8 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
 from rolecall.paths import knowledge_path
-from rolecall.runtime import Dialogue, new_session_id
+from rolecall.runtime import Dialogue
+from rolecall.session.ids import new_session_id
 from rolecall.session.state import SessionState
 from rolecall.storage.document import (
     SessionDocument,

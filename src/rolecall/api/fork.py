@@ -25,7 +25,7 @@ async def fork_session(
     files (cut from the parent's, or rebuilt from the messages when those do not match).
     What the fork holds."""
     from rolecall.bus.bus import utc_now
-    from rolecall.runtime import new_session_id
+    from rolecall.session.ids import new_session_id
 
     plan = await store.fork_copy(
         parent, at, new_id=new_session_id(), now=utc_now(), edit=edit, model=model

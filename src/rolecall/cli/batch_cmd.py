@@ -160,7 +160,7 @@ def _plan_of(doc: dict[str, Any], args: argparse.Namespace) -> BatchPlan:
 
 
 def _default_name(world: str) -> str:
-    from rolecall.runtime import new_session_id
+    from rolecall.session.ids import new_session_id
 
     return f"{world}-{new_session_id()}"
 

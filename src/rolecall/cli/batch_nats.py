@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 def jobs_of(name: str, doc: dict[str, Any], plan: BatchPlan) -> list[Any]:
     from rolecall.cluster.jobs import Job
-    from rolecall.runtime import new_session_id
+    from rolecall.session.ids import new_session_id
     from rolecall.storage.document import world_dict
 
     worlds = [world_dict(w) for w in plan.worlds]

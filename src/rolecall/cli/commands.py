@@ -272,11 +272,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 if session.finished:
                     print(
                         f"session {session.session_id} already finished "
-                        f"({session.state.stop_reason}); nothing to resume",
+                        f"({session.status.stop_reason}); nothing to resume",
                         file=sys.stderr,
                     )
                     return
-                if session.engine is None and session.director is None and not sys.stdin.isatty():
+                if session.chat and not sys.stdin.isatty():
                     from rolecall.cli.piped import run_piped
                     from rolecall.cli.wiring import memory_files, with_interrupts
 

@@ -53,13 +53,15 @@ async def run_piped(
             continue
         if session.finished:
             print(
-                f"session finished ({session.state.stop_reason}); message ignored", file=sys.stderr
+                f"session finished ({session.status.stop_reason}); message ignored",
+                file=sys.stderr,
             )
             continue
         await session.say(text[1:] if text.startswith("//") else text)
-        if session.state.state == "paused" and session.state.pause_reason in INTERRUPTED:
+        status = session.status
+        if status.state == "paused" and status.pause_reason in INTERRUPTED:
             break  # Ctrl-C or SIGTERM during a reply: no one is there to go on, stop here
-    if session.state.state != "paused":  # a paused session (a failed reply) stays so:
+    if session.status.state != "paused":  # a paused session (a failed reply) stays so:
         await session.settle()  # nothing is tried again behind the user's back
-    if not session.finished and session.state.state != "paused":
+    if not session.finished and session.status.state != "paused":
         session.pause_now(reason)

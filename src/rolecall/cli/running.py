@@ -75,7 +75,7 @@ def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
     """
     from rolecall.cli.hints import export_command, resume_command
 
-    state = session.state
+    state = session.result
     sid = session.session_id
     resume = resume_command(sid, args)
     if state.state != "paused":
@@ -128,21 +128,18 @@ async def drive(session: Session, mode: str) -> None:
     from rolecall.cli.wiring import with_interrupts
 
     async def body() -> None:
-        if session.engine is None and session.director is None:
-            await session.settle()
+        if session.chat:
+            await session.run()  # a chat's run answers what is due
             return
         # kept with the session (stored with its next turn): `resume` goes on in this mode
-        if mode == "step":
-            session.state.extra[MODE_KEY] = "step"
-        else:
-            session.state.extra.pop(MODE_KEY, None)
+        session.annotate(MODE_KEY, "step" if mode == "step" else None)
         if mode == "step":
             await _step_loop(session)
         else:
             await session.run()
 
     await with_interrupts(session, body)
-    await session.persist()  # a stop or pause made between turns (q, Ctrl-D, Ctrl-C)
+    await session.save()  # a stop or pause made between turns (q, Ctrl-D, Ctrl-C)
 
 
 STEP_KEYS = "[Enter] next turn · q stop · Ctrl-D pause"
@@ -181,7 +178,7 @@ async def _step_loop(session: Session) -> None:
         if line.strip():
             print(STEP_TYPED, file=sys.stderr, flush=True)
             continue
-        if not await session.step() or session.state.state == "paused":
+        if not await session.step() or session.status.state == "paused":
             return
 
 
@@ -197,7 +194,7 @@ async def _step_keys(session: Session, keys: KeyReader) -> None:
             session.stop()
             return
         if key in ("\r", "\n"):
-            if not await session.step() or session.state.state == "paused":
+            if not await session.step() or session.status.state == "paused":
                 return
             if not session.finished:
                 print(STEP_KEYS, file=sys.stderr, flush=True)

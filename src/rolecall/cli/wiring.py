@@ -123,19 +123,19 @@ async def live_session(
         """Before anything is published: the display, debug logs, traces."""
         if display is not None:
             display(session.bus)
-        else:
-            transcript = session.state.transcript
+        else:  # a resumed session's display goes on from what was said and spent
+            spent, said = session.result, session.transcript
             attach_display(
                 session.bus,
                 json_mode=json_mode,
                 role_order=world.role_ids,
                 quiet=bool(getattr(args, "quiet", False)),
                 verbose=int(getattr(args, "verbose", 0) or 0),
-                totals=(transcript.input_tokens, transcript.output_tokens),
-                cost=transcript.cost_usd,
+                totals=(spent.input_tokens, spent.output_tokens),
+                cost=spent.cost,
                 labels=labels_of(world),
-                turns=transcript.agent_turns,
-                earlier=transcript.by_id,
+                turns=sum(1 for message in said if message.kind == "agent"),
+                earlier={message.id: message for message in said},
             )
         if debuglog.debug_enabled():
             debuglog.log_events(session)
@@ -224,8 +224,8 @@ async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]
                     interrupted = True
                     if signum == signal.SIGTERM:  # stop now, like Ctrl-C pressed twice
                         TERMINATED.set()
-                        session.cancel_generation()
-                    elif session.cancel_generation():
+                        session.cancel_reply()
+                    elif session.cancel_reply():
                         continue
                     session.pause("interrupted")
                     if not session.busy:
@@ -235,5 +235,5 @@ async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]
         with body_scope:
             await body()
         tg.cancel_scope.cancel()
-    if interrupted and session.state.state in ("running", "created"):
+    if interrupted and session.status.state in ("running", "created"):
         session.pause_now("interrupted")
