@@ -16,9 +16,9 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict
 
 from rolecall import runtime
-from rolecall.bus import Bus, Envelope, ErrorEvent, Event, StopEvent
+from rolecall.bus import Bus, Envelope, ErrorEvent, Event, LogEvent, SessionEvent, StopEvent
 from rolecall.errors import StorageError, UsageError
-from rolecall.session.state import PendingReply, TranscriptMessage
+from rolecall.session.state import Draft, PendingReply, TranscriptMessage
 from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
 
@@ -146,6 +146,13 @@ class Session:
         return list(self._inner.state.transcript.messages)
 
     @property
+    def drafts(self) -> list[Draft]:
+        """The replies that did not complete (cut by :meth:`interrupt` or
+        :meth:`cancel_reply`, or failed), in order: their text so far, outside the
+        transcript. A copy."""
+        return list(self._inner.state.drafts)
+
+    @property
     def result(self) -> Result:
         state = self._inner.state
         transcript = state.transcript
@@ -219,6 +226,27 @@ class Session:
         True when a reply was cut."""
         return self._inner.cancel_generation()
 
+    def cancel_pause(self) -> bool:
+        """Withdraw a :meth:`pause` asked for while a turn runs: the run goes on after
+        that turn. True when a pause was waiting for the turn to end."""
+        return self._inner.cancel_pause()
+
+    def set_aside(self, reason: str = "quit") -> None:
+        """Keep the session for later, paused with ``reason`` (the command line's REPL
+        quitting: ``quit``): after the current turn, at once when none runs; a session
+        already paused takes ``reason`` instead of its own (a ``session/paused`` event
+        says so). Stored as :meth:`pause` is. A finished session stays finished."""
+        inner = self._inner
+        if inner.finished:
+            return
+        state = inner.state
+        if state.state != "paused":
+            self.pause(reason)
+        elif state.pause_reason != reason:
+            state.pause_reason = reason
+            inner.bus.publish(SessionEvent(state="paused", reason=reason))
+            self._persist()
+
     def stop(self) -> None:
         """Finish the session (stop reason ``manual``): after the current turn, or at once."""
         self._inner.stop()
@@ -229,6 +257,62 @@ class Session:
         at once (a turn running stores it itself)."""
         self._inner.set_flag(name)
         self._persist()
+
+    def forget(self, agent: str) -> None:
+        """Clear ``agent``'s memory of this session (the REPL's ``/clear``): its later
+        prompts start after the messages so far, and its turn count since the human last
+        spoke is 0 again; stored as :meth:`pause` is. The memory file, when the session
+        has one, is the caller's (``rolecall.memory.MemoryFiles.clear`` archives it).
+        UsageError for a role the world does not have."""
+        world = self._inner.world
+        if agent not in world.role_ids:
+            raise UsageError(
+                f"world {world.name!r} has no role {agent!r} (roles: {', '.join(world.role_ids)})"
+            )
+        self._inner.forget(agent)
+        self._persist()
+
+    def drop_replies(self) -> list[str]:
+        """Drop the replies due (not one being generated): nobody gives them. A log event
+        says so (``dropped N replies due``), stored as :meth:`pause` is. Who would have
+        answered, in order; empty when none was due (nothing is published)."""
+        inner = self._inner
+        pending = inner.state.pending
+        dropped = [item.agent for item in pending]
+        if dropped:
+            pending.clear()
+            inner.bus.publish(
+                LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
+            )
+            self._persist()
+        return dropped
+
+    def annotate(self, key: str, value: Any) -> None:
+        """Keep ``value`` (JSON: a dict, a list, a string, a number...) with the session
+        under ``key``: ``status.extra[key]`` reads it back, here and in the stored
+        document (``state.extra``), so a resumed session has it too. Your program's own
+        notes: the REPL keeps there the mode it left a session in (``repl``). Stored with
+        the session's next change (a turn, a pause, a stop...). UsageError for a key the
+        runtime keeps its own state under (a mode's name, ``undecided``, ``fork``...)."""
+        from rolecall.mode_registry import BUILTIN
+        from rolecall.storage.fork import TRANSIENT
+
+        if key in TRANSIENT or key in BUILTIN:
+            raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
+        self._inner.state.extra[key] = value
+
+    async def settle(self) -> None:
+        """Do what is owed, and nothing more: the replies due, one at a time (a chat's,
+        an interjection's; a paused flow stays paused), or, when none is due, the
+        decision of a flow step whose message is stored but whose next step is not (a
+        fork made at that step's message, sessions.md): its hooks run and the next step
+        is chosen, without speaking. The REPL's ``/fork`` does this in the fork at once."""
+        inner = self._inner
+        state = inner.state
+        if not state.pending and state.undecided is not None and not inner.finished:
+            await inner.step()
+        else:
+            await inner.settle()
 
     def interrupt(self, reason: str = "interrupted") -> bool:
         """Cut the reply being generated (its partial text kept as a draft, the pause
