@@ -9,6 +9,7 @@ drops an event: what was published before it starts or ends is read out first.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -293,12 +294,17 @@ class Session:
         document (``state.extra``), so a resumed session has it too. Your program's own
         notes: the REPL keeps there the mode it left a session in (``repl``). Stored with
         the session's next change (a turn, a pause, a stop...). UsageError for a key the
-        runtime keeps its own state under (a mode's name, ``undecided``, ``fork``...)."""
-        from rolecall.mode_registry import BUILTIN
+        runtime keeps its own state under (a mode's name, ``undecided``, ``fork``...) or a
+        value that is not JSON."""
+        from rolecall.mode_registry import known_modes
         from rolecall.storage.fork import TRANSIENT
 
-        if key in TRANSIENT or key in BUILTIN:
+        if key in TRANSIENT or key in known_modes():
             raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"the note {key!r} is not JSON: {exc}") from None
         self._inner.state.extra[key] = value
 
     async def settle(self) -> None:
