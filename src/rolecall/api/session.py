@@ -9,7 +9,6 @@ drops an event: what was published before it starts or ends is read out first.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -259,6 +258,37 @@ class Session:
         self._inner.set_flag(name)
         self._persist()
 
+    def annotate(self, key: str, value: Any) -> None:
+        """Keep ``value`` (JSON: a dict, a list, a string, a number...) with the session
+        under ``key``: ``status.extra[key]`` reads it back, here and in the stored
+        document (``state.extra``), so a resumed session has it too; ``None`` removes it.
+        Your program's own notes: the command line keeps there the mode a session was run
+        in (``run_mode``). Stored with the session's next change (a turn, a pause, a
+        stop...). UsageError for a key the runtime keeps its own state under (a mode's
+        name, ``undecided``, ``fork``...)."""
+        from rolecall.mode_registry import BUILTIN
+        from rolecall.storage.fork import TRANSIENT
+
+        if key in TRANSIENT or key in BUILTIN:
+            raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
+        if value is None:
+            self._inner.state.extra.pop(key, None)
+        else:
+            self._inner.state.extra[key] = value
+
+    async def settle(self) -> None:
+        """Do what is owed, and nothing more: the replies due, one at a time (a chat's,
+        an interjection's; a paused flow stays paused), or, when none is due, the
+        decision of a flow step whose message is stored but whose next step is not (a
+        fork made at that step's message, sessions.md): its hooks run and the next step
+        is chosen, without speaking."""
+        inner = self._inner
+        state = inner.state
+        if not state.pending and state.undecided is not None and not inner.finished:
+            await inner.step()
+        else:
+            await inner.settle()
+
     def forget(self, agent: str) -> None:
         """Clear ``agent``'s memory of this session (the REPL's ``/clear``): its later
         prompts start after the messages so far, and its turn count since the human last
@@ -287,38 +317,6 @@ class Session:
             )
             self._persist()
         return dropped
-
-    def annotate(self, key: str, value: Any) -> None:
-        """Keep ``value`` (JSON: a dict, a list, a string, a number...) with the session
-        under ``key``: ``status.extra[key]`` reads it back, here and in the stored
-        document (``state.extra``), so a resumed session has it too. Your program's own
-        notes: the REPL keeps there the mode it left a session in (``repl``). Stored with
-        the session's next change (a turn, a pause, a stop...). UsageError for a key the
-        runtime keeps its own state under (a mode's name, ``undecided``, ``fork``...) or a
-        value that is not JSON."""
-        from rolecall.mode_registry import known_modes
-        from rolecall.storage.fork import TRANSIENT
-
-        if key in TRANSIENT or key in known_modes():
-            raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"the note {key!r} is not JSON: {exc}") from None
-        self._inner.state.extra[key] = value
-
-    async def settle(self) -> None:
-        """Do what is owed, and nothing more: the replies due, one at a time (a chat's,
-        an interjection's; a paused flow stays paused), or, when none is due, the
-        decision of a flow step whose message is stored but whose next step is not (a
-        fork made at that step's message, sessions.md): its hooks run and the next step
-        is chosen, without speaking. The REPL's ``/fork`` does this in the fork at once."""
-        inner = self._inner
-        state = inner.state
-        if not state.pending and state.undecided is not None and not inner.finished:
-            await inner.step()
-        else:
-            await inner.settle()
 
     def interrupt(self, reason: str = "interrupted") -> bool:
         """Cut the reply being generated (its partial text kept as a draft, the pause
