@@ -289,6 +289,15 @@ class Session:
         else:
             await inner.settle()
 
+    def interrupt(self, reason: str = "interrupted") -> bool:
+        """Cut the reply being generated (its partial text kept as a draft, the pause
+        reason ``cancelled``) and pause (``reason`` when no reply was streaming), as
+        Ctrl-C does on the command line. True when a generation was cut."""
+        cut = self._inner.cancel_generation()
+        self._inner.pause(reason)
+        self._persist()
+        return cut
+
     def forget(self, agent: str) -> None:
         """Clear ``agent``'s memory of this session (the REPL's ``/clear``): its later
         prompts start after the messages so far, and its turn count since the human last
@@ -317,15 +326,6 @@ class Session:
             )
             self._persist()
         return dropped
-
-    def interrupt(self, reason: str = "interrupted") -> bool:
-        """Cut the reply being generated (its partial text kept as a draft, the pause
-        reason ``cancelled``) and pause (``reason`` when no reply was streaming), as
-        Ctrl-C does on the command line. True when a generation was cut."""
-        cut = self._inner.cancel_generation()
-        self._inner.pause(reason)
-        self._persist()
-        return cut
 
     def request_reply(self, agent: str, message_id: str) -> None:
         """Make ``agent``'s reply to message ``message_id`` the one reply due (replies
