@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from rolecall.api.entry import open_live
+from rolecall.api.session import Session
 from rolecall.bus import (
     ErrorEvent,
     EventBus,
@@ -51,11 +53,11 @@ from rolecall.cli.repl import (
 )
 from rolecall.cli.repl.display import StreamMode
 from rolecall.memory import MemoryFiles
-from rolecall.runtime import Dialogue
 from rolecall.storage.document import read_session_file
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.models import World
 from tests.helpers import world_from
+from tests.llm.openai_server import OpenAITestServer, Status
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -327,7 +329,7 @@ def _no_env_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class Harness:
     def __init__(
-        self, session: Dialogue, store: SqliteStore, memory: MemoryFiles, cwd: Path
+        self, session: Session, store: SqliteStore, memory: MemoryFiles, cwd: Path
     ) -> None:
         self.session = session
         self.store = store
@@ -410,19 +412,19 @@ async def test_flow_control_commands_inline(harness_for: Callable[[dict[str, Any
     await h.run("/flow")
     assert "▶ intro" in h.text and "next: intro · 0 steps executed" in h.text
     await h.run("/next")
-    assert [m.step_id for m in s.state.transcript.messages] == ["intro"]
+    assert [m.step_id for m in s.transcript] == ["intro"]
     await h.run("/next")
     await h.run("/flow")
     assert "✓ intro" in h.text and "▶ explain" in h.text and "loop → ask (0/2)" in h.text
     assert "stop when {flag: done}" in h.text
     await h.run("/pause")
-    assert s.state.state == "paused" and s.state.pause_reason == "manual"
+    assert s.status.state == "paused" and s.status.pause_reason == "manual"
     await h.run("/pause")
     assert h.text == "already paused (manual)"
     await h.run("/flag done")
-    assert h.text == "flag done set" and "done" in s.state.flags
+    assert h.text == "flag done set" and "done" in s.flags
     await h.run("/resume")  # runs inline (no spawner): the stop condition holds after one turn
-    assert s.finished and s.state.stop_reason == "flag"
+    assert s.finished and s.result.stop_reason == "flag"
     await h.run("/run")
     assert h.text == "the session has finished (flag); /load another one"
     await h.run("/next")
@@ -447,7 +449,7 @@ async def test_stop_run_model_and_chat_only_messages(
     await h.run("/model default")
     assert h.session.model_override is None
     await h.run("/stop")
-    assert h.session.finished and h.session.state.stop_reason == "manual"
+    assert h.session.finished and h.session.result.stop_reason == "manual"
 
 
 @pytest.mark.anyio
@@ -459,7 +461,7 @@ async def test_clear_save_export_and_load(
     await s.say("hello @alice")
     await h.run("/clear @Alice")
     assert h.text.startswith("memory of alice cleared; the old file is archived as alice.")
-    assert s.state.memory_start["alice"] == 2 and "alice" not in s.state.turn_counts
+    assert s.status.memory_start["alice"] == 2 and "alice" not in s.status.turn_counts
     assert h.memory.read(s.session_id, "alice") == []
     await h.run("/clear carol")
     assert h.text.startswith("no agent 'carol'")
@@ -558,7 +560,7 @@ async def test_what_a_command_changes_is_stored_at_once(
 async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> None:
     """The REPL opens a session it switches to inside the first one's: the message of a
     write failure in the second ("`rolecall resume ID` continues it") names the second."""
-    from rolecall.api.compose import assemble
+    from rolecall.api.opening import Opening
     from rolecall.errors import StorageError
     from rolecall.storage.in_memory import MemoryStore
     from rolecall.storage.port import TurnBatch
@@ -574,13 +576,13 @@ async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> 
             await super().commit(batch)
 
     store = Failing()
-    opened: list[Dialogue] = []
+    opened: list[Session] = []
 
     async def switch() -> None:
-        async with assemble(world_from(FLOW), store=store) as first:
+        async with open_live(world_from(FLOW), Opening(store=store), mode="step") as first:
             opened.append(first)
             await first.step()
-            async with assemble(world_from(FLOW), store=store) as second:
+            async with open_live(world_from(FLOW), Opening(store=store), mode="step") as second:
                 opened.append(second)
                 store.failing.add(second.session_id)
                 await second.step()
@@ -589,8 +591,8 @@ async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> 
         await switch()
     first, second = opened
     assert caught.value.session_id == second.session_id != first.session_id
-    assert (second.state.state, second.state.pause_reason) == ("paused", "error")
-    assert first.state.state == "running"  # not paused by the other session's failure
+    assert (second.result.state, second.result.pause_reason) == ("paused", "error")
+    assert first.result.state == "running"  # not paused by the other session's failure
     assert (await store.load(first.session_id)).state.state == "running"
 
 
@@ -601,7 +603,7 @@ async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, A
     h: Harness = await harness_for(FLOW)
     out = io.StringIO()
     assert await run_command_line(h.session, "/next", out=out) is True
-    assert len(h.session.state.transcript) == 1
+    assert len(h.session.transcript) == 1
     assert await run_command_line(h.session, "/flag", out=out) is True
     assert await run_command_line(h.session, "/nope", out=out) is True
     assert await run_command_line(h.session, "/load x.json", out=out) is True
@@ -612,57 +614,79 @@ async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, A
     assert lines[1].startswith("unknown command /nope")
 
 
-def test_mark_quit_keeps_the_session_paused() -> None:
-    session = Dialogue(world_from(CHAT))
-    session.open()
-    mark_quit(session)
-    assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
-    session.pause("cancelled")
-    session.state.pause_reason = "cancelled"
-    mark_quit(session)
-    assert session.state.pause_reason == "quit"
-    session.stop()
-    mark_quit(session)
-    assert session.finished
+@pytest.mark.anyio
+async def test_mark_quit_keeps_the_session_paused_with_the_repls_mode() -> None:
+    from rolecall.api.opening import Opening
+    from rolecall.storage.in_memory import MemoryStore
+
+    store = MemoryStore()
+    async with open_live(world_from(CHAT), Opening(store=store), mode="step") as session:
+        await session.begin()
+        mark_quit(session, "step")
+        await session.save()
+        stored = await store.load(session.session_id)
+        assert (stored.state.state, stored.state.pause_reason) == ("paused", "quit")
+        assert stored.state.extra["repl"] == {"mode": "step"}
+        await session.step()  # nothing is due in a chat: running again, idle
+        session.pause_now("cancelled")
+        mark_quit(session)  # already paused: the reason becomes quit, said by an event
+        await session.save()
+        stored = await store.load(session.session_id)
+        assert (stored.state.pause_reason, stored.state.extra["repl"]) == ("quit", {"mode": "auto"})
+        assert [(e["type"], e.get("reason")) for e in stored.events[-2:]] == [
+            ("session", "cancelled"),
+            ("session", "quit"),
+        ]
+        session.stop()
+        mark_quit(session)
+        assert session.finished and session.result.stop_reason == "manual"
 
 
 # ------------------------------------------------------------------------------ completion
 
 
-def complete(world: World, text: str) -> list[tuple[str, str, str]]:
-    session = Dialogue(world)
-    completer = ReplCompleter(lambda: world, lambda: session).for_prompt()
+def complete(session: Session, text: str) -> list[tuple[str, str, str]]:
+    completer = ReplCompleter(lambda: session.world, lambda: session).for_prompt()
     return [
         (c.text, c.display_text, c.display_meta_text)
         for c in completer.get_completions(Document(text, len(text)), CompleteEvent())
     ]
 
 
-def test_completion_of_mentions_commands_and_arguments(
+@pytest.mark.anyio
+async def test_completion_of_mentions_commands_and_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    chat = world_from(CHAT)
-    flow = world_from(FLOW)
-    assert complete(chat, "hi @al") == [
+    async with (
+        open_live(world_from(CHAT)) as chat_session,
+        open_live(world_from(FLOW)) as flow_session,
+    ):
+        check_completion(chat_session, flow_session, tmp_path, monkeypatch)
+
+
+def check_completion(
+    chat_session: Session, flow_session: Session, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert complete(chat_session, "hi @al") == [
         ("alice", "@alice", "Alice Liddell — curious"),
         ("all", "@all", "every agent answers"),
     ]
-    assert complete(chat, "@B") == [("bob", "@bob", "Bob")]
-    assert complete(chat, "mail bob@al") == []  # an e-mail address mentions nobody
-    assert complete(chat, "no mention") == []
-    helps = complete(chat, "/he")
+    assert complete(chat_session, "@B") == [("bob", "@bob", "Bob")]
+    assert complete(chat_session, "mail bob@al") == []  # an e-mail address mentions nobody
+    assert complete(chat_session, "no mention") == []
+    helps = complete(chat_session, "/he")
     assert helps == [("/help", "/help [COMMAND]", "list the commands and keys, or explain one")]
-    assert [c[0] for c in complete(chat, "/")] == ["/" + c.name for c in COMMANDS]
-    assert [c[0] for c in complete(chat, "/memory ")] == ["alice", "bob"]
-    assert [c[0] for c in complete(chat, "/clear b")] == ["bob"]
-    assert [c[0] for c in complete(chat, "/history --role a")] == ["alice"]
-    assert [c[0] for c in complete(chat, "/history --")] == ["--role", "--search"]
-    assert [c[0] for c in complete(chat, "/export ")] == ["md", "html", "json"]
-    assert [c[0] for c in complete(flow, "/flag ")] == ["done"]
-    assert [c[0] for c in complete(chat, "/model ")] == ["default", "scripted"]
+    assert [c[0] for c in complete(chat_session, "/")] == ["/" + c.name for c in COMMANDS]
+    assert [c[0] for c in complete(chat_session, "/memory ")] == ["alice", "bob"]
+    assert [c[0] for c in complete(chat_session, "/clear b")] == ["bob"]
+    assert [c[0] for c in complete(chat_session, "/history --role a")] == ["alice"]
+    assert [c[0] for c in complete(chat_session, "/history --")] == ["--role", "--search"]
+    assert [c[0] for c in complete(chat_session, "/export ")] == ["md", "html", "json"]
+    assert [c[0] for c in complete(flow_session, "/flag ")] == ["done"]
+    assert [c[0] for c in complete(chat_session, "/model ")] == ["default", "scripted"]
     monkeypatch.chdir(tmp_path)
     (tmp_path / "saved.json").write_text("{}")
-    assert [c[0] for c in complete(chat, "/load sa")] == ["ved.json"]
+    assert [c[0] for c in complete(chat_session, "/load sa")] == ["ved.json"]
 
 
 # ------------------------------------------------------------------------------ the prompt
@@ -716,7 +740,7 @@ async def test_the_prompt_sends_messages_runs_commands_and_quits_keeping_the_ses
                 open_live_session(args, world, store) as session,
                 anyio.create_task_group() as tg,
             ):
-                result: list[Dialogue] = []
+                result: list[Session] = []
 
                 async def serve() -> None:
                     result.append(await repl.run(session))
@@ -731,16 +755,16 @@ async def test_the_prompt_sends_messages_runs_commands_and_quits_keeping_the_ses
                 await d.wait_for(lambda: buffer.text == "hello @alice", "completed")
                 d.type("\r")  # Enter accepts the completion, a second Enter sends
                 await d.wait_for(lambda: buffer.complete_state is None, "menu closed")
-                assert not session.state.transcript.messages
+                assert not session.transcript
                 d.type("\r")
                 await d.wait_for(lambda: "alice answers #1" in d.screen, "reply")
-                assert session.state.transcript.messages[0].content == "hello @alice"
+                assert session.transcript[0].content == "hello @alice"
                 d.type("two\\\rlines\r")  # a trailing backslash continues the line
                 await d.wait_for(lambda: "bob answers #1" in d.screen, "replies")
-                assert session.state.transcript.messages[-3].content == "two\nlines"
+                assert session.transcript[-3].content == "two\nlines"
                 d.type("/flag x\r/nosuch\r")
                 await d.wait_for(lambda: "unknown command /nosuch" in d.screen, "error")
-                assert "flag x set" in d.screen and "x" in session.state.flags
+                assert "flag x set" in d.screen and "x" in session.flags
                 await d.wait_for(lambda: repl.jobs == 0, "replies done")
                 d.type("\x03")  # Ctrl-C at an empty prompt, nothing running: armed
                 await d.wait_for(lambda: "press Ctrl-C again" in d.screen, "armed")
@@ -749,7 +773,7 @@ async def test_the_prompt_sends_messages_runs_commands_and_quits_keeping_the_ses
             screen = d.screen
             assert "alice → human" in screen and "↑" in screen
             assert f"session {session.session_id} kept (paused)" in screen
-            assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+            assert (session.result.state, session.result.pause_reason) == ("paused", "quit")
             stored = await store.load(session.session_id)
             assert (stored.state.state, stored.state.pause_reason) == ("paused", "quit")
             assert "hello @alice" in (tmp_path / "history").read_text()
@@ -792,7 +816,7 @@ async def test_ctrl_c_cancels_a_streaming_generation_and_ctrl_d_quits(
                 d.type("go\r")
                 await d.wait_for(
                     lambda: (
-                        session.generator.busy
+                        session.generating
                         and repl.display is not None
                         and repl.display.live_out_tokens() > 2
                     ),
@@ -801,34 +825,52 @@ async def test_ctrl_c_cancels_a_streaming_generation_and_ctrl_d_quits(
                 d.type("\x03")
                 await d.wait_for(lambda: "kept as an incomplete draft" in d.screen, "cancelled")
                 await d.wait_for(lambda: repl.jobs == 0, "idle")
-                assert (session.state.state, session.state.pause_reason) == ("paused", "cancelled")
-                (draft,) = session.state.drafts
+                assert (session.result.state, session.result.pause_reason) == (
+                    "paused",
+                    "cancelled",
+                )
+                (draft,) = session.drafts
                 assert draft.reason == "cancelled" and draft.content.startswith("word word")
                 assert "paused (cancelled)" in d.screen
                 d.type("again\r")  # a new message: the reply still due comes first, then this one
-                await d.wait_for(lambda: len(session.state.transcript) == 4, "both answered")
+                await d.wait_for(lambda: len(session.transcript) == 4, "both answered")
                 await d.wait_for(lambda: repl.jobs == 0, "idle again")
-                senders = [m.sender for m in session.state.transcript.messages]
+                senders = [m.sender for m in session.transcript]
                 assert senders == ["human", "human", "alice", "alice"]
                 d.type("\x04")  # Ctrl-D
                 await done.wait()
-            assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+            assert (session.result.state, session.result.pause_reason) == ("paused", "quit")
 
 
-class FailingModel:
-    """A provider that is down: every call fails before any text."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def stream(self, request: Any) -> AsyncIterator[Any]:
-        self.calls += 1
-        raise RuntimeError("provider down")
-        yield  # pragma: no cover - makes this an async generator
+@pytest.fixture
+def provider_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[OpenAITestServer, World]]:
+    """An OpenAI-compatible provider on loopback that answers every call with a 503
+    ("provider down"), and a chat world whose roles call it (no retries)."""
+    monkeypatch.setenv("REPL_TEST_KEY", "x")
+    with OpenAITestServer() as server:
+        server.queue(*[Status(503, "provider down")] * 4)
+        settings = {
+            "client": "http",
+            "api_base": server.base_url,
+            "api_key_env": "REPL_TEST_KEY",
+            "retries": 0,
+        }
+        world = world_from(
+            {
+                **CHAT,
+                "model": "openai/gpt-4o-mini",
+                "settings": settings,
+                "roles": [{"id": "alice"}, {"id": "bob"}],
+            }
+        )
+        yield server, world
 
 
 @pytest.mark.anyio
-async def test_a_failing_model_pauses_once_instead_of_retrying_forever(tmp_path: Path) -> None:
+async def test_a_failing_model_pauses_once_instead_of_retrying_forever(
+    tmp_path: Path, provider_down: tuple[OpenAITestServer, World]
+) -> None:
+    server, world = provider_down
     args = make_args(tmp_path)
     printed: list[str] = []
     async with SqliteStore(tmp_path / "home" / "rolecall.db") as store:
@@ -846,11 +888,9 @@ async def test_a_failing_model_pauses_once_instead_of_retrying_forever(tmp_path:
             )
             d = PromptDriver(repl, pipe, printed)
             async with (
-                open_live_session(args, world_from(CHAT), store) as session,
+                open_live_session(args, world, store) as session,
                 anyio.create_task_group() as tg,
             ):
-                model = FailingModel()
-                session.models.register("scripted", model)
                 done = anyio.Event()
 
                 async def serve() -> None:
@@ -862,12 +902,13 @@ async def test_a_failing_model_pauses_once_instead_of_retrying_forever(tmp_path:
                 d.type("anyone?\r")
                 await d.wait_for(lambda: "paused (error)" in d.screen, "paused")
                 await d.wait_for(lambda: repl.jobs == 0, "idle")
-                assert model.calls == 1
-                assert d.screen.count("✗ alice's reply (d1) failed: provider down") == 1
-                assert [p.agent for p in session.state.pending] == ["alice", "bob"]  # still owed
+                assert len(server.requests) == 1
+                assert d.screen.count("✗ alice's reply (d1) failed: ") == 1, d.screen
+                assert "provider down" in d.screen
+                assert [p.agent for p in session.status.pending] == ["alice", "bob"]  # still owed
                 d.type("\x04")
                 await done.wait()
-            assert (session.state.state, session.state.pause_reason) == ("paused", "quit")
+            assert (session.result.state, session.result.pause_reason) == ("paused", "quit")
 
 
 @pytest.mark.anyio
@@ -899,20 +940,20 @@ async def test_pause_during_the_last_chat_reply_does_not_swallow_the_next_messag
                 tg.start_soon(repl.run, session)
                 await d.wait_for(lambda: repl.display is not None, "started")
                 d.type("hi\r")
-                await d.wait_for(lambda: session.generator.busy, "streaming")
+                await d.wait_for(lambda: session.generating, "streaming")
                 d.type("/pause\r")
-                await d.wait_for(lambda: len(session.state.transcript) == 2, "reply done")
+                await d.wait_for(lambda: len(session.transcript) == 2, "reply done")
                 await d.wait_for(lambda: repl.jobs == 0, "idle")
                 d.type("again\r")
                 try:
-                    await d.wait_for(lambda: len(session.state.transcript) == 4, "answered", 3)
+                    await d.wait_for(lambda: len(session.transcript) == 4, "answered", 3)
                 finally:
                     d.type("\x04")
 
 
 @pytest.mark.anyio
 async def test_piped_input_ending_after_a_failed_reply_does_not_try_it_again(
-    tmp_path: Path,
+    tmp_path: Path, provider_down: tuple[OpenAITestServer, World]
 ) -> None:
     """The reply failed and paused the session: end of input leaves it paused (error),
     with one call to the provider and one draft, as the REPL does."""
@@ -920,21 +961,20 @@ async def test_piped_input_ending_after_a_failed_reply_does_not_try_it_again(
 
     from rolecall.cli.piped import run_piped
 
+    server, world = provider_down
     args = make_args(tmp_path)
     async with (
         SqliteStore(tmp_path / "home" / "rolecall.db") as store,
-        open_live_session(args, world_from(CHAT), store) as session,
+        open_live_session(args, world, store) as session,
     ):
-        model = FailingModel()
-        session.models.register("scripted", model)
         read, write = os.pipe()
         os.write(write, b"anyone?\n/agents\n")
         os.close(write)
         with os.fdopen(read, encoding="utf-8") as stream:
             await run_piped(session, stream)
-        assert model.calls == 1
-        assert (session.state.state, session.state.pause_reason) == ("paused", "error")
-        assert len(session.state.drafts) == 1
+        assert len(server.requests) == 1
+        assert (session.result.state, session.result.pause_reason) == ("paused", "error")
+        assert len(session.drafts) == 1
 
 
 @pytest.mark.anyio
@@ -961,10 +1001,10 @@ async def test_load_waits_for_the_turn_and_export_makes_its_folders(
 
 @pytest.mark.anyio
 async def test_a_paused_flow_answers_an_interjection_and_stays_paused() -> None:
-    session = Dialogue(world_from(FLOW))
-    assert await session.step()  # teacher's intro
-    session.pause()
-    assert (session.state.state, session.state.pause_reason) == ("paused", "manual")
-    await session.say("@student what is this about?")
-    assert [m.sender for m in session.state.transcript.messages] == ["teacher", "human", "student"]
-    assert (session.state.state, session.state.pause_reason) == ("paused", "manual")
+    async with open_live(world_from(FLOW), mode="step") as session:
+        assert await session.step()  # teacher's intro
+        session.pause()
+        assert (session.result.state, session.result.pause_reason) == ("paused", "manual")
+        await session.say("@student what is this about?")
+        assert [m.sender for m in session.transcript] == ["teacher", "human", "student"]
+        assert (session.result.state, session.result.pause_reason) == ("paused", "manual")

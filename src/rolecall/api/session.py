@@ -16,9 +16,9 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict
 
 from rolecall import runtime
-from rolecall.bus import Bus, Envelope, ErrorEvent, Event, StopEvent
+from rolecall.bus import Bus, Envelope, ErrorEvent, Event, LogEvent, SessionEvent, StopEvent
 from rolecall.errors import StorageError, UsageError
-from rolecall.session.state import PendingReply, TranscriptMessage
+from rolecall.session.state import Draft, PendingReply, TranscriptMessage
 from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
 
@@ -146,6 +146,13 @@ class Session:
         return list(self._inner.state.transcript.messages)
 
     @property
+    def drafts(self) -> list[Draft]:
+        """The replies that did not complete (cut by :meth:`interrupt` or
+        :meth:`cancel_reply`, or failed), in order: their text so far, outside the
+        transcript. A copy."""
+        return list(self._inner.state.drafts)
+
+    @property
     def result(self) -> Result:
         state = self._inner.state
         transcript = state.transcript
@@ -219,6 +226,27 @@ class Session:
         True when a reply was cut."""
         return self._inner.cancel_generation()
 
+    def cancel_pause(self) -> bool:
+        """Withdraw a :meth:`pause` asked for while a turn runs: the run goes on after
+        that turn. True when a pause was waiting for the turn to end."""
+        return self._inner.cancel_pause()
+
+    def set_aside(self, reason: str = "quit") -> None:
+        """Keep the session for later, paused with ``reason`` (the command line's REPL
+        quitting: ``quit``): after the current turn, at once when none runs; a session
+        already paused takes ``reason`` instead of its own (a ``session/paused`` event
+        says so). Stored as :meth:`pause` is. A finished session stays finished."""
+        inner = self._inner
+        if inner.finished:
+            return
+        state = inner.state
+        if state.state != "paused":
+            self.pause(reason)
+        elif state.pause_reason != reason:
+            state.pause_reason = reason
+            inner.bus.publish(SessionEvent(state="paused", reason=reason))
+            self._persist()
+
     def stop(self) -> None:
         """Finish the session (stop reason ``manual``): after the current turn, or at once."""
         self._inner.stop()
@@ -269,6 +297,35 @@ class Session:
         self._inner.pause(reason)
         self._persist()
         return cut
+
+    def forget(self, agent: str) -> None:
+        """Clear ``agent``'s memory of this session (the REPL's ``/clear``): its later
+        prompts start after the messages so far, and its turn count since the human last
+        spoke is 0 again; stored as :meth:`pause` is. The memory file, when the session
+        has one, is the caller's (``rolecall.memory.MemoryFiles.clear`` archives it).
+        UsageError for a role the world does not have."""
+        world = self._inner.world
+        if agent not in world.role_ids:
+            raise UsageError(
+                f"world {world.name!r} has no role {agent!r} (roles: {', '.join(world.role_ids)})"
+            )
+        self._inner.forget(agent)
+        self._persist()
+
+    def drop_replies(self) -> list[str]:
+        """Drop the replies due (not one being generated): nobody gives them. A log event
+        says so (``dropped N replies due``), stored as :meth:`pause` is. Who would have
+        answered, in order; empty when none was due (nothing is published)."""
+        inner = self._inner
+        pending = inner.state.pending
+        dropped = [item.agent for item in pending]
+        if dropped:
+            pending.clear()
+            inner.bus.publish(
+                LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
+            )
+            self._persist()
+        return dropped
 
     def request_reply(self, agent: str, message_id: str) -> None:
         """Make ``agent``'s reply to message ``message_id`` the one reply due (replies

@@ -29,7 +29,6 @@ from rolecall.cli.repl.runner import (
     _count,
     _models_in_use,
     _shorten,
-    drop_queue,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
 from rolecall.cli.wrap import wrap_line
@@ -249,22 +248,19 @@ class Repl:
         lines = self._world_banner(world, p)
         for line in lines[:3]:
             d.emit(line)
-        if loaded or len(session.state.transcript):
-            st = session.state
+        said = session.result.messages
+        if loaded or said:
+            st = session.status
             state = st.state + (f" ({st.pause_reason})" if st.pause_reason else "")
             if st.stop_reason:
                 state += f" ({st.stop_reason})"
-            d.emit(
-                p.dim(f"session {session.session_id}: ")
-                + f"{_count(len(st.transcript), 'message')}, {state}"
-            )
-            last = st.transcript.latest()
+            d.emit(p.dim(f"session {session.session_id}: ") + f"{_count(said, 'message')}, {state}")
+            last = session.transcript[-1] if said else None
             if last is not None:
                 d.emit(header(p, last.sender, last.target, last.step_id, last.loop_iteration))
                 for line in wrap_line(_shorten(last.content, 400), self._width() - 3):
                     d.emit(p.bar(last.sender) + line)
-            driven = session.engine is not None or session.director is not None
-            paused = driven and st.state == "paused" and not session.finished
+            paused = not session.chat and st.state == "paused" and not session.finished
             if hint and (st.pending or paused):
                 d.note("/resume continues where it stopped")
         for line in lines[3:]:
@@ -285,10 +281,10 @@ class Repl:
         self.session = session
         session.approver = self._approve  # tools.md: `approve: ask` calls are asked here
         palette = Palette(session.world.role_ids, color=self.color)
-        transcript = session.state.transcript
 
         def totals() -> tuple[int, int]:
-            return transcript.input_tokens, transcript.output_tokens
+            result = session.result
+            return result.input_tokens, result.output_tokens
 
         self.display = ReplDisplay(
             palette,
@@ -299,7 +295,7 @@ class Repl:
             totals=totals,
             stream=self.stream_mode,
         )
-        for m in transcript.messages:  # what a reply may answer (its ↩ quote)
+        for m in session.transcript:  # what a reply may answer (its ↩ quote)
             self.display.said[m.id] = snippet(m.content)
         self.runner = CommandRunner(
             session,
@@ -390,7 +386,8 @@ class Repl:
         assert display is not None
         message = text.strip()
         if not message:
-            if self.step_mode and not session.finished and (runner.driven or session.state.pending):
+            due = runner.driven or session.status.pending
+            if self.step_mode and not session.finished and due:
                 return await runner.execute(SlashCommand("next"))
             return LoopControl.CONTINUE
         if message.startswith("//"):
@@ -408,14 +405,14 @@ class Repl:
             return LoopControl.CONTINUE
         if session.finished:
             display.warn(
-                f"the session has finished ({session.state.stop_reason}); "
+                f"the session has finished ({session.result.stop_reason}); "
                 "the message was not sent (/load another session, or start a new chat)"
             )
             return LoopControl.CONTINUE
-        st = session.state
+        st = session.status
         if st.state == "paused" and st.pause_reason == "manual" and st.pending:
             # paused with /pause: the new message supersedes the old question
-            dropped = drop_queue(session)
+            dropped = session.drop_replies()
             display.note(
                 f"dropped {len(dropped)} repl{'y' if len(dropped) == 1 else 'ies'} still due "
                 f"to your earlier message ({', '.join(dropped)}): your new message is answered"
@@ -428,8 +425,8 @@ class Repl:
 
     async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""
-        if session.generator.busy:
-            session.cancel_generation()  # kept as a draft; the turn pauses the session
+        if session.generating:
+            session.cancel_reply()  # kept as a draft; the turn pauses the session
         elif self.jobs and not session.finished:
             session.pause("quit")  # after the turn in progress
         if self.jobs:
@@ -437,8 +434,7 @@ class Repl:
                 await self._idle.wait()
         display = self.display
         assert display is not None
-        state = session.state
-        if not state.transcript.messages and not state.drafts and self.store is not None:
+        if not session.result.messages and not session.drafts and self.store is not None:
             # nothing was said: the session is not kept (it would only clutter the list)
             from rolecall.api.compose import flush
 
@@ -452,10 +448,10 @@ class Repl:
             from rolecall.errors import RolecallError
 
             try:  # stored as left now, not when the REPL quits
-                await session.persist()
+                await session.save()
             except RolecallError as exc:  # its store failed before: said again on the way out
                 display.error(str(exc))
-            display.note(f"left session {session.session_id} (kept, {session.state.state})")
+            display.note(f"left session {session.session_id} (kept, {session.result.state})")
         elif not session.finished:
             display.gap()
             display.note(
@@ -577,8 +573,8 @@ class Repl:
                 return "cleared"
             self.request_quit()
             return "quit"
-        if session.generator.busy:
-            session.cancel_generation()  # the session pauses itself (reason cancelled)
+        if session.generating:
+            session.cancel_reply()  # the session pauses itself (reason cancelled)
             self._armed = False
             return "cancelled"
         if self.jobs:
@@ -607,7 +603,7 @@ class Repl:
         """Ctrl-D at an empty prompt: quit; while a reply is generated, ask first."""
         display = self.display
         session = self.session
-        busy = session is not None and session.generator.busy  # a reply streams
+        busy = session is not None and session.generating  # a reply streams
         now = time.monotonic()
         if busy and display is not None and now - self._eof_at > QUIT_WINDOW:
             self._eof_at = now
@@ -819,7 +815,7 @@ class Repl:
             answered.set()
 
     def _toolbar_parts(self, session: Session, display: ReplDisplay) -> ToolbarParts:
-        st = session.state
+        st = session.status  # a copy, and the result: a few microseconds each redraw
         if self._asking is not None:
             call = self._asking[0]
             return ToolbarParts(
@@ -829,7 +825,7 @@ class Repl:
             )
         if self.runner is not None and self.runner.pausing and (self.jobs or session.busy):
             status = "pausing…"
-        elif display.active and session.generator.busy:
+        elif display.active and session.generating:
             status = "generating"
         elif self.jobs:
             status = "running"
@@ -842,35 +838,35 @@ class Repl:
         if session.finished:
             status = f"finished ({st.stop_reason})"
         parts = ToolbarParts(world=session.world.name, session=session.session_id, status=status)
-        engine = session.engine
-        if engine is not None:
+        flow = session.world.flow
+        if flow is not None:
             pointer = st.pointer
-            step = pointer.current or ("—" if pointer.started else engine.start)
+            step = pointer.current or ("—" if pointer.started else flow.start_id)
             parts.step = f"step {'—' if session.finished else step}"
             parts.counters = " ".join(
                 f"{sid}×{n}"
                 for sid, n in pointer.exec_counts.items()
                 if n and sid != "interjection"  # an interjection is not a step
             )
-        elif session.director is not None:
+        elif not session.chat:
             parts.step = f"{session.world.mode} · turn {st.pointer.execution_order}"
         if session.model_override:
             parts.model = f"model {session.model_override}"
-        if st.pending and engine is None:
+        if st.pending and flow is None:
             queue = [item.agent for item in st.pending]
             shown = ", ".join(queue[:3]) + (", …" if len(queue) > 3 else "")
             parts.status += f" · {len(queue)} due · next: {shown}"
-        t = st.transcript
+        t = session.result
         live = display.live_out_tokens()
         if t.input_tokens or t.output_tokens or live:
             # no ↑0 while the first reply streams: its prompt tokens come at its end
             up = f"↑{t.input_tokens:,} " if t.input_tokens else ""
             parts.tokens = f"{up}↓{t.output_tokens + live:,}"
-        if t.cost_usd:  # known and not free
-            parts.tokens += f" · {money(t.cost_usd)}"
+        if t.cost:  # known and not free
+            parts.tokens += f" · {money(t.cost)}"
         if self._armed and time.monotonic() - self._armed_at <= QUIT_WINDOW:
             parts.hint = "Ctrl-C again to quit"
-        elif self.step_mode and engine is not None and not session.finished:
+        elif self.step_mode and flow is not None and not session.finished:
             parts.hint = "Enter: next turn · /help"
         else:
             parts.hint = "/help"

@@ -50,7 +50,7 @@ def _shorten(text: str, limit: int) -> str:
 def _needs(runner: CommandRunner, name: str) -> tuple[DataStore, MemoryFiles]:
     if runner.store is None or runner.memory is None:
         raise CommandError(f"/{name} needs the session store")
-    if runner.busy() or runner.session.generator.busy:
+    if runner.busy() or runner.session.generating:
         raise CommandError(f"a turn is running: /pause (or wait for it), then /{name}")
     return runner.store, runner.memory
 
@@ -86,21 +86,14 @@ async def fork_here(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
             f"; switching to the fork · /load {sid} goes back · /branch lists the branches at {at}"
         )
     runner.echo(forked)
-    if doc.state.pending:  # a human message of a chat: its replies are due in the fork
-        return LoadRequest(doc, f"the fork {doc.session_id}", after=_answer)
-    return LoadRequest(doc, f"the fork {doc.session_id}", after=_decide)
+    # a human message of a chat: its replies are due in the fork, answered as when it
+    # was sent; a flow step's message: that step is undecided, decided now (its hooks,
+    # its loop or branch, on the fork's history), so the next turn speaks
+    return LoadRequest(doc, f"the fork {doc.session_id}", after=_settle)
 
 
-async def _answer(session: Session) -> None:
-    """The replies a forked human message asks for, answered as when it was sent."""
+async def _settle(session: Session) -> None:
     await session.settle()
-
-
-async def _decide(session: Session) -> None:
-    """A fork at a flow step's message leaves that step undecided: decide it now (its
-    hooks, its loop or branch, on the fork's history), so the next turn speaks."""
-    if session.state.undecided is not None:
-        await session.step()
 
 
 def _who(message: TranscriptMessage) -> str:
@@ -113,7 +106,7 @@ async def retry(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
     from rolecall.session.state import PendingReply
 
     _needs(runner, "retry")
-    messages = runner.session.state.transcript.messages
+    messages = runner.session.transcript
     if not messages:
         raise CommandError("nothing to retry: no message yet")
     last = messages[-1]
@@ -144,9 +137,9 @@ async def retry(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
 async def _ask_again(session: Session) -> None:
     """Turns until the branch has its new answer: a fork at a flow step's message decides
     that step first (its hooks, the next step), then the next step speaks."""
-    before = len(session.state.transcript)
+    before = session.result.messages
     for _ in range(_MAX_TURNS):
-        if not await session.step() or session.finished or len(session.state.transcript) > before:
+        if not await session.step() or session.finished or session.result.messages > before:
             return
 
 

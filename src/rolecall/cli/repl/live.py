@@ -93,14 +93,7 @@ def mark_quit(session: Session, mode: str = "auto") -> None:
     The REPL's mode is kept with it, so ``rolecall resume`` on a terminal reopens the
     REPL in that mode (stored in the state's ``extra``, committed with the pause).
     """
-    from rolecall.bus import SessionEvent
-
     if session.finished:
         return
-    state = session.state
-    state.extra[REPL_KEY] = {"mode": mode}
-    if state.state != "paused":
-        session.pause("quit")
-    elif state.pause_reason != "quit":
-        state.pause_reason = "quit"
-        session.bus.publish(SessionEvent(state="paused", reason="quit"))
+    session.annotate(REPL_KEY, {"mode": mode})
+    session.set_aside("quit")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
@@ -78,25 +79,8 @@ _CHAT_ONLY = (
 
 
 def _due(session: Session) -> str:
-    n = len(session.state.pending)
+    n = len(session.status.pending)
     return f" ({n} due now)" if n else ""
-
-
-def drop_queue(session: Session) -> list[str]:
-    """Drop the replies still due (not the one being generated); who would have answered.
-
-    A log event goes with it, so the store keeps the shorter queue at once.
-    """
-    from rolecall.bus import LogEvent
-
-    pending = session.state.pending
-    dropped = [item.agent for item in pending]
-    if dropped:
-        pending.clear()
-        session.bus.publish(
-            LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
-        )
-    return dropped
 
 
 class CommandRunner:
@@ -141,7 +125,7 @@ class CommandRunner:
     @property
     def driven(self) -> bool:
         """The world has a flow (or a mode's director) that decides who speaks."""
-        return self.session.engine is not None or self.session.director is not None
+        return not self.session.chat
 
     async def _start(self, name: str, job: Job) -> None:
         if self.spawn is not None:
@@ -162,7 +146,7 @@ class CommandRunner:
         result = await handler(command)
         # what the command changed (a stop, a pause, a flag...) is stored now, not with
         # the next turn or on the way out (a job it started stores its own turns)
-        await self.session.persist()
+        await self.session.save()
         return LoopControl.CONTINUE if result is None else result
 
     async def run_line(self, line: str) -> LoopControl | LoadRequest:
@@ -184,10 +168,12 @@ class CommandRunner:
         p = self.palette
         width = max(len(r.id) for r in s.world.roles) + 1
         lines = [f"agents of {s.world.name}:"]
+        turns_by_role = Counter(m.sender for m in s.transcript if m.kind == "agent")
+        turn_counts = s.status.turn_counts
         for role in s.world.roles:
-            turns = s.state.transcript.turns_by_role.get(role.id, 0)
+            turns = turns_by_role[role.id]
             facts = [s.model_name(role), _count(turns, "turn")]
-            count = s.state.turn_counts.get(role.id)
+            count = turn_counts.get(role.id)
             if count:
                 facts.append(f"{count}/{s.world.settings.turn_limit} calls since you spoke")
             if self.memory is not None:
@@ -223,38 +209,42 @@ class CommandRunner:
         self.echo("\n".join(lines))
 
     async def _cmd_flow(self, cmd: SlashCommand) -> None:
+        from rolecall.session.state import FlowPointer, Transcript
         from rolecall.world.view import flow_lines
 
         s = self.session
-        engine = s.engine
-        if engine is None:
-            if s.director is not None:
+        flow = s.world.flow
+        if flow is None:
+            if not s.chat:
                 self.echo(
                     f"this world runs in {s.world.mode} mode: its turns are planned by the mode"
                 )
             else:
                 self.echo("this world has no flow: it is a chat (type a message, @agent for one)")
             return
-        pointer = s.state.pointer
-        current = (
-            None if s.finished else (pointer.current or (None if pointer.started else engine.start))
-        )
+        status = s.status
+        pointer = FlowPointer(**status.pointer.model_dump())
+        transcript = Transcript()
+        for message in s.transcript:
+            transcript.add(message)
+        start = None if pointer.started else flow.start_id
+        current = None if s.finished else (pointer.current or start)
         lines = flow_lines(
-            engine.flow,
+            flow,
             pointer=pointer,
-            transcript=s.state.transcript,
+            transcript=transcript,
             current=current,
             paint=self.palette.role,
         )
         if s.finished:
-            lines.append(f"finished: {s.state.stop_reason}")
+            lines.append(f"finished: {status.stop_reason}")
         else:
             where = f"next: {current}" if current else "next: (deciding)"
             asides = pointer.exec_counts.get("interjection", 0)  # answers, not steps
             done = f"{pointer.execution_order - asides} steps executed"
             if asides:
                 done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
-            lines.append(f"{where} · {done} · state {s.state.state}")
+            lines.append(f"{where} · {done} · state {status.state}")
         if self.interactive:  # on a terminal: broken between words, not by the terminal
             width = terminal_width() - 1
             lines = [part for line in lines for part in _fold(line, width)]
@@ -272,7 +262,7 @@ class CommandRunner:
 
         width = terminal_width() - 3
         lines: list[str] = []
-        for m in s.state.transcript.messages:
+        for m in s.transcript:
             if role is not None and m.sender.lower() != role.lower():
                 continue
             if search is not None and search.casefold() not in m.content.casefold():
@@ -284,7 +274,7 @@ class CommandRunner:
             lines.append(head)
             for text_line in m.content.split("\n"):
                 lines += [p.bar(m.sender) + piece for piece in wrap_line(text_line, width)]
-        drafts = [d for d in s.state.drafts if role is None or d.sender.lower() == role.lower()]
+        drafts = [d for d in s.drafts if role is None or d.sender.lower() == role.lower()]
         what = []
         if role:
             what.append(f"by {role}")
@@ -305,7 +295,7 @@ class CommandRunner:
             self.echo("memory files are not available here")
             return
         entries = self.memory.read(self.session.session_id, agent)
-        start = self.session.state.memory_start.get(agent, 0)
+        start = self.session.status.memory_start.get(agent, 0)
         path = self.memory.path(self.session.session_id, agent)
         p = self.palette
         lines = [f"memory of {agent}: {_count(len(entries), 'entry', 'entries')} ({path})"]
@@ -325,15 +315,15 @@ class CommandRunner:
     async def _cmd_run(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
-            self.echo(f"the session has finished ({s.state.stop_reason}); /load another one")
+            self.echo(f"the session has finished ({s.result.stop_reason}); /load another one")
             return
-        if not self.driven and (self.busy() or s.state.pending):
+        if not self.driven and (self.busy() or s.status.pending):
             self.echo(_CHAT_ONLY.format(what="to run", due=_due(s)))
             return
         if self.busy():
             self.echo("already running; /pause or /stop it, or type to interject")
             return
-        if not self.driven and not s.state.pending:
+        if not self.driven and not s.status.pending:
             self.echo("this world has no flow to run: type a message to talk to the agents")
             return
         await self._start("run", s.run)
@@ -341,7 +331,7 @@ class CommandRunner:
     async def _cmd_next(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
-            self.echo(f"the session has finished ({s.state.stop_reason}); nothing to step")
+            self.echo(f"the session has finished ({s.result.stop_reason}); nothing to step")
             return
         if not self.driven and self.busy():
             self.echo(_CHAT_ONLY.format(what="to step", due=_due(s)))
@@ -349,7 +339,7 @@ class CommandRunner:
         if self.busy():
             self.echo("a turn is running; /pause first, then /next steps one turn at a time")
             return
-        if not self.driven and not s.state.pending:
+        if not self.driven and not s.status.pending:
             self.echo("nothing to step: this world has no flow and no reply is due")
             return
 
@@ -363,17 +353,17 @@ class CommandRunner:
         s = self.session
         if s.finished:
             self.echo("the session has finished; nothing to pause")
-        elif self.busy() or s.generator.busy:
+        elif self.busy() or s.generating:
             s.pause("manual")
             self.pausing = True
             self.echo("pausing after the current turn (/resume keeps it going)")
-        elif s.state.state == "paused":
-            self.echo(f"already paused ({s.state.pause_reason})")
+        elif (status := s.status).state == "paused":
+            self.echo(f"already paused ({status.pause_reason})")
         else:
             s.pause("manual")
 
     async def _cmd_skip(self, cmd: SlashCommand) -> None:
-        dropped = drop_queue(self.session)
+        dropped = self.session.drop_replies()
         if not dropped:
             self.echo("no replies are due")
             return
@@ -383,7 +373,7 @@ class CommandRunner:
     async def _cmd_resume(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
-            self.echo(f"the session has finished ({s.state.stop_reason}); nothing to resume")
+            self.echo(f"the session has finished ({s.result.stop_reason}); nothing to resume")
             return
         if self.busy():
             if self.pausing and s.cancel_pause():
@@ -392,7 +382,7 @@ class CommandRunner:
             else:
                 self.echo("already running")
             return
-        if not self.driven and not s.state.pending:
+        if not self.driven and not s.status.pending:
             self.echo("nothing to resume: no reply is due; type a message")
             return
         await self._start("resume", s.run)  # a paused flow goes on where it stopped
@@ -400,9 +390,9 @@ class CommandRunner:
     async def _cmd_stop(self, cmd: SlashCommand) -> None:
         s = self.session
         if s.finished:
-            self.echo(f"already finished ({s.state.stop_reason})")
+            self.echo(f"already finished ({s.result.stop_reason})")
             return
-        running = self.busy() or s.generator.busy
+        running = self.busy() or s.generating
         s.stop()
         if running:
             self.echo("stopping after the current turn")
@@ -478,7 +468,7 @@ class CommandRunner:
         from rolecall.api.entry import stored_or_file
         from rolecall.storage.document import read_session_file
 
-        if self.busy() or self.session.generator.busy:  # as /fork: never cut a turn short
+        if self.busy() or self.session.generating:  # as /fork: never cut a turn short
             raise CommandError("a turn is running: /pause (or wait for it), then /load")
         name = cmd.args[0]
         path = self._path(name)
@@ -487,7 +477,7 @@ class CommandRunner:
             doc = await anyio.to_thread.run_sync(read_session_file, path)
             source = str(path)
         elif self.store is not None:
-            await self.session.persist()  # the store holds all this session did
+            await self.session.save()  # the store holds all this session did
             doc = await self.store.load(await self.store.resolve_id(name))
             source = f"the store ({name})"
         else:
