@@ -70,9 +70,6 @@ class Session:
         assert self._tg_ is not None, "a Session is used inside rolecall.api.entry.open_live"
         return self._tg_
 
-    def __getattr__(self, name: str) -> Any:  # TEMPORARY (base36): removed before landing
-        return getattr(self._inner, name)
-
     # -------------------------------------------------------------- reading
     @property
     def session_id(self) -> str:
