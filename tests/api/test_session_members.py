@@ -122,3 +122,15 @@ async def test_pause_on_error_says_it_pauses_and_save_stores_it(tmp_path: Path) 
         again.stop()
         again.pause_on_error(ValueError())  # a finished session stays as it is
         assert again.result.state == "finished" and again.bus.last_seq == last + 2
+
+
+async def test_result_counts_the_turns_the_agents_took_apart_from_other_messages() -> None:
+    """``Result.turns``: the agents' messages alone (what a batch run records as turns),
+    while ``messages`` counts the human's too."""
+    async with rolecall.open_session(CHAT, models={"offline": FunctionModel(numbered)}) as s:
+        assert s.result.turns == 0
+        await s.say("@doc hello")
+        await s.say("@nurse and you?")
+        result = s.result
+        assert [m.sender for m in s.transcript] == ["human", "doc", "human", "nurse"]
+        assert (result.messages, result.turns) == (4, 2)
