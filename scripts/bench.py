@@ -72,7 +72,8 @@ from packaging.utils import canonicalize_name
 
 import rolecall
 from rolecall.api.compose import HandlerSink, Sink, flush, save_to_file
-from rolecall.api.opening import Opening, open_dialogue
+from rolecall.api.entry import open_live
+from rolecall.api.opening import Opening
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.runner import batch_bus
 from rolecall.cli import logs
@@ -82,7 +83,6 @@ from rolecall.flows.engine import FlowEngine
 from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
 from rolecall.routing import find_mentions, route
-from rolecall.runtime import Dialogue
 from rolecall.session.state import FlowPointer, Transcript, TranscriptMessage
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
@@ -395,7 +395,7 @@ class WriteProbe:
         )
 
 
-async def _timed_run(session: Dialogue) -> tuple[float, float, float]:
+async def _timed_run(session: rolecall.Session) -> tuple[float, float, float]:
     """(wall, process CPU, event-loop thread CPU) seconds of ``session.run()``."""
     gc.collect()
     cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -418,14 +418,14 @@ async def stored_counts(store: SqliteStore, session_id: str) -> tuple[int, int]:
 
 async def run_attached(
     world: World, data: Path, *, store: bool, memory: bool, sinks: Sequence[Sink]
-) -> tuple[tuple[float, float, float], tuple[int, int] | None, Dialogue]:
+) -> tuple[tuple[float, float, float], tuple[int, int] | None, rolecall.Session]:
     """``session.run()`` with the SQLite store and/or the memory files of ``data`` attached,
     built by the composition root as ``rolecall run`` builds it (the final flush is not
     timed)."""
     async with contextlib.AsyncExitStack() as stack:
         db = await stack.enter_async_context(SqliteStore(db_path(data))) if store else None
         session = await stack.enter_async_context(
-            open_dialogue(
+            open_live(
                 world,
                 Opening(
                     store=db,
@@ -462,13 +462,13 @@ def run_turns(
                 turn_world(turns), Path(data), store=store, memory=memory, sinks=sinks
             )
         )
-    done = session.state.transcript.agent_turns
-    if done != turns or session.state.stop_reason != "max_turns":
+    result = session.result
+    if result.turns != turns or result.stop_reason != "max_turns":
         raise RuntimeError(
-            f"expected {turns} turns to max_turns, got {done} ({session.state.stop_reason})"
+            f"expected {turns} turns to max_turns, got {result.turns} ({result.stop_reason})"
         )
     durations = [b - a for a, b in itertools.pairwise(stamps)]
-    digest = texts_digest([m.content for m in session.state.transcript.messages])
+    digest = texts_digest([m.content for m in session.transcript])
     return TurnRun(turns, wall, cpu, main_cpu, durations, session.bus.last_seq, stored, digest)
 
 
@@ -620,7 +620,7 @@ def bench_turn_overhead(quick: bool) -> Bench:
         "repeats": {str(n): r for n, r in plan},
         "repeats_no_store": {str(n): r for n, r in plan_no_store},
         "persistence": "headline figures (nN_* without suffix): a fresh temporary data "
-        "directory per run, SqliteStore(<data>/rolecall.db).open() + open_dialogue(world, "
+        "directory per run, SqliteStore(<data>/rolecall.db).open() + open_live(world, "
         "Opening(store=store, memory=MemoryFiles.in_data_dir(<data>))), as `rolecall run` "
         "opens them; "
         "the store commits one transaction a turn and the memory files get one "
@@ -671,7 +671,7 @@ class ChunkRun:
     intervals: list[float] = field(default_factory=list)  # between consecutive sse/chunk events
 
 
-async def _timed_step(session: Dialogue) -> tuple[float, float]:
+async def _timed_step(session: rolecall.Session) -> tuple[float, float]:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await session.step()
     return time.perf_counter() - wall0, time.process_time() - cpu0
@@ -693,11 +693,9 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
         else:
             marks[envelope.event.type] = now
 
-    async def one_turn(sinks: list[Sink]) -> tuple[float, float, Dialogue]:
-        async with open_dialogue(
-            chunk_world(words), Opening(sinks=sinks, models=models)
-        ) as session:
-            session.open()
+    async def one_turn(sinks: list[Sink]) -> tuple[float, float, rolecall.Session]:
+        async with open_live(chunk_world(words), Opening(sinks=sinks, models=models)) as session:
+            await session.begin()  # the opening events, before the clock
             gc.collect()
             turn, cpu = await _timed_step(session)
         return turn, cpu, session
@@ -707,7 +705,7 @@ def run_chunks(words: int, *, clocked: bool = False, models: Any = None) -> Chun
         if clocked:
             sinks.append(HandlerSink(clock, "sse"))
         turn, cpu, session = anyio.run(one_turn, sinks)
-    said = session.state.transcript.latest()
+    said = session.transcript[-1] if session.transcript else None
     if said is None or len(said.content.split()) != words:
         raise RuntimeError(f"expected one message of {words} words")
     if not clocked:
@@ -1139,9 +1137,9 @@ def bench_routing(quick: bool) -> Bench:
 
 
 # ------------------------------------------------------------------------ save / restore
-async def session_from(doc: SessionDocument) -> Dialogue:
+async def session_from(doc: SessionDocument) -> rolecall.Session:
     """A live session from a document, as ``resume`` and ``/load`` build it (no store)."""
-    async with open_dialogue(doc.world_model(), Opening(doc=doc)) as session:
+    async with open_live(doc.world_model(), Opening(doc=doc)) as session:
         return session
 
 
@@ -1172,7 +1170,7 @@ class Clocked:
         return out
 
 
-async def restore_from_db(store: SqliteStore, sid: str) -> Dialogue:
+async def restore_from_db(store: SqliteStore, sid: str) -> rolecall.Session:
     return await session_from(await store.load(sid))
 
 
@@ -1185,14 +1183,14 @@ async def _save_restore(
     facts: dict[str, Any] = {}
     async with (
         SqliteStore(db_path(data)) as store,
-        open_dialogue(turn_world(turns), Opening(store=store, memory=memory)) as session,
+        open_live(turn_world(turns), Opening(store=store, memory=memory)) as session,
     ):
         t0 = time.perf_counter()
         await session.run()
         await flush(session)
         facts["build_s"] = time.perf_counter() - t0
         sid = session.session_id
-        live = [(m.id, m.content) for m in session.state.transcript.messages]
+        live = [(m.id, m.content) for m in session.transcript]
         saved, exported = root / "saved.json", root / "exported.json"
         for r in range(repeats):
             doc = await clocks["save"].time(lambda: save_to_file(session, store, memory, saved))
@@ -1210,7 +1208,7 @@ async def _save_restore(
                 + ", ".join(f"{k} {c.wall[-1]:.3f} s" for k, c in clocks.items())
             )
             for name, restored in (("read_file", from_file), ("restore_db", from_db)):
-                got = [(m.id, m.content) for m in restored.state.transcript.messages]
+                got = [(m.id, m.content) for m in restored.transcript]
                 facts[f"{name}_same_messages"] = got == live
         facts["stored_events"] = (await stored_counts(store, sid))[1]
     facts["saved_file_mb"] = (root / "saved.json").stat().st_size / 1e6
@@ -1308,7 +1306,7 @@ def peak_rss_mb() -> float:
 async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
     async with (
         SqliteStore(db_path(data)) as store,
-        open_dialogue(
+        open_live(
             turn_world(turns), Opening(store=store, memory=MemoryFiles.in_data_dir(data))
         ) as session,
     ):
@@ -1318,7 +1316,7 @@ async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
         return {
             "rss_mb": rss_mb(),
             "peak_rss_mb": peak_rss_mb(),
-            "messages": len(session.state.transcript),
+            "messages": session.result.messages,
             "events": session.bus.last_seq,
         }
 
@@ -1394,7 +1392,7 @@ async def _many_worlds(
         stamps: dict[str, list[float]] = {f"bench-{i:03d}": [] for i in range(worlds)}
         sessions = [
             await stack.enter_async_context(
-                open_dialogue(
+                open_live(
                     turn_world(turns),
                     Opening(
                         store=store,
@@ -1419,16 +1417,17 @@ async def _many_worlds(
             sid = s.session_id
             latencies += [b - a for a, b in itertools.pairwise(stamps[sid])]
             doc = await store.load(sid)
-            live = [(m.id, m.sender, m.content) for m in s.state.transcript.messages]
+            messages = s.transcript
+            live = [(m.id, m.sender, m.content) for m in messages]
             kept = [(m.id, m.sender, m.content) for m in doc.messages]
-            if len(live) != turns or kept != live or s.state.stop_reason != "max_turns":
+            if len(live) != turns or kept != live or s.result.stop_reason != "max_turns":
                 problems.append(f"{sid}: {len(kept)} stored of {len(live)} messages")
             stored = await stored_counts(store, sid)
             if stored != (turns, s.bus.last_seq):
                 problems.append(
                     f"{sid}: stored (messages, events) {stored}, not {(turns, s.bus.last_seq)}"
                 )
-            ids = [m.id for m in s.state.transcript.messages]
+            ids = [m.id for m in messages]
             for rid in s.world.role_ids:
                 if [e.get("message_id") for e in memory.read(sid, rid)] != ids:
                     problems.append(f"{sid}: memory file of {rid} differs")
@@ -1881,7 +1880,7 @@ async def _fork_runs(turns: int, repeats: int, root: Path) -> tuple[list[float],
     facts: dict[str, Any] = {}
     async with SqliteStore(db_path(data)) as store:
         # the parent's memory files too, as a CLI run writes them
-        async with open_dialogue(turn_world(turns), Opening(store=store, memory=memory)) as session:
+        async with open_live(turn_world(turns), Opening(store=store, memory=memory)) as session:
             await session.run()
         sid = session.session_id
         for _ in range(repeats):

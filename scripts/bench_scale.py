@@ -174,7 +174,8 @@ async def _nats_session(
     ``provider``: the scripted model counts as a provider (see :class:`_AsksSomeone`).
     ``leased``: the session's lease claimed first, as a worker does (a renewal per batch)."""
     from rolecall.api.compose import HandlerSink
-    from rolecall.api.opening import Opening, open_dialogue
+    from rolecall.api.entry import open_live
+    from rolecall.api.opening import Opening
     from rolecall.api.tuning import tune_gc
     from rolecall.llm.registry import ModelRegistry
     from rolecall.nats.transport import open_transport
@@ -213,7 +214,7 @@ async def _nats_session(
             transport=transport,
             bus=bus,
         )
-        session = await stack.enter_async_context(open_dialogue(world, opening))
+        session = await stack.enter_async_context(open_live(world, opening))
         tune_gc()  # as the CLI does once a session is set up
         started = time.perf_counter()
         await session.run()
@@ -226,14 +227,15 @@ async def _turn_lines(turns: int) -> list[list[bytes]]:
     """The JSON lines of ``turns`` in-process scripted turns, one list per turn (a turn
     ends with its step record), as the NATS transport publishes them."""
     from rolecall.api.compose import HandlerSink
-    from rolecall.api.opening import Opening, open_dialogue
+    from rolecall.api.entry import open_live
+    from rolecall.api.opening import Opening
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world
 
     world = build_world(scripted_raw(turns), source="bench", library=RoleLibrary()).world
     published: list[Envelope] = []
     opening = Opening(sinks=[HandlerSink(published.append, name="bench")])
-    async with open_dialogue(world, opening) as session:
+    async with open_live(world, opening) as session:
         await session.run()
     out: list[list[bytes]] = [[]]
     for envelope in published:

@@ -49,7 +49,7 @@ def many_child(worlds: int, turns: int) -> int:
 async def _one(turns: int, data: Path, start: float) -> float:
     async with (
         bench.SqliteStore(bench.db_path(data)) as store,
-        bench.open_dialogue(
+        bench.open_live(
             bench.turn_world(turns),
             bench.Opening(store=store, memory=bench.MemoryFiles.in_data_dir(data)),
         ) as session,
@@ -58,8 +58,8 @@ async def _one(turns: int, data: Path, start: float) -> float:
         await anyio.sleep(max(0.0, start - time.time()))
         await session.run()
         ended = time.time()
-        if session.state.transcript.agent_turns != turns:
-            raise RuntimeError(f"{session.state.transcript.agent_turns} of {turns} turns")
+        if session.result.turns != turns:
+            raise RuntimeError(f"{session.result.turns} of {turns} turns")
         return ended
 
 

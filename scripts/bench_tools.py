@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import yaml
 
-from rolecall.api.opening import open_dialogue
+from rolecall.api.entry import open_live
 from rolecall.examples import desk_tools
 from rolecall.examples.mcp_notes import SEED, build
 from rolecall.tools.box import open_toolbox
@@ -124,11 +124,11 @@ async def _round_trips(count: int) -> dict[str, list[float]]:
 
 async def _run_turns(world: World) -> float:
     """Seconds per turn of ``session.run()`` (the servers started before the clock)."""
-    async with open_dialogue(world) as session:
+    async with open_live(world) as session:
         t0 = time.perf_counter()
         await session.run()
         seconds = time.perf_counter() - t0
-    turns = session.state.transcript.agent_turns
+    turns = session.result.turns
     if turns != world.settings.max_turns:
         raise RuntimeError(f"expected {world.settings.max_turns} turns, got {turns}")
     return seconds / turns

@@ -157,3 +157,15 @@ async def test_settle_answers_what_is_due_and_nothing_more() -> None:
         assert len(s.transcript) == 2  # the flow's next step is run()'s or step()'s
         await s.run()
         assert s.status.pointer.exec_counts["answer"] == 1 and len(s.transcript) == 3
+
+
+async def test_result_counts_the_turns_the_agents_took_apart_from_other_messages() -> None:
+    """``Result.turns``: the agents' messages alone (what a batch run records as turns),
+    while ``messages`` counts the human's too."""
+    async with rolecall.open_session(CHAT, models={"offline": FunctionModel(numbered)}) as s:
+        assert s.result.turns == 0
+        await s.say("@doc hello")
+        await s.say("@nurse and you?")
+        result = s.result
+        assert [m.sender for m in s.transcript] == ["human", "doc", "human", "nurse"]
+        assert (result.messages, result.turns) == (4, 2)

@@ -43,6 +43,7 @@ class Result(BaseModel):
     stop_detail: str = ""
     pause_reason: str | None = None
     messages: int  # messages in the transcript (agents, human and system)
+    turns: int  # the agents' messages: the turns taken
     input_tokens: int
     output_tokens: int
     cost: float | None  # in US dollars; None when a model's price is unknown
@@ -160,6 +161,7 @@ class Session:
             stop_detail=state.stop_detail,
             pause_reason=state.pause_reason,
             messages=len(transcript),
+            turns=transcript.agent_turns,
             input_tokens=transcript.input_tokens,
             output_tokens=transcript.output_tokens,
             cost=transcript.cost_usd,

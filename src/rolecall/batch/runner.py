@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.lowlevel
 
+from rolecall.api.session import Session
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.plan import BatchPlan, RunSpec, recorded_values
 from rolecall.batch.results import RunResult
@@ -28,7 +29,6 @@ from rolecall.errors import RolecallError
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.memory import MemoryFiles
-from rolecall.runtime import Dialogue
 from rolecall.storage.port import SessionStore
 from rolecall.tools.approval import Approver
 
@@ -48,7 +48,7 @@ class BatchContext:
     world_source: str | None = None
     # called with every event of every run (the JSON stream of ``--json``)
     on_event: Callable[[Envelope], None] | None = None
-    sessions: dict[str, Dialogue] = field(default_factory=dict)  # the runs in flight
+    sessions: dict[str, Session] = field(default_factory=dict)  # the runs in flight
     # answers the tool calls a role must ask for (--approve auto|deny; None: refused)
     approver: Approver | None = None
 
@@ -56,15 +56,16 @@ class BatchContext:
 @asynccontextmanager
 async def open_run(
     ctx: BatchContext, spec: RunSpec, plan: BatchPlan, session_id: str | None
-) -> AsyncIterator[Dialogue]:
+) -> AsyncIterator[Session]:
     """The run's stored session: a new one, or its stored session restored.
 
-    Opened as every session is (:func:`rolecall.api.opening.open_dialogue`): everything a
+    Opened as every session is (:func:`rolecall.api.entry.open_live`): everything a
     run needs of a session (store, memory files, the event sink) is said here and
     nowhere else.
     """
     from rolecall.api.compose import HandlerSink
-    from rolecall.api.opening import Opening, open_dialogue
+    from rolecall.api.entry import open_live
+    from rolecall.api.opening import Opening
 
     doc = await ctx.store.load(session_id) if session_id is not None else None
     world = doc.world_model() if doc is not None else plan.worlds[spec.combination]
@@ -80,7 +81,7 @@ async def open_run(
         bus=batch_bus,
         approver=ctx.approver,
     )
-    async with open_dialogue(world, opening) as session:
+    async with open_live(world, opening) as session:
         yield session
 
 
@@ -154,7 +155,7 @@ class BatchRunner:
         """Ctrl-C: pause the runs in flight (a generation is cut, kept as a draft)."""
         self.interrupted = True
         for session in list(self.ctx.sessions.values()):
-            if not session.cancel_generation():
+            if not session.cancel_reply():
                 session.pause("interrupted")
 
     async def _one(self, spec: RunSpec, session_id: str | None) -> None:
@@ -163,7 +164,7 @@ class BatchRunner:
         if begun is not None:
             begun(spec.run)
         errors: list[str] = []
-        session: Dialogue | None = None
+        session: Session | None = None
         failure: str | None = None
         try:
             async with open_run(self.ctx, spec, self.plan, session_id) as session:
@@ -180,12 +181,12 @@ class BatchRunner:
         except RolecallError as exc:
             failure = str(exc)
             log.info("batch_run_failed", batch=self.name, run=spec.run, error=failure)
-        state = session.state if session is not None else None
+        ended = session.result if session is not None else None
         if (
             self.interrupted
-            and state is not None
-            and state.state == "paused"
-            and state.pause_reason in ("interrupted", "cancelled")
+            and ended is not None
+            and ended.state == "paused"
+            and ended.pause_reason in ("interrupted", "cancelled")
         ):
             return  # left for --resume
         result = result_of(
@@ -198,7 +199,7 @@ class BatchRunner:
             self.listener(result)
 
 
-async def run_to_end(session: Dialogue) -> list[str]:
+async def run_to_end(session: Session) -> list[str]:
     """Run ``session`` until it finishes or pauses; the errors it reported meanwhile."""
     errors: list[str] = []
     sub = session.bus.subscribe(
@@ -218,26 +219,25 @@ def result_of(
     batch: str,
     run: int,
     values: dict[str, str],
-    session: Dialogue | None,
+    session: Session | None,
     failure: str | None,
     errors: list[str],
     seconds: float,
 ) -> RunResult:
     """The result row of a run; a run that did not finish failed (with its last error)."""
-    state = session.state if session is not None else None
-    if failure is None and state is not None and state.state != "finished":
-        failure = errors[-1] if errors else f"paused ({state.pause_reason or 'unknown'})"
-    transcript = state.transcript if state is not None else None
+    ended = session.result if session is not None else None
+    if failure is None and ended is not None and ended.state != "finished":
+        failure = errors[-1] if errors else f"paused ({ended.pause_reason or 'unknown'})"
     return RunResult(
         batch=batch,
         run=run,
-        session_id=session.session_id if session is not None else None,
+        session_id=ended.session_id if ended is not None else None,
         values=recorded_values(values),
-        stop_reason=state.stop_reason if state is not None and failure is None else None,
-        turns=transcript.agent_turns if transcript is not None else 0,
-        input_tokens=transcript.input_tokens if transcript is not None else 0,
-        output_tokens=transcript.output_tokens if transcript is not None else 0,
-        cost_usd=transcript.cost_usd if transcript is not None else None,
+        stop_reason=ended.stop_reason if ended is not None and failure is None else None,
+        turns=ended.turns if ended is not None else 0,
+        input_tokens=ended.input_tokens if ended is not None else 0,
+        output_tokens=ended.output_tokens if ended is not None else 0,
+        cost_usd=ended.cost if ended is not None else None,
         seconds=round(seconds, 3),
         error=failure,
     )

@@ -44,7 +44,7 @@ from rolecall.nats.replay import SessionLog, session_logs
 from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:
-    from rolecall.runtime import Dialogue
+    from rolecall.api.session import Session
     from rolecall.storage.document import SessionDocument
 
 log = get_logger(__name__)
@@ -273,7 +273,7 @@ class Worker:
                 for e in exc.errors()[:5]
             )
             return failed(job, f"the world is invalid: {problems}")
-        live: list[Dialogue] = []
+        live: list[Session] = []
         errors: list[str] = []
         failure: str | None = None
         epoch = secrets.token_hex(3)  # this run of the session: its lease, its message ids
@@ -331,11 +331,12 @@ class Worker:
         world: Any,
         doc: SessionDocument | None,
         epoch: str,
-        created: Callable[[Dialogue], None],
-    ) -> AsyncIterator[Dialogue]:
+        created: Callable[[Session], None],
+    ) -> AsyncIterator[Session]:
         """The job's session, through the one opener: on the cluster's bus, stored here,
         with memory files; the one the stream holds when ``doc`` is given."""
-        from rolecall.api.opening import Opening, open_dialogue
+        from rolecall.api.entry import open_live
+        from rolecall.api.opening import Opening
         from rolecall.tools.approval import flag_approver
 
         def bus(session_id: str, first_seq: int) -> NatsBus:
@@ -364,7 +365,6 @@ class Worker:
             world_source=job.world_source,
             transport=self.transport,
             bus=bus,
-            on_created=created,
         )
-        async with open_dialogue(world, opening) as session:
+        async with open_live(world, opening, on_created=created) as session:
             yield session
