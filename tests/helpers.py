@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 import yaml
 
 from rolecall.bus import Envelope
@@ -63,3 +65,26 @@ async def run_flow(world: World, **kwargs: Any) -> tuple[Dialogue, Recorder]:
     rec = Recorder(session)
     await session.run()
     return session, rec
+
+
+_RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+def logged(caplog: pytest.LogCaptureFixture, prefix: str = "rolecall") -> list[dict[str, Any]]:
+    """What rolecall logged during the test (``caplog.set_level`` first), each record as
+    a dict of its ``event``, ``log_level`` and values: read from the stdlib records, so
+    it holds whichever structlog configuration the process has (the library's, or the
+    command line's after a test ran ``main()`` in this process, whose loggers are cached
+    on first use and escape ``structlog.testing.capture_logs``)."""
+    out: list[dict[str, Any]] = []
+    for record in caplog.records:
+        if not record.name.startswith(prefix):
+            continue
+        if isinstance(record.msg, dict):  # the command line's (ProcessorFormatter)
+            entry = dict(record.msg)
+        else:  # the library's (render_to_log_kwargs): the values are the record's extras
+            entry = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS}
+            entry["event"] = record.getMessage()
+        entry.setdefault("log_level", record.levelname.lower())
+        out.append(entry)
+    return out

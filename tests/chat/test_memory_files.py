@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import stat
@@ -13,13 +14,12 @@ from typing import Any
 
 import anyio
 import pytest
-from structlog.testing import capture_logs
 
 from rolecall.errors import StorageError, UnsafeIdError
 from rolecall.memory import MemoryFiles
 from rolecall.runtime import Dialogue
 from rolecall.session.state import TranscriptMessage
-from tests.helpers import world_from
+from tests.helpers import logged, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -180,7 +180,7 @@ async def test_concurrent_appends_to_one_file_are_serialised(tmp_path: Path) -> 
 
 
 async def test_reads_during_appends_never_see_or_repair_a_line_being_written(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = MemoryFiles(tmp_path)
     big = "z" * 200_000
@@ -192,11 +192,12 @@ async def test_reads_during_appends_never_see_or_repair_a_line_being_written(
             assert all(e["content"].endswith(big) for e in entries)
             seen.append(len(entries))
 
-    with capture_logs() as logs:
+    with caplog.at_level(logging.DEBUG, logger="rolecall"):
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader)
             for n in range(1, 41):
                 tg.start_soon(memory.record, "s1", ["a"], message(n, f"{n} {big}"))
+    logs = logged(caplog)
     assert seen == sorted(seen)  # reads only ever see whole, growing files
     assert len(lines_of(tmp_path / "s1" / "a.jsonl")) == 40
     assert not (tmp_path / "s1" / "a.jsonl.torn").exists()
@@ -216,13 +217,16 @@ def torn_file(path: Path) -> bytes:
     return tail
 
 
-async def test_a_torn_last_line_is_moved_aside_before_the_next_append(tmp_path: Path) -> None:
+async def test_a_torn_last_line_is_moved_aside_before_the_next_append(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     memory = MemoryFiles(tmp_path)
     path = tmp_path / "s1" / "a.jsonl"
     tail = torn_file(path)
-    with capture_logs() as logs:
+    with caplog.at_level(logging.DEBUG, logger="rolecall"):
         await memory.record("s1", ["a"], message(3, "three"))
         await memory.record("s1", ["a"], message(4, "four"))
+    logs = logged(caplog)
     assert [e["message_id"] for e in lines_of(path)] == ["m1", "m2", "m3", "m4"]
     assert (tmp_path / "s1" / "a.jsonl.torn").read_bytes() == tail + b"\n"
     repaired = [log for log in logs if log["event"] == "memory_torn_line_repaired"]
@@ -230,13 +234,16 @@ async def test_a_torn_last_line_is_moved_aside_before_the_next_append(tmp_path: 
     assert repaired[0]["log_level"] == "warning" and repaired[0]["file"] == str(path)
 
 
-def test_a_torn_last_line_is_repaired_when_first_read(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_repaired_when_first_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     memory = MemoryFiles(tmp_path)
     path = tmp_path / "s1" / "a.jsonl"
     tail = torn_file(path)
     (tmp_path / "s1" / "a.jsonl.torn").write_bytes(b"older torn bytes\n")
-    with capture_logs() as logs:
+    with caplog.at_level(logging.DEBUG, logger="rolecall"):
         entries = memory.read("s1", "a")
+    logs = logged(caplog)
     assert [e["content"] for e in entries] == ["one", "two"]
     assert path.read_bytes().endswith(b"\n") and len(lines_of(path)) == 2
     # appended to the .torn file: nothing is lost
@@ -254,7 +261,9 @@ def test_a_file_that_is_one_torn_line_is_emptied(tmp_path: Path) -> None:
     assert (tmp_path / "s1" / "a.jsonl.torn").read_bytes() == b"\x00\x00\x00\n"
 
 
-def test_invalid_lines_are_skipped_and_reported_when_reading(tmp_path: Path) -> None:
+def test_invalid_lines_are_skipped_and_reported_when_reading(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     memory = MemoryFiles(tmp_path)
     path = tmp_path / "s1" / "a.jsonl"
     path.parent.mkdir(parents=True)
@@ -262,8 +271,9 @@ def test_invalid_lines_are_skipped_and_reported_when_reading(tmp_path: Path) -> 
         {"role": "user", "content": "ok", "name": "human", "message_id": "m1", "ts": "t"}
     )
     path.write_bytes(f"{good}\nnot json\n[1, 2]\n\xff\n{good}\n".encode("latin-1"))
-    with capture_logs() as logs:
+    with caplog.at_level(logging.DEBUG, logger="rolecall"):
         entries = memory.read("s1", "a")
+    logs = logged(caplog)
     assert [e["content"] for e in entries] == ["ok", "ok"]
     skipped = [log for log in logs if log["event"] == "memory_line_skipped"]
     assert [log["line"] for log in skipped] == [2, 3, 4]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -678,13 +679,16 @@ def test_retry_after_is_honoured_up_to_its_cap() -> None:
 
 
 @pytest.mark.anyio
-async def test_429_with_retry_after_waits_what_the_provider_asked(srv: OpenAITestServer) -> None:
-    from structlog.testing import capture_logs
+async def test_429_with_retry_after_waits_what_the_provider_asked(
+    srv: OpenAITestServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.helpers import logged
 
     srv.queue(Status(429, "slow down", "requests", headers=(("Retry-After", "0.4"),)), Reply(TEXT))
     started = time.monotonic()
-    with capture_logs() as logs:
+    with caplog.at_level(logging.DEBUG, logger="rolecall"):
         items = await collect(make_request(srv, retries=2))
+    logs = logged(caplog)
 
     assert text_of(items) == TEXT
     retries = [e for e in logs if e["event"] == "provider_retry"]
