@@ -152,21 +152,6 @@ def test_no_module_outside_the_api_reaches_through_a_session_to_its_runtime() ->
     assert runtime_reaches() == []
 
 
-def test_the_web_view_types_against_the_public_session_only() -> None:
-    """The web view holds ``rolecall.api.Session``; the runtime's class is not its to name."""
-    cls = _runtime_class()
-    named: list[str] = []
-    for path in sorted((SRC / "web").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "rolecall.runtime":
-                named.append(f"{path.name}:{node.lineno}: imports rolecall.runtime")
-            elif (isinstance(node, ast.Name) and node.id == cls) or (
-                isinstance(node, ast.Attribute) and node.attr == cls
-            ):
-                named.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
-    assert named == []
-
-
 def test_the_scan_finds_a_read_of_a_sessions_runtime(tmp_path: Path) -> None:
     (tmp_path / "web.py").write_text(
         "import rolecall.runtime\n"
@@ -190,7 +175,8 @@ def _runtime_class() -> str:
 def other_openers(*roots: Path) -> list[str]:
     """Where a module outside ``api/`` opens a session its own way: calling the
     composition root (``api/compose.assemble``) or building the runtime's session class
-    itself, instead of :func:`rolecall.api.opening.open_dialogue` (or the public API)."""
+    itself, instead of :func:`rolecall.api.entry.open_live` (or the public API; every
+    consumer holds the session it gives: tests/test_session_surface.py)."""
     cls = _runtime_class()
     found: list[str] = []
     for root in roots:
@@ -239,9 +225,7 @@ def test_the_scan_finds_a_session_opened_another_way(tmp_path: Path) -> None:
         "    return assemble(world)\n"
     )
     (tmp_path / "fine.py").write_text(
-        "from rolecall.api.opening import open_dialogue\n"
-        "def go(world):\n"
-        "    return open_dialogue(world)\n"
+        "from rolecall.api.entry import open_live\ndef go(world):\n    return open_live(world)\n"
     )
     assert other_openers(tmp_path) == [
         f"{tmp_path.name}/cli.py:1: imports assemble",

@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
         "rolecall.llm.types",
     ),
     "TranscriptMessage": "rolecall.session.state",
+    **dict.fromkeys(("PendingCall", "Decision"), "rolecall.tools.approval"),
     **dict.fromkeys(
         (
             "RolecallError",
@@ -83,6 +84,7 @@ __all__ = [
     "ChatMessage",
     "ChatModel",
     "ConditionEvent",
+    "Decision",
     "Envelope",
     "ErrorEvent",
     "Event",
@@ -94,6 +96,7 @@ __all__ = [
     "MessageEvent",
     "ModeEvent",
     "PassEvent",
+    "PendingCall",
     "Persona",
     "ProviderError",
     "RespondEvent",
@@ -195,4 +198,5 @@ if TYPE_CHECKING:
     from rolecall.storage.in_memory import MemoryStore
     from rolecall.storage.port import SessionStore
     from rolecall.storage.sqlite import SqliteStore
+    from rolecall.tools.approval import Decision, PendingCall
     from rolecall.world.models import World
