@@ -5,7 +5,6 @@ agent's memory forgotten, the replies due dropped."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -13,28 +12,9 @@ import pytest
 import rolecall
 from rolecall.llm.types import GenerationRequest
 from rolecall.testing import FunctionModel
+from tests.api.test_session_members import CHAT, numbered, pair
 
 pytestmark = pytest.mark.anyio
-
-CHAT = {"name": "help", "model": "offline", "roles": [{"id": "doc"}, {"id": "nurse"}]}
-
-
-def pair() -> dict[str, Any]:
-    return {
-        "name": "pair",
-        "model": "offline",
-        "roles": [{"id": "ann"}, {"id": "bob"}],
-        "flow": {
-            "steps": [
-                {"id": "open", "speaker": "ann"},
-                {"id": "answer", "speaker": "bob", "reply_to": {"role": "ann"}},
-            ]
-        },
-    }
-
-
-def numbered(request: GenerationRequest) -> str:
-    return f"{request.info.speaker} says {request.info.turn}"
 
 
 def logs(session: rolecall.Session) -> list[str]:
