@@ -7,12 +7,11 @@ and goes on from the last committed turn, and the batch's result is the finished
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_fence import events_of
+from tests.cluster.test_fence import events_of, wait_for_calls
 from tests.cluster.test_workers import messages_of, provider, provider_world, rows, start_worker
 from tests.faults import Cli
 from tests.llm.openai_server import OpenAITestServer
@@ -31,10 +30,8 @@ def test_a_worker_stopped_mid_run_leaves_its_session_paused_for_the_next_worker(
     batch = cli.popen(
         "batch", str(world), "--nats", nats.url, "--name", "stopped", "--out", str(out),
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while len(provider.requests) < 2:  # past its first turn, in the middle of the second
-        assert time.monotonic() < deadline, "the worker did not start the run"
-        time.sleep(0.02)
+    # past its first turn, in the middle of the second
+    wait_for_calls(provider, 2, "the worker did not start the run")
     first.send_signal(signal.SIGINT)
     _, first_err = first.communicate(timeout=15)
     assert first.returncode == 0, first_err
