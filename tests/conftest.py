@@ -1,10 +1,27 @@
 from __future__ import annotations
 
+import compileall
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile rolecall's modules once, before any test starts a ``rolecall`` process.
+
+    The suite starts about a thousand fresh interpreters (``rolecall`` commands, workers,
+    servers), and each would otherwise compile the modules it imports from source, about
+    0.3 s of CPU apiece: the tests' processes run with ``PYTHONDONTWRITEBYTECODE=1``
+    (``tests/faults/__init__.py``, and often the caller's environment), which stops an
+    interpreter from writing what it compiled but not from reading what is there. The
+    bytecode goes where Python itself puts it (``src/rolecall/**/__pycache__``, ignored by
+    git); an up-to-date file is left alone. Under pytest-xdist the controller does it.
+    """
+    if hasattr(config, "workerinput"):
+        return
+    compileall.compile_dir(ROOT / "src" / "rolecall", quiet=1)
 
 
 @pytest.fixture(scope="session")

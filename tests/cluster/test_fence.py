@@ -34,6 +34,9 @@ __all__ = ["provider"]  # the fixture: a loopback provider slow enough to stop a
 
 
 def long_world(folder: Path, server: OpenAITestServer) -> Path:
+    """Twenty steps on the loopback provider through rolecall's lean HTTP client: what
+    is checked is who holds the session, not litellm (whose import would cost each
+    worker process seconds of CPU; tests/faults/test_provider_faults.py runs both)."""
     world = folder / "panel"
     world.mkdir()
     steps = ", ".join(
@@ -45,7 +48,7 @@ def long_world(folder: Path, server: OpenAITestServer) -> Path:
 name: panel
 topic: topic alpha
 model: openai/test-model
-settings: {{retries: 0, timeout: 30, api_base: "{server.base_url}", api_key_env: WORKER_KEY}}
+settings: {{retries: 0, timeout: 30, client: http, api_base: "{server.base_url}", api_key_env: WORKER_KEY}}
 roles: [{{id: a}}, {{id: b}}]
 flow:
   steps: [{steps}]
