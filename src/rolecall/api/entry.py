@@ -146,19 +146,15 @@ async def open_live(
     Leaving the block pauses a session still running (reason ``closed``) and ends the
     readers of its events; the last events are stored whatever happened.
     """
-    o = opening or Opening()
     made: list[Session] = []
-    then = o.on_created
 
-    def created(inner: Dialogue) -> None:
+    def created(inner: Dialogue) -> None:  # ``Opening.on_created`` is this one's alone
         made.append(Session(inner, mode))
-        if then is not None:
-            then(inner)
         if on_created is not None:
             on_created(made[0])
 
-    async with open_dialogue(world, replace(o, on_created=created)) as inner:
-        session = made[0] if made else Session(inner, mode)
+    async with open_dialogue(world, replace(opening or Opening(), on_created=created)):
+        (session,) = made  # open_dialogue calls ``created`` before it yields
         try:
             async with anyio.create_task_group() as tg:
                 session._tg_ = tg

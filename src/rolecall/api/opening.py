@@ -45,7 +45,8 @@ class Opening:
     ``session_file``: rewritten after every turn (needs ``memory``). ``sinks``: attached
     before anything is published. ``transport``: a NATS transport (``--nats URL``);
     ``bus(session_id, first_seq)`` makes the session's bus (the transport's, or one in
-    process, by default). ``on_created`` sees the session before any sink is attached.
+    process, by default). ``on_created`` sees the session before any sink is attached
+    (``rolecall.api.entry.open_live`` sets it: callers pass theirs to ``open_live``).
     ``approver`` answers the tool calls a role must ask for (None: refused).
     """
 

@@ -56,9 +56,9 @@ class Result(BaseModel):
 class Session:
     """A live session (see :func:`rolecall.open_session`)."""
 
-    def __init__(self, inner: runtime.Dialogue, mode: Mode, tg: TaskGroup | None = None) -> None:
+    def __init__(self, inner: runtime.Dialogue, mode: Mode) -> None:
         self._inner = inner
-        self._tg_ = tg
+        self._tg_: TaskGroup | None = None  # open_live's, once the session is open
         self._mode = mode
         self._driving = False  # a run started by events() is under way
         self._closed = False
