@@ -153,14 +153,16 @@ async def test_resume_of_an_unknown_id_names_it(tmp_path: Path) -> None:
             pass
 
 
-async def test_leaving_the_block_mid_run_pauses_the_session(tmp_path: Path) -> None:
-    async def slow(request: GenerationRequest) -> str:
-        if request.info.turn == 2:
-            await anyio.sleep(30)
-        return "fine"
+async def second_turn_hangs(request: GenerationRequest) -> str:
+    """A model whose second turn hangs (until it is cut)."""
+    if request.info.turn == 2:
+        await anyio.sleep(30)
+    return "fine"
 
+
+async def test_leaving_the_block_mid_run_pauses_the_session(tmp_path: Path) -> None:
     async with rolecall.open_session(
-        pair(), data_dir=tmp_path, models={"offline": FunctionModel(slow)}
+        pair(), data_dir=tmp_path, models={"offline": FunctionModel(second_turn_hangs)}
     ) as s:
         async for event in s.events():
             if isinstance(event, rolecall.StreamStart) and event.message_id == "m2":

@@ -12,6 +12,7 @@ import pytest
 import rolecall
 from rolecall.llm.types import GenerationRequest
 from rolecall.testing import FunctionModel
+from tests.api.test_api import second_turn_hangs
 
 pytestmark = pytest.mark.anyio
 
@@ -83,13 +84,8 @@ async def test_request_reply_makes_that_one_reply_due() -> None:
 
 
 async def test_interrupt_cuts_the_streaming_reply_and_pauses(tmp_path: Path) -> None:
-    async def slow(request: GenerationRequest) -> str:
-        if request.info.turn == 2:
-            await anyio.sleep(30)
-        return "fine"
-
     async with rolecall.open_session(
-        pair(), data_dir=tmp_path, models={"offline": FunctionModel(slow)}
+        pair(), data_dir=tmp_path, models={"offline": FunctionModel(second_turn_hangs)}
     ) as s:
         with anyio.fail_after(20):
             async for event in s.events():  # ends when the run returns: paused
