@@ -102,12 +102,12 @@ def test_a_classic_mac_file_counts_its_carriage_returns(tmp_path: Path, data_dir
 
 BIKE = """# Winter storage
 
-Before winter, clean the bicycle and store the bicycle somewhere dry. A bicycle left
-outside in winter rusts; look after the bicycle by keeping winter road salt off it.
+Before the cold winter months, put the bicycle into dry storage. Keeping a bicycle
+through the winter months in a cold, damp shed rusts it: storage indoors is best.
 
 # Chain care
 
-Oil the chain every few weeks, and more often after riding in the rain.
+Oil the chain every few weeks, and after every ride in the rain.
 
 # Tyres
 
@@ -123,7 +123,7 @@ def test_a_turn_ranks_by_the_question_as_knowledge_search_does(
     tmp_path: Path, data_dir: Path
 ) -> None:
     # the world's topic is all over the winter passage
-    folder = world(tmp_path, BIKE, topic="looking after a bicycle in winter")
+    folder = world(tmp_path, BIKE, topic="keeping a bicycle through the cold winter months")
     (folder / "world.yaml").write_text(
         (folder / "world.yaml").read_text() + "  - id: rider\n    model: scripted\n"
         "    script: ['@mechanic how often should I oil the chain?']\n"
@@ -145,9 +145,9 @@ def test_a_turn_ranks_by_the_question_as_knowledge_search_does(
     assert run.returncode == 0, run.stderr
     events = [json.loads(line) for line in run.stdout.splitlines()]
     (knowledge,) = [e for e in events if e.get("type") == "knowledge"]
-    assert knowledge["query"] == "@mechanic how often should I oil the chain?"
     cited = knowledge["passages"][0]
     assert (cited["path"], cited["line_start"], cited["line_end"]) == ("docs/guide.md", 6, 8)
+    assert knowledge["query"] == "@mechanic how often should I oil the chain?"
 
 
 def test_no_passage_is_listed_with_score_zero(tmp_path: Path, data_dir: Path) -> None:

@@ -59,8 +59,9 @@ class SyncReport:
 
     indexed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    bytes_read: int = 0
+    bytes_read: int = 0  # of the files indexed again
     passages: int = 0
+    files_read: int = 0  # files opened (one whose stat is as it was is not)
 
 
 # words a query is not searched for (they match most passages and rank nothing)
@@ -328,6 +329,7 @@ def sync(
                 data = path.read_bytes()
             except OSError as exc:
                 raise KnowledgeError(f"{path}: cannot read it ({exc.strerror})") from None
+            report.files_read += 1
             digest = hashlib.sha256(data).hexdigest()
             if old is not None and old.sha256 == digest and old.splitter == SPLITTER:
                 report.unchanged.append(key)
