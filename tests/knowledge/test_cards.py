@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -132,3 +133,178 @@ def test_a_file_that_is_not_a_card_is_refused(
     assert f"{path}: {problem}" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (data_dir / "roles").exists() or not list((data_dir / "roles").iterdir())
+
+
+# --------------------------------------------------------------- hostile cards
+def zlib_bomb(size: int) -> bytes:
+    """``size`` bytes of "A" deflated (about a thousandth of it), made a MiB at a time."""
+    deflate = zlib.compressobj(9)
+    block = b"A" * (1024 * 1024)
+    out = [deflate.compress(block) for _ in range(size // len(block))]
+    return b"".join(out) + deflate.flush()
+
+
+def run_measured(*args: str) -> tuple[int, str, str, int]:
+    """``rolecall ARGS`` as a process: exit code, stdout, stderr and its peak memory in
+    KiB (its own rusage, from wait4)."""
+    import os
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rolecall.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = process.stdout.read(), process.stderr.read()  # type: ignore[union-attr]
+    _pid, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.stdout.close()  # type: ignore[union-attr]
+    process.stderr.close()  # type: ignore[union-attr]
+    return process.returncode, out, err, usage.ru_maxrss
+
+
+@pytest.mark.parametrize("kind", ["zTXt", "iTXt"])
+def test_a_png_decompression_bomb_is_refused_early(
+    tmp_path: Path, data_dir: Path, kind: str
+) -> None:
+    bomb = zlib_bomb(512 * 1024 * 1024)  # 512 MiB of text in about half a MB
+    flags = b"\x00" if kind == "zTXt" else b"\x01\x00\x00\x00"  # compressed, deflate
+    body = b"chara\x00" + flags + bomb
+    png = tmp_path / "bomb.png"
+    png.write_bytes(png_with([chunk(kind.encode(), body)]))
+    assert png.stat().st_size < 1024 * 1024
+    code, _out, err, peak_kib = run_measured("roles", "import", str(png))
+    assert code == 2, err
+    assert (
+        f"{png}: the PNG's chara chunk: its inflated text is over 8 MiB (a card is kilobytes)"
+    ) in err
+    assert "Traceback" not in err
+    assert peak_kib < 200 * 1024  # never the 512 MiB it would inflate to (old: over 1 GB)
+    assert not (data_dir / "roles").exists()
+
+
+def test_cards_over_the_cap_and_nested_too_deeply_are_refused(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({**CARD, "padding": "x" * (9 * 1024 * 1024)}))
+    result = rolecall("roles", "import", str(big))
+    assert result.returncode == 2
+    assert f"{big}: not a character card: the file is over 8 MiB" in result.stderr
+
+    deep = "[" * 200_000 + "]" * 200_000
+    nested = {**CARD, "data": {**CARD["data"], "extensions": "DEEP"}}  # type: ignore[dict-item]
+    text = json.dumps(nested).replace('"DEEP"', deep)
+    for path in (tmp_path / "deep.json", tmp_path / "deep.png"):
+        if path.suffix == ".png":
+            raw = b"chara\x00" + base64.b64encode(text.encode())
+            path.write_bytes(png_with([chunk(b"tEXt", raw)]))
+        else:
+            path.write_text(text)
+        result = rolecall("roles", "import", str(path))
+        assert result.returncode == 2, result.stderr
+        assert f"{path}: not a character card: its JSON is nested too deeply" in result.stderr
+        assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+
+
+def test_a_name_that_is_not_text_is_refused_and_a_bad_library_file_is_skipped(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    card = tmp_path / "s.json"  # a JSON escape of half a character: a lone surrogate
+    card.write_text(json.dumps(CARD).replace("Captain Mira Vale", "s\\udc80x"))
+    result = rolecall("roles", "import", str(card))
+    assert result.returncode == 2
+    assert (
+        f"{card}: card field name is not text: a lone surrogate U+DC80 at character 2"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (data_dir / "roles").exists()  # nothing written
+
+    # what older versions wrote, beside a good role and a file whose name is not UTF-8
+    roles = data_dir / "roles"
+    roles.mkdir(parents=True)
+    (roles / "s-x.yaml").write_text('id: s-x\nname: "s\\uDC80x"\nsystem_prompt: hi\n')
+    (roles / "good.yaml").write_text("id: good\nname: Good\nsystem_prompt: hi\n")
+    Path(os.fsdecode(bytes(roles) + b"/bad\xff.yaml")).write_text("id: bad\nsystem_prompt: hi\n")
+    listed = rolecall("roles", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:] if line.strip()}
+    assert "Good" in rows["good"]
+    assert "(invalid: line 2, column 1: name: not text: a lone surrogat…)" in rows["s-x"]
+    assert "bad\\xff" in listed.stdout  # the file named as it can be shown
+    assert (
+        f"warning: role file {roles / 's-x.yaml'}: line 2, column 1: name: not text: a "
+        "lone surrogate U+DC80"
+    ) in listed.stderr
+    assert "warning: role file" in listed.stderr and "bad\\xff.yaml" in listed.stderr
+    shown = rolecall("roles", "show", "s-x")  # using it is an error naming it
+    assert shown.returncode == 2 and f"{roles / 's-x.yaml'}: line 2" in shown.stderr
+
+
+def test_control_characters_of_a_name_are_shown_not_obeyed(tmp_path: Path, data_dir: Path) -> None:
+    card = tmp_path / "evil.json"
+    card.write_text(
+        json.dumps(CARD).replace("Captain Mira Vale", "Evil\\u001b[31mRed\\u0007\\u0000")
+    )
+    result = rolecall("roles", "import", str(card), "--id", "evil")
+    assert result.returncode == 0, result.stderr
+    assert "imported Evil␛[31mRed␇␀ as role evil" in result.stdout
+    listed = rolecall("roles", "list")
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("evil "))
+    assert "Evil␛[31mRed␇␀" in row
+    for raw in ("\x1b", "\x07", "\x00"):
+        assert raw not in result.stdout and raw not in listed.stdout
+
+
+def fields_of(role_id: str) -> dict[str, object]:
+    import yaml
+
+    shown = rolecall("roles", "show", role_id)
+    assert shown.returncode == 0, shown.stderr
+    data = yaml.safe_load(shown.stdout)
+    data.pop("id")
+    return dict(data)
+
+
+def test_a_rolecall_role_survives_export_and_import_unchanged(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    made = rolecall(
+        "roles", "create", "tutor", "--name", "Ms. Rivera", "--description", "A patient tutor",
+        "--system-prompt", "You explain with analogies.\nAsk one question back.",
+        "--style", "warm, brief", "--constraint", "At most 80 words.",
+        "--constraint", "One idea per turn.",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for original in ("tutor", "teacher"):
+        want = fields_of(original)
+        current = original
+        for cycle in (1, 2, 3):  # export, import, compare; and again from the copy
+            out = tmp_path / f"{original}-{cycle}.json"
+            exported = rolecall("roles", "export", current, "--format", "card", "--out", str(out))
+            assert exported.returncode == 0, exported.stderr
+            card = json.loads(out.read_text())["data"]
+            if original == "tutor":  # other card readers see the persona too
+                assert card["post_history_instructions"] == "Style: warm, brief"
+                assert "- At most 80 words." in card["system_prompt"]
+            current = f"{original}-copy{cycle}"
+            imported = rolecall("roles", "import", str(out), "--id", current)
+            assert imported.returncode == 0, imported.stderr
+            assert fields_of(current) == want, cycle
+
+
+def test_a_card_edited_elsewhere_is_read_as_any_card(tmp_path: Path, data_dir: Path) -> None:
+    out = tmp_path / "teacher.json"
+    rolecall("roles", "export", "teacher", "--format", "card", "--out", str(out))
+    card = json.loads(out.read_text())
+    card["data"]["description"] = "A teacher, edited in another tool."
+    out.write_text(json.dumps(card))
+    imported = rolecall("roles", "import", str(out), "--id", "edited")
+    assert imported.returncode == 0, imported.stderr
+    fields = fields_of("edited")
+    assert fields["description"] == "A teacher, edited in another tool."
+    assert str(fields["system_prompt"]).startswith(card["data"]["system_prompt"])

@@ -77,7 +77,7 @@ async def test_passages_reach_the_prompt_and_the_event_comes_first(tmp_path: Pat
     assert len(knowledge) == 1  # the student has no knowledge: no event for its turn
     event = knowledge[0].event
     assert event.role == "professor" and event.message_id == "m2"
-    assert event.query == "how plants live\nWhy do leaves look green, and what do roots take up?"
+    assert event.query == "Why do leaves look green, and what do roots take up?"
     assert [(p["id"], p["path"], p["line_start"], p["line_end"]) for p in event.passages] == [
         ("k1", "docs/botany.md", 1, 5),
         ("k2", "docs/botany.md", 7, 10),

@@ -26,8 +26,9 @@ def test_the_garden_experts_cite_the_passages_that_answer(data_dir: Path) -> Non
     assert "spread ground limestone or dolomitic lime" in soil
     assert "  [k1] docs/soil.md:10-15" in soil  # "Raising pH with lime"
     pests = out.split("entomologist → gardener [step pests]")[1].split("\n\n")[0]
-    assert "ladybird larva eats several hundred aphids" in pests
-    assert "  [k1] docs/pests.md:11-16" in pests  # "Ladybirds"
+    # ranked by the question, as `rolecall knowledge search garden "..."` ranks it
+    assert "According to [k1]: Aphids are small sap-sucking insects" in pests
+    assert "  [k1] docs/pests.md:1-9\n  [k2] docs/pests.md:11-16" in pests  # "Ladybirds"
     lines = (ROOT / "worlds" / "garden" / "docs" / "plants.md").read_text().splitlines()
     assert lines[2] == "## Yellowing lower leaves"  # the cited lines hold the answer
 

@@ -138,7 +138,9 @@ def test_the_role_library_lists_searches_and_shows_each_persona(
     assert page.locator("#role-teacher .role-kind").inner_text() == "built-in"
     # a role file that cannot be used says why, as `roles list` warns; the others are listed
     problem = page.locator("#role-broken .error").inner_text()
-    assert problem.startswith("This role file cannot be used: line 2, column 1: invalid YAML")
+    assert problem.startswith(
+        "This role file cannot be used: broken.yaml: line 2, column 1: invalid YAML"
+    )
     # the worlds that take it as a template (shipped ones here)
     used = page.locator("#role-lawyer .role-used a").all_inner_texts()
     assert {"classroom", "courtroom"} <= set(used) and used == sorted(used)

@@ -23,7 +23,7 @@ CITED = {
         "docs/plants.md:1-9",
     ),
     "m4": ("spread ground limestone or dolomitic lime", "docs/soil.md:10-15"),
-    "m6": ("A single ladybird larva eats several hundred aphids", "docs/pests.md:11-16"),
+    "m6": ("Aphids are small sap-sucking insects that cluster on shoot tips", "docs/pests.md:1-9"),
 }
 
 

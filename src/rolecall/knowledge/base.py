@@ -1,17 +1,20 @@
 """A world's knowledge collections, indexed and searchable (knowledge.md).
 
 :meth:`KnowledgeBase.open` resolves each collection's paths to files, reads the files
-whose content hash changed since they were indexed, cuts them into passages and
-writes them all in one transaction; any unusable file (unreadable, binary, a PDF
-without text), a collection without text, or a path that is not there is a
-:class:`KnowledgeError` naming it, before anything is written. :meth:`search` ranks
-the passages of some collections for a query by BM25.
+whose stat changed since they were indexed (a file whose size, times and inode are as
+they were is not opened), indexes again those whose content hash changed, cuts them into
+passages and writes them all in one transaction; any unusable file (unreadable, binary,
+a PDF without text, over the collection's ``max_file_mb``), a collection without text,
+or a path that is not there is a :class:`KnowledgeError` naming it, before anything is
+written. :meth:`search` ranks the passages of some collections for a query by BM25.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -56,8 +59,9 @@ class SyncReport:
 
     indexed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    bytes_read: int = 0
+    bytes_read: int = 0  # of the files indexed again
     passages: int = 0
+    files_read: int = 0  # files opened (one whose stat is as it was is not)
 
 
 # words a query is not searched for (they match most passages and rank nothing)
@@ -79,6 +83,11 @@ MAX_TERMS: Final = 24
 
 
 POSTINGS: Final = 1500  # passages a query's terms may hold in all (see match_query)
+MIN_SCORE: Final = 0.0005
+"""A passage scoring less (shown as 0.000) holds only query words that half the
+passages or more hold, which FTS5's BM25 weighs at 1e-6: it is left out when another
+passage scores more. When none does (an index of a few passages, where every word is in
+half of them), the passages holding the words are all there is to go by, and are kept."""
 
 
 def query_words(query: str) -> list[str]:
@@ -161,7 +170,8 @@ class KnowledgeBase:
         index = KnowledgeIndex(db)
         try:
             files = {name: collection_files(name, c) for name, c in world.knowledge.items()}
-            report = sync(index, files)
+            limits = {name: c.max_file_mb for name, c in world.knowledge.items()}
+            report = sync(index, files, limits)
         except BaseException:
             index.close()
             raise
@@ -182,7 +192,8 @@ class KnowledgeBase:
 
     def search(self, collections: Iterable[str], query: str, top_k: int = 4) -> list[Passage]:
         """The ``top_k`` passages of ``collections`` best matching ``query`` (BM25), best
-        first; none when the query has no searchable word. The built-in tool
+        first; none when the query has no searchable word. A passage scoring under
+        :data:`MIN_SCORE` is left out when a better one is found. The built-in tool
         ``knowledge.search`` calls this. A collection the world lacks is a KnowledgeError."""
         names = list(dict.fromkeys(collections))
         for name in names:
@@ -195,6 +206,8 @@ class KnowledgeBase:
         every = set(names) == set(self._doc_ids) and self._all
         ids = None if every else sorted({i for n in names for i in self._doc_ids[n]})
         rows = self.index.search(match, ids, top_k)
+        if rows and -rows[0].score >= MIN_SCORE:  # best first: drop those scoring ~0
+            rows = [r for r in rows if -r.score >= MIN_SCORE]
         return [
             Passage(
                 self.shown(row.path),
@@ -251,14 +264,43 @@ def collection_files(name: str, collection: KnowledgeCollection) -> list[Path]:
     return files
 
 
-def sync(index: KnowledgeIndex, files: Mapping[str, Sequence[Path]]) -> SyncReport:
-    """Index every file of ``files`` whose content changed, in one transaction."""
+RACY_NS: Final = 2_000_000_000
+"""A file modified this recently before it is read may change again within the same
+tick of its clock without its stat showing it: its stamp is not kept (it is read and
+hashed again next time), as git does with a "racily clean" file."""
+
+
+def stamp_of(status: os.stat_result, now_ns: int) -> str:
+    """What a file's stat says of its content: size, modification and change times,
+    inode ('' when it was modified within :data:`RACY_NS` of ``now_ns``). The change
+    time catches a modification whose modification time was set back (``touch -d``)."""
+    if status.st_mtime_ns >= now_ns - RACY_NS:
+        return ""
+    return f"{status.st_size}:{status.st_mtime_ns}:{status.st_ctime_ns}:{status.st_ino}"
+
+
+def _mb(size: float) -> str:
+    return f"{size / 1_000_000:,.1f} MB"
+
+
+def sync(
+    index: KnowledgeIndex,
+    files: Mapping[str, Sequence[Path]],
+    limits: Mapping[str, float],
+) -> SyncReport:
+    """Index every file of ``files`` whose content changed, in one transaction. A file
+    whose stat is as when it was indexed is not read; a file larger than its
+    collection's limit (``limits``: its ``max_file_mb`` by collection name) is a
+    KnowledgeError naming it, and is never read."""
     report = SyncReport()
     known = index.docs()
     changed: list[IndexedPassage] = []
+    stamps: dict[str, str] = {}
     counted: dict[str, int] = {}
     seen: set[str] = set()
+    now_ns = time.time_ns()
     for name, paths in files.items():
+        most = limits[name]
         total = 0
         for path in paths:
             key = str(path)
@@ -267,18 +309,37 @@ def sync(index: KnowledgeIndex, files: Mapping[str, Sequence[Path]]) -> SyncRepo
                 continue
             seen.add(key)
             try:
+                status = path.stat()
+            except OSError as exc:
+                raise KnowledgeError(f"{path}: cannot read it ({exc.strerror})") from None
+            if status.st_size > most * 1_000_000:
+                raise KnowledgeError(
+                    f"{path}: {_mb(status.st_size)} ({status.st_size:,} bytes), larger than "
+                    f"the {most:g} MB a file of knowledge.{name} may have: split it, or "
+                    f"raise knowledge.{name}.max_file_mb"
+                )
+            stamp = stamp_of(status, now_ns)
+            old = known.get(key)
+            if old is not None and old.splitter == SPLITTER and stamp and old.stamp == stamp:
+                report.unchanged.append(key)  # as it was: not even opened
+                counted[key] = old.passages
+                total += old.passages
+                continue
+            try:
                 data = path.read_bytes()
             except OSError as exc:
                 raise KnowledgeError(f"{path}: cannot read it ({exc.strerror})") from None
+            report.files_read += 1
             digest = hashlib.sha256(data).hexdigest()
-            old = known.get(key)
             if old is not None and old.sha256 == digest and old.splitter == SPLITTER:
                 report.unchanged.append(key)
+                if old.stamp != stamp:
+                    stamps[key] = stamp  # touched, not changed: a stat says so next time
                 counted[key] = old.passages
                 total += old.passages
                 continue
             passages = split(read_document(path, data))
-            changed.append(IndexedPassage(key, digest, SPLITTER, len(data), passages))
+            changed.append(IndexedPassage(key, digest, SPLITTER, len(data), passages, stamp))
             report.indexed.append(key)
             report.bytes_read += len(data)
             report.passages += len(passages)
@@ -289,6 +350,6 @@ def sync(index: KnowledgeIndex, files: Mapping[str, Sequence[Path]]) -> SyncRepo
                 f"knowledge.{name}: the collection is empty: no text in "
                 + ", ".join(str(p) for p in paths)
             )
-    if changed:
-        index.replace(changed)
+    if changed or stamps:
+        index.replace(changed, stamps=stamps)
     return report

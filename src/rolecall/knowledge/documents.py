@@ -2,7 +2,10 @@
 
 Each format gives ``(line, text)`` pairs: the line of the file a piece of text is on
 (Markdown, text, HTML) or of the PDF's extracted text layer (its pages one after
-another). A file that cannot be used is a :class:`KnowledgeError` naming it.
+another). Lines are counted as ``grep -n`` and editors count them (:func:`text_lines`):
+only a line feed ends a line, so a form feed, a vertical tab, U+0085 or U+2028 inside a
+line never shifts a citation. A file that cannot be used is a :class:`KnowledgeError`
+naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Final
 from rolecall.errors import NotTextError, UsageError
 from rolecall.paths import decode_text
 
-__all__ = ["FORMATS", "KnowledgeError", "Lines", "read_document"]
+__all__ = ["FORMATS", "KnowledgeError", "Lines", "read_document", "text_lines"]
 
 FORMATS: Final = (".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm")
 
@@ -39,8 +42,30 @@ def read_document(path: Path, data: bytes) -> Lines:
     except NotTextError as exc:
         raise KnowledgeError(f"{path}: {exc.problem} (save it as UTF-8)") from None
     if suffix in (".html", ".htm"):
-        return _html(text)
-    return list(enumerate(text.splitlines(), start=1))
+        return _html(_line_feeds(text))
+    return list(enumerate(text_lines(text), start=1))
+
+
+def _line_feeds(text: str) -> str:
+    """``text`` with a classic Mac OS file's line ends (a carriage return alone, and no
+    line feed anywhere) made line feeds; any other text as it is."""
+    if "\r" in text and "\n" not in text:
+        return text.replace("\r", "\n")
+    return text
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of ``text`` as ``grep -n``, ``sed -n`` and editors number them, not as
+    :meth:`str.splitlines` does: a line ends at a line feed (a ``\\r\\n`` is one line
+    end, its carriage return dropped); a form feed, a vertical tab, U+001C..U+001E,
+    U+0085, U+2028 and U+2029 are characters of their line. A carriage return alone ends
+    lines only in a file with no line feed at all (a classic Mac OS file, which editors
+    show so); elsewhere it is a character of its line, as ``grep -n`` counts it. A final
+    line end starts no further line."""
+    lines = _line_feeds(text).split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the text ends with a line end (or is empty)
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _formats() -> str:
@@ -64,7 +89,7 @@ def _pdf(path: Path, data: bytes) -> Lines:
     lines: Lines = []
     number = 0
     for page in pages:
-        for line in page.splitlines():
+        for line in text_lines(page):
             number += 1
             lines.append((number, line))
     return lines

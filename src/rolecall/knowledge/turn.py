@@ -1,7 +1,7 @@
 """What a role's turn gets from its knowledge (knowledge.md): the passages for the
-message it answers and the world's topic, as a prompt block with ids ``[k1]``,
-``[k2]``..., the ``system/knowledge`` event saying which, and the references the
-model is given."""
+message it answers (else the step's instruction; the world's topic only when that finds
+nothing), as a prompt block with ids ``[k1]``, ``[k2]``..., the ``system/knowledge``
+event saying which, and the references the model is given."""
 
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ class Retrieved:
 
 
 def query_for(world: World, target: TranscriptMessage | None, instruction: str | None) -> str:
-    """What a turn searches for: the world's topic, then the message answered (else the
-    step's instruction). The topic comes first: a long message's words after the first
-    few dozen are not searched for (:data:`rolecall.knowledge.base.MAX_TERMS`), the
-    topic's always are."""
-    parts = [world.topic, target.content if target is not None else (instruction or "")]
-    return "\n".join(p.strip() for p in parts if p and p.strip())[:QUERY_CHARS]
+    """What a turn searches for: the message answered (else the step's instruction), as
+    ``rolecall knowledge search`` would be given it, so a turn cites what that search
+    ranks first; the world's topic when there is neither. The topic is not added to a
+    question: its words would outweigh the question's (a bicycle world's "winter" over
+    "how often should I oil the chain?")."""
+    asked = target.content if target is not None else (instruction or "")
+    return (asked.strip() or world.topic.strip())[:QUERY_CHARS]
 
 
 def prompt_block(passages: list[Passage]) -> str:
@@ -59,7 +60,12 @@ def retrieve(
 ) -> Retrieved:
     """The turn's passages from ``role``'s collections (or ``collections``)."""
     query = query_for(world, target, instruction)
-    passages = kb.search(collections or role.knowledge, query, role.knowledge_top_k)
+    searched = collections or role.knowledge
+    passages = kb.search(searched, query, role.knowledge_top_k)
+    topic = world.topic.strip()[:QUERY_CHARS]
+    if not passages and topic and query != topic:  # nothing for the question: the topic
+        query = topic
+        passages = kb.search(searched, query, role.knowledge_top_k)
     event = KnowledgeEvent.trusted(
         role=role.id,
         query=query,

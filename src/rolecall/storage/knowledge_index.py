@@ -4,7 +4,9 @@ It lives in the data directory beside the session store, in its own file
 (``knowledge.db``), so indexing a world's documents never waits for (or holds up) a
 session's turn; without a data directory it is kept in memory. The schema:
 
-- ``kdocs``: one row per indexed file (its absolute path, the sha256 of its bytes);
+- ``kdocs``: one row per indexed file (its absolute path, the sha256 of its bytes, and
+  its ``stamp``: size, modification and change times and inode as last seen, so a file
+  whose stamp is unchanged is known unchanged from a ``stat``, without reading it);
 - ``kpassages``: its passages (the line range of each in the file);
 - ``kfts``: the FTS5 index of the passages' heading and text, rowid = ``kpassages.id``.
 
@@ -16,7 +18,7 @@ few milliseconds, less than handing it to a thread would cost.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +36,8 @@ CREATE TABLE IF NOT EXISTS kdocs (
     splitter TEXT NOT NULL,
     bytes INTEGER NOT NULL,
     passages INTEGER NOT NULL,
-    indexed_at TEXT NOT NULL
+    indexed_at TEXT NOT NULL,
+    stamp TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS kpassages (
     id INTEGER PRIMARY KEY,
@@ -53,6 +56,9 @@ CREATE TABLE IF NOT EXISTS kterms (term TEXT PRIMARY KEY, passages INTEGER NOT N
     WITHOUT ROWID;
 """
 _VERSION: Final = 1  # PRAGMA user_version of a knowledge.db this code writes
+# added to kdocs after version 1 was written (an older rolecall leaves it '', which only
+# means the file is read and hashed to be checked)
+_ADDED: Final = ("ALTER TABLE kdocs ADD COLUMN stamp TEXT NOT NULL DEFAULT ''",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,7 @@ class IndexedPassage:
     splitter: str  # how it was cut into passages (a new way indexes every file again)
     size: int
     passages: Sequence[NewPassage]
+    stamp: str = ""  # the file's stat as read ('': unknown, read it again to check)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,7 @@ class DocRow:
     size: int
     passages: int
     indexed_at: str
+    stamp: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +131,10 @@ class KnowledgeIndex:
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA busy_timeout = 10000")
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(kdocs)")}
+            if "stamp" not in columns:
+                for statement in _ADDED:
+                    db.execute(statement)
             db.execute(f"PRAGMA user_version = {_VERSION}")
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open the knowledge index {path}: {exc}") from exc
@@ -134,17 +146,24 @@ class KnowledgeIndex:
     def docs(self, paths: Iterable[str] | None = None) -> dict[str, DocRow]:
         """The indexed files (of ``paths`` only, when given), by path."""
         rows = self._db.execute(
-            "SELECT id, path, sha256, splitter, bytes, passages, indexed_at "
+            "SELECT id, path, sha256, splitter, bytes, passages, indexed_at, stamp "
             "FROM kdocs ORDER BY path"
         ).fetchall()
         wanted = None if paths is None else set(paths)
         return {row[1]: DocRow(*row) for row in rows if wanted is None or row[1] in wanted}
 
-    def replace(self, changed: Sequence[IndexedPassage], removed: Iterable[str] = ()) -> None:
-        """Index ``changed`` (replacing what each file had) and forget ``removed``, in
-        one transaction: on any failure nothing changes."""
+    def replace(
+        self,
+        changed: Sequence[IndexedPassage],
+        removed: Iterable[str] = (),
+        stamps: Mapping[str, str] | None = None,
+    ) -> None:
+        """Index ``changed`` (replacing what each file had), forget ``removed`` and set
+        the ``stamps`` of files whose content did not change, in one transaction: on any
+        failure nothing changes."""
         db = self._db
         now = datetime.now(UTC).isoformat(timespec="seconds")
+        removed = list(removed)
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -152,9 +171,18 @@ class KnowledgeIndex:
                     self._forget(path)
                 for doc in changed:
                     cur = db.execute(
-                        "INSERT INTO kdocs (path, sha256, splitter, bytes, passages, indexed_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (doc.path, doc.sha256, doc.splitter, doc.size, len(doc.passages), now),
+                        "INSERT INTO kdocs "
+                        "(path, sha256, splitter, bytes, passages, indexed_at, stamp) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            doc.path,
+                            doc.sha256,
+                            doc.splitter,
+                            doc.size,
+                            len(doc.passages),
+                            now,
+                            doc.stamp,
+                        ),
                     )
                     doc_id = cur.lastrowid
                     for p in doc.passages:
@@ -166,8 +194,11 @@ class KnowledgeIndex:
                             "INSERT INTO kfts (rowid, heading, text) VALUES (?, ?, ?)",
                             (cur.lastrowid, p.heading, p.text),
                         )
-                db.execute("DELETE FROM kterms")
-                db.execute("INSERT INTO kterms (term, passages) SELECT term, doc FROM kvocab")
+                for path, stamp in (stamps or {}).items():
+                    db.execute("UPDATE kdocs SET stamp = ? WHERE path = ?", (stamp, path))
+                if changed or removed:
+                    db.execute("DELETE FROM kterms")
+                    db.execute("INSERT INTO kterms (term, passages) SELECT term, doc FROM kvocab")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")

@@ -12,10 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rolecall.errors import RolecallError
+from rolecall.log import get_logger
 from rolecall.web.context import WebContext
 from rolecall.world import catalog
 from rolecall.world.library import RoleFileError, RoleLibrary
 from rolecall.world.loader import role_template
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,14 +46,27 @@ class LibraryRole:
         return text.lower() in self.search_text
 
 
+def _text(value: str) -> str:
+    """``value`` as a page can send it: a byte of a file name that is not UTF-8 written
+    ``\\xff`` (any other lone surrogate ``\\ud800``), never a 500 from encoding the page."""
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _role(library: RoleLibrary, role_id: str) -> LibraryRole:
+    """The role as the page shows it; a user role file that cannot be used is shown
+    with its first problem and the file named (a warning is logged), never a 500."""
     builtin = library.is_builtin(role_id)
+    shown = _text(role_id)
     try:
         data = role_template(library, role_id)
     except RoleFileError as exc:
-        return LibraryRole(role_id, builtin, problem=exc.problems[0])
-    except (RolecallError, OSError, ValueError) as exc:
-        return LibraryRole(role_id, builtin, problem=str(exc))
+        return _unusable(shown, builtin, exc.path, exc.problems[0])
+    except (RolecallError, OSError, ValueError, RecursionError) as exc:
+        path = (library.user_dir or Path()) / f"{role_id}.yaml"
+        return _unusable(shown, builtin, path, str(exc).removeprefix(f"{path}: "))
     constraints = data.get("constraints") or []
     return LibraryRole(
         id=role_id,
@@ -61,6 +77,11 @@ def _role(library: RoleLibrary, role_id: str) -> LibraryRole:
         style=str(data.get("style") or ""),
         constraints=[str(c) for c in constraints] if isinstance(constraints, list) else [],
     )
+
+
+def _unusable(role_id: str, builtin: bool, path: Path, problem: str) -> LibraryRole:
+    log.warning("role_file_unusable", path=_text(str(path)), problem=_text(problem))
+    return LibraryRole(role_id, builtin, problem=_text(f"{path.name}: {problem}"))
 
 
 def library_roles(library: RoleLibrary) -> list[LibraryRole]:

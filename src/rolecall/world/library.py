@@ -88,6 +88,16 @@ class RoleLibrary:
         if self.is_builtin(role_id):
             return None
         path = self._user_path(role_id)
+        if path is None and self.user_dir is not None and "/" not in role_id:
+            odd = self.user_dir / f"{role_id}.yaml"
+            if role_id in self.user_ids() and odd.is_file():  # listed, but not usable
+                raise RoleFileError(
+                    odd,
+                    [
+                        "its name is not a role id (lowercase letters, digits, '_' and '-', "
+                        "starting with a letter, at most 64): rename the file"
+                    ],
+                )
         if path is None or not path.is_file():
             return None
         return read_role_file(path)

@@ -311,6 +311,7 @@ def role_problems(data: dict[str, Any]) -> list[str]:
             "template: a role file cannot start from a template; copy its fields instead "
             "(rolecall roles create ID --from TEMPLATE)"
         )
+    problems.extend(_not_text(data))
     try:
         Role.model_validate(data)
     except ValidationError as exc:
@@ -320,6 +321,28 @@ def role_problems(data: dict[str, Any]) -> list[str]:
             field_path = path.removeprefix("roles[0]").removeprefix(".") or "(top level)"
             problems.append(f"{field_path}: {what}")
     return problems
+
+
+def _not_text(data: dict[str, Any]) -> list[str]:
+    """``field: not text ...`` for each string of ``data`` (walked without recursion)
+    holding a lone surrogate, as a ``"\\udc80"`` escape makes: no file, terminal or web
+    page can take it as UTF-8."""
+    found: list[str] = []
+    stack: list[tuple[str, object]] = [(str(k), v) for k, v in reversed(data.items())]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            bad = next((ch for ch in item if "\ud800" <= ch <= "\udfff"), None)
+            if bad is not None:
+                found.append(
+                    f"{where}: not text: a lone surrogate U+{ord(bad):04X} (a \\u escape of "
+                    "half a character)"
+                )
+        elif isinstance(item, dict):
+            stack.extend((f"{where}.{k}", v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return found
 
 
 # ------------------------------------------------------------ pydantic errors

@@ -138,6 +138,8 @@ class KnowledgeCollection(_Model):
     # the folder the paths are relative to, and citations shown from (default: the
     # world's folder); absolute once loaded
     root: str | None = None
+    # the largest file indexed, in MB (10**6 bytes): a bigger one is refused, named
+    max_file_mb: float = Field(default=20, gt=0)
 
 
 class LoreEntry(_Model):

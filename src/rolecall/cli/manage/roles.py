@@ -294,6 +294,19 @@ def cmd_roles(args: argparse.Namespace) -> int:
     return _roles_delete(args, library, role_id)
 
 
+def _shown(text: str) -> str:
+    """``text`` for one line of the terminal: its control characters shown, not obeyed
+    (ESC as ␛, NUL as ␀, as the description column), a byte of a file name that is not
+    UTF-8 as ``\\xff``, its lines joined."""
+    from rolecall.export.common import visible
+
+    try:  # a file name's undecodable byte: as the byte (\xff)
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # any other lone surrogate: as itself (\ud800)
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return " ".join(visible(text).split())
+
+
 def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
     """Every role; a user role file that cannot be used is listed as invalid (its
     problems on stderr, naming the file) and the others are listed as usual: exit 0."""
@@ -310,26 +323,30 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
     user = library.user_ids()
     broken: list[str] = []
     for rid in user:
+        shown_id = _shown(rid)
         if library.is_builtin(rid):
-            rows.append((rid, "user", "", "(ignored: a built-in has this id)"))
+            rows.append((shown_id, "user", "", "(ignored: a built-in has this id)"))
             continue
         try:
             role = role_template(library, rid)
             rows.append(
                 (
-                    rid,
+                    shown_id,
                     "user",
-                    str(role.get("name", "")),
+                    _shown(str(role.get("name", ""))),
                     clip_cell(str(role.get("description", "")), 60),
                 )
             )
         except RoleFileError as exc:
-            rows.append((rid, "user", "", f"(invalid: {clip_cell(exc.problems[0], 50)})"))
-            broken.extend(f"warning: role file {exc.path}: {p}" for p in exc.problems)
-        except (RolecallError, OSError, ValueError) as exc:
-            problem = str(exc).removeprefix(f"{library.user_dir}/{rid}.yaml: ")  # the row names it
-            rows.append((rid, "user", "", f"(invalid: {clip_cell(problem, 50)})"))
-            broken.append(f"warning: {exc}")
+            problem = _shown(exc.problems[0])
+            rows.append((shown_id, "user", "", f"(invalid: {clip_cell(problem, 50)})"))
+            path = _shown(str(exc.path))
+            broken.extend(f"warning: role file {path}: {_shown(p)}" for p in exc.problems)
+        except (RolecallError, OSError, ValueError, RecursionError) as exc:
+            file = f"{library.user_dir}/{rid}.yaml"
+            problem = str(exc).removeprefix(f"{file}: ")  # the row names it
+            rows.append((shown_id, "user", "", f"(invalid: {clip_cell(_shown(problem), 50)})"))
+            broken.append(f"warning: role file {_shown(file)}: {_shown(problem)}")
     rows.sort(key=lambda r: (r[1] != "user", r[0]))
     print(text_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
     confirm(
@@ -365,8 +382,8 @@ def _roles_import(args: argparse.Namespace, library: RoleLibrary) -> int:
     _create_file(path, _dump_yaml(data))
     confirm(
         args,
-        f"imported {card['name']} as role {role_id}: {path}; use it in a world as "
-        f"`template: {role_id}`",
+        f"imported {_shown(str(card['name']))} as role {role_id}: {path}; use it in a world "
+        f"as `template: {role_id}`",
     )
     return 0
 
