@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -92,6 +93,7 @@ class Lease:
     epoch: str  # the holder's run of the session (the last part of its message ids)
     seq: int  # the stream sequence of its last lease message stored
     renewals: int = 0
+    confirmed: float = 0.0  # time.monotonic() when the last one stored was sent
 
 
 def _lost(session_id: str) -> str:
@@ -127,6 +129,9 @@ class Publisher:
         self._listening = anyio.Lock()
         self._answers: dict[str, Any] = {}
         self._tokens = 0
+        # how long a lease message stored vouches for the lease, counted from its sending
+        # (:meth:`hold`): a worker sets a quarter of the ack wait; 0 asks the stream each time
+        self.fence_s = 0.0
         link.on_reconnect.append(self._reconnected)
 
     def _reconnected(self) -> None:
@@ -184,6 +189,7 @@ class Publisher:
         }
         payload = json.dumps({"session_id": session_id, "lease": epoch}).encode()
         while True:
+            sent = time.monotonic()
             try:
                 ack = await self.link.js.publish(
                     subject, payload, timeout=ACK_TIMEOUT_S, headers=headers
@@ -196,13 +202,13 @@ class Publisher:
                 found = await self._stored_as(subject, msg_id)  # sent before a lost answer
                 if found is None:
                     raise LeaseLost(_lost(session_id)) from None
-                seq = found
+                seq, sent = found, 0.0  # sent by an earlier attempt: when is not known
                 break
             except (TimeoutError, NatsError, OSError) as exc:
                 log.warning("nats_claim_retry", session=session_id, error=repr(exc))
                 await anyio.sleep(0.2)
         self.lost.pop(session_id, None)
-        self.leases[session_id] = Lease(epoch, seq, 1)
+        self.leases[session_id] = Lease(epoch, seq, 1, sent)
         log.info("nats_claimed", session=session_id, epoch=epoch, after=after, seq=seq)
 
     def renew(self) -> None:
@@ -211,6 +217,30 @@ class Publisher:
         for sid in self.leases:
             if sid not in self.lost:
                 self.put(Outgoing("", b"", {}, sid, lease=True))
+
+    async def hold(self, session_id: str) -> None:
+        """Return only while this process still holds the lease on ``session_id`` (at
+        once when it holds none: a session that is not a worker's); :class:`LeaseLost`
+        otherwise. Awaited before every model request and every tool call of a leased
+        session, so nothing is asked or done for a session another worker took.
+
+        Another worker claims a session only after reading it and then seeing no new
+        message in it for half the ack wait (:meth:`rolecall.cluster.worker.Worker._stored`),
+        so a lease message stored and sent less than :attr:`fence_s` (a quarter of the
+        ack wait) ago proves the lease still held; older (the worker was paused, or cut
+        off), a renewal is sent and its answer awaited, with everything of the session
+        put before it."""
+        lost = self.lost.get(session_id)
+        if lost is not None:
+            raise LeaseLost(lost)
+        lease = self.leases.get(session_id)
+        if lease is None or time.monotonic() - lease.confirmed < self.fence_s:
+            return
+        self.put(Outgoing("", b"", {}, session_id, lease=True))
+        await self.flush(session_id)
+        lost = self.lost.get(session_id)
+        if lost is not None:
+            raise LeaseLost(lost)
 
     def release(self, session_id: str) -> str | None:
         """The session ended here: no more lease on it; why it was lost, if it was."""
@@ -255,15 +285,19 @@ class Publisher:
                 out.append(item)
         return out
 
-    async def _renewed(self, item: Outgoing, answer: dict[str, Any]) -> Exception | None:
-        """Settle the lease of ``item`` (a renewal) by the stream's ``answer``: None when
-        settled (renewed, or lost), else the problem (the batch goes again)."""
+    async def _renewed(
+        self, item: Outgoing, answer: dict[str, Any], sent: float
+    ) -> Exception | None:
+        """Settle the lease of ``item`` (a renewal sent at ``sent``) by the stream's
+        ``answer``: None when settled (renewed, or lost), else the problem (the batch
+        goes again)."""
         sid, lease = item.session, self.leases.get(item.session)
         if lease is None:
             return None
         error = answer.get("error")
         if error is None:
             lease.seq = int(answer["seq"])
+            lease.confirmed = max(lease.confirmed, sent)
             return None
         if error.get("err_code") != WRONG_LAST:
             return RuntimeError(f"the NATS server refused a lease: {error.get('description')}")
@@ -305,6 +339,7 @@ class Publisher:
             renewals: list[tuple[Outgoing, Any]] = []
             tokens: list[str] = []
             connection = nc.stats["reconnects"]
+            sent = time.monotonic()
             try:
                 # one acknowledgement per batch: the stream stores what one connection
                 # sends in the order sent, so the last message's acknowledgement means
@@ -342,7 +377,7 @@ class Publisher:
                         await future
                 problem: Exception | None = None
                 for item, answer in renewals:
-                    problem = await self._renewed(item, answer.result()) or problem
+                    problem = await self._renewed(item, answer.result(), sent) or problem
                 if problem is None and nc.stats["reconnects"] == connection:
                     return
                 # sent over two connections: what the lost one carried may be lost
@@ -565,5 +600,12 @@ def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) 
         await publisher.flush(bus.session_id)  # this session's turns, not the others'
         refused()  # the flush itself may find the session claimed by another: nothing is asked
 
+    async def still_held(before: str) -> None:
+        refused()
+        if before == "tool":  # the call is in the stream before it runs: a worker taking
+            await publisher.flush(bus.session_id)  # the session over never runs it again
+        await publisher.hold(bus.session_id)
+
     session.turn_hooks.append(on_its_way)
     session.request_hooks.append(before_request)
+    session.fence_hooks.append(still_held)
