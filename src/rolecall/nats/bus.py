@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import BaseModel
 
-from rolecall.bus import Envelope, EventBus
+from rolecall.bus import Envelope, ErrorEvent, EventBus
 from rolecall.errors import RuntimeFailure, StorageError
 from rolecall.log import get_logger
 from rolecall.nats.link import (
@@ -454,8 +454,8 @@ def too_large(what: str, size: int, link: Link) -> str:
 
 
 class PayloadTooLarge(StorageError):
-    """An event of the session is larger than the NATS server accepts: nothing after it
-    is published, and the session pauses (stored here as it is)."""
+    """An event of the session is larger than the NATS server accepts: the session pauses
+    (stored here as it is), and the stream's copy with it (:meth:`NatsBus._cut`)."""
 
 
 class NatsBus(EventBus):
@@ -479,7 +479,7 @@ class NatsBus(EventBus):
         self._fixed: dict[str, str] = {}
         self._subjects: dict[type, str] = {}  # event class -> its subject in this session
         self.max_payload = publisher.link.nc.max_payload
-        self.refused: str | None = None  # an event too large to publish: nothing after it is
+        self.refused: str | None = None  # an event too large to publish: the session pauses
         if batch is not None:
             self._fixed[H_BATCH] = batch
             self._fixed[H_RUN] = str(run or 0)
@@ -504,21 +504,66 @@ class NatsBus(EventBus):
             subject = subjects.get(type(event))
             if subject is None:
                 subject = subjects[type(event)] = event_subject(sid, event.topic, event.type)
-            if self.refused is not None:
-                return
             payload = envelope.to_json().encode()
             if len(payload) + 4 * sum(len(v) for v in headers.values()) > self.max_payload:
                 size = message_size(payload, headers)  # exactly, only when it may be over
                 if size > self.max_payload:
-                    self.refused = too_large(
-                        f"event {envelope.seq} of session {sid} ({event.topic}/{event.type}, "
-                        "with the session's state it carries)",
-                        size,
-                        self.publisher.link,
-                    )
-                    log.error("nats_event_too_large", session=sid, seq=envelope.seq, size=size)
-                    return
+                    subject, payload = self._cut(envelope, subject, payload, headers, size)
             put(Outgoing(subject, payload, headers, sid))
+
+    def _cut(
+        self,
+        envelope: Envelope,
+        subject: str,
+        payload: bytes,
+        headers: dict[str, str],
+        size: int,
+    ) -> tuple[str, bytes]:
+        """``envelope``'s message made to fit (``headers`` changed in place): the first
+        such event pauses the session (:attr:`refused`, raised by the hooks of
+        :func:`attach`). Its checkpoint loses what is too large to travel (the messages,
+        records and drafts over an eighth of the limit, the turn with tools in progress:
+        :func:`_trimmed`); an event still too large is replaced by a ``system/error`` of
+        the same ``seq`` saying so. So the stream's copy ends paused, with the error,
+        where the session paused, and readers following it never wait for the ``seq``."""
+        sid, event = self.session_id, envelope.event
+        problem = too_large(
+            f"event {envelope.seq} of session {sid} ({event.topic}/{event.type}, "
+            "with the session's state it carries)",
+            size,
+            self.publisher.link,
+        )
+        if self.refused is None:
+            self.refused = problem
+            log.error("nats_event_too_large", session=sid, seq=envelope.seq, size=size)
+        checkpoint = headers.pop(H_CHECKPOINT, None)
+        if checkpoint is not None:
+            small = _trimmed(checkpoint, self.max_payload // 2)
+            if small is not None:
+                headers[H_CHECKPOINT] = small
+        if message_size(payload, headers) <= self.max_payload:
+            return subject, payload
+        stand_in = Envelope(
+            envelope.seq,
+            sid,
+            envelope.ts,
+            ErrorEvent(error=f"not published on NATS: {problem}", source="nats"),
+        )
+        return event_subject(sid, "system", "error"), stand_in.to_json().encode()
+
+
+def _trimmed(checkpoint: str, budget: int) -> str | None:
+    """``checkpoint`` without what cannot travel in ``budget`` bytes: each message,
+    execution record and draft over an eighth of it, and the turn with tools in progress
+    when the state is over a quarter (it holds the calls' results: a session resumed
+    from the stream asks the model again for that turn). None if still too large."""
+    cp = json.loads(checkpoint)
+    for key in ("messages", "records", "drafts"):
+        cp[key] = [item for item in cp[key] if len(json.dumps(item)) <= budget // 8]
+    if len(json.dumps(cp["state"])) > budget // 4:
+        (cp["state"].get("extra") or {}).pop("tool_turn", None)
+    out = json.dumps(cp, ensure_ascii=False, separators=(",", ":"))
+    return out if len(out.encode()) <= budget else None
 
 
 def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) -> None:
