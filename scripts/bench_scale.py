@@ -201,6 +201,9 @@ async def _nats_session(
         if transport is not None and sid is not None and leased:
             epoch = f"{time.monotonic_ns() % 0xFFFFFF:06x}"  # a worker's run of the session
             await transport.publisher.claim(sid, epoch, 0)
+            from rolecall.cluster.jobs import ACK_WAIT_S
+
+            transport.publisher.fence_s = ACK_WAIT_S / 4  # as a worker's (cluster/worker.py)
 
             def bus(session_id: str, first_seq: int) -> Any:
                 assert transport is not None

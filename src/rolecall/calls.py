@@ -29,7 +29,7 @@ from rolecall.prompt import build_prompt, persona, system_text, turn_text
 from rolecall.session.state import Draft, SessionState, TranscriptMessage
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
-from rolecall.tools.turn import generate_with_tools
+from rolecall.tools.turn import FenceHook, generate_with_tools
 from rolecall.world.models import Role, World
 from rolecall.world.targets import budget_block
 
@@ -53,6 +53,7 @@ class CallSite(Protocol):
     bus: Bus
     log: Any
     request_hooks: list[RequestHook]
+    fence_hooks: list[FenceHook]  # before every model request and tool call (nats.md)
     role_ids: list[str]  # the world's, in order
     system_texts: dict[str, str]  # each role's system prompt, built on its first call
     tools: ToolBox | None  # tools.md: the session's tools, None when the world has none
@@ -198,6 +199,8 @@ async def call_model(
     if self.request_hooks and not getattr(model, "repeatable", False):
         for hook in self.request_hooks:
             await hook()
+    for fence in self.fence_hooks:  # whatever the model: a session lost asks nothing
+        await fence("request")
     try:
         if role.tools and self.tools is not None:
             return await generate_with_tools(

@@ -49,6 +49,7 @@ from rolecall.session.state import (
 )
 from rolecall.tools.approval import Approver
 from rolecall.tools.box import ToolBox
+from rolecall.tools.turn import FenceHook
 from rolecall.world.models import Role, World
 
 if TYPE_CHECKING:  # imported when a world has knowledge (start-up stays lean)
@@ -111,6 +112,9 @@ class Dialogue:
         # model, see ChatModel): the NATS transport waits there until the stream holds
         # every turn before it
         self.request_hooks: list[RequestHook] = []
+        # before every model request and every tool call, whatever the model: the session
+        # is still this process's to run (a NATS worker's lease, nats.md); raise otherwise
+        self.fence_hooks: list[FenceHook] = []
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)

@@ -3,6 +3,8 @@ real ``nats-server -js``: a clear error before anything is sent, never a retry l
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from tests.faults import Cli, stored
@@ -74,3 +76,50 @@ def test_a_reply_over_the_max_payload_pauses_the_session_with_a_clear_error(
     assert "event " in ran.stderr and LIMIT in ran.stderr
     session = stored(cli.home)
     assert (session.state, session.ids) == ("paused", ["m1"])  # kept here, not left running
+
+
+def test_a_tool_result_over_the_max_payload_pauses_the_clusters_copy_too(
+    cli: Cli, nats: NatsServer, tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "bigtools.py").write_text(
+        'def fetch() -> str:\n    """A 2 MB page."""\n    return "x" * 2_000_000\n',
+        encoding="utf-8",
+    )
+    world = tmp_path / "fetcher"
+    world.mkdir()
+    (world / "world.yaml").write_text(
+        """\
+name: fetcher
+topic: t
+model: scripted
+settings: {max_tool_result_chars: 3000000}
+tools: {python: {fetch: "bigtools:fetch"}}
+roles: [{id: a, tools: [fetch], script: [{call: fetch}, "fetched it"]}]
+flow:
+  steps: [{id: s1, speaker: a}, {id: s2, speaker: a}]
+""",
+        encoding="utf-8",
+    )
+    path = os.pathsep.join((str(cli.guard), str(tools)))
+    ran = cli.run("run", str(world), "--nats", nats.url, "-q", timeout=90, PYTHONPATH=path)
+    assert ran.returncode == 1, ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert "(messages/tool_result, " in ran.stderr and LIMIT in ran.stderr
+    local = stored(cli.home)
+    assert local.state == "paused"
+    sid = local.id
+
+    # the cluster's copy: paused too, saying why, and readers following it see it end
+    gathered = Cli(home=tmp_path / "gathered", guard=cli.guard, cwd=tmp_path)
+    imported = gathered.run("sessions", "import", sid, "--nats", nats.url)
+    assert imported.returncode == 0, imported.stderr
+    copy = stored(gathered.home, sid)
+    assert (copy.state, copy.pause_reason) == ("paused", "error")
+    watched = cli.run("watch", sid, "--nats", nats.url, "--from-start", "--json", timeout=30)
+    assert watched.returncode == 0, watched.stderr
+    events = [json.loads(line) for line in watched.stdout.splitlines()]
+    errors = [e["error"] for e in events if (e["topic"], e["type"]) == ("system", "error")]
+    assert any(e.startswith("not published on NATS: event ") and LIMIT in e for e in errors)
+    assert (events[-1]["type"], events[-1].get("state")) == ("session", "paused")

@@ -15,6 +15,9 @@ server) loses its job the same way. Every run claims its session's lease before 
 starts (:meth:`~rolecall.nats.bus.Publisher.claim`), so of two workers holding one job
 only the last to claim it can append to the session: the other's next publish is
 refused, and it stops the run without reporting or acknowledging it (the holder does).
+Before every model request and every tool call (whatever the model) the run checks that
+it still holds the lease (:meth:`~rolecall.nats.bus.Publisher.hold`): a worker that
+wakes after losing its session asks nothing and runs no tool for it.
 A job delivered again to the worker that runs it waits for that run's end.
 """
 
@@ -124,6 +127,9 @@ class Worker:
         asked for: the worker that created the consumer set it)."""
         link = self.transport.link
         self.ack_wait = await workers_consumer(link, self.ack_wait)
+        # another worker claims a session only after half the ack wait without a word from
+        # its holder: a renewal stored within a quarter of it vouches for the lease
+        self.transport.publisher.fence_s = self.ack_wait / 4
         pull = await answered(
             link.url,
             "subscribing to the work queue",

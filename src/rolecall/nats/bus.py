@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import BaseModel
 
-from rolecall.bus import Envelope, EventBus
+from rolecall.bus import Envelope, ErrorEvent, EventBus
 from rolecall.errors import RuntimeFailure, StorageError
 from rolecall.log import get_logger
 from rolecall.nats.link import (
@@ -92,6 +93,7 @@ class Lease:
     epoch: str  # the holder's run of the session (the last part of its message ids)
     seq: int  # the stream sequence of its last lease message stored
     renewals: int = 0
+    confirmed: float = 0.0  # time.monotonic() when the last one stored was sent
 
 
 def _lost(session_id: str) -> str:
@@ -127,6 +129,9 @@ class Publisher:
         self._listening = anyio.Lock()
         self._answers: dict[str, Any] = {}
         self._tokens = 0
+        # how long a lease message stored vouches for the lease, counted from its sending
+        # (:meth:`hold`): a worker sets a quarter of the ack wait; 0 asks the stream each time
+        self.fence_s = 0.0
         link.on_reconnect.append(self._reconnected)
 
     def _reconnected(self) -> None:
@@ -184,6 +189,7 @@ class Publisher:
         }
         payload = json.dumps({"session_id": session_id, "lease": epoch}).encode()
         while True:
+            sent = time.monotonic()
             try:
                 ack = await self.link.js.publish(
                     subject, payload, timeout=ACK_TIMEOUT_S, headers=headers
@@ -196,13 +202,13 @@ class Publisher:
                 found = await self._stored_as(subject, msg_id)  # sent before a lost answer
                 if found is None:
                     raise LeaseLost(_lost(session_id)) from None
-                seq = found
+                seq, sent = found, 0.0  # sent by an earlier attempt: when is not known
                 break
             except (TimeoutError, NatsError, OSError) as exc:
                 log.warning("nats_claim_retry", session=session_id, error=repr(exc))
                 await anyio.sleep(0.2)
         self.lost.pop(session_id, None)
-        self.leases[session_id] = Lease(epoch, seq, 1)
+        self.leases[session_id] = Lease(epoch, seq, 1, sent)
         log.info("nats_claimed", session=session_id, epoch=epoch, after=after, seq=seq)
 
     def renew(self) -> None:
@@ -211,6 +217,30 @@ class Publisher:
         for sid in self.leases:
             if sid not in self.lost:
                 self.put(Outgoing("", b"", {}, sid, lease=True))
+
+    async def hold(self, session_id: str) -> None:
+        """Return only while this process still holds the lease on ``session_id`` (at
+        once when it holds none: a session that is not a worker's); :class:`LeaseLost`
+        otherwise. Awaited before every model request and every tool call of a leased
+        session, so nothing is asked or done for a session another worker took.
+
+        Another worker claims a session only after reading it and then seeing no new
+        message in it for half the ack wait (:meth:`rolecall.cluster.worker.Worker._stored`),
+        so a lease message stored and sent less than :attr:`fence_s` (a quarter of the
+        ack wait) ago proves the lease still held; older (the worker was paused, or cut
+        off), a renewal is sent and its answer awaited, with everything of the session
+        put before it."""
+        lost = self.lost.get(session_id)
+        if lost is not None:
+            raise LeaseLost(lost)
+        lease = self.leases.get(session_id)
+        if lease is None or time.monotonic() - lease.confirmed < self.fence_s:
+            return
+        self.put(Outgoing("", b"", {}, session_id, lease=True))
+        await self.flush(session_id)
+        lost = self.lost.get(session_id)
+        if lost is not None:
+            raise LeaseLost(lost)
 
     def release(self, session_id: str) -> str | None:
         """The session ended here: no more lease on it; why it was lost, if it was."""
@@ -255,15 +285,19 @@ class Publisher:
                 out.append(item)
         return out
 
-    async def _renewed(self, item: Outgoing, answer: dict[str, Any]) -> Exception | None:
-        """Settle the lease of ``item`` (a renewal) by the stream's ``answer``: None when
-        settled (renewed, or lost), else the problem (the batch goes again)."""
+    async def _renewed(
+        self, item: Outgoing, answer: dict[str, Any], sent: float
+    ) -> Exception | None:
+        """Settle the lease of ``item`` (a renewal sent at ``sent``) by the stream's
+        ``answer``: None when settled (renewed, or lost), else the problem (the batch
+        goes again)."""
         sid, lease = item.session, self.leases.get(item.session)
         if lease is None:
             return None
         error = answer.get("error")
         if error is None:
             lease.seq = int(answer["seq"])
+            lease.confirmed = max(lease.confirmed, sent)
             return None
         if error.get("err_code") != WRONG_LAST:
             return RuntimeError(f"the NATS server refused a lease: {error.get('description')}")
@@ -305,6 +339,7 @@ class Publisher:
             renewals: list[tuple[Outgoing, Any]] = []
             tokens: list[str] = []
             connection = nc.stats["reconnects"]
+            sent = time.monotonic()
             try:
                 # one acknowledgement per batch: the stream stores what one connection
                 # sends in the order sent, so the last message's acknowledgement means
@@ -342,7 +377,7 @@ class Publisher:
                         await future
                 problem: Exception | None = None
                 for item, answer in renewals:
-                    problem = await self._renewed(item, answer.result()) or problem
+                    problem = await self._renewed(item, answer.result(), sent) or problem
                 if problem is None and nc.stats["reconnects"] == connection:
                     return
                 # sent over two connections: what the lost one carried may be lost
@@ -419,8 +454,8 @@ def too_large(what: str, size: int, link: Link) -> str:
 
 
 class PayloadTooLarge(StorageError):
-    """An event of the session is larger than the NATS server accepts: nothing after it
-    is published, and the session pauses (stored here as it is)."""
+    """An event of the session is larger than the NATS server accepts: the session pauses
+    (stored here as it is), and the stream's copy with it (:meth:`NatsBus._cut`)."""
 
 
 class NatsBus(EventBus):
@@ -444,7 +479,7 @@ class NatsBus(EventBus):
         self._fixed: dict[str, str] = {}
         self._subjects: dict[type, str] = {}  # event class -> its subject in this session
         self.max_payload = publisher.link.nc.max_payload
-        self.refused: str | None = None  # an event too large to publish: nothing after it is
+        self.refused: str | None = None  # an event too large to publish: the session pauses
         if batch is not None:
             self._fixed[H_BATCH] = batch
             self._fixed[H_RUN] = str(run or 0)
@@ -469,21 +504,66 @@ class NatsBus(EventBus):
             subject = subjects.get(type(event))
             if subject is None:
                 subject = subjects[type(event)] = event_subject(sid, event.topic, event.type)
-            if self.refused is not None:
-                return
             payload = envelope.to_json().encode()
             if len(payload) + 4 * sum(len(v) for v in headers.values()) > self.max_payload:
                 size = message_size(payload, headers)  # exactly, only when it may be over
                 if size > self.max_payload:
-                    self.refused = too_large(
-                        f"event {envelope.seq} of session {sid} ({event.topic}/{event.type}, "
-                        "with the session's state it carries)",
-                        size,
-                        self.publisher.link,
-                    )
-                    log.error("nats_event_too_large", session=sid, seq=envelope.seq, size=size)
-                    return
+                    subject, payload = self._cut(envelope, subject, payload, headers, size)
             put(Outgoing(subject, payload, headers, sid))
+
+    def _cut(
+        self,
+        envelope: Envelope,
+        subject: str,
+        payload: bytes,
+        headers: dict[str, str],
+        size: int,
+    ) -> tuple[str, bytes]:
+        """``envelope``'s message made to fit (``headers`` changed in place): the first
+        such event pauses the session (:attr:`refused`, raised by the hooks of
+        :func:`attach`). Its checkpoint loses what is too large to travel (the messages,
+        records and drafts over an eighth of the limit, the turn with tools in progress:
+        :func:`_trimmed`); an event still too large is replaced by a ``system/error`` of
+        the same ``seq`` saying so. So the stream's copy ends paused, with the error,
+        where the session paused, and readers following it never wait for the ``seq``."""
+        sid, event = self.session_id, envelope.event
+        problem = too_large(
+            f"event {envelope.seq} of session {sid} ({event.topic}/{event.type}, "
+            "with the session's state it carries)",
+            size,
+            self.publisher.link,
+        )
+        if self.refused is None:
+            self.refused = problem
+            log.error("nats_event_too_large", session=sid, seq=envelope.seq, size=size)
+        checkpoint = headers.pop(H_CHECKPOINT, None)
+        if checkpoint is not None:
+            small = _trimmed(checkpoint, self.max_payload // 2)
+            if small is not None:
+                headers[H_CHECKPOINT] = small
+        if message_size(payload, headers) <= self.max_payload:
+            return subject, payload
+        stand_in = Envelope(
+            envelope.seq,
+            sid,
+            envelope.ts,
+            ErrorEvent(error=f"not published on NATS: {problem}", source="nats"),
+        )
+        return event_subject(sid, "system", "error"), stand_in.to_json().encode()
+
+
+def _trimmed(checkpoint: str, budget: int) -> str | None:
+    """``checkpoint`` without what cannot travel in ``budget`` bytes: each message,
+    execution record and draft over an eighth of it, and the turn with tools in progress
+    when the state is over a quarter (it holds the calls' results: a session resumed
+    from the stream asks the model again for that turn). None if still too large."""
+    cp = json.loads(checkpoint)
+    for key in ("messages", "records", "drafts"):
+        cp[key] = [item for item in cp[key] if len(json.dumps(item)) <= budget // 8]
+    if len(json.dumps(cp["state"])) > budget // 4:
+        (cp["state"].get("extra") or {}).pop("tool_turn", None)
+    out = json.dumps(cp, ensure_ascii=False, separators=(",", ":"))
+    return out if len(out.encode()) <= budget else None
 
 
 def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) -> None:
@@ -565,5 +645,12 @@ def attach(session: Dialogue, bus: NatsBus, *, world_source: str | None = None) 
         await publisher.flush(bus.session_id)  # this session's turns, not the others'
         refused()  # the flush itself may find the session claimed by another: nothing is asked
 
+    async def still_held(before: str) -> None:
+        refused()
+        if before == "tool":  # the call is in the stream before it runs: a worker taking
+            await publisher.flush(bus.session_id)  # the session over never runs it again
+        await publisher.hold(bus.session_id)
+
     session.turn_hooks.append(on_its_way)
     session.request_hooks.append(before_request)
+    session.fence_hooks.append(still_held)

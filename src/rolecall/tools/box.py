@@ -16,6 +16,7 @@ reason, never an exception for the turn.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
@@ -122,6 +123,7 @@ class _Server:
     closed: anyio.Event = field(default_factory=anyio.Event)
     dead: str | None = None  # why it stopped, once it did
     errlog: TextIO | None = None
+    not_json: int = 0  # lines of its stdout that were not JSON-RPC messages (ignored)
 
     @property
     def where(self) -> str:
@@ -131,14 +133,39 @@ class _Server:
         return f"mcp {self.name} ({' '.join(config.command or ())})"
 
     def stderr_tail(self) -> str:
-        if self.errlog is None:
+        """The last line the server wrote on its stderr (the capture is closed after:
+        the starter reads it once, when the server did not start)."""
+        errlog, self.errlog = self.errlog, None
+        if errlog is None:
             return ""
         try:
-            self.errlog.seek(0)
-            lines = [ln.strip() for ln in self.errlog.read().splitlines() if ln.strip()]
+            errlog.seek(0)
+            lines = [ln.strip() for ln in errlog.read().splitlines() if ln.strip()]
         except (OSError, ValueError):
             return ""
+        finally:
+            errlog.close()
         return lines[-1][:300] if lines else ""
+
+    async def on_message(self, message: Any) -> None:
+        """The SDK's hand-off of what the server sent that is not an answer: a line of
+        its stdout that is not a JSON-RPC message comes as the exception, and is
+        ignored, with one warning naming the server (the SDK's own tracebacks of it
+        are filtered out, see :class:`_NotJsonFilter`)."""
+        if not isinstance(message, Exception):
+            return
+        self.not_json += 1
+        if self.not_json == 1:
+            log.warning(
+                "mcp_server_stdout_not_json",
+                server=self.name,
+                detail=(
+                    f"MCP server {self.name} wrote a line on its stdout that is not a "
+                    "JSON-RPC message (ignored, as any more of them; a server's logs "
+                    "belong on its stderr)"
+                ),
+                line=_bad_line(message),
+            )
 
     def transport(self) -> Any:
         config = self.config
@@ -177,7 +204,9 @@ class _Server:
             with anyio.CancelScope(deadline=anyio.current_time() + START_TIMEOUT) as scope:
                 async with AsyncExitStack() as stack:
                     read, write = await stack.enter_async_context(self.transport())
-                    session = await stack.enter_async_context(ClientSession(read, write))
+                    session = await stack.enter_async_context(
+                        ClientSession(read, write, message_handler=self.on_message)
+                    )
                     await session.initialize()
                     listed = await session.list_tools()
                     scope.deadline = math.inf
@@ -198,8 +227,31 @@ class _Server:
             self.session = None
             if self.dead is None and not self.closed.is_set():
                 self.dead = "it stopped"
-            if self.errlog is not None:
+            if started and self.errlog is not None:  # else the starter reads it first
                 self.errlog.close()
+                self.errlog = None
+
+
+def _bad_line(exc: Exception) -> str:
+    """The start of the line of an MCP server's stdout that ``exc`` refused."""
+    errors = getattr(exc, "errors", None)
+    try:
+        found = errors()[0].get("input") if callable(errors) else None
+    except (IndexError, TypeError, AttributeError):
+        found = None
+    text = found if isinstance(found, str) else str(exc).splitlines()[0] if str(exc) else ""
+    return text[:200]
+
+
+class _NotJsonFilter(logging.Filter):
+    """Drops the MCP SDK's traceback of a server's stdout line that is not JSON-RPC (tens
+    of lines each): :meth:`_Server.on_message` says it once, naming the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "Failed to parse JSONRPC message from server"
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_NotJsonFilter())
 
 
 def _reason(exc: BaseException) -> str:

@@ -100,7 +100,11 @@ class ToolTape:
         request = {"tool": tool, "arguments": json.loads(json.dumps(arguments))}
         key = request_key(request)
         recorded = self.store.load().get(key) or {}
-        n = next(i for i in range(len(recorded) + 1) if i not in recorded)
+        with self._lock:  # the next same call of this process is the one after it
+            n = next(
+                i for i in range(self._seen.get(key, 0), len(recorded) + 1) if i not in recorded
+            )
+            self._seen[key] = n + 1
         usage = {"is_error": outcome.is_error, "duration_ms": outcome.duration_ms}
         self.store.add(Recording(key, n, request, [outcome.content], usage, None, "", None))
 

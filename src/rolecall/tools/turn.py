@@ -7,14 +7,21 @@ session's ``emit``). The turn in progress is kept in the session's state
 (``extra["tool_turn"]``), stored with every event, so a resumed session goes on from
 the stored results: a stored call is never run again (one cut while it ran gets an
 error result saying so).
+
+Every call of a model round is kept in the turn as soon as the model asked for it,
+marked ``pending`` until it starts (its ``messages/tool_call``): a session stopped
+during the first of two calls, resumed, gives the first the error result and runs the
+second, as the uninterrupted session would have, and asks the model with both results.
+So a recording made across the stop and the resume (``--record`` both times) replays
+(docs/replay.md): the cut call's error result is recorded as its result.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
 
 from rolecall.bus import (
     Bus,
@@ -36,6 +43,11 @@ from rolecall.world.models import Role, World
 
 TURN_KEY = "tool_turn"  # the turn in progress, in SessionState.extra
 TOTAL_KEY = "tool_calls_total"  # calls made in the session
+FenceHook = Callable[[Literal["request", "tool"]], Awaitable[None]]
+"""Awaited before every model request (``"request"``) and every tool call (``"tool"``)
+of a session, whatever the model: it raises when the session is no longer this
+process's to run (a NATS worker that lost its lease, nats.md), so nothing is asked and no
+tool runs for it."""
 INTERRUPTED = "the call was interrupted (the session stopped while it ran); it is not run again"
 
 
@@ -48,6 +60,7 @@ class ToolSite(Protocol):
     bus: Bus
     tools: ToolBox | None
     approver: Approver | None
+    fence_hooks: list[FenceHook]
 
     def emit(self, events: list[Event]) -> Awaitable[None]: ...
 
@@ -139,8 +152,16 @@ async def generate_with_tools(
     record = _record(site, message_id, role.id)
     rounds: list[dict[str, Any]] = record["rounds"]
     await _finish_interrupted(site, record)
+    for stored in rounds:  # asked for, not started when the session stopped: run them now
+        for entry in stored["calls"]:
+            if entry.get("pending"):
+                await _one_call(site, role, box, names, entry, message_id)
     first = not rounds
+    asked_before = False  # the session's call_model checked the fence before the first
     while True:
+        if asked_before:
+            await _fence(site, "request")
+        asked_before = True
         made = sum(len(r["calls"]) for r in rounds)
         total = int(extra.get(TOTAL_KEY, 0))
         room = settings.max_tool_calls - made
@@ -178,11 +199,29 @@ async def generate_with_tools(
             )
         rnd: dict[str, Any] = {"text": generated.text, "calls": []}
         rounds.append(rnd)
-        for call in generated.calls:
+        for call in generated.calls:  # all kept (pending) before the first one starts
             total = int(extra.get(TOTAL_KEY, 0)) + 1
             extra[TOTAL_KEY] = total
-            await _one_call(site, role, box, names, rnd, call, f"c{total}", room, message_id)
+            rnd["calls"].append(_entry(names, call, f"c{total}", room))
             room -= 1
+        for entry in rnd["calls"]:
+            await _one_call(site, role, box, names, entry, message_id)
+
+
+def _entry(names: NameMap, call: ToolCall, call_id: str, room: int) -> dict[str, Any]:
+    """A call the model asked for, as the turn keeps it; ``room``: how many more calls
+    the limits allow, this one included."""
+    return {
+        "id": call.call_id or call_id,
+        "name": call.name,
+        "arguments": call.arguments or "{}",
+        "call_id": call_id,
+        "tool": names.full(call.name) or call.name,
+        "content": None,
+        "is_error": False,
+        "pending": True,  # until it starts: a session resumed runs it then
+        "room": room,
+    }
 
 
 async def _one_call(
@@ -190,34 +229,24 @@ async def _one_call(
     role: Role,
     box: ToolBox,
     names: NameMap,
-    rnd: dict[str, Any],
-    call: ToolCall,
-    call_id: str,
-    room: int,
+    entry: dict[str, Any],
     message_id: str,
 ) -> None:
-    full = names.full(call.name)
-    tool = full or call.name
+    full = names.full(entry["name"])
+    tool = entry["tool"]
+    call_id = entry["call_id"]
+    room = int(entry.get("room", 1))
     arguments: dict[str, Any] = {}
     problem: str | None = None
     try:
-        parsed = json.loads(call.arguments or "{}")
+        parsed = json.loads(entry["arguments"])
     except ValueError as exc:
         parsed, problem = {}, f"refused: the arguments are not JSON ({exc})"
     if isinstance(parsed, dict):
         arguments = parsed
     elif problem is None:
         problem = "refused: the arguments are not a JSON object"
-    entry: dict[str, Any] = {
-        "id": call.call_id or call_id,
-        "name": call.name,
-        "arguments": call.arguments or "{}",
-        "call_id": call_id,
-        "tool": tool,
-        "content": None,
-        "is_error": False,
-    }
-    rnd["calls"].append(entry)
+    entry.pop("pending", None)  # started: stored so with its tool_call event
     await site.emit(
         [
             ToolCallEvent(
@@ -231,7 +260,7 @@ async def _one_call(
     )
     events: list[Event] = []
     if full is None:
-        outcome = CallOutcome(f"no tool {call.name} (tools: {', '.join(names.to_full)})", True)
+        outcome = CallOutcome(f"no tool {entry['name']} (tools: {', '.join(names.to_full)})", True)
     elif room <= 0:
         limit = site.world.settings
         outcome = CallOutcome(
@@ -268,6 +297,7 @@ async def _one_call(
                 arguments = decision.arguments
                 entry["arguments"] = json.dumps(arguments, ensure_ascii=False)
             await site.emit([approval])
+            await _fence(site, "tool")  # the side effect happens only for a session still held
             outcome = await box.call(full, arguments)
     entry["content"] = outcome.content
     entry["is_error"] = outcome.is_error
@@ -283,6 +313,11 @@ async def _one_call(
             ),
         ]
     )
+
+
+async def _fence(site: ToolSite, before: Literal["request", "tool"]) -> None:
+    for hook in site.fence_hooks:
+        await hook(before)
 
 
 async def _calls_tools(
@@ -314,7 +349,7 @@ async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
     tape = site.tools.tape if site.tools is not None else None
     for rnd in record["rounds"]:
         for c in rnd["calls"]:
-            if c.get("content") is None:
+            if c.get("content") is None and not c.get("pending"):
                 c["content"] = INTERRUPTED
                 c["is_error"] = True
                 if tape is not None and not tape.replaying:
