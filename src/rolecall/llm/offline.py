@@ -407,6 +407,8 @@ def composed(request: GenerationRequest) -> tuple[str, str]:
         return respond_answer(request), "stop"
     if info.purpose == "summary":
         return summary_answer(request), "stop"
+    if info.purpose == "score":
+        return score_answer(request), "stop"
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]
@@ -616,6 +618,35 @@ def cite(request: GenerationRequest) -> str:
     text = " ".join(words).rstrip(".!?;:,")
     also = f" (see also [{request.references[1].id}])" if len(request.references) > 1 else ""
     return f"According to [{first.id}]: {text}{also}."
+
+
+_SCORE_FIELD: Final = re.compile(
+    r'"([A-Za-z][A-Za-z0-9_-]*)": <number (-?\d+(?:\.\d+)?)-(-?\d+(?:\.\d+)?)>'
+)
+
+
+def score_answer(request: GenerationRequest) -> str:
+    """A judge's verdict on a stored session (``purpose: score``, ``rolecall score``):
+    the JSON object the instruction asks for (``"name": <number LO-HI>`` fields).
+
+    A stand-in for reading, not a reading: each score is half the variety of the words
+    of the scored transcript (distinct words over words) and half a sha256 of the
+    transcript and the score's name, placed in the scale and rounded to one decimal. The
+    same transcript and criteria always give the same verdict."""
+    text = request.info.target_text or ""
+    words = [w.lower() for w in _WORD.findall(text)]
+    variety = len(set(words)) / len(words) if words else 0.0
+    scores: dict[str, float] = {}
+    for name, low, high in _SCORE_FIELD.findall(request.info.instruction or ""):
+        lo, hi = float(low), float(high)
+        digest = hashlib.sha256(f"{name}\n{text}".encode()).digest()
+        jitter = int.from_bytes(digest[:2], "big") / 65535
+        fraction = min(1.0, max(0.0, 0.5 * variety + 0.5 * jitter))
+        scores[name] = round(lo + (hi - lo) * fraction, 1)
+    salient = _salient(text, _TEMPLATE_WORDS)
+    about = f", much of it on {salient[0]}" if salient else ""
+    comment = f"{len(words)} words from the session{about}; scored offline, not read."
+    return json.dumps({"scores": scores, "comment": comment}, ensure_ascii=False)
 
 
 class OfflineModel:
