@@ -144,6 +144,12 @@ COMMANDS: tuple[Subcommand, ...] = (
         "rolecall.cli.web_cmd:cmd_web",
     ),
     Subcommand(
+        "serve",
+        "serve rolecall to MCP clients: run worlds and presets, talk, read sessions",
+        "rolecall.cli.serve_cmd:add_parser",
+        "rolecall.cli.serve_cmd:cmd_serve",
+    ),
+    Subcommand(
         "worlds",
         "list, validate, check and create world folders",
         "rolecall.cli.worlds_cmd:add_parser",
