@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -620,6 +621,7 @@ def cite(request: GenerationRequest) -> str:
     return f"According to [{first.id}]: {text}{also}."
 
 
+_SCORED_HEADER: Final = re.compile(r"^\[[^\]\s]+\] [^:\n]+: ", re.MULTILINE)
 _SCORE_FIELD: Final = re.compile(
     r'"([A-Za-z][A-Za-z0-9_-]*)": <number (-?\d+(?:\.\d+)?)-(-?\d+(?:\.\d+)?)>'
 )
@@ -632,9 +634,11 @@ def score_answer(request: GenerationRequest) -> str:
     A stand-in for reading, not a reading: each score is half the variety of the words
     of the scored transcript (distinct words over words) and half a sha256 of the
     transcript and the score's name, placed in the scale and rounded to one decimal. The
-    same transcript and criteria always give the same verdict."""
+    same transcript and criteria always give the same verdict. The transcript is read as
+    ``rolecall.scoring`` writes it: ``[m3] sender: text`` blocks."""
     text = request.info.target_text or ""
-    words = [w.lower() for w in _WORD.findall(text)]
+    said = _SCORED_HEADER.sub("", text)  # the messages' words, not their ids and senders
+    words = [w.lower() for w in _WORD.findall(said)]
     variety = len(set(words)) / len(words) if words else 0.0
     scores: dict[str, float] = {}
     for name, low, high in _SCORE_FIELD.findall(request.info.instruction or ""):
@@ -643,8 +647,10 @@ def score_answer(request: GenerationRequest) -> str:
         jitter = int.from_bytes(digest[:2], "big") / 65535
         fraction = min(1.0, max(0.0, 0.5 * variety + 0.5 * jitter))
         scores[name] = round(lo + (hi - lo) * fraction, 1)
-    salient = _salient(text, _TEMPLATE_WORDS)
-    about = f", much of it on {salient[0]}" if salient else ""
+    salient = set(_salient(said, _TEMPLATE_WORDS))
+    tally = Counter(w for w in words if w in salient)
+    counted = sorted((-n, w) for w, n in tally.items())  # the most said, then a-z
+    about = f", most often on {counted[0][1]}" if counted else ""
     comment = f"{len(words)} words from the session{about}; scored offline, not read."
     return json.dumps({"scores": scores, "comment": comment}, ensure_ascii=False)
 
