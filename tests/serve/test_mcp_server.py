@@ -179,3 +179,15 @@ async def test_an_approval_tool_is_refused_unless_approve_auto(tmp_path: Path) -
     done = exported(data, allowed["session_id"])
     assert "--approve auto" in done  # the decision: by the server's flag
     assert "start the server with" not in done and "saved note" in done
+
+
+def test_serve_needs_mcp_and_a_free_port(tmp_path: Path) -> None:
+    out = rolecall("serve", "--data-dir", str(tmp_path))
+    assert out.returncode == 2 and "serve needs --mcp" in out.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = rolecall("serve", "--mcp", "--port", str(port), "--data-dir", str(tmp_path))
+    assert out.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "Traceback" not in out.stderr

@@ -55,6 +55,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("serve needs --mcp (the protocol it serves): rolecall serve --mcp")
     if args.port is not None and not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
+    if args.port is not None:
+        _check_port(args.port)
     from rolecall.serve.mcp_server import Served, serve
 
     served = Served(
@@ -72,3 +74,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("rolecall serve: stopped", file=sys.stderr)
         return 130
     return 0
+
+
+def _check_port(port: int) -> None:
+    """A port already taken on 127.0.0.1 is a usage error naming it (before the server
+    starts, which would only log it)."""
+    import socket
+
+    from rolecall.errors import UsageError
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise UsageError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+                "choose another port"
+            ) from None
