@@ -26,9 +26,9 @@ OPENER = "open_dialogue"
 
 def consumers(src: Path = SRC, scripts: Path = ROOT / "scripts") -> list[Path]:
     """The modules that open or hold sessions for someone: ``cli/`` (the REPL too),
-    ``web/``, ``batch/``, ``cluster/``, tracing, the debug log and the scripts."""
+    ``web/``, ``batch/``, ``cluster/``, ``serve/`` (the MCP server), tracing, the debug log and the scripts."""
     found: list[Path] = []
-    for package in ("cli", "web", "batch", "cluster"):
+    for package in ("cli", "web", "batch", "cluster", "serve"):
         found += sorted((src / package).rglob("*.py"))
     found += [p for p in (src / "tracing.py", src / "debuglog.py") if p.exists()]
     return found + sorted(scripts.glob("*.py"))

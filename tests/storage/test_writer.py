@@ -302,8 +302,10 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_events(tmp_path: Path
         pass
     assert rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     # 3: batch tables, 4: messages_fts, 5: compact chunk rows, 6: fts_progress,
-    # 7: no execution_log_step index, 8: the world documents in a table of their own
-    assert SCHEMA_VERSION == 8
+    # 7: no execution_log_step index, 8: the world documents in a table of their own,
+    # 9: the scores given after the fact (rolecall score), empty
+    assert SCHEMA_VERSION == 9
+    assert rows(path, "SELECT COUNT(*) FROM scores") == [(0,)]
     assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'execution_log_step'") == []
     assert rows(path, "SELECT session_id, world_json FROM session_worlds") == [("old", "{}")]
     assert rows(path, "SELECT world_json FROM sessions") == [("",)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,13 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
+class ScoreMeans(BaseModel):
+    """One judge's scores of a batch's runs: how many it scored, each criterion's mean."""
+
+    runs: int
+    mean: dict[str, float]
+
+
 class Summary(BaseModel):
     """What a batch came to (the ``world/batch`` line of ``--json``, the table on a terminal)."""
 
@@ -102,9 +109,22 @@ class Summary(BaseModel):
     p50_seconds: float | None = None
     p95_seconds: float | None = None
     seconds: float = 0.0  # wall time of this invocation
+    # compare.md: the scores given to its runs after the fact (rolecall score), per
+    # judge: how many runs it scored and each criterion's mean over them (each run's
+    # latest scoring by that judge)
+    scores: dict[str, ScoreMeans] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, batch: str, total: int, results: Sequence[RunResult], seconds: float) -> Summary:
+    def of(
+        cls,
+        batch: str,
+        total: int,
+        results: Sequence[RunResult],
+        seconds: float,
+        scores: Mapping[str, Sequence[tuple[str, Mapping[str, float]]]] | None = None,
+    ) -> Summary:
+        """``scores``: each run's session id -> its scorings, oldest first, as
+        (judge, scores)."""
         done = [r for r in results if r.ok]
         failed = sorted(r.run for r in results if not r.ok)
         costs = [r.cost_usd for r in results]
@@ -123,6 +143,7 @@ class Summary(BaseModel):
             p50_seconds=percentile(timed, 50),
             p95_seconds=percentile(timed, 95),
             seconds=round(seconds, 3),
+            scores=_means(results, scores or {}),
         )
 
     def record(self) -> dict[str, Any]:
@@ -147,4 +168,26 @@ class Summary(BaseModel):
                 f"  seconds per run: p50 {self.p50_seconds:.2f} · p95 {self.p95_seconds:.2f}"
                 f" · wall {self.seconds:.1f}"
             )
+        for judge, means in self.scores.items():
+            shown = " ".join(f"{k}={v:g}" for k, v in means.mean.items())
+            lines.append(f"  scores by {judge} (mean of {means.runs} runs): {shown}")
         return "\n".join(lines)
+
+
+def _means(
+    results: Sequence[RunResult],
+    scores: Mapping[str, Sequence[tuple[str, Mapping[str, float]]]],
+) -> dict[str, ScoreMeans]:
+    latest: dict[str, dict[str, Mapping[str, float]]] = {}  # judge -> session -> scores
+    for result in sorted(results, key=lambda r: r.run):
+        for judge, values in scores.get(result.session_id or "", ()):
+            latest.setdefault(judge, {})[result.session_id or ""] = values
+    out: dict[str, ScoreMeans] = {}
+    for judge, by_run in latest.items():
+        sums: dict[str, list[float]] = {}
+        for values in by_run.values():
+            for name, value in values.items():
+                sums.setdefault(name, []).append(value)
+        mean = {k: round(sum(v) / len(v), 3) for k, v in sums.items()}
+        out[judge] = ScoreMeans(runs=len(by_run), mean=mean)
+    return out

@@ -326,4 +326,9 @@ async def _run(
             await runner.run(plan.runs, sessions, skip=done)
     else:
         await runner.run(plan.runs, sessions, skip=done)
-    return finish(args, name, plan.total, [*earlier, *runner.results], runner.interrupted, started)
+    results = [*earlier, *runner.results]
+    from rolecall.storage.scores import scores_of
+
+    scored = await scores_of(store, [r.session_id for r in results if r.session_id])
+    by_session = {sid: [(s.judge, s.scores) for s in items] for sid, items in scored.items()}
+    return finish(args, name, plan.total, results, runner.interrupted, started, scores=by_session)

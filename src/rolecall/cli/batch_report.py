@@ -19,12 +19,13 @@ def finish(
     started: float,
     *,
     nats: str | None = None,
+    scores: dict[str, list[tuple[str, dict[str, float]]]] | None = None,
 ) -> int:
     from rolecall.batch.results import Summary, write_results
     from rolecall.cli.exits import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
     from rolecall.cli.hints import command
 
-    summary = Summary.of(name, total, results, time.monotonic() - started)
+    summary = Summary.of(name, total, results, time.monotonic() - started, scores)
     unwritten = None
     if args.out:
         try:

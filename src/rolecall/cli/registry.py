@@ -60,6 +60,18 @@ COMMANDS: tuple[Subcommand, ...] = (
         "rolecall.cli.manage.sessions:cmd_sessions",
     ),
     Subcommand(
+        "compare",
+        "compare stored runs: figures, scores, the first message where they differ",
+        "rolecall.cli.compare_cmd:add_parser",
+        "rolecall.cli.compare_cmd:cmd_compare",
+    ),
+    Subcommand(
+        "score",
+        "a judge scores stored sessions after the fact (kept beside each session)",
+        "rolecall.cli.score_cmd:add_parser",
+        "rolecall.cli.score_cmd:cmd_score",
+    ),
+    Subcommand(
         "roles",
         "the role library: built-in templates and your own roles",
         "rolecall.cli.manage.roles:add_parser",
@@ -130,6 +142,12 @@ COMMANDS: tuple[Subcommand, ...] = (
         "serve the web view: stored sessions, live threads, flow pages",
         "rolecall.cli.web_cmd:add_parser",
         "rolecall.cli.web_cmd:cmd_web",
+    ),
+    Subcommand(
+        "serve",
+        "serve rolecall to MCP clients: run worlds and presets, talk, read sessions",
+        "rolecall.cli.serve_cmd:add_parser",
+        "rolecall.cli.serve_cmd:cmd_serve",
     ),
     Subcommand(
         "worlds",

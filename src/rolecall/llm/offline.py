@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -407,6 +408,8 @@ def composed(request: GenerationRequest) -> tuple[str, str]:
         return respond_answer(request), "stop"
     if info.purpose == "summary":
         return summary_answer(request), "stop"
+    if info.purpose == "score":
+        return score_answer(request), "stop"
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]
@@ -616,6 +619,40 @@ def cite(request: GenerationRequest) -> str:
     text = " ".join(words).rstrip(".!?;:,")
     also = f" (see also [{request.references[1].id}])" if len(request.references) > 1 else ""
     return f"According to [{first.id}]: {text}{also}."
+
+
+_SCORED_HEADER: Final = re.compile(r"^\[[^\]\s]+\] [^:\n]+: ", re.MULTILINE)
+_SCORE_FIELD: Final = re.compile(
+    r'"([A-Za-z][A-Za-z0-9_-]*)": <number (-?\d+(?:\.\d+)?)-(-?\d+(?:\.\d+)?)>'
+)
+
+
+def score_answer(request: GenerationRequest) -> str:
+    """A judge's verdict on a stored session (``purpose: score``, ``rolecall score``):
+    the JSON object the instruction asks for (``"name": <number LO-HI>`` fields).
+
+    A stand-in for reading, not a reading: each score is half the variety of the words
+    of the scored transcript (distinct words over words) and half a sha256 of the
+    transcript and the score's name, placed in the scale and rounded to one decimal. The
+    same transcript and criteria always give the same verdict. The transcript is read as
+    ``rolecall.scoring`` writes it: ``[m3] sender: text`` blocks."""
+    text = request.info.target_text or ""
+    said = _SCORED_HEADER.sub("", text)  # the messages' words, not their ids and senders
+    words = [w.lower() for w in _WORD.findall(said)]
+    variety = len(set(words)) / len(words) if words else 0.0
+    scores: dict[str, float] = {}
+    for name, low, high in _SCORE_FIELD.findall(request.info.instruction or ""):
+        lo, hi = float(low), float(high)
+        digest = hashlib.sha256(f"{name}\n{text}".encode()).digest()
+        jitter = int.from_bytes(digest[:2], "big") / 65535
+        fraction = min(1.0, max(0.0, 0.5 * variety + 0.5 * jitter))
+        scores[name] = round(lo + (hi - lo) * fraction, 1)
+    salient = set(_salient(said, _TEMPLATE_WORDS))
+    tally = Counter(w for w in words if w in salient)
+    counted = sorted((-n, w) for w, n in tally.items())  # the most said, then a-z
+    about = f", most often on {counted[0][1]}" if counted else ""
+    comment = f"{len(words)} words from the session{about}; scored offline, not read."
+    return json.dumps({"scores": scores, "comment": comment}, ensure_ascii=False)
 
 
 class OfflineModel:

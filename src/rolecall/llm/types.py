@@ -96,7 +96,9 @@ class TurnInfo:
     target_name: str | None = None  # display name of the target's role, when it has one
     # "respond": not a turn but the question whether to answer target_text (chat.md,
     # respond: {judge: true}); the reply is YES or NO and a reason
-    purpose: Literal["turn", "respond", "summary"] = "turn"
+    # "score": scoring a stored session after the fact (rolecall score, docs/compare.md):
+    # target_text is the transcript, the instruction names the JSON verdict asked for
+    purpose: Literal["turn", "respond", "summary", "score"] = "turn"
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,6 +196,21 @@ MIGRATIONS: list[str] = [
     INSERT INTO session_worlds (session_id, world_json) SELECT id, world_json FROM sessions;
     UPDATE sessions SET world_json = '';
     """,
+    # 9: scores given to stored sessions after the fact (``rolecall score``): one row per
+    # scoring, numbered per session, with its judge, model and time; the session's own
+    # rows (its transcript) are never changed by one. Deleted with the session.
+    """
+    CREATE TABLE scores (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        number INTEGER NOT NULL,
+        judge TEXT NOT NULL,
+        model TEXT NOT NULL,
+        scored_at TEXT NOT NULL,
+        scores_json TEXT NOT NULL,
+        comment TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (session_id, number)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -218,6 +233,7 @@ EXPECTED_OBJECTS = frozenset(
         "batch_runs_session",
         "fts_progress",
         "session_worlds",
+        "scores",
     }
 )
 

@@ -703,7 +703,8 @@ class SqliteStore:
                     (sid, sid),
                 )
             )
-            for table in ("events_packed", "messages", "execution_log", "drafts", "session_worlds"):
+            tables = ("events_packed", "messages", "execution_log", "drafts", "session_worlds")
+            for table in (*tables, "scores"):
                 await db.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
             await db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
         return int(rows[0][0]) if rows else None

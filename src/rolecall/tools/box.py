@@ -180,7 +180,10 @@ class _Server:
             command[0] = sys.executable
         # the server gets the variables the world lists, plus PATH and HOME (and the
         # SDK's own harmless defaults: LOGNAME, SHELL, TERM, USER): never a key
-        env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+        # and ROLECALL_HOME: a rolecall served as a tool (`rolecall serve --mcp`, the
+        # consult world) stores its sessions where its caller's are
+        passed = ("PATH", "HOME", "ROLECALL_HOME")
+        env = {k: os.environ[k] for k in passed if k in os.environ}
         env.update(config.env)
         params = StdioServerParameters(command=command[0], args=command[1:], env=env)
         import tempfile  # (imported here: a world without servers never needs it)

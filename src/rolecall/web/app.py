@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rolecall.web import api_routes as api
-from rolecall.web import branches, forks, library, pages
+from rolecall.web import branches, compare, forks, library, pages
 from rolecall.web.context import WebContext
 from rolecall.web.guard import RequestGuard
 
@@ -102,6 +102,7 @@ def create_app(ctx: WebContext, host: str = "127.0.0.1") -> Starlette:
         Route("/", pages.sessions),
         Route("/start", pages.start_form, methods=["GET", "POST"]),
         Route("/roles", library.roles_page),
+        Route("/compare", compare.compare_page),
         Route("/s/{sid}", pages.session),
         Route("/s/{sid}/flow", pages.session_flow),
         Route("/s/{sid}/forks", forks.fork_tree),

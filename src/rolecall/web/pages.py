@@ -30,6 +30,7 @@ from rolecall.storage.browse import (
     world_of,
 )
 from rolecall.storage.document import SessionDocument
+from rolecall.storage.scores import scores_of
 from rolecall.web import flowedit
 from rolecall.web.asides import Asides, asides_of_lines, stored_asides
 from rolecall.web.cluster import Feed
@@ -220,6 +221,7 @@ async def session(request: Request) -> Response:
         forkable=feed is None,  # stored here (a cluster's session is forked where it is)
         last_id=doc.messages[-1].id if doc.messages else None,
         flag_names=_flag_names(doc),
+        scores=(await scores_of(ctx.store, [sid])).get(sid, []),  # compare.md
         **_thread(doc.world, doc.messages, await _asides(ctx, sid)),
     )
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
+    from rolecall.storage.scores import StoredScore
 
 
 def _list_keys() -> tuple[str, ...]:
@@ -331,9 +332,16 @@ def _sessions_read(args: argparse.Namespace) -> int:
             "--format json is always the whole session document"
         )
 
+    scored: list[StoredScore] = []
+
     async def body(store: DataStore) -> SessionDocument:
+        from rolecall.storage.scores import scores_of
+
         # every rendering but json's shows the sources of citations: they are in events
-        return await store.load(sid, with_events=True)
+        doc = await store.load(sid, with_events=True)
+        if action == "show":  # compare.md: the scores given after the fact, after it
+            scored.extend((await scores_of(store, [doc.session_id])).get(doc.session_id, ()))
+        return doc
 
     doc = with_store(args, body, missing=f"no session '{sid}'")
     check_role_filter(doc, role)
@@ -342,6 +350,10 @@ def _sessions_read(args: argparse.Namespace) -> int:
 
     if action == "show":
         print(export.to_text(doc, role=role, search=search, times=args.verbose > 0), end="")
+        for item in scored:
+            print(f"score #{item.number} {item.short()} ({item.model}, {item.scored_at})")
+            if item.comment:
+                print(f"  {item.comment}")
         return 0
     if action == "trace":
         print(export.to_trace(doc), end="")

@@ -1,0 +1,1 @@
+"""Scoring stored sessions after the fact (``rolecall score``, docs/compare.md)."""

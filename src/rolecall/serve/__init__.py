@@ -1,0 +1,1 @@
+"""rolecall served to other programs: ``rolecall serve --mcp`` (docs/compare.md)."""
