@@ -24,6 +24,28 @@ def pytest_configure(config: pytest.Config) -> None:
     compileall.compile_dir(ROOT / "src" / "rolecall", quiet=1)
 
 
+FULL_TIER = ROOT / "tests" / "full_tier.txt"
+
+
+def full_tier_modules() -> frozenset[str]:
+    """The test modules only the full tier runs (tests/full_tier.txt, written by
+    scripts/tiers.py from a measured run): ``./scripts/test --fast`` leaves them out."""
+    if not FULL_TIER.exists():
+        return frozenset()
+    lines = FULL_TIER.read_text("utf-8").splitlines()
+    return frozenset(
+        line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of a full-tier module ``full`` (``-m "not full"`` is the fast tier)."""
+    modules = full_tier_modules()
+    for item in items:
+        if item.path.relative_to(ROOT).as_posix() in modules:
+            item.add_marker(pytest.mark.full)
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"

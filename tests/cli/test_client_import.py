@@ -103,3 +103,57 @@ def test_piped_chat_starts_without_the_terminal_repl_or_litellm(
     terminal = {"rolecall.cli.repl.app", "rolecall.cli.repl.completion", "prompt_toolkit"}
     assert terminal & imported == set()
     assert "litellm" not in imported
+
+
+def test_openai_models_take_the_lean_client_by_default_with_the_sdks_variables(
+    loopback: OpenAITestServer, tmp_path: Path
+) -> None:
+    """A world that names no client, no api_base and no key variable: its ``openai/...``
+    model goes through the lean client (litellm never imported), to the server that
+    ``OPENAI_BASE_URL`` names, with the key of ``OPENAI_API_KEY``, as the OpenAI SDK (and
+    so litellm) would read them."""
+    loopback.queue(*[Reply("Plain and lean.")] * 2)
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "world.yaml").write_text(
+        "name: plain\ntopic: t\nmodel: openai/gpt-4o-mini\nroles: [{id: a}, {id: b}]\n"
+        "flow: {steps: [{id: s0, speaker: a}, {id: s1, speaker: b}]}\n",
+        encoding="utf-8",
+    )
+    cli = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
+    ran = cli.run(
+        "run",
+        str(folder),
+        "--json",
+        OPENAI_BASE_URL=loopback.base_url,
+        OPENAI_API_KEY="sk-lean-default-test",
+        PYTHONPROFILEIMPORTTIME="1",
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    events = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    assert [e["content"] for e in events if e.get("type") == "message"] == ["Plain and lean."] * 2
+    assert [r.authorization for r in loopback.requests] == ["Bearer sk-lean-default-test"] * 2
+    imported = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines()}
+    assert "litellm" not in imported
+    assert cli.refused_connections() == []
+
+
+def test_openais_own_api_with_no_key_is_refused_before_any_request(tmp_path: Path) -> None:
+    """No key anywhere and no server named: the lean client refuses at once, in litellm's
+    words, and says how to give a key; nothing is sent anywhere."""
+    folder = tmp_path / "nokey"
+    folder.mkdir()
+    (folder / "world.yaml").write_text(
+        "name: nokey\ntopic: t\nmodel: openai/gpt-4o-mini\nroles: [{id: a}]\n"
+        "flow: {steps: [{id: s0, speaker: a}]}\n",
+        encoding="utf-8",
+    )
+    cli = Cli(home=tmp_path / "home", guard=write_net_guard(tmp_path / "guard"), cwd=tmp_path)
+    ran = cli.run("run", str(folder), OPENAI_API_KEY="", OPENAI_BASE_URL="", timeout=120)
+    assert ran.returncode != 0
+    said = ran.stdout + ran.stderr
+    assert "missing credentials: no API key for this provider" in said, said[-2000:]
+    assert "OPENAI_API_KEY" in said
+    assert "Traceback" not in said
+    assert cli.refused_connections() == []

@@ -30,7 +30,10 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_prefix_picks_the_plugin_and_keeps_litellm_away() -> None:
     assert plugins.plugin_for("mine/large") is not None
     assert plugins.plugin_for("openai/gpt-4o-mini") is None
-    assert not needs_litellm("mine/large") and needs_litellm("openai/gpt-4o-mini")
+    assert not needs_litellm("mine/large") and needs_litellm("anthropic/claude-3-5-haiku")
+    # openai/... models take the lean client unless a world says client: litellm
+    assert not needs_litellm("openai/gpt-4o-mini")
+    assert needs_litellm("openai/gpt-4o-mini", "litellm")
     assert not needs_litellm("offline")
 
 

@@ -1,4 +1,5 @@
-"""rolecall's lean client for OpenAI-compatible chat completions (``settings.client: http``).
+"""rolecall's lean client for OpenAI-compatible chat completions (``settings.client: http``,
+the default for ``openai/...`` models).
 
 litellm speaks to every provider, and costs for it: about 13 ms of CPU per request on
 the reference machine (its logging, cost and response objects), which caps one process
@@ -11,7 +12,9 @@ shares (:mod:`rolecall.llm.retrying`).
 
 litellm is never imported here: the cost of a reply, and whether a model may call tools,
 come from the price map litellm ships (``model_prices_and_context_window_backup.json``),
-read as a file.
+read as a file. Where a role names no key variable (``api_key_env``) and no ``api_base``,
+the OpenAI SDK's own variables answer, as they do through litellm: ``OPENAI_API_KEY``,
+and ``OPENAI_BASE_URL`` (or ``OPENAI_API_BASE``) for the server.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ __all__ = ["OpenAIHTTPModel", "StatusError", "aclose", "bundled_cost"]
 
 DEFAULT_BASE: Final = "https://api.openai.com/v1"
 _sessions: dict[int, aiohttp.ClientSession] = {}  # one per event loop (by its id)
+
+
+class MissingKey(Exception):
+    """OpenAI's own API asked for with no key: refused before any request, as the SDK does."""
 
 
 class StatusError(Exception):
@@ -107,8 +114,13 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
             body["max_tokens"] = request.max_tokens
         if request.tools:
             body["tools"] = [t.as_provider_dict() for t in request.tools]
+        base = request.api_base or _env("OPENAI_BASE_URL") or _env("OPENAI_API_BASE")
+        if key is None and not request.api_key_env:
+            key = _env("OPENAI_API_KEY")
+        if key is None and base is None:
+            raise MissingKey(model)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        url = (request.api_base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
+        url = (base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
         # each read waits at most the request's timeout (the loop bounds the request)
         limit = aiohttp.ClientTimeout(
             total=None, connect=request.timeout, sock_read=request.timeout
@@ -177,6 +189,9 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
         response.release()
 
     def _classify(self, exc: Exception, secrets: Sequence[str]) -> Failure:
+        if isinstance(exc, MissingKey):  # litellm's wording for the same refusal
+            detail = "set OPENAI_API_KEY, or name the key's variable with api_key_env"
+            return Failure("refused", "missing credentials: no API key for this provider", detail)
         if isinstance(exc, StatusError):
             detail = plain(exc.message, secrets)
             if exc.status == 400 and "context_length_exceeded" in exc.code:
@@ -206,6 +221,11 @@ def _status_error(response: aiohttp.ClientResponse, text: str) -> StatusError:
         message = str(error.get("message") or message)
         code = str(error.get("code") or error.get("type") or "")
     return StatusError(response.status, code, message, retry_after(response.headers))
+
+
+def _env(name: str) -> str | None:
+    """An environment variable's value; unset and empty are alike (None)."""
+    return os.environ.get(name) or None
 
 
 def _count(usage: dict[str, Any], name: str) -> int | None:

@@ -4,10 +4,12 @@
 the first ``/``) names an installed plugin (entry-point group ``rolecall.models``, see
 :mod:`rolecall.llm.plugins`) is made by that plugin; anything else is a provider's model,
 a :class:`ProviderModel`: each request goes through the client its settings name
-(``settings.client``): litellm (:mod:`rolecall.llm.litellm_model`), or for an
-``openai/...`` model with ``client: http`` rolecall's own OpenAI-compatible client
-(:mod:`rolecall.llm.openai_http`, which never imports litellm). Each client's module is
-imported only when a request first needs it.
+(``settings.client``): for an ``openai/...`` model, by default (``client: http``),
+rolecall's own OpenAI-compatible client
+(:mod:`rolecall.llm.openai_http`, which never imports litellm), or litellm with
+``client: litellm``; every other provider's model goes through litellm
+(:mod:`rolecall.llm.litellm_model`). Each client's module is imported only when a request
+first needs it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def lean_client(model: str, client: str) -> bool:
     return client == "http" and model.startswith("openai/")
 
 
-def needs_litellm(model: str, client: str = "litellm") -> bool:
+def needs_litellm(model: str, client: str = "http") -> bool:
     """Whether ``model``'s requests under ``settings.client: <client>`` go through
     litellm (neither built in, nor a plugin's, nor on the lean client)."""
     from rolecall.llm.plugins import plugin_for
@@ -147,10 +149,12 @@ HTTP_MODULE = "rolecall.llm.openai_http"
 class ProviderModel:
     """A provider's model string: each request through the client it names.
 
-    ``settings.client: http`` sends an ``openai/...`` model's requests through
-    :class:`~rolecall.llm.openai_http.OpenAIHTTPModel`; everything else goes through
+    An ``openai/...`` model's requests go through
+    :class:`~rolecall.llm.openai_http.OpenAIHTTPModel` unless the world says
+    ``client: litellm``; everything else goes through
     :class:`~rolecall.llm.litellm_model.LiteLLMModel`. Each is made on first use. Token
-    counts, prices and output limits, asked without a request, are litellm's.
+    counts, asked without a request, are litellm's (the model's tokenizer); prices and
+    output limits come from litellm's bundled map.
     """
 
     def __init__(self, name: str, *, retry_delay: float | None = None) -> None:
@@ -210,10 +214,16 @@ class ProviderModel:
         return self.litellm().count_tokens(messages, model)
 
     def price_rates(self, model: str) -> tuple[float, float] | None:
-        return self.litellm().price_rates(model)
+        return self._prices(model).price_rates(model)
 
     def max_output_tokens(self, model: str) -> int | None:
-        return self.litellm().max_output_tokens(model)
+        return self._prices(model).max_output_tokens(model)
+
+    def _prices(self, model: str) -> LiteLLMModel | OpenAIHTTPModel:
+        """Who answers for prices and output limits: the same map litellm ships, read as a
+        file by the lean client for an ``openai/...`` model (no litellm import for a
+        budget), else litellm's own look-up (its provider prefixes and aliases)."""
+        return self.http() if model.startswith("openai/") else self.litellm()
 
 
 async def aclose_clients() -> None:

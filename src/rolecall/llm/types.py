@@ -139,7 +139,7 @@ class GenerationRequest:
     world_title: str = ""
     participants: tuple[str, ...] = field(default_factory=tuple)
     price: Price | None = None  # the role's own price; wins over what the model reports
-    client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
+    client: str = "http"  # openai/... models through llm/openai_http.py; "litellm": litellm
     tools: tuple[ToolDef, ...] = ()  # tools.md: what the model may call this round
     references: tuple[Reference, ...] = ()  # the turn's retrieved passages, best first
 

@@ -107,9 +107,11 @@ class Settings(_Model):
     retries: Annotated[Whole, Field(ge=0, le=10)] = 2
     # a remote agent (transport: nats) silent this long is gone (nats.md); seconds
     agent_timeout: Annotated[Number, Field(gt=0)] = 30.0
-    # how openai/... models are called: through litellm, or rolecall's lean HTTP client
-    # (llm/openai_http.py: the same request, a tenth of the CPU; docs/batch.md)
-    client: Literal["litellm", "http"] = "litellm"
+    # how openai/... models (OpenAI, or any OpenAI-compatible server at api_base) are
+    # called: rolecall's lean HTTP client by default (llm/openai_http.py: the same request
+    # at a tenth of litellm's CPU), or through litellm when a world says so
+    # (docs/worlds.md); every other provider always goes through litellm
+    client: Literal["litellm", "http"] = "http"
     # tools.md: tool calls per turn (then the model is asked once more without tools),
     # per session (None: no limit), and the characters a tool result keeps
     max_tool_calls: Annotated[Whole, Field(ge=0, le=1000)] = 8
