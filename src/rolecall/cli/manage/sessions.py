@@ -128,6 +128,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("session", metavar="ID", help="a session id (see `rolecall sessions list`)")
     _filters(p)
+    p.add_argument(
+        "--summaries",
+        action="store_true",
+        help="under each line saying a role now reads a running summary, the summary itself",
+    )
     add_manage_flags(p)
     p = add_command(
         ssub,
@@ -341,7 +346,10 @@ def _sessions_read(args: argparse.Namespace) -> int:
     from rolecall import export
 
     if action == "show":
-        print(export.to_text(doc, role=role, search=search, times=args.verbose > 0), end="")
+        text = export.to_text(
+            doc, role=role, search=search, times=args.verbose > 0, summaries=args.summaries
+        )
+        print(text, end="")
         return 0
     if action == "trace":
         print(export.to_trace(doc), end="")
@@ -433,7 +441,8 @@ def _sessions_delete(args: argparse.Namespace) -> int:
         raise UsageError(f"no session '{sid}' in {db_path(data)} (see `{listing}`)")
     parts = []
     if count is not None:
-        parts.append(f"{count} messages with their events, execution log and drafts")
+        noun = "message" if count == 1 else "messages"
+        parts.append(f"{count} {noun} with their events, execution log and drafts")
     if has_folder:
         parts.append(f"memory folder {folder}")
     confirm(args, f"deleted session {sid}: {'; '.join(parts)}")
