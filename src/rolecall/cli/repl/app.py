@@ -31,7 +31,7 @@ from rolecall.cli.repl.runner import (
     _shorten,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
-from rolecall.cli.wrap import wrap_line
+from rolecall.cli.wrap import wrap_line, wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 from rolecall.money import money
@@ -171,7 +171,13 @@ class Repl:
         self._world = world
         self.prompt = self._make_prompt()
         palette = Palette(world.role_ids, color=self.color)
-        self._print("".join(line + "\n" for line in self._world_banner(world, palette)))
+        width = max(self._width() - 1, 20)  # broken between words, as the display's lines
+        banner = [
+            piece
+            for line in self._world_banner(world, palette)
+            for piece in wrap_styled(line, width)
+        ]
+        self._print("".join(line + "\n" for line in banner))
         self._boot_banner = True
         first = _FirstPrompt()
         async with anyio.create_task_group() as tg:
