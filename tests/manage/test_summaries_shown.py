@@ -81,3 +81,29 @@ def test_verbose_shows_the_summary_text_as_it_is_made(tmp_path: Path) -> None:
     out = _run(tmp_path / "home", "chat", str(folder), "-v", stdin=QUESTIONS)
     assert "now reads a summary of" in out
     assert "Covered: m1 to" in out
+
+
+@pytest.mark.timeout(120)
+def test_one_message_is_one_message_in_a_summary(tmp_path: Path) -> None:
+    folder = write_world(tmp_path / "long", WORLD)
+    asked = "@bob " + QUESTION.format(n=1) + "\n"
+    asked += "".join("@alice " + QUESTION.format(n=n) + "\n" for n in range(2, 9))
+    out = _run(tmp_path / "home", "chat", str(folder), "-v", stdin=asked)
+    assert "bob (1 message) spoke of" in out
+    assert "(1 messages)" not in out
+
+
+def test_a_collection_of_one_passage_says_passage(tmp_path: Path) -> None:
+    folder = tmp_path / "w"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "note.md").write_text("Oil the chain every month.\n", encoding="utf-8")
+    world = {
+        "name": "shop",
+        "topic": "bikes",
+        "knowledge": {"shop": {"paths": ["docs"]}},
+        "roles": [{"id": "mechanic", "knowledge": ["shop"]}],
+    }
+    write_world(folder, world)
+    out = _run(tmp_path / "home", "knowledge", "list", str(folder))
+    assert "    1 passage " in out, out
+    assert "1 passages" not in out

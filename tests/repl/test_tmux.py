@@ -223,7 +223,7 @@ def test_ctrl_c_cancels_a_generation_and_resume_continues(terminal: Callable[[],
     t.wait_for(lambda s: "│ ready │" in toolbar(s))  # the run is over
     t.type("/history")
     t.key("Enter")
-    t.wait_for("1 incomplete drafts outside the history")
+    t.wait_for("1 incomplete draft outside the history")
     t.key("C-c")  # nothing runs now: armed ...
     t.wait_for("press Ctrl-C again to quit")
     t.key("C-c")  # ... and quit

@@ -117,7 +117,7 @@ def test_notices_break_between_words_so_a_printed_id_can_be_pasted(
     t = terminal()
     t.start(str(folder))
     t.ready()
-    t.tmux("resize-window", "-t", t.target, "-x", "70")
+    t.tmux("resize-window", "-t", t.target, "-x", "50")  # an id would straddle a row end
     t.type("tea?")
     t.key("Enter")
     t.wait_for("Green tea, then.")
@@ -131,4 +131,4 @@ def test_notices_break_between_words_so_a_printed_id_can_be_pasted(
     rows = t.tmux("capture-pane", "-p", "-t", t.target, "-S", "-200")
     for sid in ids:
         assert rows.count(sid) == joined.count(sid), rows
-    assert max(len(line) for line in rows.splitlines()) <= 70
+    assert max(len(line) for line in rows.splitlines()) <= 50

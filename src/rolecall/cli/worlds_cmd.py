@@ -148,7 +148,8 @@ def cmd_worlds(args: argparse.Namespace) -> int:
             print(f"{entry.name:16} {entry.source:8} {world.title or world.topic}{note}")
         except WorldError as exc:
             print(
-                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} problems{note}",
+                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} "
+                f"{'problem' if len(exc.problems) == 1 else 'problems'}{note}",
                 file=sys.stderr,
             )
     return EXIT_OK
