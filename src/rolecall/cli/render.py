@@ -123,14 +123,9 @@ def tool_line(call: str, event: ToolResultEvent) -> str:
 def summary_lines(event: SummaryEvent, *, text: bool = False) -> list[str]:
     """A role's older messages folded into its running summary (knowledge.md, Long
     sessions), as one line; ``text``: the summary under it."""
-    from rolecall.export.common import plural
+    from rolecall.export.common import summary_lines as lines
 
-    words = plural(len(event.text.split()), "word")
-    head = (
-        f"  ≡ {event.role} now reads a summary of {event.from_id}–{event.to_id} "
-        f"({words}) in place of those messages"
-    )
-    return [head, *(f"    {line}" for line in event.text.splitlines() if text and line.strip())]
+    return lines(event.role, event.from_id, event.to_id, event.text, full=text)
 
 
 def respond_note(event: RespondEvent) -> str:

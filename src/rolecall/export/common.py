@@ -323,6 +323,17 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
 
 
+def summary_lines(role: str, from_id: str, to_id: str, text: str, *, full: bool) -> list[str]:
+    """A role's older messages folded into its running summary (knowledge.md, Long
+    sessions), as every rendering says it: one line, and with ``full`` the summary under
+    it, indented."""
+    words = plural(len(text.split()), "word")
+    head = (
+        f"  ≡ {role} now reads a summary of {from_id}–{to_id} ({words}) in place of those messages"
+    )
+    return [head, *(f"    {line}" for line in text.splitlines() if full and line.strip())]
+
+
 def edited_note(call: Mapping[str, Any], width: int = 40) -> str:
     """`` · edited (the model asked a=1)`` for a call a person ran with other arguments
     than the model's (``asked`` in :func:`tool_calls_of`), else ''."""

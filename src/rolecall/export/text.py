@@ -14,6 +14,7 @@ from rolecall.export.common import (
     snippet,
     status,
     step_label,
+    summary_lines,
     title,
     token_table,
     tokens_label,
@@ -161,15 +162,13 @@ def _summaries_before(
 
 
 def _summary_lines(record: dict[str, Any], with_text: bool) -> list[str]:
-    text = str(record.get("text") or "")
-    words = plural(len(text.split()), "word")
-    lines = [
-        f"  ≡ {record.get('role')} now reads a summary of {record.get('from_id')}–"
-        f"{record.get('to_id')} ({words}) in place of those messages"
-    ]
-    if with_text:
-        lines.extend(f"    {line}" for line in text.splitlines() if line.strip())
-    return lines
+    return summary_lines(
+        str(record.get("role")),
+        str(record.get("from_id")),
+        str(record.get("to_id")),
+        str(record.get("text") or ""),
+        full=with_text,
+    )
 
 
 def _summaries(doc: SessionDocument) -> list[str]:
