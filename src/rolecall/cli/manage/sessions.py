@@ -124,6 +124,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "rolecall sessions show 20261122-101500-a1b2c3",
             "rolecall sessions show 20261122-101500-a1b2c3 --role student --search why",
             "rolecall sessions show 20261122-101500-a1b2c3 -v    # with timestamps",
+            "rolecall sessions show 20261122-101500-a1b2c3 --summaries",
         ],
     )
     p.add_argument("session", metavar="ID", help="a session id (see `rolecall sessions list`)")

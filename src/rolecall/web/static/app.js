@@ -92,8 +92,10 @@
   }
 
   // what a session this server runs does now: a turn, a call waiting, a chat waiting for you
+  let restStatus = "";
   function rest(state) {
     busyNow = !!state.busy;
+    restStatus = state.status || "";
     showRetry();
     if (!/^(finished|paused)/.test(page.dataset.status || "")) {
       text(statusEl, state.status || "running");
@@ -341,7 +343,8 @@
       words = "paused" + (ev.reason ? " (" + ev.reason + ")" : "");
       detail = words;
     } else if (ev.state === "running") {
-      detail = "running";
+      words = restStatus || "running"; // a chat with every reply in waits for you
+      detail = words;
     }
     text(statusEl, words);
     text(detailEl, detail);
