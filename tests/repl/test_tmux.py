@@ -128,6 +128,12 @@ def toolbar(screen: str) -> str:
     return lines[-1] if lines else ""
 
 
+def flat(screen: str) -> str:
+    """The screen's words on one line: a notice wider than the terminal is broken between
+    words (never inside an id), so a test reads it whatever the width."""
+    return " ".join(screen.split())
+
+
 def last_prompt_line(screen: str) -> int:
     lines = screen.splitlines()
     return max(i for i, line in enumerate(lines) if line.startswith("›"))

@@ -31,7 +31,7 @@ from rolecall.cli.repl.runner import (
     _shorten,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
-from rolecall.cli.wrap import wrap_line, wrap_styled
+from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 from rolecall.money import money
@@ -461,10 +461,13 @@ class Repl:
             display.note(f"left session {session.session_id} (kept, {session.result.state})")
         elif not session.finished:
             display.gap()
-            display.note(
-                f"session {session.session_id} kept (paused) · "
-                f"continue it with: {resume_command(session.session_id, self.args)}"
-            )
+            kept = f"session {session.session_id} kept (paused) · continue it with:"
+            command = resume_command(session.session_id, self.args)
+            if width_of(f"{kept} {command}") < self._width():
+                display.note(f"{kept} {command}")
+            else:  # the command on a line of its own, whole: pasted as printed
+                display.note(kept)
+                display.note(command, wrap=False)
 
     # -- background ----------------------------------------------------------------------
     def _spawn(self, name: str, job: Job) -> None:

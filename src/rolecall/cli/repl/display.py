@@ -64,7 +64,8 @@ class ReplDisplay(Renderer):
         super().__init__()
         self.palette = palette
         self.stream: StreamMode = stream
-        self._held: list[str] = []  # full mode: other output while a reply streams
+        # full mode: other output while a reply streams (each line, and whether it wraps)
+        self._held: list[tuple[str, bool]] = []
         self.width = width
         self.quiet = quiet
         self.verbose = verbose
@@ -79,25 +80,26 @@ class ReplDisplay(Renderer):
         self._blank = True  # the last line printed was blank (or nothing was printed)
 
     # -- output -----------------------------------------------------------------------
-    def emit(self, line: str = "") -> None:
-        """A line for the scrollback; in full mode, held while a reply streams."""
+    def emit(self, line: str = "", *, wrap: bool = True) -> None:
+        """A line for the scrollback; in full mode, held while a reply streams.
+        ``wrap=False``: never broken (a command to paste whole)."""
         if self.stream == "full" and self.live is not None:
-            self._held.append(line)
+            self._held.append((line, wrap))
             self.on_change()
             return
-        self._put(line)
+        self._put(line, wrap=wrap)
 
-    def _put(self, line: str = "") -> None:
+    def _put(self, line: str = "", *, wrap: bool = True) -> None:
         # broken between words to the width, as replies are: a terminal would cut an
         # id in a notice in two (not to be pasted)
-        self.outbox.extend(wrap_styled(line, max(self.width() - 1, 20)))
+        self.outbox.extend(wrap_styled(line, max(self.width() - 1, 20)) if wrap else [line])
         self._blank = line == ""
         self.on_change()
 
     def _release(self) -> None:
         held, self._held = self._held, []
-        for line in held:
-            self._put(line)
+        for line, wrap in held:
+            self._put(line, wrap=wrap)
 
     def gap(self) -> None:
         """A blank line, unless the last one was blank already."""
@@ -108,8 +110,8 @@ class ReplDisplay(Renderer):
         for line in text.split("\n"):
             self.emit(line)
 
-    def note(self, text: str) -> None:
-        self.emit(self.palette.dim(text))
+    def note(self, text: str, *, wrap: bool = True) -> None:
+        self.emit(self.palette.dim(text), wrap=wrap)
 
     def warn(self, text: str) -> None:
         self.emit(self.palette.yellow(f"⚠ {text}"))
