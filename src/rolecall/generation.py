@@ -76,11 +76,14 @@ class Generator:
         reply_to: str | None = None,
         start: bool = True,
         draft_id: str | None = None,
+        counted: tuple[int, int] = (0, 0),
     ) -> Generated:
         """One model round. ``start``: publish ``sse/start`` (False for the rounds after
         a turn's tool calls, tools.md); a round that asks for tool calls ends without
         ``sse/end`` (the turn goes on after their results). ``draft_id``: the id of the
-        draft a cancelled or failed round is kept as (named on ``sse/error``)."""
+        draft a cancelled or failed round is kept as (named on ``sse/error``). ``counted``:
+        the input and output tokens of the turn's earlier rounds (tools.md), added to
+        ``sse/end``'s figures so that they are the whole turn's, as its message's are."""
         bus = self.bus
         sender = request.info.speaker
         publish = bus.publish
@@ -155,8 +158,8 @@ class Generator:
             StreamEnd.trusted(
                 message_id=message_id,
                 sender=sender,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
+                input_tokens=usage.input_tokens + counted[0],
+                output_tokens=usage.output_tokens + counted[1],
                 finish_reason=usage.finish_reason,
             )
         )

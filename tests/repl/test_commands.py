@@ -243,7 +243,7 @@ def test_display_shows_control_characters_in_a_reply_never_sends_them() -> None:
 
 
 def test_display_marks_cancellation_errors_and_session_changes() -> None:
-    display, bus, _ = make_display()
+    display, bus, _ = make_display(width=100)  # wide enough: no notice is broken here
     bus.publish(StreamStart(message_id="m3", sender="bob", target="human"))
     bus.publish(StreamChunk(message_id="m3", sender="bob", delta="half a", output_tokens=2))
     bus.publish(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.repl.test_tmux import TMUX, Terminal, terminal, toolbar
+from tests.repl.test_tmux import TMUX, Terminal, flat, terminal, toolbar
 
 __all__ = ["terminal"]  # the fixture
 pytestmark = pytest.mark.skipif(
@@ -81,7 +81,7 @@ def test_retry_keeps_both_answers_as_branches_and_branch_switches(
     stored = sessions(t.home)
     edited = list(stored)[-1]
     assert f"forked {parent} at m2 → {edited} (m1..m2, m2 edited)" in screen
-    assert f"/load {parent} goes back" in screen
+    assert f"/load {parent} goes back" in flat(screen)
     t.wait_for(f"session {edited}: 2 messages, paused (fork)")
     # ask's step is decided at once on the edited m2: the next turn is the tutor's
     t.wait_for(lambda s: edited in toolbar(s) and "step explain" in toolbar(s))

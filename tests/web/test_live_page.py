@@ -276,7 +276,7 @@ def test_the_list_says_what_each_held_session_is_doing(slow_server: Server) -> N
             "</td>", row.index('class="status">')
         )
     ]
-    assert status == "created"
+    assert status == "waiting for you"  # a chat: nothing runs until you say something
     assert json.loads(_api(slow_server, f"/api/sessions/{idle}").text)["live"] is True
 
 

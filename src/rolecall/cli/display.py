@@ -18,7 +18,7 @@ from rolecall.bus import Bus, Envelope
 from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
-from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.cli.render import Renderer, condition_line, respond_note, summary_lines
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
 
@@ -261,6 +261,10 @@ class TerminalDisplay(Renderer):
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self._line(self.dim(respond_note(event)))
+
+    def on_system_summary(self, envelope: Envelope, event: ev.SummaryEvent) -> None:
+        for line in summary_lines(event, text=self.show_conditions):
+            self._line(self.dim(line))
 
     def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self._line(f"warning: {event.message}", err=True)

@@ -179,7 +179,8 @@ def _list(world: World, kb: KnowledgeBase) -> int:
             if doc is None:
                 continue
             print(
-                f"  {kb.shown(doc.path):40} {doc.passages:>5} passages {doc.size:>10,} bytes  "
+                f"  {kb.shown(doc.path):40} {doc.passages:>5} "
+                f"{'passage ' if doc.passages == 1 else 'passages'} {doc.size:>10,} bytes  "
                 f"indexed {doc.indexed_at}  sha256 {doc.sha256[:12]}"
             )
     return 0

@@ -20,7 +20,13 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from rolecall.bus import ConditionEvent, Envelope, RespondEvent, ToolResultEvent
+    from rolecall.bus import (
+        ConditionEvent,
+        Envelope,
+        RespondEvent,
+        SummaryEvent,
+        ToolResultEvent,
+    )
 
 _E = TypeVar("_E", bound="BaseModel")
 
@@ -43,19 +49,28 @@ class Renderer:
     def __init__(self) -> None:
         self.said: dict[str, str] = {}  # message id -> its text, shortened (for ↩ quotes)
         self.calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
+        self._asked: dict[str, tuple[str, dict[str, Any]]] = {}  # ... -> the model's call
         # message id -> the passages its turn was given (system/knowledge), by id (k1..)
         self.sources: dict[str, dict[str, dict[str, Any]]] = {}
 
     def render(self, envelope: Envelope) -> None:
         """Show one event (an ESC in a reply is shown as ␛, never obeyed)."""
-        from rolecall.bus import KnowledgeEvent, MessageEvent, ToolCallEvent
-        from rolecall.export.common import short_arguments, snippet
+        from rolecall.bus import KnowledgeEvent, MessageEvent, ToolApprovalEvent, ToolCallEvent
+        from rolecall.export.common import edited_note, short_arguments, snippet
 
         event = shown(envelope.event)
         if isinstance(event, MessageEvent):  # what a later reply's header may quote
             self.said[event.message_id] = snippet(event.content)
         elif isinstance(event, ToolCallEvent):  # tools.md: one line per call, when it ends
             self.calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
+            self._asked[event.call_id] = (event.tool, event.arguments)
+        elif isinstance(event, ToolApprovalEvent) and event.call_id in self._asked:
+            tool, asked = self._asked.pop(event.call_id)
+            if event.arguments:  # a person's edit: the line shows what ran, and says so
+                call = {"arguments": event.arguments, "asked": asked}
+                self.calls[event.call_id] = (
+                    f"{tool}({short_arguments(event.arguments)}){edited_note(call)}"
+                )
         elif isinstance(event, KnowledgeEvent) and event.message_id is not None:
             self.sources[event.message_id] = {p["id"]: p for p in event.passages}
         name = handlers().get(type(event))
@@ -103,6 +118,14 @@ def tool_line(call: str, event: ToolResultEvent) -> str:
     if event.is_error:
         line += f" · error: {snippet(event.content)}"
     return line
+
+
+def summary_lines(event: SummaryEvent, *, text: bool = False) -> list[str]:
+    """A role's older messages folded into its running summary (knowledge.md, Long
+    sessions), as one line; ``text``: the summary under it."""
+    from rolecall.export.common import summary_lines as lines
+
+    return lines(event.role, event.from_id, event.to_id, event.text, full=text)
 
 
 def respond_note(event: RespondEvent) -> str:

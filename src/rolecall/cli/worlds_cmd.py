@@ -121,7 +121,11 @@ def cmd_worlds(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         _check_tools(world, str(loaded.path))
         steps = len(world.flow.steps) if world.flow else 0
-        print(f"{loaded.path}: ok ({len(world.roles)} roles, {steps} steps)")
+        roles = len(world.roles)
+        counted = (
+            f"{roles} role{'' if roles == 1 else 's'}, {steps} step{'' if steps == 1 else 's'}"
+        )
+        print(f"{loaded.path}: ok ({counted})")
         from rolecall.cli.check_cmd import summary, worst_case
 
         print(summary(worst_case(world)))
@@ -144,7 +148,8 @@ def cmd_worlds(args: argparse.Namespace) -> int:
             print(f"{entry.name:16} {entry.source:8} {world.title or world.topic}{note}")
         except WorldError as exc:
             print(
-                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} problems{note}",
+                f"{entry.name:16} {entry.source:8} invalid: {len(exc.problems)} "
+                f"{'problem' if len(exc.problems) == 1 else 'problems'}{note}",
                 file=sys.stderr,
             )
     return EXIT_OK

@@ -11,6 +11,7 @@ wider.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from wcwidth import wcswidth
@@ -39,6 +40,36 @@ def wrap_line(text: str, width: int) -> Iterator[str]:
         yield text[:cut].rstrip(" ")
         text = text[cut:].lstrip(" ")
     yield text
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def wrap_styled(line: str, width: int) -> list[str]:
+    """``line`` (which may hold colour codes) in pieces of at most ``width`` columns,
+    broken between words, never inside one (an id stays whole to be pasted; a word
+    wider than the line is left to the terminal). A piece after the first keeps the
+    line's indent, and a colour open at a break is closed there and opened again on the
+    next piece."""
+    plain = _SGR.sub("", line)
+    if width_of(plain) <= width:
+        return [line]
+    indent = " " * min(len(plain) - len(plain.lstrip(" ")), width // 2)
+    out: list[str] = []
+    current, used, style, fresh = "", 0, "", True
+    for word in line.split(" "):
+        w = width_of(_SGR.sub("", word))
+        if not fresh and used + 1 + w > width:
+            out.append(current + ("\x1b[0m" if style else ""))
+            current, used, fresh = indent + style, len(indent), True
+        sep = "" if fresh else " "
+        current += sep + word
+        used += len(sep) + w
+        fresh = False
+        for code in _SGR.findall(word):
+            style = "" if code in ("\x1b[0m", "\x1b[m") else style + code
+    out.append(current)
+    return out
 
 
 class StreamWrap:

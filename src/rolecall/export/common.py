@@ -290,7 +290,9 @@ def short_arguments(arguments: Mapping[str, Any], width: int = 60) -> str:
 
 def tool_calls_of(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each tool call of the stored events by its id: tool, arguments, result, error,
-    duration (tools.md); a call without a result yet has no ``content``."""
+    duration, decision and who decided (tools.md); a call without a result yet has no
+    ``content``. A call a person approved with edited arguments has those as
+    ``arguments`` (what ran) and the model's as ``asked``."""
     calls: dict[str, dict[str, Any]] = {}
     for event in events:
         kind = event.get("type")
@@ -308,8 +310,37 @@ def tool_calls_of(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 duration_ms=event.get("duration_ms", 0),
             )
         elif kind == "tool_approval" and str(event.get("call_id")) in calls:
-            calls[str(event.get("call_id"))].update(decision=event.get("decision"))
+            call = calls[str(event.get("call_id"))]
+            call.update(decision=event.get("decision"), by=event.get("by"))
+            edited = event.get("arguments")
+            if isinstance(edited, dict) and edited:  # a person's edit: the call ran with these
+                call.update(asked=call["arguments"], arguments=edited)
     return calls
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 message``, ``2 messages`` (``nouns``: the plural when it is not noun + s)."""
+    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def summary_lines(role: str, from_id: str, to_id: str, text: str, *, full: bool) -> list[str]:
+    """A role's older messages folded into its running summary (knowledge.md, Long
+    sessions), as every rendering says it: one line, and with ``full`` the summary under
+    it, indented."""
+    words = plural(len(text.split()), "word")
+    head = (
+        f"  ≡ {role} now reads a summary of {from_id}–{to_id} ({words}) in place of those messages"
+    )
+    return [head, *(f"    {line}" for line in text.splitlines() if full and line.strip())]
+
+
+def edited_note(call: Mapping[str, Any], width: int = 40) -> str:
+    """`` · edited (the model asked a=1)`` for a call a person ran with other arguments
+    than the model's (``asked`` in :func:`tool_calls_of`), else ''."""
+    asked = call.get("asked")
+    if not isinstance(asked, Mapping):
+        return ""
+    return f" · edited (the model asked {short_arguments(asked, width) or 'nothing'})"
 
 
 def tool_line(call: Mapping[str, Any]) -> str:
@@ -317,6 +348,7 @@ def tool_line(call: Mapping[str, Any]) -> str:
     ``tool(a=1) → result · 12 ms`` (``→ error: reason`` when it failed; ``→ no result``
     for a call cut before it had one). Control characters are the caller's to show."""
     head = f"{call.get('tool')}({short_arguments(call.get('arguments') or {})})"
+    head += edited_note(call)
     if "content" not in call:
         return f"{head} → no result"
     mark = "error: " if call.get("is_error") else ""

@@ -128,6 +128,12 @@ def _tool_block(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:
             result = _h(snippet(str(call["content"])))
         took = f" ({call.get('duration_ms', 0)} ms)" if "content" in call else ""
         tool = f"<code>{_h(call['tool'])}</code> <code>{_h(arguments)}</code>"
+        asked = call.get("asked")
+        if isinstance(asked, dict):  # a person ran it with other arguments than the model's
+            model = json.dumps(asked, ensure_ascii=False)
+            tool += (
+                f' <span class="edited">(edited; the model asked <code>{_h(model)}</code>)</span>'
+            )
         items.append(f"<li>{tool} → {result}{took}</li>")
     return [
         f'<details class="tools"><summary>{len(ids)} {noun}</summary>',

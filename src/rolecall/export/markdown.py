@@ -78,6 +78,10 @@ def _tool_lines(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:
         arguments = json.dumps(call["arguments"], ensure_ascii=False)
         mark = "error: " if call.get("is_error") else ""
         result = snippet(str(call.get("content", "")))
+        asked = call.get("asked")
+        if isinstance(asked, dict):  # a person ran it with other arguments than the model's
+            model = json.dumps(asked, ensure_ascii=False)
+            arguments += f" (edited; the model asked {model})"
         out.append(
             f"- `{call['tool']}` {md_escape(arguments)} → {mark}{md_escape(result)}"
             f" ({call.get('duration_ms', 0)} ms)"

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rolecall.export.citations import cited, sources_by_message
 from rolecall.export.common import (
     answered,
     doc_labels,
+    plural,
     select,
     short_arguments,
     snippet,
     status,
     step_label,
+    summary_lines,
     title,
     token_table,
     tokens_label,
@@ -32,9 +36,12 @@ def to_text(
     role: str | None = None,
     search: str | None = None,
     times: bool = False,
+    summaries: bool = False,
 ) -> str:
     """The transcript as plain text (``rolecall sessions show``); control characters
-    (an ESC in a model's reply) are shown as symbols, never obeyed (:func:`visible`)."""
+    (an ESC in a model's reply) are shown as symbols, never obeyed (:func:`visible`).
+    Where a role began to read a running summary in place of older messages, a line says
+    so, before the message whose turn it preceded; ``summaries``: the summary under it."""
     sel = select(doc, role=role, search=search)
     world = doc.world
     head = f"{title(doc)} — world {world.get('name', '?')} · session {doc.session_id}"
@@ -47,7 +54,11 @@ def to_text(
     texts = {m.id: m.content for m in doc.messages}
     sources = sources_by_message(doc.events)
     calls = tool_calls_of(doc.events)
+    folds, late = _summaries_before(doc.events)
     for m in sel.messages:
+        for fold in folds.get(m.id, ()):
+            lines.append("")
+            lines.extend(_summary_lines(fold, summaries))
         lines.append("")
         parts = [f"[{m.id}] {who_label(doc, m, labels)}"]
         where = step_label(m.step_id, m.loop_iteration)
@@ -67,6 +78,9 @@ def to_text(
         )
         lines.extend(f"  {line}" for line in (visible(m.content).splitlines() or [""]))
         lines.extend(f"    {c.label}" for c in cited(m.content, sources.get(m.id)))
+    for fold in late if not sel.filtered else ():
+        lines.append("")
+        lines.extend(_summary_lines(fold, summaries))
     if sel.drafts:
         lines.append("")
         lines.append(f"drafts (incomplete, not part of the history): {len(sel.drafts)}")
@@ -91,7 +105,8 @@ def to_trace(doc: SessionDocument) -> str:
     head = f"{title(doc)} — session {doc.session_id} · {status(doc)}"
     if not doc.execution_log:
         none = "no steps executed (a chat session, or the flow has not started)"
-        return visible("\n".join([head, none, *_tool_calls(doc), *_study_turns(doc)])) + "\n"
+        more = [*_tool_calls(doc), *_summaries(doc), *_study_turns(doc)]
+        return visible("\n".join([head, none, *more])) + "\n"
     header = ("#", "step", "speaker", "message", "loop", "result", "in", "out", "started", "took")
     rows: list[tuple[str, ...]] = []
     for r in doc.execution_log:
@@ -122,10 +137,82 @@ def to_trace(doc: SessionDocument) -> str:
     total_in = sum(r.input_tokens for r in doc.execution_log)
     total_out = sum(r.output_tokens for r in doc.execution_log)
     lines = [head, "", fmt(header), *(fmt(row) for row in rows), ""]
-    lines.append(f"{len(rows)} steps · tokens ↑{total_in:,} ↓{total_out:,}")
+    lines.append(f"{plural(len(rows), 'step')} · tokens ↑{total_in:,} ↓{total_out:,}")
     lines += _tool_calls(doc)
+    lines += _summaries(doc)
     lines += _study_turns(doc)
     return visible("\n".join(lines)) + "\n"
+
+
+def _summaries_before(
+    events: list[dict[str, Any]],
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The ``system/summary`` records by the message whose turn each came before (a
+    summary is made as a role's prompt is built), and those after the last message."""
+    before: dict[str, list[dict[str, Any]]] = {}
+    pending: list[dict[str, Any]] = []
+    for e in events:
+        kind = e.get("type")
+        if kind == "summary" and e.get("topic") == "system":
+            pending.append(e)
+        elif kind == "message" and e.get("topic") == "messages" and pending:
+            before.setdefault(str(e.get("message_id")), []).extend(pending)
+            pending = []
+    return before, pending
+
+
+def _summary_lines(record: dict[str, Any], with_text: bool) -> list[str]:
+    return summary_lines(
+        str(record.get("role")),
+        str(record.get("from_id")),
+        str(record.get("to_id")),
+        str(record.get("text") or ""),
+        full=with_text,
+    )
+
+
+def _summaries(doc: SessionDocument) -> list[str]:
+    """The running summaries made (knowledge.md, Long sessions), one row each: the
+    role, the messages it stands for, its length and what making it cost."""
+    records = [e for e in doc.events if e.get("type") == "summary" and e.get("topic") == "system"]
+    if not records:
+        return []
+    header = ("role", "stands for", "words", "in", "out", "model")
+    rows = [
+        (
+            str(r.get("role")),
+            f"{r.get('from_id')}–{r.get('to_id')}",
+            str(len(str(r.get("text") or "").split())),
+            f"{int(r.get('input_tokens') or 0):,}",
+            f"{int(r.get('output_tokens') or 0):,}",
+            str(r.get("model") or "-"),
+        )
+        for r in records
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        right = {2, 3, 4}
+        out = [
+            c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)
+        ]
+        return "  ".join(out).rstrip()
+
+    title_line = (
+        f"summaries: {plural(len(rows), 'summary', 'summaries')} "
+        "(the roles read these in place of older messages; `sessions show --summaries`)"
+    )
+    return ["", title_line, fmt(header), *(fmt(row) for row in rows)]
+
+
+def _approval(call: dict[str, Any]) -> str:
+    """The approval column: the decision, who made it when a person or a flag did, and
+    ``edited`` when a person ran the call with other arguments (``allow · human, edited``)."""
+    decision = str(call.get("decision") or "-")
+    by = str(call.get("by") or "")
+    if by in ("", "policy"):
+        return decision
+    return f"{decision} · {by}" + (", edited" if "asked" in call else "")
 
 
 def _tool_calls(doc: SessionDocument) -> list[str]:
@@ -149,7 +236,7 @@ def _tool_calls(doc: SessionDocument) -> list[str]:
                 str(c.get("sender") or "-"),
                 str(c.get("tool")),
                 short_arguments(c.get("arguments") or {}, 40),
-                str(c.get("decision") or "-"),
+                _approval(c),
                 result,
                 took,
             )

@@ -380,7 +380,8 @@ def summary_answer(request: GenerationRequest) -> str:
         by_sender.setdefault(found.group(2), []).append(found.group(3))
     for sender, texts in list(by_sender.items())[:6]:
         words = _salient(" ".join(texts), frozenset(_tokens(sender)))[:5]
-        lines.append(f"{sender} ({len(texts)} messages) spoke of {', '.join(words) or 'little'}.")
+        said = f"{len(texts)} message{'' if len(texts) == 1 else 's'}"
+        lines.append(f"{sender} ({said}) spoke of {', '.join(words) or 'little'}.")
     if folded:
         last = folded[-1]
         lines.append(

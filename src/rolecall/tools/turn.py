@@ -182,6 +182,7 @@ async def generate_with_tools(
             reply_to=reply_to,
             start=first,
             draft_id=site.state.next_draft_id(),
+            counted=(record["input_tokens"], record["output_tokens"]),
         )
         first = False
         _add_usage(record, generated)

@@ -30,7 +30,7 @@ from rolecall.paths import data_dir_flag, db_path
 from rolecall.storage.browse import STATUSES, browse, events_after, rows_of, state_of
 from rolecall.storage.catalog import SessionSummary
 from rolecall.web.context import WebContext
-from rolecall.web.live import follow_store
+from rolecall.web.live import STATE_SEQ, follow_store
 from rolecall.web.runs import LiveRun
 
 MAX_LIST = 500
@@ -141,12 +141,17 @@ async def stream(request: Request) -> Response:
                         break
                     start = seq
                     yield {"id": str(seq), "data": line}
-            source = live.events.follow(start, until=live.at_rest)
+            # with what it does now (a turn, a call waiting, a chat waiting for you)
+            # whenever that changes: the page's status, its Retry
+            source = live.events.follow(start, until=live.at_rest, watch=live.shown_state)
         elif feed is not None:
             source = feed.events.follow(after)
         else:
             source = follow_store(fetch, after)
         async for seq, line in source:
+            if seq == STATE_SEQ:
+                yield {"event": "rest", "data": line}
+                continue
             yield {"id": str(seq), "data": line}
         yield {"event": "end", "data": "{}"}
 

@@ -106,18 +106,17 @@ def asides_of(records: list[dict[str, Any]]) -> Asides:
     for cid, call in raw.items():
         approval = decisions.get(cid, {})
         arguments = call.get("arguments")
-        asked = arguments if isinstance(arguments, dict) else {}
-        edited = approval.get("arguments")  # a person's edit: the call ran with these
+        asked = call.get("asked")  # the model's, when a person edited them (these ran)
         calls[cid] = ToolCallView(
             call_id=cid,
             tool=str(call.get("tool") or "?"),
-            arguments=edited if isinstance(edited, dict) and edited else asked,
+            arguments=arguments if isinstance(arguments, dict) else {},
             content=str(call["content"]) if "content" in call else None,
             is_error=bool(call.get("is_error")),
             duration_ms=int(call.get("duration_ms") or 0),
             decision=str(approval.get("decision", "")),
             by=str(approval.get("by", "")),
-            asked=asked if isinstance(edited, dict) and edited else None,
+            asked=asked if isinstance(asked, dict) else None,
         )
     return Asides(calls=calls, sources=sources_by_message(records))
 

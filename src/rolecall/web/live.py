@@ -30,6 +30,7 @@ log = get_logger(__name__)
 __all__ = ["EventLog", "follow_store"]
 
 POLL_SECONDS = 0.4
+STATE_SEQ = -1  # what EventLog.follow yields, with the watched value, when that changes
 
 
 @dataclass
@@ -91,17 +92,27 @@ class EventLog:
         return self.lines[lo:]
 
     async def follow(
-        self, after: int = 0, *, until: Callable[[], bool] | None = None
+        self,
+        after: int = 0,
+        *,
+        until: Callable[[], bool] | None = None,
+        watch: Callable[[], str] | None = None,
     ) -> AsyncIterator[tuple[int, str]]:
         """Every line after ``after``, then each new one as it comes, until closed (or,
-        with ``until``, once every line is read and ``until()`` is true)."""
+        with ``until``, once every line is read and ``until()`` is true). ``watch``: a
+        value read after each batch and each wake (:meth:`nudge`), yielded as
+        ``(STATE_SEQ, value)`` whenever it differs from the last one yielded."""
         seen = after
+        mark: str | None = None
         while True:
             waiter = self._changed
             batch = self.after(seen)
             for seq, line in batch:
                 seen = seq
                 yield seq, line
+            if watch is not None and (now := watch()) != mark:
+                mark = now
+                yield STATE_SEQ, now
             if not self.after(seen) and (self.closed or (until is not None and until())):
                 return
             if not batch:

@@ -6,6 +6,7 @@ only adds the live updates and the message box.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,6 +38,7 @@ from rolecall.web.cluster import Feed
 from rolecall.web.context import WebContext
 from rolecall.web.flowview import diagram
 from rolecall.web.render import color_of
+from rolecall.web.runs import LiveRun
 from rolecall.world import catalog
 from rolecall.world.models import World
 
@@ -94,7 +96,10 @@ async def sessions(request: Request) -> Response:
         statuses=STATUSES,
         menus=await choices(ctx.store),
         # the sessions this server holds say their state now; the others as stored
-        live={sid: _status(run.session.result) for sid, run in ctx.runs.runs.items()},
+        live={
+            sid: _live_words(run) or _status(run.session.result)
+            for sid, run in ctx.runs.runs.items()
+        },
         cluster=cluster.url if cluster is not None else None,
         cluster_rows=[]
         if cluster is None
@@ -168,6 +173,12 @@ def _thread(
     }
 
 
+def _live_words(run: LiveRun) -> str | None:
+    """What a session this server runs is doing, when its state alone would mislead
+    (a chat with every reply in says ``running``): None when the state says it."""
+    return str(json.loads(run.shown_state())["status"]) or None
+
+
 def _status(state: Any) -> str:
     """The status bar's words for a session state (stored, or the live one's)."""
     if state.state == "finished":
@@ -202,11 +213,12 @@ async def session(request: Request) -> Response:
         doc=doc,
         sid=sid,
         title=export.title(doc),
-        status=_status(doc.state),
+        status=(live is not None and _live_words(live)) or _status(doc.state),
         finished=doc.state.state == "finished",
-        detail="running"
-        if live is not None and doc.state.state == "running"
-        else export.status(doc),
+        detail=(live is not None and _live_words(live))
+        or ("running" if live is not None and doc.state.state == "running" else export.status(doc)),
+        # Retry forks and asks again: not while a turn runs or a call waits (409)
+        retry=live is None or not live.busy,
         messages=shown,
         page=page,
         pages=pages,
@@ -264,8 +276,16 @@ async def message_fragment(request: Request) -> Response:
         raise HTTPException(404, f"no message {mid!r} in session {sid}")
     thread = _thread(world, [answered] if answered else [], await _asides(ctx, sid))
     # the message the live page just received is the latest: Retry is offered on it
+    live = ctx.runs.get(sid)
     return ctx.page(
-        request, "_message.html", m=found, sid=sid, forkable=stored, last_id=mid, **thread
+        request,
+        "_message.html",
+        m=found,
+        sid=sid,
+        forkable=stored,
+        last_id=mid,
+        retry=live is None or not live.busy,
+        **thread,
     )
 
 

@@ -9,6 +9,7 @@ stop) goes through the public session API: the page adds no logic of its own.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -71,6 +72,7 @@ class LiveRun:
         """The session's approver: the call waits until :meth:`answer` (the page's
         Approve or Deny), or a stop or the server's end refuses it."""
         held = self.waiting[call.call_id] = Waiting(call)
+        self.events.nudge()  # its viewers see that it waits for them
         try:
             await held.answered.wait()
         finally:
@@ -101,6 +103,19 @@ class LiveRun:
     @property
     def session_id(self) -> str:
         return self.session.session_id
+
+    def shown_state(self) -> str:
+        """What it does now, as its page and the list say it (JSON for the page's
+        ``rest`` events): ``busy`` (a turn under way), ``asking`` (a call waits for a
+        person's answer), ``status`` (the words: ``waiting for you`` for a chat whose
+        replies are all in, else empty: the session's own state says it)."""
+        status = ""
+        if self.waiting:
+            tools = ", ".join(sorted({w.call.tool for w in self.waiting.values()}))
+            status = f"a call waits for you ({tools})"
+        elif self.chat and not self.busy and self.session.result.state in ("created", "running"):
+            status = "waiting for you"
+        return json.dumps({"busy": self.busy, "asking": bool(self.waiting), "status": status})
 
     def at_rest(self) -> bool:
         """Paused (or finished) with nothing under way: its stream ends there."""

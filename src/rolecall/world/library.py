@@ -130,7 +130,8 @@ class RoleFileError(UsageError):
         if len(problems) == 1:
             text = f"{path}: {problems[0]}"
         else:
-            text = f"{path}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems)
+            noun = "problem" if len(problems) == 1 else "problems"
+            text = f"{path}: {len(problems)} {noun}\n" + "\n".join(f"  {p}" for p in problems)
         super().__init__(text)
 
 

@@ -125,10 +125,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "rolecall sessions show 20261122-101500-a1b2c3",
             "rolecall sessions show 20261122-101500-a1b2c3 --role student --search why",
             "rolecall sessions show 20261122-101500-a1b2c3 -v    # with timestamps",
+            "rolecall sessions show 20261122-101500-a1b2c3 --summaries",
         ],
     )
     p.add_argument("session", metavar="ID", help="a session id (see `rolecall sessions list`)")
     _filters(p)
+    p.add_argument(
+        "--summaries",
+        action="store_true",
+        help="under each line saying a role now reads a running summary, the summary itself",
+    )
     add_manage_flags(p)
     p = add_command(
         ssub,
@@ -349,7 +355,10 @@ def _sessions_read(args: argparse.Namespace) -> int:
     from rolecall import export
 
     if action == "show":
-        print(export.to_text(doc, role=role, search=search, times=args.verbose > 0), end="")
+        text = export.to_text(
+            doc, role=role, search=search, times=args.verbose > 0, summaries=args.summaries
+        )
+        print(text, end="")
         for item in scored:
             print(f"score #{item.number} {item.short()} ({item.model}, {item.scored_at})")
             if item.comment:
@@ -445,7 +454,8 @@ def _sessions_delete(args: argparse.Namespace) -> int:
         raise UsageError(f"no session '{sid}' in {db_path(data)} (see `{listing}`)")
     parts = []
     if count is not None:
-        parts.append(f"{count} messages with their events, execution log and drafts")
+        noun = "message" if count == 1 else "messages"
+        parts.append(f"{count} {noun} with their events, execution log and drafts")
     if has_folder:
         parts.append(f"memory folder {folder}")
     confirm(args, f"deleted session {sid}: {'; '.join(parts)}")

@@ -31,7 +31,7 @@ from rolecall.cli.repl.runner import (
     _shorten,
 )
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
-from rolecall.cli.wrap import wrap_line
+from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 from rolecall.money import money
@@ -171,7 +171,13 @@ class Repl:
         self._world = world
         self.prompt = self._make_prompt()
         palette = Palette(world.role_ids, color=self.color)
-        self._print("".join(line + "\n" for line in self._world_banner(world, palette)))
+        width = max(self._width() - 1, 20)  # broken between words, as the display's lines
+        banner = [
+            piece
+            for line in self._world_banner(world, palette)
+            for piece in wrap_styled(line, width)
+        ]
+        self._print("".join(line + "\n" for line in banner))
         self._boot_banner = True
         first = _FirstPrompt()
         async with anyio.create_task_group() as tg:
@@ -226,7 +232,8 @@ class Repl:
         lines.append(p.dim("agents: ") + "  ".join(p.role(r.id, "@" + r.id) for r in world.roles))
         if world.flow is not None or world.mode is not None:
             steps = len(world.flow.steps) if world.flow else 0
-            what = f"a flow of {steps} steps" if world.flow else f"{world.mode} mode"
+            noun = "step" if steps == 1 else "steps"
+            what = f"a flow of {steps} {noun}" if world.flow else f"{world.mode} mode"
             enter = " (or Enter)" if self.step_mode else ""
             lines.append(
                 p.dim(f"{what}: /run runs it, /next{enter} one turn, /flow shows where it is")
@@ -454,10 +461,13 @@ class Repl:
             display.note(f"left session {session.session_id} (kept, {session.result.state})")
         elif not session.finished:
             display.gap()
-            display.note(
-                f"session {session.session_id} kept (paused) · "
-                f"continue it with: {resume_command(session.session_id, self.args)}"
-            )
+            kept = f"session {session.session_id} kept (paused) · continue it with:"
+            command = resume_command(session.session_id, self.args)
+            if width_of(f"{kept} {command}") < self._width():
+                display.note(f"{kept} {command}")
+            else:  # the command on a line of its own, whole: pasted as printed
+                display.note(kept)
+                display.note(command, wrap=False)
 
     # -- background ----------------------------------------------------------------------
     def _spawn(self, name: str, job: Job) -> None:
@@ -573,6 +583,18 @@ class Repl:
                 return "cleared"
             self.request_quit()
             return "quit"
+        if self._asking is not None:  # a tool call waits: Ctrl-C refuses it, as `n`
+            from rolecall.tools.approval import Decision
+
+            call, answered, got = self._asking
+            if not answered.is_set():
+                got.append(Decision("deny", "human", f"the person refused {call.tool} (Ctrl-C)"))
+                answered.set()
+                display.note(f"refused {call.tool} (Ctrl-C)")
+            if buffer is not None:
+                buffer.reset()
+            self._armed = False
+            return "refused"
         if session.generating:
             session.cancel_reply()  # the session pauses itself (reason cancelled)
             self._armed = False
@@ -741,6 +763,15 @@ class Repl:
         if app is not None and app.is_done:
             return []  # not left behind in the scrollback
         world = session.world if session is not None else self._world
+        if session is not None and self._asking is not None:
+            tool = self._asking[0].tool
+            return [
+                (
+                    "class:placeholder",
+                    f"{tool} waits: y runs it · n refuses it · e {{...}} runs it with these "
+                    "arguments · Ctrl-C refuses",
+                )
+            ]
         if session is not None and session.finished:
             return [("class:placeholder", "the session has finished · /load another · /quit")]
         if self.step_mode and world is not None and (world.flow or world.mode):
@@ -768,6 +799,7 @@ class Repl:
         answered: anyio.Event = anyio.Event()
         self._asking = (call, answered, [])
         if display is not None:
+            display.waiting = call.tool  # the live line says it waits for you, not "thinking"
             display.warn(
                 f"{call.sender} wants to call {call.tool} with "
                 f"{json.dumps(call.arguments, ensure_ascii=False)} — "
@@ -779,6 +811,8 @@ class Repl:
         finally:
             got = self._asking[2] if self._asking is not None else []
             self._asking = None
+            if display is not None:
+                display.waiting = None
             self._changed()
         if got:
             decision: Decision = got[0]

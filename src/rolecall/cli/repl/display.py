@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from rolecall.cli.palette import Palette, header, terminal_width, tokens
-from rolecall.cli.render import Renderer, condition_line, respond_note
-from rolecall.cli.wrap import width_of, wrap_line
+from rolecall.cli.render import Renderer, condition_line, respond_note, summary_lines
+from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
 
 if TYPE_CHECKING:  # the prompt is drawn before the event classes load
     from rolecall.bus import Envelope
@@ -64,7 +64,8 @@ class ReplDisplay(Renderer):
         super().__init__()
         self.palette = palette
         self.stream: StreamMode = stream
-        self._held: list[str] = []  # full mode: other output while a reply streams
+        # full mode: other output while a reply streams (each line, and whether it wraps)
+        self._held: list[tuple[str, bool]] = []
         self.width = width
         self.quiet = quiet
         self.verbose = verbose
@@ -75,26 +76,30 @@ class ReplDisplay(Renderer):
         self.live: _Live | None = None
         self._seen_in = 0
         self._seen_out = 0
+        self.waiting: str | None = None  # the tool a call waits for the person to approve
         self._blank = True  # the last line printed was blank (or nothing was printed)
 
     # -- output -----------------------------------------------------------------------
-    def emit(self, line: str = "") -> None:
-        """A line for the scrollback; in full mode, held while a reply streams."""
+    def emit(self, line: str = "", *, wrap: bool = True) -> None:
+        """A line for the scrollback; in full mode, held while a reply streams.
+        ``wrap=False``: never broken (a command to paste whole)."""
         if self.stream == "full" and self.live is not None:
-            self._held.append(line)
+            self._held.append((line, wrap))
             self.on_change()
             return
-        self._put(line)
+        self._put(line, wrap=wrap)
 
-    def _put(self, line: str = "") -> None:
-        self.outbox.append(line)
+    def _put(self, line: str = "", *, wrap: bool = True) -> None:
+        # broken between words to the width, as replies are: a terminal would cut an
+        # id in a notice in two (not to be pasted)
+        self.outbox.extend(wrap_styled(line, max(self.width() - 1, 20)) if wrap else [line])
         self._blank = line == ""
         self.on_change()
 
     def _release(self) -> None:
         held, self._held = self._held, []
-        for line in held:
-            self._put(line)
+        for line, wrap in held:
+            self._put(line, wrap=wrap)
 
     def gap(self) -> None:
         """A blank line, unless the last one was blank already."""
@@ -105,8 +110,8 @@ class ReplDisplay(Renderer):
         for line in text.split("\n"):
             self.emit(line)
 
-    def note(self, text: str) -> None:
-        self.emit(self.palette.dim(text))
+    def note(self, text: str, *, wrap: bool = True) -> None:
+        self.emit(self.palette.dim(text), wrap=wrap)
 
     def warn(self, text: str) -> None:
         self.emit(self.palette.yellow(f"⚠ {text}"))
@@ -138,7 +143,10 @@ class ReplDisplay(Renderer):
         frame = _SPINNER[int(now * 10) % len(_SPINNER)]
         elapsed = f"{now - live.started:.1f}s"
         name = self.palette.role(live.sender)
-        if live.first_token is None:
+        if self.waiting is not None:  # nothing runs: the call waits for the person
+            asks = f"waits for you: run {self.waiting}? y / n / e {{...}} · Ctrl-C refuses"
+            status = f"⏸ {name} {self.palette.dim(asks)}"
+        elif live.first_token is None:
             status = f"{frame} {name} {self.palette.dim('is thinking · ' + elapsed)}"
         else:
             facts = f"· {elapsed} · ↓{live.out_tokens:,}"
@@ -250,6 +258,10 @@ class ReplDisplay(Renderer):
 
     def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
         self.note(f"  ({event.agent} passes the floor to you)")
+
+    def on_system_summary(self, envelope: Envelope, event: ev.SummaryEvent) -> None:
+        for line in summary_lines(event, text=self.verbose > 0):
+            self.note(line)
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self.note(f"  {respond_note(event)}")

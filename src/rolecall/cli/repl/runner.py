@@ -241,7 +241,8 @@ class CommandRunner:
         else:
             where = f"next: {current}" if current else "next: (deciding)"
             asides = pointer.exec_counts.get("interjection", 0)  # answers, not steps
-            done = f"{pointer.execution_order - asides} steps executed"
+            ran = pointer.execution_order - asides
+            done = f"{ran} step{'' if ran == 1 else 's'} executed"
             if asides:
                 done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
             lines.append(f"{where} · {done} · state {status.state}")
@@ -286,7 +287,8 @@ class CommandRunner:
             noun = "message" if shown == 1 else "messages"
             lines.append(p.dim(f"{shown} {noun}" + (" " + " ".join(what) if what else "")))
         if drafts and search is None:
-            lines.append(p.dim(f"{len(drafts)} incomplete drafts outside the history"))
+            n = len(drafts)
+            lines.append(p.dim(f"{n} incomplete draft{'' if n == 1 else 's'} outside the history"))
         self.echo("\n".join(lines))
 
     async def _cmd_memory(self, cmd: SlashCommand) -> None:

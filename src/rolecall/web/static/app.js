@@ -56,7 +56,56 @@
     return art;
   }
 
+  // Retry forks and asks again: offered only while no turn runs and no call waits (the
+  // server answers 409 then); the server's "rest" events say when that is
+  let busyNow = page.dataset.busy === "yes";
+  function showRetry() {
+    if (!thread) return;
+    thread.querySelectorAll("form.retry").forEach((f) => { f.hidden = busyNow; });
+  }
+  function turnBegins() { busyNow = true; showRetry(); }
+
+  // the execution log (flows.md): a row per step as it is recorded, once each (a page
+  // that joined mid-stream replays some it already shows)
+  function stepDone(ev) {
+    const rows = document.getElementById("log-rows");
+    if (!rows || rows.querySelector('tr[data-order="' + ev.execution_order + '"]')) return;
+    const tr = document.createElement("tr");
+    tr.dataset.order = String(ev.execution_order);
+    const cells = [String(ev.execution_order), "step " + ev.step_id, nameOf(ev.speaker), "",
+      ev.loop_iteration ? "loop " + ev.loop_iteration : "", ev.result,
+      "↑" + (ev.input_tokens || 0) + " ↓" + (ev.output_tokens || 0)];
+    cells.forEach((value, i) => {
+      const td = document.createElement("td");
+      if (i === 3 && ev.message_id) {
+        const a = document.createElement("a");
+        a.href = "#" + ev.message_id; a.textContent = ev.message_id;
+        td.append(a);
+      } else td.textContent = value;
+      tr.append(td);
+    });
+    rows.append(tr);
+    const n = rows.children.length;
+    text(document.getElementById("log-count"), n + (n === 1 ? " step" : " steps"));
+    const log = document.getElementById("log");
+    if (log) log.hidden = false;
+  }
+
+  // what a session this server runs does now: a turn, a call waiting, a chat waiting for you
+  let restStatus = "";
+  function rest(state) {
+    busyNow = !!state.busy;
+    restStatus = state.status || "";
+    showRetry();
+    if (!/^(finished|paused)/.test(page.dataset.status || "")) {
+      text(statusEl, state.status || "running");
+      text(detailEl, state.status || "running");
+    }
+    if (thinking && state.status === "waiting for you") thinking.hidden = true;
+  }
+
   function streamStart(ev) {
+    turnBegins();
     if (ev.step_id && ev.step_id !== "interjection") {
       text(stepEl, where(ev)); // the step running now
       highlight(document.getElementById("node-" + ev.step_id));
@@ -120,6 +169,7 @@
       const fresh = holder.firstElementChild;
       const old = document.getElementById(ev.message_id);
       if (old && fresh) old.replaceWith(fresh);
+      showRetry(); // as the session stands now, not as when the server rendered it
       // Retry is for the latest answer only
       thread.querySelectorAll("form.retry").forEach((f) => {
         if (!f.closest("#" + CSS.escape(ev.message_id))) f.remove();
@@ -152,6 +202,7 @@
   }
 
   function toolCall(ev) {
+    turnBegins();
     if (!thread || !ev.message_id || document.getElementById("call-" + ev.call_id)) return;
     let art = document.getElementById(ev.message_id);
     if (!art) art = placeholder(ev); // followed from the store: no streamed start
@@ -292,7 +343,8 @@
       words = "paused" + (ev.reason ? " (" + ev.reason + ")" : "");
       detail = words;
     } else if (ev.state === "running") {
-      detail = "running";
+      words = restStatus || "running"; // a chat with every reply in waits for you
+      detail = words;
     }
     text(statusEl, words);
     text(detailEl, detail);
@@ -309,6 +361,7 @@
     else if (ev.topic === "messages" && ev.type === "tool_result") toolResult(ev);
     else if (ev.topic === "system" && ev.type === "tool_approval") toolApproval(ev);
     else if (ev.topic === "system" && ev.type === "step") {
+      stepDone(ev);
       const runs = document.querySelector("#node-" + CSS.escape(ev.step_id) + " .runs");
       if (runs) runs.textContent = "×" + (ev.loop_iteration + 1);
     } else if (ev.topic === "world" && ev.type === "stop") stopDetail = ev.detail || "";
@@ -323,8 +376,13 @@
       page.dataset.lastSeq = String(ev.seq);
       onEvent(ev);
     };
+    source.addEventListener("rest", (msg) => {
+      try { rest(JSON.parse(msg.data)); } catch (e) { /* a later event says it again */ }
+    });
     // the session finished or came to rest (paused): talking or a button follows it again
-    source.addEventListener("end", () => { source.close(); page.dataset.live = "no"; });
+    source.addEventListener("end", () => {
+      source.close(); page.dataset.live = "no"; busyNow = false; showRetry();
+    });
   }
 
   if (page.dataset.live === "yes" || page.dataset.status === "running") follow();
@@ -453,7 +511,7 @@
     if (count) {
       count.textContent = wanted
         ? shown + " of " + cards.length + " roles match “" + box.value.trim() + "”"
-        : cards.length + " roles";
+        : cards.length + (cards.length === 1 ? " role" : " roles");
     }
     if (none) none.hidden = shown > 0;
   }
