@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
 from rolecall.bus import (
@@ -126,6 +126,7 @@ async def generate_with_tools(
     step_id: str | None,
     loop_iteration: int | None,
     reply_to: str | None,
+    audience: Sequence[str] | None = None,
 ) -> Generated:
     """The turn's generation with the role's tools; its final text, summed usage, and
     the ids of the calls made. Raises GenerationFailed as one generation does."""
@@ -161,6 +162,7 @@ async def generate_with_tools(
             reply_to=reply_to,
             start=first,
             draft_id=site.state.next_draft_id(),
+            audience=audience,
         )
         first = False
         _add_usage(record, generated)
