@@ -31,11 +31,12 @@ def to_text(
     *,
     role: str | None = None,
     search: str | None = None,
+    seen_by: str | None = None,
     times: bool = False,
 ) -> str:
     """The transcript as plain text (``rolecall sessions show``); control characters
     (an ESC in a model's reply) are shown as symbols, never obeyed (:func:`visible`)."""
-    sel = select(doc, role=role, search=search)
+    sel = select(doc, role=role, search=search, seen_by=seen_by)
     world = doc.world
     head = f"{title(doc)} — world {world.get('name', '?')} · session {doc.session_id}"
     lines = [head]
