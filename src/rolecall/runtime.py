@@ -40,7 +40,7 @@ from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
-from rolecall.session.audience import can_see
+from rolecall.session.audience import can_see, latest_seen
 from rolecall.session.ids import new_session_id
 from rolecall.session.state import (
     SenderKind,
@@ -482,7 +482,12 @@ class Dialogue:
         text = plan.text
         target = plan.target
         if target is not None and not self.sees(plan.speaker, target):
-            target = None  # a message it never saw is not quoted to it (audiences.md)
+            # a message it never saw is not quoted to it (audiences.md): it answers the
+            # latest message it did see
+            seen = latest_seen(
+                self.state.transcript.messages, plan.speaker, 1, limit=self.limits.get(plan.speaker)
+            )
+            target = seen[0] if seen else None
         audience = plan.audience
         if audience is None and plan.inherit and target is not None:
             audience = tuple(target.audience) if target.audience is not None else None
