@@ -481,7 +481,8 @@ class Dialogue:
         generated: Generated | None = None
         text = plan.text
         target = plan.target
-        if target is not None and not self.sees(plan.speaker, target):
+        private = target is not None and (target.audience is not None or self.limits)
+        if private and target is not None and not self.sees(plan.speaker, target):
             # a message it never saw is not quoted to it (audiences.md): it answers the
             # latest message it did see
             seen = latest_seen(

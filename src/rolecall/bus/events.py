@@ -523,7 +523,7 @@ def _payload(event: BaseModel) -> str | None:
         kind = type(value)
         if name == "tool_calls" and not value:  # a message's, left out when empty
             continue
-        if name == "audience" and value is None:  # a public message's, left out
+        if value is None and name == "audience":  # a public message's, left out
             continue
         if kind is str:
             text = encode_basestring(value)
