@@ -113,3 +113,40 @@ def test_unknown_ids_in_sees_and_audience_are_named_where_they_are(
     with pytest.raises(WorldError) as info:
         parse_world(yaml.safe_dump(data))
     assert any(problem in p for p in info.value.problems), info.value.problems
+
+
+def test_a_recorded_manor_replays_with_its_audiences_and_the_inspectors_calls_lack_the_secret(
+    tmp_path: Path,
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    store = tmp_path / "manor.jsonl"
+    env = {**os.environ, "ROLECALL_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+
+    def run(*flags: str) -> list[dict[str, object]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "rolecall", "run", "manor", "--json", "--replay-file",
+             str(store), *flags],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        records = [json.loads(line) for line in done.stdout.splitlines()]
+        return [r for r in records if r["type"] == "message"]
+
+    recorded = run("--record")
+    replayed = run("--replay")
+    shape = [(m["sender"], m["content"], m.get("audience")) for m in recorded]
+    assert shape == [(m["sender"], m["content"], m.get("audience")) for m in replayed]
+    assert [m.get("audience") for m in replayed if m.get("audience")] == [
+        ["gardener", "butler"],
+        ["gardener", "butler"],
+    ]
+    calls = [json.loads(line) for line in store.read_text("utf-8").splitlines()]
+    inspector = [json.dumps(c["request"]).lower() for c in calls if c["role"] == "inspector"]
+    assert len(inspector) == 3  # his three turns, each request as recorded
+    assert not any(w in text for text in inspector for w in SECRETS)
+    butler = [json.dumps(c["request"]).lower() for c in calls if c["role"] == "butler"]
+    assert any(w in text for text in butler for w in SECRETS)  # the marker is there to find
