@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import rolecall
-from rolecall.bus import SummaryEvent
+from rolecall.bus import SummaryEvent, ToolResultEvent
 from rolecall.llm.types import GenerationRequest
 from rolecall.memory import MemoryFiles
 from rolecall.testing import FunctionModel, capture_events
@@ -172,3 +172,39 @@ async def test_a_respond_judge_outside_the_audience_is_never_asked() -> None:
     assert MARKER in rec.given("ann")
     assert rec.given("bob") and MARKER not in rec.given("bob")
     assert answered_private == ["ann"]  # bob was not asked whether to answer it
+
+
+async def test_a_private_turns_tool_result_never_reaches_a_role_outside_it() -> None:
+    from rolecall.tools.builtin import BuiltinTool, register, unregister
+
+    async def lookup(world: object, arguments: dict[str, object]) -> str:
+        return f"the vault code is {MARKER}"
+
+    register(BuiltinTool("vault.lookup", "the vault code", {"type": "object"}, lookup))
+    world = {
+        "name": "vault",
+        "model": "offline",
+        "roles": [
+            {
+                "id": "ann",
+                "model": "scripted",
+                "tools": ["vault.lookup"],
+                "script": [{"call": "vault.lookup", "arguments": {}}, "ann found {result}"],
+            },
+            {"id": "bob"},
+        ],
+    }
+    rec = Recorder()
+    try:
+        with capture_events() as captured:
+            async with rolecall.open_session(world, models={"offline": rec.model}) as s:
+                await s.say("@ann look it up", audience=["ann"])
+                await s.run()
+                await s.say("@bob what is the code?")
+                await s.run()
+                found = s.transcript[1]
+    finally:
+        unregister("vault.lookup")
+    assert MARKER in found.content and found.audience == ["ann"]  # the tool ran, privately
+    assert any(MARKER in e.content for e in captured.of(ToolResultEvent))  # the human sees it
+    assert rec.given("bob") and MARKER not in rec.given("bob")
