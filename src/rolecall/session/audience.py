@@ -28,7 +28,6 @@ __all__ = [
     "can_see",
     "latest_seen",
     "seen",
-    "seen_ids",
 ]
 
 HUMAN: Final = "human"
@@ -82,17 +81,6 @@ def seen(
     if limit is None:
         return [m for m in part if m.audience is None or can_see(role_id, m)]
     return [m for m in part if can_see(role_id, m, limit)]
-
-
-def seen_ids(
-    messages: Sequence[TranscriptMessage],
-    role_id: str,
-    *,
-    start: int = 0,
-    limit: Collection[str] | None = None,
-) -> list[str]:
-    """The ids of :func:`seen`: what ``role_id``'s memory file holds, in order."""
-    return [m.id for m in seen(messages, role_id, start=start, limit=limit)]
 
 
 def latest_seen(

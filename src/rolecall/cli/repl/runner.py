@@ -269,7 +269,9 @@ class CommandRunner:
             if search is not None and search.casefold() not in m.content.casefold():
                 continue
             shown += 1
-            head = f"{p.dim(m.id)} " + header(p, m.sender, m.target, m.step_id, m.loop_iteration)
+            head = f"{p.dim(m.id)} " + header(
+                p, m.sender, m.target, m.step_id, m.loop_iteration, audience=m.audience
+            )
             if m.kind == "agent":
                 head += "  " + p.dim(tokens(m.input_tokens, m.output_tokens))
             lines.append(head)
