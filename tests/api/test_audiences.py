@@ -208,3 +208,30 @@ async def test_a_private_turns_tool_result_never_reaches_a_role_outside_it() -> 
     assert MARKER in found.content and found.audience == ["ann"]  # the tool ran, privately
     assert any(MARKER in e.content for e in captured.of(ToolResultEvent))  # the human sees it
     assert rec.given("bob") and MARKER not in rec.given("bob")
+
+
+async def test_a_whisper_to_one_agent_during_a_flow_is_its_interjection() -> None:
+    world = {
+        "name": "steps",
+        "model": "offline",
+        "roles": [{"id": "ann"}, {"id": "bob"}],
+        "flow": {
+            "steps": [
+                {"id": "a", "speaker": "ann", "reply_to": "none"},
+                {"id": "b", "speaker": "bob", "next": "end"},
+            ]
+        },
+    }
+    rec = Recorder()
+    async with rolecall.open_session(world, mode="step", models={"offline": rec.model}) as s:
+        await s.step()  # the flow has started: a human message now interjects
+        await s.say(f"just between us: {MARKER}", audience=["ann"])
+        await s.run()
+        said = [(m.sender, m.step_id, m.audience) for m in s.transcript]
+    assert said == [
+        ("ann", "a", None),
+        ("human", None, ["ann"]),
+        ("ann", "interjection", ["ann"]),  # answered by ann, privately
+        ("bob", "b", None),
+    ]
+    assert MARKER in rec.given("ann") and MARKER not in rec.given("bob")

@@ -65,7 +65,13 @@ class Agent:
         ):  # a message it does not see is never answered, nor judged (audiences.md)
             return
         decision = floor.decision(event.message_id, event.sender, event.content)
-        if self.judge is not None and decision.reason in JUDGED_REASONS and event.sender != self.id:
+        if event.audience == [self.id] and decision.reason == "broadcast":
+            # the human's whisper to this agent alone addresses it (audiences.md), as
+            # @agent would: answered in a chat, and an interjection in a flow
+            floor.ask(FloorRequest(self.id, event.message_id, "direct"))
+        elif (
+            self.judge is not None and decision.reason in JUDGED_REASONS and event.sender != self.id
+        ):
             floor.defer(self.id, event.message_id, functools.partial(self._judged, event))
         elif self.id in decision.answerers:
             floor.ask(FloorRequest(self.id, event.message_id, decision.reason))
