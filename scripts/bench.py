@@ -2034,6 +2034,98 @@ def bench_long_reply(quick: bool) -> Bench:
 
 
 # ---------------------------------------------------------------------------- the run
+# ----------------------------------------------------------------------- audiences
+def side_meeting_world(rounds: int, *, private: bool, window: int) -> dict[str, Any]:
+    """3 scripted roles; each round alice opens, bob and carol meet on the side (their two
+    steps have ``audience: [bob, carol]`` when ``private``), and alice weighs in; each
+    prompt holds the last ``window`` messages its role saw."""
+    side: dict[str, Any] = {"audience": ["bob", "carol"]} if private else {}
+    return {
+        "name": "bench-side-meetings",
+        "topic": "benchmarking what each role reads",
+        "model": "scripted",
+        "settings": {"max_turns": 4 * rounds, "memory_window": window},
+        "roles": [
+            {"id": "alice", "script": [SCRIPT_LINES[1] + " " + FILLER]},
+            {"id": "bob", "script": ["Between us, carol: the sidebar figure is {n}. " + FILLER]},
+            {"id": "carol", "script": ["Agreed, bob; the sidebar stays with us ({n}). " + FILLER]},
+        ],
+        "flow": {
+            "steps": [
+                {"id": "open", "speaker": "alice", "reply_to": "none"},
+                {"id": "meet", "speaker": "bob", **side},
+                {"id": "reply", "speaker": "carol", **side},
+                {"id": "weigh", "speaker": "alice", "loop": {"to": "open", "max": 10000}},
+            ]
+        },
+    }
+
+
+async def _side_meeting_run(world: dict[str, Any]) -> list[Any]:
+    async with rolecall.open_session(world) as session:
+        await session.run()
+        return session.transcript
+
+
+def bench_audiences(quick: bool) -> Bench:
+    b = Bench(
+        "audiences",
+        "prompt tokens per reply with and without side meetings (docs/audiences.md): 3 "
+        "scripted roles, each round two of them meet privately; the same world with the "
+        "steps' audience: removed. Token counts, not times: the same on any machine",
+    )
+    rounds = 10 if quick else 25
+    runs = {}
+    for private in (True, False):  # every message a role saw is in its prompt
+        world = side_meeting_world(rounds, private=private, window=10000)
+        runs[private] = anyio.run(_side_meeting_run, world)
+    windowed = {  # the default window of 12 messages: as long either way
+        private: anyio.run(
+            _side_meeting_run, side_meeting_world(rounds, private=private, window=12)
+        )
+        for private in (True, False)
+    }
+
+    def per_reply(messages: list[Any], role: str | None = None) -> float:
+        mine = [m for m in messages if m.kind == "agent" and (role is None or m.sender == role)]
+        return sum(m.input_tokens for m in mine) / max(1, len(mine))
+
+    with_all = b.add("tokens_per_reply_with", per_reply(runs[True]), "tokens")
+    without_all = b.add("tokens_per_reply_without", per_reply(runs[False]), "tokens")
+    outsider_with = b.add(
+        "outsider_tokens_per_reply_with", per_reply(runs[True], "alice"), "tokens"
+    )
+    outsider_without = b.add(
+        "outsider_tokens_per_reply_without", per_reply(runs[False], "alice"), "tokens"
+    )
+    b.add("ratio_with_to_without", with_all / without_all, "x")
+    b.add(
+        "ratio_with_to_without_window_12",
+        per_reply(windowed[True]) / per_reply(windowed[False]),
+        "x",
+    )
+    b.add("outsider_saving_pct", 100.0 * (1 - outsider_with / outsider_without), "%")
+    b.target(
+        "ratio_with_to_without",
+        1.0,
+        "a role reads only what it saw: side meetings never make prompts longer",
+    )
+    private_ids = {m.id for m in runs[True] if m.audience is not None}
+    leaked = [m.id for m in runs[True] if m.sender == "alice" and m.reply_to in private_ids]
+    b.check(
+        "outsider_never_answers_a_side_meeting",
+        not leaked and bool(private_ids),
+        f"{len(private_ids)} private messages; alice answered {len(leaked)} of them",
+    )
+    b.method = {
+        "rounds": rounds,
+        "turns": 4 * rounds,
+        "memory_window": "10000 (the whole history a role saw); _window_12: the default 12",
+        "tokens": "each agent message's input_tokens (the prompt it was given)",
+    }
+    return b
+
+
 BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "turn_overhead": bench_turn_overhead,
     "chunk_overhead": bench_chunk_overhead,
@@ -2048,6 +2140,7 @@ BENCHMARKS: dict[str, Callable[[bool], Bench]] = {
     "replay_overhead": bench_replay_overhead,
     "fork": bench_fork,
     "long_reply": bench_long_reply,
+    "audiences": bench_audiences,
     "knowledge": lambda quick: sibling("bench_knowledge").bench_knowledge(quick, Bench),
     "tools": lambda quick: sibling("bench_tools").bench_tools(quick, Bench),
 }

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "shared_store",
     "knowledge",
     "tools",
+    "audiences",
 }
 
 
@@ -134,6 +135,7 @@ def test_the_expected_targets_are_reported(quick_report: dict[str, Any]) -> None
     assert "ms_check_200_steps" in targeted("worlds_check")
     assert "us_per_chunk_replayed" in targeted("replay_overhead")
     assert "fork_s" in targeted("fork")
+    assert "ratio_with_to_without" in targeted("audiences")
 
 
 def test_turn_overhead_is_persisted_with_in_memory_figures_beside(

@@ -9,7 +9,7 @@ the session. It sees the session only as a :class:`CallSite`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,6 +83,7 @@ async def call_model(
     loop_iteration: int | None,
     instruction: str | None = None,
     finish_on_budget: bool = True,
+    audience: Sequence[str] | None = None,
 ) -> Generated | None:
     """One model call under the budgets; None when it did not produce a message.
 
@@ -213,6 +214,7 @@ async def call_model(
                 step_id=step_id,
                 loop_iteration=loop_iteration,
                 reply_to=target.id if target else None,
+                audience=audience,
             )
         return await self.generator.generate(
             model,
@@ -223,6 +225,7 @@ async def call_model(
             loop_iteration=loop_iteration,
             reply_to=target.id if target else None,
             draft_id=self.state.next_draft_id(),
+            audience=audience,
         )
     except GenerationFailed as failure:
         self.state.drafts.append(

@@ -9,6 +9,7 @@ partial text. It holds no session state.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -77,6 +78,7 @@ class Generator:
         start: bool = True,
         draft_id: str | None = None,
         counted: tuple[int, int] = (0, 0),
+        audience: Sequence[str] | None = None,
     ) -> Generated:
         """One model round. ``start``: publish ``sse/start`` (False for the rounds after
         a turn's tool calls, tools.md); a round that asks for tool calls ends without
@@ -96,6 +98,7 @@ class Generator:
                     step_id=step_id,
                     loop_iteration=loop_iteration,
                     reply_to=reply_to,
+                    audience=list(audience) if audience is not None else None,
                 )
             )
         parts: list[str] = []

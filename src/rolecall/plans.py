@@ -67,6 +67,10 @@ class TurnPlan:
     shape: Callable[[str], str | None] | None = None
     decide: Callable[[TranscriptMessage, datetime], list[Event]] | None = None
     then: Callable[[Spoken], Awaitable[TurnPlan | Stop | None]] | None = None
+    # audiences.md: who the message is for (None: everyone, or the target's audience
+    # when ``inherit``: a reply to a private message stays private)
+    audience: tuple[str, ...] | None = None
+    inherit: bool = True
 
 
 Next = TurnPlan | Stop | None

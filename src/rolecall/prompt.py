@@ -9,9 +9,10 @@ the window.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from rolecall.llm.types import ChatMessage, Persona
+from rolecall.session.audience import latest_seen
 from rolecall.session.state import Transcript, TranscriptMessage
 from rolecall.world.models import Role, World
 
@@ -59,20 +60,20 @@ def memory_entry(message: TranscriptMessage, agent_id: str, *, named: bool = Fal
 
 
 def memory_window(
-    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None = None,
 ) -> list[ChatMessage]:
-    """The last ``window`` entries from index ``start`` on, without message ``exclude``,
-    as the prompt gives them to the agent."""
-    out: list[ChatMessage] = []
-    messages = transcript.messages
-    i = len(messages) - 1
-    while i >= start and len(out) < window:
-        msg = messages[i]
-        if msg.id != exclude:
-            out.append(memory_entry(msg, agent_id, named=True))
-        i -= 1
-    out.reverse()
-    return out
+    """The last ``window`` entries from index ``start`` on that the agent saw (the one
+    read, :func:`rolecall.session.audience.latest_seen`; ``limit``: its ``sees:``),
+    without message ``exclude``, as the prompt gives them to the agent."""
+    seen = latest_seen(
+        transcript.messages, agent_id, window, start=start, exclude=exclude, limit=limit
+    )
+    return [memory_entry(msg, agent_id, named=True) for msg in seen]
 
 
 def turn_text(
@@ -118,6 +119,7 @@ def build_prompt(
         memory_start,
         world.settings.memory_window if window is None else window,
         target.id if target is not None else None,
+        role.sees,
     )
     return (
         ChatMessage("system", system if system is not None else system_text(world, role)),

@@ -10,7 +10,7 @@ before its ``messages/message`` event is published.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -40,6 +40,7 @@ from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
+from rolecall.session.audience import can_see, latest_seen
 from rolecall.session.ids import new_session_id
 from rolecall.session.state import (
     SenderKind,
@@ -99,8 +100,16 @@ class Dialogue:
         self.generator = Generator(self.bus)
         # every role takes part through the bus; the floor grants them turns one at a time
         self.floor = Floor(world.role_ids)
+        # audiences.md: each role's `sees:` list (roles without one are not in it)
+        self.limits = {r.id: frozenset(r.sees) for r in world.roles if r.sees is not None}
         self.agents = {
-            rid: Agent(rid, world.role_ids, self.floor, judge=self._judge_for(world.role(rid)))
+            rid: Agent(
+                rid,
+                world.role_ids,
+                self.floor,
+                judge=self._judge_for(world.role(rid)),
+                limit=self.limits.get(rid),
+            )
             for rid in world.role_ids
         }
         for agent in self.agents.values():
@@ -155,6 +164,10 @@ class Dialogue:
         return judge
 
     # ------------------------------------------------------------------ state
+    def sees(self, role_id: str, message: TranscriptMessage) -> bool:
+        """Whether ``role_id`` sees ``message`` (audiences.md; the human sees all)."""
+        return can_see(role_id, message, self.limits.get(role_id))
+
     @property
     def session_id(self) -> str:
         return self.state.session_id
@@ -419,6 +432,7 @@ class Dialogue:
         step_id: str | None = None,
         loop_iteration: int | None = None,
         generated: Generated | None = None,
+        audience: Sequence[str] | None = None,
     ) -> TranscriptMessage:
         transcript = self.state.transcript
         known = set(self.role_ids) | {"human", "all"}
@@ -439,6 +453,7 @@ class Dialogue:
             seconds=generated.seconds if generated else 0.0,
             ts=self.clock(),
             tool_calls=generated.tool_calls if generated else [],
+            audience=list(audience) if audience is not None else None,
         )
 
     def _message_event(self, message: TranscriptMessage) -> MessageEvent:
@@ -456,6 +471,7 @@ class Dialogue:
             output_tokens=message.output_tokens,
             cost_usd=message.cost_usd,
             tool_calls=message.tool_calls,
+            audience=message.audience,
         )
 
     async def speak(self, plan: TurnPlan) -> Spoken:
@@ -468,15 +484,28 @@ class Dialogue:
         started = self.clock()
         generated: Generated | None = None
         text = plan.text
+        target = plan.target
+        private = target is not None and (target.audience is not None or self.limits)
+        if private and target is not None and not self.sees(plan.speaker, target):
+            # a message it never saw is not quoted to it (audiences.md): it answers the
+            # latest message it did see
+            seen = latest_seen(
+                self.state.transcript.messages, plan.speaker, 1, limit=self.limits.get(plan.speaker)
+            )
+            target = seen[0] if seen else None
+        audience = plan.audience
+        if audience is None and plan.inherit and target is not None:
+            audience = tuple(target.audience) if target.audience is not None else None
         if text is None:
             generated = await call_model(
                 self,
                 self.world.role(plan.speaker),
-                plan.target,
+                target,
                 step_id=plan.step_id,
                 loop_iteration=plan.loop_iteration,
                 instruction=plan.instruction,
                 finish_on_budget=plan.finish_on_budget,
+                audience=audience,
             )
             if generated is None:
                 return Spoken(None, generated=False)
@@ -492,10 +521,11 @@ class Dialogue:
             plan.speaker,
             kind,
             text,
-            target=plan.target,
+            target=target,
             step_id=plan.step_id,
             loop_iteration=plan.loop_iteration,
             generated=generated,
+            audience=audience,
         )
         if plan.begin and plan.step_id is not None:
             self.state.pointer.begin(plan.step_id)
@@ -520,13 +550,16 @@ class Dialogue:
                 await hook(message)
         self.bus.deliver(*envelopes)
 
-    async def say(self, text: str) -> TranscriptMessage:
-        """A human message: stored, seen by every agent, routed (chat.md / flows.md).
+    async def say(self, text: str, audience: Sequence[str] | None = None) -> TranscriptMessage:
+        """A human message: stored, seen by every agent (or only by ``audience``, role
+        ids: audiences.md), routed among those who see it (chat.md / flows.md).
 
         A finished session takes no message: UsageError, the transcript untouched (also
-        when the turn this call waited for finished it).
+        when the turn this call waited for finished it). So does an audience naming no
+        role of the world.
         """
         self._refuse_finished()
+        heard = self.check_audience(audience)
         # a chat runs from its first message on
         free_chat = self.engine is None and self.director is None
         await self.begin(running=free_chat and self.state.state == "created")
@@ -541,7 +574,9 @@ class Dialogue:
                     self.floor.expect(message.id)  # unless the director takes it, below
                     return []
 
-                spoken = await self.speak(TurnPlan("human", text=text, decide=expect))
+                spoken = await self.speak(
+                    TurnPlan("human", text=text, decide=expect, audience=heard, inherit=False)
+                )
                 assert spoken.message is not None
                 if director.human(self, spoken.message):
                     self.floor.discard(spoken.message.id)
@@ -559,7 +594,9 @@ class Dialogue:
                         self.floor.expect(message.id)
                     return [*chat.route_notice(self, message), *stop_events]
 
-                spoken = await self.speak(TurnPlan("human", text=text, decide=decide))
+                spoken = await self.speak(
+                    TurnPlan("human", text=text, decide=decide, audience=heard, inherit=False)
+                )
                 assert spoken.message is not None
                 # the agents asked for the floor as the message reached them; the
                 # replies owed are stored before any is generated
@@ -571,6 +608,25 @@ class Dialogue:
             if self.state.concluding is not None and not self.finished:
                 await self.step()  # a stop the human's message made hold
         return spoken.message
+
+    def check_audience(self, audience: Sequence[str] | None) -> tuple[str, ...] | None:
+        """``audience`` as a message stores it (each role once, in the order given), or
+        UsageError naming what is not a role of the world."""
+        if audience is None:
+            return None
+        if isinstance(audience, str):
+            audience = [audience]
+        named = tuple(dict.fromkeys(a.strip().removeprefix("@") for a in audience))
+        if not named:
+            raise UsageError("an audience names at least one role; the message was not added")
+        unknown = [a for a in named if a not in self.role_ids]
+        if unknown:
+            raise UsageError(
+                f"audience: no role {', '.join(repr(a) for a in unknown)} in world "
+                f"{self.world.name} (roles: {', '.join(self.role_ids)}); "
+                "the message was not added"
+            )
+        return named
 
     def _refuse_finished(self) -> None:
         if self.finished:

@@ -66,6 +66,9 @@ def flow_plan(host: Host, engine: FlowEngine) -> Next:
         begin=True,
         decide=decide_now,
         then=then,
+        # a step's messages are for its audience, or for everyone: the step says so
+        audience=tuple(step.audience) if step.audience is not None else None,
+        inherit=False,
     )
 
 
@@ -148,6 +151,8 @@ def director_plan(host: Host, director: Director) -> Next:
         begin=True,
         decide=decide_now,
         then=then,
+        audience=planned.audience,
+        inherit=planned.inherit,
     )
 
 
@@ -190,6 +195,7 @@ def conclude(host: Host, stop: Stop) -> Next:
         begin=True,
         decide=decide_now,
         then=then,
+        inherit=False,  # the closing synthesis is said to everyone
     )
 
 

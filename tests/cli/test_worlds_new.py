@@ -18,7 +18,7 @@ def _package_files() -> set[Path]:
     return {p for p in SHIPPED.rglob("*") if "__pycache__" not in p.parts}
 
 
-@pytest.mark.parametrize("shipped", ["classroom", "tutoring", "review", "garden"])
+@pytest.mark.parametrize("shipped", ["classroom", "tutoring", "review", "garden", "manor"])
 def test_new_starts_from_any_shipped_world(tmp_path: Path, shipped: str) -> None:
     made = rolecall("worlds", "new", "mine", "--from", shipped, cwd=tmp_path)
     assert made.returncode == 0, made.stderr

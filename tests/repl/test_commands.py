@@ -161,7 +161,7 @@ def test_bad_command_lines_give_one_clear_line(line: str, message: str) -> None:
 
 def test_every_command_of_the_spec_is_known_and_documented() -> None:
     spec = "help agents roles flow run next pause resume stop flag history memory clear save load export model quit"
-    beyond_the_spec = {"skip", "stream", "fork", "retry", "branch"}  # issues 16 and 21
+    beyond_the_spec = {"skip", "stream", "fork", "retry", "branch", "whisper"}  # issues 16, 21, 48
     assert [c.name for c in COMMANDS if c.name not in beyond_the_spec] == spec.split()
     text = "\n".join(help_lines())
     for command in COMMANDS:
@@ -1008,3 +1008,16 @@ async def test_a_paused_flow_answers_an_interjection_and_stays_paused() -> None:
         await session.say("@student what is this about?")
         assert [m.sender for m in session.transcript] == ["teacher", "human", "student"]
         assert (session.result.state, session.result.pause_reason) == ("paused", "manual")
+
+
+def test_parse_whisper_takes_the_names_then_the_text_as_typed() -> None:
+    from rolecall.cli.repl.commands import parse_whisper
+
+    assert parse_whisper("@ann @bob,  the  code: x") == (["ann", "bob"], "the  code: x")
+    assert parse_whisper("@ann hi") == (["ann"], "hi")
+    with pytest.raises(CommandError, match="name who hears it first"):
+        parse_whisper("hello @ann")
+    with pytest.raises(CommandError, match="nothing to say after the names"):
+        parse_whisper("@ann @bob")
+    with pytest.raises(CommandError, match="@all is not an agent"):
+        parse_whisper("@all hello")

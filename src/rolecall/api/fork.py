@@ -34,5 +34,8 @@ async def fork_session(
     starts = plan.state.memory_start
     if not memory.fork(parent, plan.new_id, role_ids, starts, plan.last, edited=plan.edited):
         new = await store.load(plan.new_id, with_events=False)
-        memory.rebuild(plan.new_id, role_ids, new.messages, starts)
+        limits = {
+            r["id"]: r["sees"] for r in plan.world.get("roles", []) if r.get("sees") is not None
+        }
+        memory.rebuild(plan.new_id, role_ids, new.messages, starts, limits)
     return plan

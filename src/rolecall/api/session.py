@@ -9,7 +9,7 @@ drops an event: what was published before it starts or ends is read out first.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from anyio.abc import TaskGroup
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from rolecall import runtime
 from rolecall.bus import Bus, Envelope, ErrorEvent, Event, LogEvent, SessionEvent, StopEvent
 from rolecall.errors import StorageError, UsageError
+from rolecall.session.audience import seen
 from rolecall.session.state import Draft, PendingReply, TranscriptMessage
 from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
@@ -201,13 +202,26 @@ class Session:
         """Exactly one turn; False when there was nothing to run."""
         return await self._inner.step()
 
-    async def say(self, text: str) -> TranscriptMessage:
+    async def say(self, text: str, *, audience: Sequence[str] | None = None) -> TranscriptMessage:
         """A human message: stored, seen by every agent, routed; the replies due follow.
 
+        ``audience``: role ids; only they (and the human) see the message, and only they
+        may answer it; their replies stay private to them (audiences.md).
+
         :class:`rolecall.UsageError` when the session is finished (after ``stop()``, or
-        its flow ended): nothing is added, as the command line ignores such a line.
+        its flow ended), or the audience names a role the world lacks: nothing is added,
+        as the command line ignores such a line.
         """
-        return await self._inner.say(text)
+        return await self._inner.say(text, audience)
+
+    def seen_by(self, role: str) -> list[TranscriptMessage]:
+        """The messages ``role`` saw, in order (audiences.md); ``"human"``: all of them."""
+        inner = self._inner
+        if role != "human" and role not in inner.role_ids:
+            raise UsageError(
+                f"no role {role!r} in world {inner.world.name} (roles: {', '.join(inner.role_ids)})"
+            )
+        return seen(inner.state.transcript.messages, role, limit=inner.limits.get(role))
 
     def pause(self, reason: str = "manual") -> None:
         """Pause after the current turn (at once when no turn is running)."""

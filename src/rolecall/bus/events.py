@@ -120,6 +120,9 @@ class MessageEvent(_Event):
     tool_calls: Annotated[list[str], Field(exclude_if=lambda v: not v)] = Field(
         default_factory=list
     )
+    # audiences.md: the role ids the message is for (with its sender and the human);
+    # left out when everyone sees it (read as null)
+    audience: Annotated[list[str] | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 class ToolCallEvent(_Event):
@@ -169,6 +172,8 @@ class StreamStart(_Event):
     step_id: str | None = None
     loop_iteration: int | None = None
     reply_to: str | None = None  # the id of the message it answers
+    # audiences.md: the message's audience, as its messages/message will have it
+    audience: Annotated[list[str] | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 class StreamChunk(_Event):
@@ -517,6 +522,8 @@ def _payload(event: BaseModel) -> str | None:
             continue
         kind = type(value)
         if name == "tool_calls" and not value:  # a message's, left out when empty
+            continue
+        if value is None and name == "audience":  # a public message's, left out
             continue
         if kind is str:
             text = encode_basestring(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rolecall.badges import NONE, Labels
@@ -21,6 +21,7 @@ from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_co
 from rolecall.cli.render import Renderer, condition_line, respond_note, summary_lines
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
+from rolecall.session.audience import audience_label
 
 if TYPE_CHECKING:
     from rolecall.cli.wrap import StreamWrap
@@ -138,6 +139,7 @@ class TerminalDisplay(Renderer):
         iteration: int | None,
         turn: int | None = None,
         reply_to: str | None = None,
+        audience: Sequence[str] | None = None,
     ) -> str:
         answering = None
         if reply_to:
@@ -146,7 +148,9 @@ class TerminalDisplay(Renderer):
                 quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
             answering = answered(reply_to, quoted)
         label = self.labels.label(sender, turn)
-        return header(self.palette, sender, target, step, iteration, answering, label=label)
+        return header(
+            self.palette, sender, target, step, iteration, answering, label=label, audience=audience
+        )
 
     def _stream(self, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd) -> None:
         """Live: the header, then the text as it arrives, then the token line."""
@@ -165,6 +169,7 @@ class TerminalDisplay(Renderer):
                     event.loop_iteration,
                     self.turns + 1,
                     event.reply_to,
+                    event.audience,
                 )
             )
         elif isinstance(event, ev.StreamChunk):
@@ -205,6 +210,7 @@ class TerminalDisplay(Renderer):
                 event.loop_iteration,
                 event.turn,
                 event.reply_to,
+                event.audience,
             )
         )
         self._line(event.content)
@@ -248,7 +254,10 @@ class TerminalDisplay(Renderer):
 
     def on_messages_message(self, envelope: Envelope, event: ev.MessageEvent) -> None:
         if event.sender in ("human", "system"):
-            self._line(f"{self.paint(event.sender, event.sender)}: {event.content}")
+            private = ""
+            if event.audience is not None:  # a whisper (audiences.md)
+                private = " " + self.palette.yellow(f"({audience_label(event.audience)})")
+            self._line(f"{self.paint(event.sender, event.sender)}{private}: {event.content}")
             self._line()
         else:
             self._agent_message(event)

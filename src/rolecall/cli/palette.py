@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TextIO
+
+from rolecall.session.audience import audience_label
 
 _PALETTE = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
 
@@ -75,11 +77,13 @@ def header(
     answering: str | None = None,
     *,
     label: str | None = None,
+    audience: Sequence[str] | None = None,
 ) -> str:
-    """``speaker → target [step S · loop n] ↩ m7 "…"``, the header of a message in every
-    display. ``answering``: the answered message, as
+    """``speaker → target [step S · loop n] ↩ m7 "…" (to a, b only)``, the header of a
+    message in every display. ``answering``: the answered message, as
     :func:`rolecall.export.common.answered` says it; ``label``: the speaker's chat-style
-    label (a debate's ``#3 PRO · Name``) shown instead of its id."""
+    label (a debate's ``#3 PRO · Name``) shown instead of its id; ``audience``: a
+    private message's (audiences.md)."""
     from rolecall.export.common import step_label  # loaded by then: the displays use it
 
     head = palette.role(sender, label)
@@ -90,6 +94,8 @@ def header(
         head += " " + palette.dim(f"[{where}]")
     if answering:
         head += " " + palette.dim(answering)
+    if audience is not None:
+        head += " " + palette.yellow(f"({audience_label(audience)})")
     return head
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from rolecall.badges import NONE, Labels, labels_of
 from rolecall.money import money
+from rolecall.session.audience import HUMAN, audience_label, seen
 from rolecall.session.state import Draft, TranscriptMessage
 from rolecall.storage.document import SessionDocument
 
@@ -89,10 +90,11 @@ class Selection:
     total_messages: int
     role: str | None
     search: str | None
+    seen_by: str | None = None  # audiences.md: the session as this role saw it
 
     @property
     def filtered(self) -> bool:
-        return self.role is not None or self.search is not None
+        return self.role is not None or self.search is not None or self.seen_by is not None
 
     def describe(self) -> str:
         """``3 of 8 messages (role a; search "x")``, or ``8 messages``."""
@@ -101,6 +103,8 @@ class Selection:
         if not self.filtered:
             return f"{shown} {noun}"
         parts = []
+        if self.seen_by is not None:
+            parts.append(f"as seen by {self.seen_by}")
         if self.role is not None:
             parts.append(f"role {self.role}")
         if self.search is not None:
@@ -115,17 +119,41 @@ def _matches(sender: str, content: str, role: str | None, needle: str | None) ->
 
 
 def select(
-    doc: SessionDocument, *, role: str | None = None, search: str | None = None
+    doc: SessionDocument,
+    *,
+    role: str | None = None,
+    search: str | None = None,
+    seen_by: str | None = None,
 ) -> Selection:
-    """The messages (and drafts) of ``doc`` kept by the filters, in session order."""
+    """The messages (and drafts) of ``doc`` kept by the filters, in session order;
+    ``seen_by``: only what that role saw (audiences.md; its own drafts only)."""
     needle = search.casefold() if search is not None else None
+    messages = doc.messages
+    drafts = doc.drafts
+    if seen_by is not None and seen_by != HUMAN:
+        messages = seen(messages, seen_by, limit=sees_of(doc, seen_by))
+        drafts = [d for d in drafts if d.sender == seen_by]
     return Selection(
-        messages=[m for m in doc.messages if _matches(m.sender, m.content, role, needle)],
-        drafts=[d for d in doc.drafts if _matches(d.sender, d.content, role, needle)],
+        messages=[m for m in messages if _matches(m.sender, m.content, role, needle)],
+        drafts=[d for d in drafts if _matches(d.sender, d.content, role, needle)],
         total_messages=len(doc.messages),
         role=role,
         search=search,
+        seen_by=seen_by,
     )
+
+
+def sees_of(doc: SessionDocument, role: str) -> list[str] | None:
+    """The ``sees:`` list of ``role`` in the session's world (None: it has none)."""
+    for r in roles_of(doc):
+        if r.get("id") == role and isinstance(r.get("sees"), list):
+            return [str(x) for x in r["sees"]]
+    return None
+
+
+def private_label(message: TranscriptMessage) -> str:
+    """``to a, b only`` for a private message (audiences.md), ``""`` otherwise."""
+    return audience_label(message.audience)
 
 
 def roles_of(doc: SessionDocument) -> list[dict[str, Any]]:
@@ -243,7 +271,9 @@ def sender_label(labels: Labels, message: TranscriptMessage) -> str:
 def who_label(doc: SessionDocument, message: TranscriptMessage, labels: Labels = NONE) -> str:
     target = target_of(doc, message)
     sender = sender_label(labels, message)
-    return f"{sender} → {target}" if target else sender
+    who = f"{sender} → {target}" if target else sender
+    private = private_label(message)
+    return f"{who} ({private})" if private else who
 
 
 def step_label(step: str | None, iteration: int | None) -> str:

@@ -11,6 +11,7 @@ from rolecall.export.common import (
     GREY,
     PALETTE,
     doc_labels,
+    private_label,
     role_names,
     roles_of,
     row_cost,
@@ -60,6 +61,7 @@ tr.total td { font-weight: 600; background: #f6f8fa; }
 .badge { border-radius: 10px; padding: 0 8px; font-size: 0.85em; background: #eaeef2; }
 .badge.loop { background: #ddf4ff; color: #0550ae; }
 .badge.draft { background: #ffebe9; color: #cf222e; }
+.badge.private { background: #fff8c5; color: #7d4e00; }
 .tokens, time { font-variant-numeric: tabular-nums; }
 .body { white-space: pre-wrap; overflow-wrap: anywhere; margin-top: 4px; }
 a { color: inherit; }
@@ -142,11 +144,17 @@ def _tool_block(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
+def to_html(
+    doc: SessionDocument,
+    *,
+    role: str | None = None,
+    search: str | None = None,
+    seen_by: str | None = None,
+) -> str:
     """The session as one self-contained HTML page (every piece of content escaped)."""
     from rolecall.version import __version__
 
-    sel = select(doc, role=role, search=search)
+    sel = select(doc, role=role, search=search, seen_by=seen_by)
     world = doc.world
     senders = [m.sender for m in doc.messages] + [d.sender for d in doc.drafts]
     colors = _colors(doc, senders)
@@ -234,6 +242,8 @@ def to_html(doc: SessionDocument, *, role: str | None = None, search: str | None
             head.append(f'<span class="badge step">{_h(label)}</span>')
         if m.loop_iteration:
             head.append(f'<span class="badge loop">loop {m.loop_iteration}</span>')
+        if m.audience is not None:  # audiences.md
+            head.append(f'<span class="badge private">{_h(private_label(m))}</span>')
         if m.reply_to:
             ref = _h(m.reply_to)
             link = f'<a href="#{ref}">{ref}</a>' if m.reply_to in ids else ref

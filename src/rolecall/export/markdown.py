@@ -89,9 +89,15 @@ def _tool_lines(ids: list[str], calls: dict[str, dict[str, Any]]) -> list[str]:
     return [*out, "", "</details>", ""]
 
 
-def to_markdown(doc: SessionDocument, *, role: str | None = None, search: str | None = None) -> str:
+def to_markdown(
+    doc: SessionDocument,
+    *,
+    role: str | None = None,
+    search: str | None = None,
+    seen_by: str | None = None,
+) -> str:
     """The session as a Markdown document (see the module docstring for the escaping)."""
-    sel = select(doc, role=role, search=search)
+    sel = select(doc, role=role, search=search, seen_by=seen_by)
     world = doc.world
     e = md_escape
     out = [f"# {e(title(doc))}", ""]

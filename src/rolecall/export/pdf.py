@@ -26,6 +26,7 @@ from pathlib import Path
 from rolecall.errors import UsageError
 from rolecall.export.common import (
     answered,
+    private_label,
     select,
     sender_label,
     step_label,
@@ -94,6 +95,7 @@ def to_pdf(
     *,
     role: str | None = None,
     search: str | None = None,
+    seen_by: str | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> bytes:
     """The session as a PDF document; ``warn`` is told what could not be set right."""
@@ -102,7 +104,7 @@ def to_pdf(
     except ModuleNotFoundError:
         raise UsageError(f"the PDF export needs fpdf2: {INSTALL}") from None
     regular, bold = font_files()
-    sel = select(doc, role=role, search=search)
+    sel = select(doc, role=role, search=search, seen_by=seen_by)
     shown = [title_of(doc), str(doc.world.get("topic") or "")]
     shown += [m.content for m in sel.messages] + [d.content for d in sel.drafts]
     shown += [m.sender for m in sel.messages]
@@ -146,6 +148,8 @@ def to_pdf(
     for m in sel.messages:
         target = target_of(doc, m)
         who = sender_label(labels, m) + (f" → {target}" if target else "")
+        if m.audience is not None:  # audiences.md
+            who += f" ({private_label(m)})"
         head = [f"{m.id} · {who}"]
         where = step_label(m.step_id, m.loop_iteration)
         if where:

@@ -35,6 +35,7 @@ def to_text(
     *,
     role: str | None = None,
     search: str | None = None,
+    seen_by: str | None = None,
     times: bool = False,
     summaries: bool = False,
 ) -> str:
@@ -42,7 +43,7 @@ def to_text(
     (an ESC in a model's reply) are shown as symbols, never obeyed (:func:`visible`).
     Where a role began to read a running summary in place of older messages, a line says
     so, before the message whose turn it preceded; ``summaries``: the summary under it."""
-    sel = select(doc, role=role, search=search)
+    sel = select(doc, role=role, search=search, seen_by=seen_by)
     world = doc.world
     head = f"{title(doc)} — world {world.get('name', '?')} · session {doc.session_id}"
     lines = [head]

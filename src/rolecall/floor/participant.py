@@ -26,6 +26,7 @@ from typing import cast
 from rolecall.bus import Bus, Envelope, MessageEvent
 from rolecall.floor.respond import JUDGED_REASONS
 from rolecall.floor.scheduler import Floor, FloorRequest
+from rolecall.session.audience import can_see
 
 # asks the agent's model whether it answers the message with this id
 Judge = Callable[[str], Awaitable[bool]]
@@ -35,12 +36,19 @@ class Agent:
     """One role's participation in a session: its requests for the floor."""
 
     def __init__(
-        self, agent_id: str, role_ids: Sequence[str], floor: Floor, *, judge: Judge | None = None
+        self,
+        agent_id: str,
+        role_ids: Sequence[str],
+        floor: Floor,
+        *,
+        judge: Judge | None = None,
+        limit: frozenset[str] | None = None,
     ) -> None:
         self.id = agent_id
         self.role_ids = tuple(role_ids)
         self.floor = floor
         self.judge = judge
+        self.limit = limit  # its `sees:` list (audiences.md)
 
     def attach(self, bus: Bus) -> None:
         """Subscribe to the committed messages of ``bus``."""
@@ -52,8 +60,18 @@ class Agent:
         floor = self.floor
         if not floor.expects(event.message_id):  # nobody will answer it
             return
+        if (event.audience is not None or self.limit is not None) and not can_see(
+            self.id, event, self.limit
+        ):  # a message it does not see is never answered, nor judged (audiences.md)
+            return
         decision = floor.decision(event.message_id, event.sender, event.content)
-        if self.judge is not None and decision.reason in JUDGED_REASONS and event.sender != self.id:
+        if event.audience == [self.id] and decision.reason == "broadcast":
+            # the human's whisper to this agent alone addresses it (audiences.md), as
+            # @agent would: answered in a chat, and an interjection in a flow
+            floor.ask(FloorRequest(self.id, event.message_id, "direct"))
+        elif (
+            self.judge is not None and decision.reason in JUDGED_REASONS and event.sender != self.id
+        ):
             floor.defer(self.id, event.message_id, functools.partial(self._judged, event))
         elif self.id in decision.answerers:
             floor.ask(FloorRequest(self.id, event.message_id, decision.reason))

@@ -30,6 +30,7 @@ from rolecall.llm.types import (
     well_formed,
 )
 from rolecall.prompt import persona, system_text
+from rolecall.session.audience import latest_seen
 from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import Role, World
 
@@ -95,7 +96,8 @@ async def decide(site: RespondSite, role: Role, message: TranscriptMessage) -> b
     end = len(messages)
     while end > 0 and messages[end - 1].id != message.id:  # it is the latest, or nearly
         end -= 1
-    history = messages[max(0, end - size) : end]
+    # the one read (audiences.md): the judge's history is what the role saw
+    history = latest_seen(messages, role.id, size, end=end, limit=role.sees)
     model_name = site.model_name(role)
     model = site.models.for_role(role.id, model_name, remote=role.transport == "nats")
     request = GenerationRequest(

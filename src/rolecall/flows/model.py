@@ -87,6 +87,8 @@ class Step(_Model):
     loop: Loop | None = None
     next: str | list[Branch] | None = None
     judge: str | None = None  # a judge role that scores this step's message (modes.md)
+    # audiences.md: the step's messages are seen only by these roles (and the human)
+    audience: list[Ident] | None = Field(default=None, min_length=1)
 
 
 class FinalStep(_Model):

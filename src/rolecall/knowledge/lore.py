@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Final
 
 from rolecall.bus import LoreEvent
+from rolecall.session.audience import latest_seen
 from rolecall.session.state import Transcript, TranscriptMessage
 from rolecall.world.models import LoreEntry, Role, World
 
@@ -50,7 +51,9 @@ def lore_for(
     entries = [e for e in world.lore if _applies(e, role)]
     if not entries:
         return Lore([], None)
-    recent = transcript.messages[-window:] if window else []
+    # the one read (audiences.md): a key only this role's private audience heard
+    # brings it nothing
+    recent = latest_seen(transcript.messages, role.id, window, limit=role.sees) if window else []
     texts = [m.content for m in recent]
     if target is not None and target not in recent:
         texts.append(target.content)

@@ -29,6 +29,7 @@ from rolecall.llm.types import (
     well_formed,
 )
 from rolecall.prompt import persona
+from rolecall.session.audience import seen
 from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import Role, World
 
@@ -115,23 +116,30 @@ async def fold(
     if current is not None:
         start = max(start, current.end)
     messages = site.state.transcript.messages
+    # the one read (audiences.md): only what this role saw is counted and folded
+    visible = seen(messages, role.id, start=start, limit=role.sees)
     summary_cost = estimate_tokens(current.as_prompt()) + _OVERHEAD if current else 0
-    costs = [(len(m.content) + 3) // 4 + _OVERHEAD for m in messages[start:]]
+    costs = [(len(m.content) + 3) // 4 + _OVERHEAD for m in visible]
     if fixed_tokens + summary_cost + sum(costs) <= budget:
         return start, current
-    keep, cut = 0, len(messages)
-    while cut > start and keep + costs[cut - 1 - start] <= budget // 2:
+    keep, cut = 0, len(visible)
+    while cut > 0 and keep + costs[cut - 1] <= budget // 2:
         cut -= 1
-        keep += costs[cut - start]
-    if cut <= start:
+        keep += costs[cut]
+    if cut <= 0:
         return start, current  # nothing old enough to fold
-    folded = messages[start:cut]
+    folded = visible[:cut]
+    end = len(messages)
+    if cut < len(visible):  # the first message kept, as a transcript index
+        end = start
+        while messages[end] is not visible[cut]:
+            end += 1
     text = await _summarise(site, role, current, folded)
     if text is None:  # the call failed (an error event says so): the newest alone
-        return cut, current
-    new = Summary(current.from_id if current else folded[0].id, folded[-1].id, text, cut)
+        return end, current
+    new = Summary(current.from_id if current else folded[0].id, folded[-1].id, text, end)
     site.summaries[role.id] = new
-    return cut, new
+    return end, new
 
 
 async def _summarise(

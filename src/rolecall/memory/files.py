@@ -55,7 +55,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +67,7 @@ from rolecall.errors import StorageError
 from rolecall.log import get_logger
 from rolecall.paths import safe_id
 from rolecall.prompt import memory_entry
+from rolecall.session.audience import can_see, seen
 
 if TYPE_CHECKING:
     from rolecall.runtime import Dialogue
@@ -194,7 +195,7 @@ class MemoryFiles:
         self._attached.add(session)
 
         async def save_to_memory(message: TranscriptMessage) -> None:
-            await self.record(session_id, session.world.role_ids, message)
+            await self.record(session_id, session.world.role_ids, message, session.limits)
 
         session.commit_hooks.append(save_to_memory)
 
@@ -204,14 +205,16 @@ class MemoryFiles:
         agent_ids: Sequence[str],
         messages: Sequence[TranscriptMessage],
         starts: dict[str, int],
+        limits: Mapping[str, Collection[str]] | None = None,
     ) -> None:
-        """Write each agent's file of a new session (a fork) in one go: the messages from
-        its ``starts`` index on (a cleared memory starts later), replacing any file."""
+        """Write each agent's file of a new session (a fork) in one go: the messages it
+        saw (audiences.md; ``limits``: the roles' ``sees:``) from its ``starts`` index on
+        (a cleared memory starts later), replacing any file."""
+        limits = limits or {}
         for agent in dict.fromkeys(agent_ids):
             path, slot = self._target(session_id, agent)
-            data = b"".join(
-                _encode(memory_line(m, agent)) for m in messages[starts.get(agent, 0) :]
-            )
+            kept = seen(messages, agent, start=starts.get(agent, 0), limit=limits.get(agent))
+            data = b"".join(_encode(memory_line(m, agent)) for m in kept)
             self._replace(path, slot, data)
 
     def _replace(self, path: Path, slot: _Slot, data: bytes) -> None:
@@ -237,7 +240,8 @@ class MemoryFiles:
         """Write each agent's file of a fork at ``last`` (mK) from the parent's file: its
         lines for m(start+1)..mK, mK's line written again when it was edited. False, and
         nothing written, when a parent file does not hold exactly those lines in order
-        (then :meth:`rebuild` from the messages)."""
+        (then :meth:`rebuild` from the messages): so it is whenever a message among them
+        was private (audiences.md), which the rebuild leaves out of the files it must."""
         k = _MESSAGE_NUMBER.match(last.id)
         if k is None:
             return False
@@ -267,9 +271,14 @@ class MemoryFiles:
         return True
 
     async def record(
-        self, session_id: str, agent_ids: Sequence[str], message: TranscriptMessage
+        self,
+        session_id: str,
+        agent_ids: Sequence[str],
+        message: TranscriptMessage,
+        limits: Mapping[str, Collection[str]] | None = None,
     ) -> None:
-        """Append ``message`` to the file of each of ``agent_ids``.
+        """Append ``message`` to the file of each of ``agent_ids`` that sees it
+        (audiences.md; ``limits``: the roles' ``sees:``).
 
         Each append is one unbuffered ``write`` of a whole line to a file kept open (a
         few microseconds into the page cache), done right here on the event loop: a
@@ -278,6 +287,10 @@ class MemoryFiles:
         readers take the file's thread lock.
         """
         lines: dict[str, bytes] = {}  # a message reads the same to every agent but its sender
+        if message.audience is not None or limits:
+            agent_ids = [
+                a for a in agent_ids if can_see(a, message, limits.get(a) if limits else None)
+            ]
         for agent in dict.fromkeys(agent_ids):
             path, slot = self._target(session_id, agent)
             key = "own" if agent == message.sender and message.kind != "system" else "other"
@@ -357,7 +370,7 @@ class MemoryFiles:
             raise StorageError(f"cannot append to memory file {path}: {_cause(exc)}") from exc
 
     def reconcile(self, session: Dialogue) -> int:
-        """Append what each agent's file misses of the session's stored messages.
+        """Append what each agent's file misses of the stored messages it saw.
 
         The store is the source of truth; after a failed append (disk full) or a session
         restored from a file, every agent's file ends with the messages it should hold,
@@ -371,7 +384,7 @@ class MemoryFiles:
             path = self._path_of(session.session_id, agent)
             slot = self._slot(path)
             with slot.thread_lock:
-                for message in messages[start:]:
+                for message in seen(messages, agent, start=start, limit=session.limits.get(agent)):
                     if message.id not in have:
                         self._append(path, _encode(memory_line(message, agent)))
                         added += 1

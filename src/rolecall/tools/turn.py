@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol
 
 from rolecall.bus import (
@@ -139,6 +139,7 @@ async def generate_with_tools(
     step_id: str | None,
     loop_iteration: int | None,
     reply_to: str | None,
+    audience: Sequence[str] | None = None,
 ) -> Generated:
     """The turn's generation with the role's tools; its final text, summed usage, and
     the ids of the calls made. Raises GenerationFailed as one generation does."""
@@ -183,6 +184,7 @@ async def generate_with_tools(
             start=first,
             draft_id=site.state.next_draft_id(),
             counted=(record["input_tokens"], record["output_tokens"]),
+            audience=audience,
         )
         first = False
         _add_usage(record, generated)

@@ -211,9 +211,11 @@ class StartBody(_Body):
 
 
 class SayBody(_Body):
-    """``POST /api/sessions/<id>/say``."""
+    """``POST /api/sessions/<id>/say``; ``audience``: the role ids it is for (only they
+    and the human see it: audiences.md), or null/absent for everyone."""
 
     text: str
+    audience: list[str] | None = None
 
 
 class ControlBody(_Body):
@@ -326,7 +328,7 @@ async def say(request: Request) -> Response:
     sid = ctx.session_id(request)
     body = await _json(request, SayBody)
     live = await _live(ctx, sid)
-    return _accepted(lambda: ctx.runs.say(live, body.text))
+    return _accepted(lambda: ctx.runs.say(live, body.text, body.audience))
 
 
 async def control(request: Request) -> Response:

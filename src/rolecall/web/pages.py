@@ -17,6 +17,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from rolecall import export
 from rolecall.badges import labels_of
 from rolecall.errors import RolecallError, WorldError
+from rolecall.session.audience import audience_label, can_see
 from rolecall.session.state import TranscriptMessage
 from rolecall.storage.browse import (
     STATUSES,
@@ -169,6 +170,7 @@ def _thread(
         "badges": _badges(world),
         "colors": {rid: color_of(role_ids, rid) for rid in [*role_ids, "human", "system"]},
         "by_id": {m.id: m for m in messages},
+        "private": audience_label,
         "asides": asides or Asides(),
     }
 
@@ -177,6 +179,26 @@ def _live_words(run: LiveRun) -> str | None:
     """What a session this server runs is doing, when its state alone would mislead
     (a chat with every reply in says ``running``): None when the state says it."""
     return str(json.loads(run.shown_state())["status"]) or None
+
+
+def _sees(world: dict[str, Any], role: str) -> list[str] | None:
+    for r in world.get("roles", []):
+        if isinstance(r, dict) and r.get("id") == role and isinstance(r.get("sees"), list):
+            return [str(x) for x in r["sees"]]
+    return None
+
+
+def _seen_by(world: dict[str, Any], value: str | None) -> str | None:
+    """The role of ``?as=ROLE`` (audiences.md: the session as it saw it), checked: None
+    for everyone (the human's view); 400 naming the roles for one the world lacks."""
+    if not value or value == "human":
+        return None
+    role_ids = [str(r.get("id")) for r in world.get("roles", []) if isinstance(r, dict)]
+    if value not in role_ids:
+        raise HTTPException(
+            400, f"as seen by {value!r}: no such role (roles: {', '.join(role_ids)})"
+        )
+    return value
 
 
 def _status(state: Any) -> str:
@@ -197,7 +219,8 @@ async def session(request: Request) -> Response:
     q = request.query_params
     role = q.get("role") or None
     search = q.get("q") or None
-    picked = export.select(doc, role=role, search=search).messages
+    seen_by = _seen_by(doc.world, q.get("as"))
+    picked = export.select(doc, role=role, search=search, seen_by=seen_by).messages
     pages = max(1, -(-len(picked) // MESSAGES_PER_PAGE))
     page = min(max(1, _int(q.get("page"), pages)), pages)  # the latest page by default
     shown = picked[(page - 1) * MESSAGES_PER_PAGE : page * MESSAGES_PER_PAGE]
@@ -224,6 +247,7 @@ async def session(request: Request) -> Response:
         pages=pages,
         role=role or "",
         q=search or "",
+        seen_by=seen_by or "",
         log=doc.execution_log,
         live=following,
         chat=live.chat if live is not None else False,
@@ -274,6 +298,9 @@ async def message_fragment(request: Request) -> Response:
         answered = await message_of(ctx.store, sid, reply_to) if reply_to else None
     if world is None or found is None:
         raise HTTPException(404, f"no message {mid!r} in session {sid}")
+    seen_by = _seen_by(world, request.query_params.get("as"))
+    if seen_by is not None and not can_see(seen_by, found, _sees(world, seen_by)):
+        return Response(status_code=204)  # the page shows the session as that role saw it
     thread = _thread(world, [answered] if answered else [], await _asides(ctx, sid))
     # the message the live page just received is the latest: Retry is offered on it
     live = ctx.runs.get(sid)

@@ -252,11 +252,13 @@ class LiveRuns:
                 run.done.set()
 
     # ----------------------------------------------------------------- driving
-    def _drive(self, run: LiveRun, what: str, text: str = "") -> None:
+    def _drive(
+        self, run: LiveRun, what: str, text: str = "", audience: list[str] | None = None
+    ) -> None:
         async def go() -> None:
             try:
                 if what == "say":  # answered as it is said (a pause holds the rest)
-                    await run.session.say(text)
+                    await run.session.say(text, audience=audience)
                 elif what == "next":
                     await run.session.step()
                 elif what == "again":  # a retry's branch: the turns until its new answer
@@ -291,13 +293,23 @@ class LiveRuns:
             run.idle = anyio.Event()
         start_soon(self.tg, go, name=f"web {what} {run.session_id}")
 
-    def say(self, run: LiveRun, text: str) -> None:
-        """A human message, then the replies it is owed."""
+    def say(self, run: LiveRun, text: str, audience: list[str] | None = None) -> None:
+        """A human message, then the replies it is owed; ``audience``: only those roles
+        hear it (audiences.md)."""
         if not text.strip():
             raise UsageError("the message is empty")
         if run.session.finished:
             raise UsageError(f"session {run.session_id} is finished")
-        self._drive(run, "say", text)
+        if audience is not None:
+            roles = run.session.world.role_ids
+            unknown = [a for a in audience if a not in roles]
+            if unknown or not audience:
+                names = ", ".join(repr(a) for a in unknown) or "nobody"
+                raise UsageError(
+                    f"audience: no role {names} (roles: {', '.join(roles)}); "
+                    "the message was not added"
+                )
+        self._drive(run, "say", text, audience)
 
     def ask_again(self, run: LiveRun) -> None:
         """A retry's branch, just forked: ask the speaker again (Retry on the page)."""

@@ -535,6 +535,7 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
                 seen[rid] = i
                 role_ids.append(rid)
     problems.extend(_knowledge_refs(data))
+    problems.extend(_sees_refs(roles, role_ids))
     world_model = data.get("model", "offline")
     if isinstance(roles, list):
         for i, role in enumerate(roles):
@@ -611,6 +612,10 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
         role_ref(f"{at}.speaker", step.get("speaker"))
         if step.get("judge") is not None:
             role_ref(f"{at}.judge", step.get("judge"))
+        audience = step.get("audience")
+        if isinstance(audience, list):
+            for j, member in enumerate(audience):
+                role_ref(f"{at}.audience[{j}]", member)
         reply_refs(f"{at}.reply_to", step.get("reply_to"))
         loop = step.get("loop")
         if isinstance(loop, dict):
@@ -626,6 +631,28 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
                     step_ref(f"{at}.next[{j}].goto", branch.get("goto"), allow_end=True)
                     if branch.get("when") is not None:
                         _cond_refs(f"{at}.next[{j}].when", branch["when"], role_ref)
+    return problems
+
+
+def _sees_refs(roles: Any, role_ids: list[str]) -> list[str]:
+    """A role's ``sees:`` names roles of the world (audiences.md); the human is always seen."""
+    problems: list[str] = []
+    for i, role in enumerate(roles if isinstance(roles, list) else []):
+        sees = role.get("sees") if isinstance(role, dict) else None
+        if not isinstance(sees, list):
+            continue
+        for j, rid in enumerate(sees):
+            if not isinstance(rid, str) or rid in role_ids:
+                continue
+            if rid == "human":
+                problems.append(
+                    f"roles[{i}].sees[{j}]: 'human' need not be listed (every role sees "
+                    "the human's messages)"
+                )
+            else:
+                problems.append(
+                    f"roles[{i}].sees[{j}]: no role '{rid}'{_roles_hint(rid, role_ids)}"
+                )
     return problems
 
 

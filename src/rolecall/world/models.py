@@ -183,6 +183,9 @@ class Role(_Model):
     # the world's knowledge collections retrieved for this role's turns (knowledge.md)
     knowledge: list[Ident] = Field(default_factory=list)
     knowledge_top_k: Annotated[Whole, Field(ge=1, le=50)] = 4
+    # audiences.md: the role sees only messages from or to these role ids, the human's,
+    # and those addressed to it; None: every message it is in the audience of
+    sees: list[Ident] | None = None
 
     @property
     def display_name(self) -> str:

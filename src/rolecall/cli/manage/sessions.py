@@ -42,6 +42,15 @@ def _filters(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _as_role(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--as",
+        dest="as_role",
+        metavar="ROLE",
+        help="the session exactly as role ROLE saw it: its private messages kept, others' left out",
+    )
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rolecall sessions`` and its actions to the top-level subparsers ``sub``."""
     sessions = add_command(
@@ -135,6 +144,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="under each line saying a role now reads a running summary, the summary itself",
     )
+    _as_role(p)
     add_manage_flags(p)
     p = add_command(
         ssub,
@@ -176,6 +186,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--out", metavar="FILE", help="write here (atomically) instead of stdout")
     _filters(p)
+    _as_role(p)
     add_manage_flags(p)
     from rolecall.cli.nats_cmd import add_import_parser
 
@@ -332,6 +343,9 @@ def _sessions_read(args: argparse.Namespace) -> int:
     fmt: str | None = getattr(args, "format", None)
     role: str | None = getattr(args, "role", None)
     search: str | None = getattr(args, "search", None)
+    as_role: str | None = getattr(args, "as_role", None)
+    if fmt == "json" and as_role is not None:
+        raise UsageError("--as shows md, html and pdf exports; --format json is the whole session")
     if fmt == "json" and (role is not None or search is not None):
         raise UsageError(
             "--role and --search filter the md and html exports; "
@@ -351,12 +365,25 @@ def _sessions_read(args: argparse.Namespace) -> int:
 
     doc = with_store(args, body, missing=f"no session '{sid}'")
     check_role_filter(doc, role)
+    if as_role is not None and as_role != "human" and as_role not in role_ids_of(doc):
+        from rolecall.world.library import suggest
+
+        known = [*role_ids_of(doc), "human"]
+        raise UsageError(
+            f"--as {as_role}: session {doc.session_id} has no role '{as_role}'"
+            f"{suggest(as_role, known, listing=True)}"
+        )
 
     from rolecall import export
 
     if action == "show":
         text = export.to_text(
-            doc, role=role, search=search, times=args.verbose > 0, summaries=args.summaries
+            doc,
+            role=role,
+            search=search,
+            times=args.verbose > 0,
+            summaries=args.summaries,
+            seen_by=as_role,
         )
         print(text, end="")
         for item in scored:
@@ -393,10 +420,11 @@ def _sessions_read(args: argparse.Namespace) -> int:
         def warn(text: str) -> None:
             print(f"warning: {text}", file=sys.stderr)
 
-        write_file(Path(args.out), to_pdf(doc, role=role, search=search, warn=warn))
+        pdf = to_pdf(doc, role=role, search=search, warn=warn, seen_by=as_role)
+        write_file(Path(args.out), pdf)
     else:
         text = (export.to_markdown if fmt == "md" else export.to_html)(
-            doc, role=role, search=search
+            doc, role=role, search=search, seen_by=as_role
         )
         if args.out:
             from pathlib import Path
@@ -405,7 +433,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
         else:
             print(text, end="")
     if args.out:
-        shown = export.select(doc, role=role, search=search).describe()
+        shown = export.select(doc, role=role, search=search, seen_by=as_role).describe()
         confirm(args, f"exported session {sid} as {fmt} to {args.out}: {shown}")
     return 0
 

@@ -18,7 +18,13 @@ import anyio
 
 from rolecall.cli.hints import resume_command
 from rolecall.cli.palette import Palette, header, terminal_width
-from rolecall.cli.repl.commands import CommandError, LoadRequest, SlashCommand, parse_command
+from rolecall.cli.repl.commands import (
+    CommandError,
+    LoadRequest,
+    SlashCommand,
+    parse_command,
+    parse_whisper,
+)
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
@@ -397,8 +403,23 @@ class Repl:
             if self.step_mode and not session.finished and due:
                 return await runner.execute(SlashCommand("next"))
             return LoopControl.CONTINUE
+        audience: list[str] | None = None
         if message.startswith("//"):
             message = message[1:]  # a message that starts with "/"
+        elif message.split()[0].lower() == "/whisper":  # sent as a message (audiences.md)
+            try:
+                audience, message = parse_whisper(message.partition(" ")[2])
+            except CommandError as exc:
+                display.error(str(exc))
+                return LoopControl.CONTINUE
+            unknown = [a for a in audience if a not in session.world.role_ids]
+            if unknown:
+                display.error(
+                    f"/whisper: no agent {', '.join('@' + a for a in unknown)} "
+                    f"(agents: {', '.join(session.world.role_ids)}); the message was not sent"
+                )
+                return LoopControl.CONTINUE
+            display.note(f"  (whispered: to {', '.join(audience)} only)")
         elif message.startswith("/"):
             from rolecall.errors import RolecallError
 
@@ -424,7 +445,7 @@ class Repl:
                 f"dropped {len(dropped)} repl{'y' if len(dropped) == 1 else 'ies'} still due "
                 f"to your earlier message ({', '.join(dropped)}): your new message is answered"
             )
-        self._spawn("message", lambda: session.say(message))
+        self._spawn("message", lambda: session.say(message, audience=audience))
         # let the message go out (stored, its turn started, the request sent) before the
         # next prompt is drawn: drawing it first delayed the request by 7-60 ms under load
         await anyio.lowlevel.checkpoint()

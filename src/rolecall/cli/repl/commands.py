@@ -55,6 +55,14 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("stop", "/stop", "finish the session (reason manual)"),
     CommandSpec("flag", "/flag NAME", "set flag NAME (for {flag: NAME} conditions)", 1, 1),
     CommandSpec(
+        "whisper",
+        "/whisper @A [@B ...] TEXT",
+        "a message only those agents (and you) see; their replies stay private",
+        1,
+        2,
+        rest=True,
+    ),
+    CommandSpec(
         "history",
         "/history [--role R] [--search S]",
         "the messages so far, by role and/or containing S",
@@ -181,6 +189,29 @@ def parse_command(line: str) -> SlashCommand:
     if spec.choices and args:
         args[0] = args[0].lower()
     return SlashCommand(name, tuple(args), options)
+
+
+def parse_whisper(text: str) -> tuple[list[str], str]:
+    """``@a @b the text`` (what follows ``/whisper``) → ``(["a", "b"], "the text")``
+    (audiences.md); :class:`CommandError` when it names nobody or says nothing."""
+    usage = "(usage: /whisper @A [@B ...] TEXT)"
+    words = text.split()
+    names: list[str] = []
+    while words and words[0].startswith("@"):
+        name = words.pop(0)[1:].rstrip(",:;")
+        if not name:
+            raise CommandError(f"/whisper: a name follows @ {usage}")
+        if name in ("all", "human"):
+            raise CommandError(f"/whisper: @{name} is not an agent; name the agents {usage}")
+        names.append(name)
+    if not names:
+        raise CommandError(f"/whisper: name who hears it first, as @agent {usage}")
+    said = text.strip()
+    for _ in names:  # the text as typed, after the names
+        said = said.split(None, 1)[1] if len(said.split(None, 1)) > 1 else ""
+    if not said.strip():
+        raise CommandError(f"/whisper: nothing to say after the names {usage}")
+    return names, said.strip()
 
 
 def help_lines(topic: str | None = None) -> list[str]:

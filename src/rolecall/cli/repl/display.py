@@ -215,7 +215,15 @@ class ReplDisplay(Renderer):
         self._end_live()
         answering = self.answering(event.reply_to)
         p = self.palette
-        head = header(p, event.sender, event.target, event.step_id, event.loop_iteration, answering)
+        head = header(
+            p,
+            event.sender,
+            event.target,
+            event.step_id,
+            event.loop_iteration,
+            answering,
+            audience=event.audience,
+        )
         self.live = _Live(event.message_id, event.sender, self.clock())
         if self.stream == "full":
             self.gap()

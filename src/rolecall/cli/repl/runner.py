@@ -21,6 +21,7 @@ from rolecall.cli.repl.commands import (
     SlashCommand,
     help_lines,
     parse_command,
+    parse_whisper,
 )
 from rolecall.cli.repl.display import STREAM_MODES, StreamMode
 from rolecall.paths import write_atomically
@@ -269,7 +270,9 @@ class CommandRunner:
             if search is not None and search.casefold() not in m.content.casefold():
                 continue
             shown += 1
-            head = f"{p.dim(m.id)} " + header(p, m.sender, m.target, m.step_id, m.loop_iteration)
+            head = f"{p.dim(m.id)} " + header(
+                p, m.sender, m.target, m.step_id, m.loop_iteration, audience=m.audience
+            )
             if m.kind == "agent":
                 head += "  " + p.dim(tokens(m.input_tokens, m.output_tokens))
             lines.append(head)
@@ -416,6 +419,15 @@ class CommandRunner:
             else "every line of a reply as it streams"
         )
         self.echo(f"replies stream as: {mode} ({what})")
+
+    async def _cmd_whisper(self, cmd: SlashCommand) -> None:
+        """A private message (audiences.md): piped chat awaits its replies here; the
+        REPL sends it as a message (app.py), so its prompt stays usable."""
+        audience, text = parse_whisper(" ".join(cmd.args))
+        if self.session.finished:
+            self.echo("the session has finished; the message was not sent")
+            return
+        await self.session.say(text, audience=audience)
 
     async def _cmd_flag(self, cmd: SlashCommand) -> None:
         name = cmd.args[0]

@@ -15,6 +15,17 @@
   let names = {};
   try { names = JSON.parse(page.dataset.names || "{}"); } catch (e) { names = {}; }
   let stopDetail = "";
+  // audiences.md: the page may show the session as one role saw it (?as=ROLE)
+  const seenBy = page.dataset.seenBy || "";
+  function unseen(ev) {
+    return Boolean(seenBy && ev.audience && ev.sender !== seenBy && !ev.audience.includes(seenBy));
+  }
+  function privateMark(ev) {
+    const mark = document.createElement("span");
+    mark.className = "private"; mark.title = "only they and the human see it";
+    mark.textContent = "to " + ev.audience.join(", ") + " only";
+    return mark;
+  }
 
   function text(el, value) { if (el) el.textContent = value; }
   function nameOf(id) { return names[id] || id; }
@@ -43,6 +54,7 @@
       rid.className = "rid"; rid.textContent = "@" + ev.sender;
       head.append(" ", rid);
     }
+    if (ev.audience) head.append(" ", privateMark(ev));
     if (ev.step_id) {
       const at = document.createElement("span");
       at.className = "where";
@@ -110,7 +122,7 @@
       text(stepEl, where(ev)); // the step running now
       highlight(document.getElementById("node-" + ev.step_id));
     }
-    if (!thread || document.getElementById(ev.message_id)) return;
+    if (!thread || document.getElementById(ev.message_id) || unseen(ev)) return;
     const art = placeholder(ev);
     art.classList.add("streaming");
     art.setAttribute("aria-busy", "true"); // read out once complete, not word by word
@@ -152,7 +164,7 @@
   async function messageDone(ev) {
     streaming.delete(ev.message_id);
     if (thinking) thinking.hidden = true;
-    if (!thread) return;
+    if (!thread || unseen(ev)) return;
     let art = document.getElementById(ev.message_id);
     if (!art) { // said, not streamed (a human message): its place is now, before any reply
       art = placeholder(ev);
@@ -162,7 +174,13 @@
     art.removeAttribute("aria-busy");
     // the server renders the finished message (safe Markdown, reply link) in its place
     try {
-      const res = await fetch("/s/" + encodeURIComponent(sid) + "/m/" + encodeURIComponent(ev.message_id));
+      const as = seenBy ? "?as=" + encodeURIComponent(seenBy) : "";
+      const res = await fetch("/s/" + encodeURIComponent(sid) + "/m/" + encodeURIComponent(ev.message_id) + as);
+      if (res.status === 204) { // not seen by the role the page shows the session as
+        const gone = document.getElementById(ev.message_id);
+        if (gone) gone.remove();
+        return;
+      }
       if (!res.ok) return;
       const holder = document.createElement("div");
       holder.innerHTML = await res.text();
@@ -460,7 +478,12 @@
       e.preventDefault();
       const value = box.value.trim();
       if (!value) return;
-      if (await post("/say", { text: value })) box.value = "";
+      const hear = Array.from(form.querySelectorAll("input[name=hear]:checked")).map((c) => c.value);
+      const body = hear.length ? { text: value, audience: hear } : { text: value };
+      if (await post("/say", body)) {
+        box.value = "";
+        form.querySelectorAll("input[name=hear]").forEach((c) => { c.checked = false; });
+      }
     });
   }
   // a flag for {flag: NAME} conditions (the REPL's /flag NAME), then the flags set
