@@ -32,6 +32,7 @@ from rolecall.bus import (
 from rolecall.calls import RequestHook, call_model
 from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
+from rolecall.floor.selector import restore_usage
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.generation import Generated, Generator
@@ -125,6 +126,8 @@ class Dialogue:
         # from its stored system/summary events
         self.summaries: dict[str, Summary] = {}
         self.ctx.judge_scores = self.state.judge_scores
+        if restored:  # the selector's calls count in the totals (selection.md)
+            restore_usage(self.state)
         self._lock = anyio.Lock()
         self._running = False
         self._pause_requested: str | None = None
@@ -401,7 +404,7 @@ class Dialogue:
         if self.director is not None:
             return True, turns.director_plan(self, self.director)
         if self.engine is not None:
-            return True, turns.flow_plan(self, self.engine)
+            return True, await turns.flow_next(self, self.engine)
         return False, None
 
     # ------------------------------------------------------------- messages

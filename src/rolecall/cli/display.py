@@ -18,7 +18,7 @@ from rolecall.bus import Bus, Envelope
 from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
-from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.cli.render import Renderer, condition_line, nobody_note, respond_note
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
 
@@ -146,7 +146,8 @@ class TerminalDisplay(Renderer):
                 quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
             answering = answered(reply_to, quoted)
         label = self.labels.label(sender, turn)
-        return header(self.palette, sender, target, step, iteration, answering, label=label)
+        head = header(self.palette, sender, target, step, iteration, answering, label=label)
+        return head + self.dim(self.why_chosen(sender))
 
     def _stream(self, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd) -> None:
         """Live: the header, then the text as it arrives, then the token line."""
@@ -261,6 +262,10 @@ class TerminalDisplay(Renderer):
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self._line(self.dim(respond_note(event)))
+
+    def on_system_selection(self, envelope: Envelope, event: ev.SelectionEvent) -> None:
+        if event.chosen is None:  # a chosen speaker's reason is on its header line
+            self._line(self.dim(nobody_note(event)))
 
     def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self._line(f"warning: {event.message}", err=True)

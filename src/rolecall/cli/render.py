@@ -20,7 +20,13 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from rolecall.bus import ConditionEvent, Envelope, RespondEvent, ToolResultEvent
+    from rolecall.bus import (
+        ConditionEvent,
+        Envelope,
+        RespondEvent,
+        SelectionEvent,
+        ToolResultEvent,
+    )
 
 _E = TypeVar("_E", bound="BaseModel")
 
@@ -45,10 +51,11 @@ class Renderer:
         self.calls: dict[str, str] = {}  # a tool call's id -> "tool(short arguments)"
         # message id -> the passages its turn was given (system/knowledge), by id (k1..)
         self.sources: dict[str, dict[str, dict[str, Any]]] = {}
+        self.chosen: dict[str, str] = {}  # speaker -> why it was chosen (system/selection)
 
     def render(self, envelope: Envelope) -> None:
         """Show one event (an ESC in a reply is shown as ␛, never obeyed)."""
-        from rolecall.bus import KnowledgeEvent, MessageEvent, ToolCallEvent
+        from rolecall.bus import KnowledgeEvent, MessageEvent, SelectionEvent, ToolCallEvent
         from rolecall.export.common import short_arguments, snippet
 
         event = shown(envelope.event)
@@ -56,6 +63,8 @@ class Renderer:
             self.said[event.message_id] = snippet(event.content)
         elif isinstance(event, ToolCallEvent):  # tools.md: one line per call, when it ends
             self.calls[event.call_id] = f"{event.tool}({short_arguments(event.arguments)})"
+        elif isinstance(event, SelectionEvent) and event.chosen is not None:
+            self.chosen[event.chosen] = selection_note(event)
         elif isinstance(event, KnowledgeEvent) and event.message_id is not None:
             self.sources[event.message_id] = {p["id"]: p for p in event.passages}
         name = handlers().get(type(event))
@@ -75,6 +84,11 @@ class Renderer:
         from rolecall.export.citations import cited
 
         return [f"  {c.label}" for c in cited(content, self.sources.pop(message_id, None))]
+
+    def why_chosen(self, sender: str) -> str:
+        """`` · chosen by ...`` for the header of a speaker a rule chose, else ``""``."""
+        note = self.chosen.pop(sender, None)
+        return f" · {note}" if note else ""
 
     def tool_result(self, event: ToolResultEvent) -> str:
         return tool_line(self.calls.pop(event.call_id, event.tool), event)
@@ -109,6 +123,29 @@ def respond_note(event: RespondEvent) -> str:
     """An agent's decision on a message that addressed nobody, as one line."""
     verb = "will answer" if event.respond else "stays quiet"
     return f"({event.agent} {verb} {event.message_id}: {event.reason})"
+
+
+def selection_note(event: SelectionEvent) -> str:
+    """Who chose the speaker and why, for its header line (selection.md)."""
+    from rolecall.export.common import snippet
+
+    quoted = f' ("{snippet(event.answer)}")' if event.answer else ""
+    if event.by == "model":
+        return f"chosen by the selector{quoted}"
+    if event.by == "fallback":
+        if event.model is not None:
+            return f"chosen by fallback: the selector named no candidate{quoted}"
+        return "chosen by fallback (next in role order)"
+    if event.by == "mention":
+        return "chosen by mention"
+    if event.by == "random":
+        return "chosen at random"
+    return "chosen in turn (round_robin)"
+
+
+def nobody_note(event: SelectionEvent) -> str:
+    """A choice with no candidate at all, as one line."""
+    return "(nobody may speak next: every role just spoke or is at its turn limit)"
 
 
 def condition_line(event: ConditionEvent) -> str:

@@ -96,7 +96,8 @@ class TurnInfo:
     target_name: str | None = None  # display name of the target's role, when it has one
     # "respond": not a turn but the question whether to answer target_text (chat.md,
     # respond: {judge: true}); the reply is YES or NO and a reason
-    purpose: Literal["turn", "respond", "summary"] = "turn"
+    # "select": the speaker selector's question (selection.md); the reply names a candidate
+    purpose: Literal["turn", "respond", "summary", "select"] = "turn"
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,15 @@ class ScriptCall(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class Selector(_Model):
+    """``settings.selector`` (selection.md): the model that names the next speaker when
+    ``speaker_selection: model``; its instructions; a ``scripted`` selector's lines."""
+
+    model: str | None = None  # None: the world's model
+    instructions: str = ""
+    script: list[str] | None = None  # what a `scripted` selector answers, in order
+
+
 class Settings(_Model):
     memory_window: Annotated[Whole, Field(ge=0, le=10000)] = 12
     turn_limit: Annotated[Whole, Field(ge=1)] = 5
@@ -120,6 +129,13 @@ class Settings(_Model):
     # instead of the memory_window's trimming
     context_tokens: Annotated[Whole, Field(ge=256)] | None = None
     summary_model: str | None = None
+    # selection.md: who speaks next in a chat (and in a flow step `speaker: select`):
+    # mentions (chat.md's rules), round_robin, random (seeded by `seed`), or model
+    speaker_selection: Literal["mentions", "round_robin", "random", "model"] = "mentions"
+    selector: Selector = Field(default_factory=Selector)
+    allow_repeat: StrictBool = False  # the speaker that just spoke may be chosen again
+    max_rounds: Annotated[Whole, Field(ge=1, le=1000)] = 3  # selected turns per human message
+    seed: int | None = None  # random selection's seed
 
 
 class Respond(_Model):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from rolecall.cli.palette import Palette, header, terminal_width, tokens
-from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.cli.render import Renderer, condition_line, nobody_note, respond_note
 from rolecall.cli.wrap import width_of, wrap_line
 
 if TYPE_CHECKING:  # the prompt is drawn before the event classes load
@@ -208,6 +208,7 @@ class ReplDisplay(Renderer):
         answering = self.answering(event.reply_to)
         p = self.palette
         head = header(p, event.sender, event.target, event.step_id, event.loop_iteration, answering)
+        head += p.dim(self.why_chosen(event.sender))
         self.live = _Live(event.message_id, event.sender, self.clock())
         if self.stream == "full":
             self.gap()
@@ -253,6 +254,10 @@ class ReplDisplay(Renderer):
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self.note(f"  {respond_note(event)}")
+
+    def on_system_selection(self, envelope: Envelope, event: ev.SelectionEvent) -> None:
+        if event.chosen is None:  # a chosen speaker's reason is on its header line
+            self.note(f"  {nobody_note(event)}")
 
     def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self.warn(event.message)
