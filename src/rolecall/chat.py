@@ -112,9 +112,10 @@ def human_stop(session: Host) -> tuple[list[Event], bool]:
 
 
 def selection_chat(session: Host) -> bool:
-    """A chat (no flow, no director) whose speakers a rule chooses (selection.md)."""
+    """A chat whose speakers a rule chooses (selection.md): no director, and no flow
+    running (a flow world's chat before its flow starts is one)."""
     rule = session.world.settings.speaker_selection
-    return rule != "mentions" and session.engine is None and session.director is None
+    return rule != "mentions" and not session.flow_active and session.director is None
 
 
 async def _select(session: Host, item: PendingReply, target: TranscriptMessage) -> bool:

@@ -127,20 +127,9 @@ def respond_note(event: RespondEvent) -> str:
 
 def selection_note(event: SelectionEvent) -> str:
     """Who chose the speaker and why, for its header line (selection.md)."""
-    from rolecall.export.common import snippet
+    from rolecall.export.common import chosen_note
 
-    quoted = f' ("{snippet(event.answer)}")' if event.answer else ""
-    if event.by == "model":
-        return f"chosen by the selector{quoted}"
-    if event.by == "fallback":
-        if event.model is not None:
-            return f"chosen by fallback: the selector named no candidate{quoted}"
-        return "chosen by fallback (next in role order)"
-    if event.by == "mention":
-        return "chosen by mention"
-    if event.by == "random":
-        return "chosen at random"
-    return "chosen in turn (round_robin)"
+    return chosen_note(event.by, event.answer, event.model is not None)
 
 
 def nobody_note(event: SelectionEvent) -> str:

@@ -356,29 +356,33 @@ def respond_answer(request: GenerationRequest) -> str:
     return f"NO. Nothing in it concerns my role as {name}; others are better placed."
 
 
+_SPOKE = re.compile(r"^\[m\d+\] ([a-z][a-z0-9_-]*)\b", re.MULTILINE)
 _CANDIDATE = re.compile(r"^- ([a-z][a-z0-9_-]*) \((.*?)\)(?:: (.*))?$", re.MULTILINE)
 
 
 def select_answer(request: GenerationRequest) -> str:
-    """The next speaker (``purpose: select``, selection.md): of the candidates the
-    question lists (``- id (Name): description``), the one whose name and description
-    share the most words (their first 5 letters) with the latest message; ties go
-    round the list with the turn number. Pure and deterministic."""
+    """The next speaker (``purpose: select``, selection.md), as a fair moderator: of the
+    candidates the question lists (``- id (Name): description``), those who spoke least
+    in the conversation it shows, and of them the one whose name and description share
+    the most words (their first 5 letters) with the latest message; ties go round the
+    list with the turn number. Pure and deterministic."""
     asked = request.messages[-1].content
     listed = {m.group(1): f"{m.group(2)} {m.group(3) or ''}" for m in _CANDIDATE.finditer(asked)}
     options = [rid for rid in request.participants if rid in listed] or list(listed)
     if not options:
         return "nobody"
     said = {w[:5] for w in _salient(request.info.target_text, frozenset())}
+    spoke = [m.group(1) for m in _SPOKE.finditer(asked)]
     scores = [
         (
+            -spoke.count(rid),
             len(said & {w[:5] for w in _salient(f"{rid} {listed[rid]}", frozenset())}),
             -((i - request.info.turn) % len(options)),
             rid,
         )
         for i, rid in enumerate(options)
     ]
-    best, _, chosen = max(scores)
+    _, best, _, chosen = max(scores)
     if best:
         return f"{chosen}: the latest message concerns their field."
     return f"{chosen}: nobody is clearly closer, so the first candidate."
