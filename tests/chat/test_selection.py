@@ -289,3 +289,19 @@ def test_worlds_check_counts_the_selectors_calls(tmp_path: Path) -> None:
     assert report["per_role"]["selector"]["turns"] == 6  # three selected turns, asked twice
     assert report["per_role"]["selector"]["input_tokens"] > 0
     assert "carol" not in report["per_role"] or report["per_role"]["carol"]["turns"] == 0
+
+
+def test_the_shipped_moderated_world_is_the_same_every_run_offline(tmp_path: Path) -> None:
+    runs = []
+    for n in range(2):
+        done = rolecall("run", "moderated", "--json", "--data-dir", str(tmp_path / str(n)))
+        assert done.returncode == 0, done.stderr
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        runs.append(
+            [(e["sender"], e["content"]) for e in events if e["type"] == "message"]
+            + [(c["chosen"], c["answer"]) for c in selections(events)]
+        )
+        chosen = selections(events)
+        assert len(chosen) == 5 and {c["by"] for c in chosen} == {"model"}
+        assert {c["chosen"] for c in chosen} == {"economist", "psychologist", "manager"}
+    assert runs[0] == runs[1]
