@@ -438,6 +438,8 @@ class Dialogue:
             seconds=generated.seconds if generated else 0.0,
             ts=self.clock(),
             tool_calls=generated.tool_calls if generated else [],
+            data=generated.data if generated else None,
+            data_error=generated.data_error if generated else None,
         )
 
     def _message_event(self, message: TranscriptMessage) -> MessageEvent:
@@ -455,6 +457,8 @@ class Dialogue:
             output_tokens=message.output_tokens,
             cost_usd=message.cost_usd,
             tool_calls=message.tool_calls,
+            data=message.data,
+            data_error=message.data_error,
         )
 
     async def speak(self, plan: TurnPlan) -> Spoken:

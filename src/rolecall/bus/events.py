@@ -120,6 +120,10 @@ class MessageEvent(_Event):
     tool_calls: Annotated[list[str], Field(exclude_if=lambda v: not v)] = Field(
         default_factory=list
     )
+    # selection.md: a role with `output:`: the reply's parsed JSON, or why it is not
+    # valid (then data is null); both left out for other messages
+    data: Annotated[Any, Field(exclude_if=lambda v: v is None)] = None
+    data_error: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 class ToolCallEvent(_Event):
@@ -541,6 +545,10 @@ def _payload(event: BaseModel) -> str | None:
         kind = type(value)
         if name == "tool_calls" and not value:  # a message's, left out when empty
             continue
+        if name == "data_error" and value is None:  # left out without a shape
+            continue
+        if name == "data" and value is None and event.__dict__.get("data_error") is None:
+            continue  # null only beside its error
         if kind is str:
             text = encode_basestring(value)
         elif kind is int:

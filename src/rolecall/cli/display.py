@@ -19,7 +19,7 @@ from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
 from rolecall.cli.render import Renderer, condition_line, nobody_note, respond_note
-from rolecall.export.common import answered, snippet
+from rolecall.export.common import answered, pretty_data, snippet
 from rolecall.money import money
 
 if TYPE_CHECKING:
@@ -195,6 +195,9 @@ class TerminalDisplay(Renderer):
             if event.content != "".join(self._streamed):
                 self._line(self.dim(f"(published as: {event.content})"))
                 self._line()
+            if event.data is not None:  # a structured reply, readably (selection.md)
+                self._line(pretty_data(event.data))
+                self._line()
             return
         self.total_in += event.input_tokens
         self.total_out += event.output_tokens
@@ -208,7 +211,7 @@ class TerminalDisplay(Renderer):
                 event.reply_to,
             )
         )
-        self._line(event.content)
+        self._line(event.content if event.data is None else pretty_data(event.data))
         self._citations(event.message_id, event.content)
         if not self.quiet:
             self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))

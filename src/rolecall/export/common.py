@@ -281,6 +281,12 @@ def answered(message_id: str, text: str | None) -> str:
     return f'↩ {message_id} "{snippet(text)}"' if text is not None else f"↩ {message_id}"
 
 
+def pretty_data(data: object) -> str:
+    """A structured reply's data as the displays show it: indented JSON, its keys in the
+    order the reply gave them, control characters made visible (selection.md)."""
+    return visible(json.dumps(data, ensure_ascii=False, indent=2))
+
+
 def chosen_note(by: str, answer: str | None, asked: bool) -> str:
     """Who chose a speaker and why (a ``system/selection`` event, selection.md), as the
     terminal, the REPL and the web view show it on the speaker's line; ``asked``: the

@@ -441,6 +441,12 @@ def composed(request: GenerationRequest) -> tuple[str, str]:
         return summary_answer(request), "stop"
     if info.purpose == "select":
         return select_answer(request), "stop"
+    if request.output_schema is not None:  # a role's `output:`: data of its schema
+        from rolecall.llm.shape import example
+
+        said = _salient(f"{info.target_text or ''} {info.topic}", frozenset())
+        data = example(request.output_schema, said or [persona.id])
+        return json.dumps(data, ensure_ascii=False), "stop"
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]

@@ -107,6 +107,10 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
             body["max_tokens"] = request.max_tokens
         if request.tools:
             body["tools"] = [t.as_provider_dict() for t in request.tools]
+        if request.output_schema is not None:  # a role's `output:`: JSON of its schema
+            from rolecall.llm.shape import response_format
+
+            body["response_format"] = response_format(request.output_schema)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = (request.api_base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
         # each read waits at most the request's timeout (the loop bounds the request)

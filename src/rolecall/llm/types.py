@@ -141,6 +141,8 @@ class GenerationRequest:
     client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
     tools: tuple[ToolDef, ...] = ()  # tools.md: what the model may call this round
     references: tuple[Reference, ...] = ()  # the turn's retrieved passages, best first
+    # a role's `output:` (selection.md): the JSON Schema its reply must match
+    output_schema: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -39,6 +39,9 @@ class TranscriptMessage(BaseModel):
     seconds: float = 0.0  # generation time
     # tools.md: the ids of the calls made during this turn; left out when there were none
     tool_calls: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # selection.md: a role with `output:`: the parsed JSON reply, or why it is not valid
+    data: Any = Field(default=None, exclude_if=lambda v: v is None)
+    data_error: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PendingReply(BaseModel):

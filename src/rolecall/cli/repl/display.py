@@ -245,6 +245,11 @@ class ReplDisplay(Renderer):
         if event.sender == "system":
             self.gap()
             self.emit(self.palette.yellow(f"⚑ system: {event.content}"))
+        elif event.data is not None:  # a structured reply, readably (selection.md)
+            from rolecall.export.common import pretty_data
+
+            for line in pretty_data(event.data).splitlines():
+                self.emit(self.palette.dim(f"  {line}"))
 
     def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
         self.note(self.tool_result(event))
