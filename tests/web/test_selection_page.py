@@ -70,3 +70,57 @@ def test_a_live_page_joined_mid_stream_shows_who_chose_each_speaker(
     _check_notes(page)
     chosen = [e for e in _events(moderated_server, sid) if e["type"] == "selection"]
     assert [e["by"] for e in chosen] == ["model"] * 5
+
+
+GRADED = """\
+name: graded
+model: offline
+topic: which fruit tree to plant in a small garden
+roles:
+  - id: grader
+    output:
+      schema:
+        type: object
+        properties:
+          verdict: {type: string, enum: [apple, pear, plum]}
+          score: {type: integer, minimum: 1, maximum: 10}
+        required: [verdict, score]
+  - id: sloppy
+    model: scripted
+    output: {schema: {type: object, required: [verdict]}}
+    script: ["I think plum, really."]
+flow:
+  steps:
+    - {id: grade, speaker: grader}
+    - {id: again, speaker: sloppy}
+"""
+
+
+def test_a_structured_reply_is_shown_as_indented_data_and_an_invalid_one_with_its_error(
+    page: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "site"
+    (root / "worlds" / "graded").mkdir(parents=True)
+    (root / "worlds" / "graded" / "world.yaml").write_text(GRADED, encoding="utf-8")
+    data = root / "data"
+    done = rolecall("run", "graded", "--data-dir", str(data), "--json", cwd=root, timeout=120)
+    assert done.returncode == 0, done.stderr
+    running = start_server(Site(root=root, data=data, ids={}))
+    try:
+        page.goto(f"{running.url}/s/{_stored_id(done)}")
+        shown = page.locator("#m1 pre.data").inner_text()
+        assert shown == '{\n  "verdict": "plum",\n  "score": 7\n}'
+        assert page.locator("#m1 .data-error").count() == 0
+        assert page.locator("#m2 pre.data").count() == 0
+        assert page.locator("#m2 .body").inner_text() == "I think plum, really."
+        assert (
+            page.locator("#m2 .data-error")
+            .inner_text()
+            .startswith("not valid against its output schema: the reply is not JSON")
+        )
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 700})
+            page.screenshot(path=str(tmp_path / f"graded-{width}.png"), full_page=True)
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+    finally:
+        stop_server(running)
