@@ -333,11 +333,12 @@ def check(world: World, rates: Rates, max_output: MaxOutput) -> Report:
     if selected and world.settings.speaker_selection == "model":
         case = _selector_case(world, sizes, rates, selected)
         report.per_role[SELECTOR] = case
-        report.cost_usd = (
-            None
-            if report.cost_usd is None or case.cost_usd is None
-            else report.cost_usd + case.cost_usd
-        )
+        if walk is None:  # a walk's figures count them already (_walk_turns)
+            report.cost_usd = (
+                None
+                if report.cost_usd is None or case.cost_usd is None
+                else report.cost_usd + case.cost_usd
+            )
     return report
 
 
@@ -429,9 +430,15 @@ def _walk_turns(
     used_tokens: int | None = 0
     used_cost: float | None = 0.0
     last = len(turns) - 1
+    # a selected turn asks the selector first (twice at worst): its calls count too
+    asks = _selector_case(world, sizes, rates, 1) if settings.speaker_selection == "model" else None
     for number, turn in enumerate(turns, start=1):
         if report.cut is not None and not (has_final and number - 1 == last):
             continue
+        if turn.selected and asks is not None:
+            used_tokens = _add(used_tokens, _add(asks.input_tokens, asks.output_tokens))
+            spent = asks.cost_usd
+            used_cost = None if used_cost is None or spent is None else used_cost + spent
         window = settings.memory_window
         prompt = sizes.prompt(turn, history, window, len(taken) + 1)
         out = sizes.out[turn.role]

@@ -305,3 +305,19 @@ def test_the_shipped_moderated_world_is_the_same_every_run_offline(tmp_path: Pat
         assert len(chosen) == 5 and {c["by"] for c in chosen} == {"model"}
         assert {c["chosen"] for c in chosen} == {"economist", "psychologist", "manager"}
     assert runs[0] == runs[1]
+
+
+def test_worlds_check_cuts_sooner_when_the_selector_spends_the_tokens(tmp_path: Path) -> None:
+    reports = {}
+    for rule in ("round_robin", "model"):
+        data = panel_flow(rule)
+        data["settings"]["max_tokens"] = 1500
+        folder = tmp_path / rule
+        folder.mkdir()
+        (folder / "world.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+        done = rolecall("worlds", "check", str(folder), "--json")
+        assert done.returncode == 0, done.stderr
+        reports[rule] = json.loads(done.stdout)
+    assert reports["round_robin"]["cut_by"] is None
+    assert reports["model"]["cut_by"] == "max_tokens"
+    assert reports["model"]["worst_case_turns"] < reports["round_robin"]["worst_case_turns"]
