@@ -45,7 +45,7 @@ from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import World
 from rolecall.world.targets import budget_block
 
-__all__ = ["KEY", "SelectorSite", "Usage", "charge", "choose", "restore_usage"]
+__all__ = ["KEY", "Choice", "SelectorSite", "charge", "choose", "counters", "restore_usage"]
 
 KEY: Final = "selection"  # state.extra[KEY]: the selector's counters (stored)
 _MAX_TOKENS: Final = 40  # an id, perhaps a few words
