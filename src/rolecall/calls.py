@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rolecall.bus import Bus, ErrorEvent
+from rolecall.bus import Bus, ErrorEvent, WarningEvent
 from rolecall.generation import Generated, GenerationFailed, Generator
 from rolecall.llm import pricing
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (
+    ChatMessage,
     GenerationRequest,
     Price,
     Reference,
@@ -138,6 +139,13 @@ async def call_model(
         summary=summary.as_prompt() if summary is not None else None,
         window=window,
     )
+    schema = role.output_schema
+    if schema is not None:  # the reply's shape, said in the prompt (selection.md)
+        from rolecall.llm.shape import instruction as shape_instruction
+
+        last = prompt[-1]
+        shaped = f"{last.content}\n\n{shape_instruction(schema)}"
+        prompt = (*prompt[:-1], ChatMessage(last.role, shaped, last.name))
     model_name = self.model_name(role)
     model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
@@ -192,6 +200,7 @@ async def call_model(
         price=price,
         client=settings.client,
         references=references,
+        output_schema=schema,
     )
     if found is not None:
         self.bus.publish(found.event)  # before the model is asked (knowledge.md)
@@ -203,20 +212,75 @@ async def call_model(
     for fence in self.fence_hooks:  # whatever the model: a session lost asks nothing
         await fence("request")
     try:
-        if role.tools and self.tools is not None:
-            return await generate_with_tools(
-                self,
-                role,
-                model,
-                request,
-                message_id,
-                target=target.sender if target else None,
-                step_id=step_id,
-                loop_iteration=loop_iteration,
-                reply_to=target.id if target else None,
-                audience=audience,
-            )
-        return await self.generator.generate(
+        generated = await _generate(
+            self, role, model, request, message_id, target, step_id, loop_iteration, audience
+        )
+    except GenerationFailed as failure:
+        _failed(self, failure, message_id, role, step_id, request)
+        return None
+    if schema is not None:
+        generated = await _shaped(self, role, model, request, generated, schema)
+    return generated
+
+
+async def _shaped(
+    self: CallSite,
+    role: Role,
+    model: Any,
+    request: GenerationRequest,
+    generated: Generated,
+    schema: dict[str, Any],
+) -> Generated:
+    """The reply of a role with ``output:`` read as JSON and checked against its schema;
+    once invalid, one repair round (the model shown the error); still invalid, stored with
+    ``data_error`` and a ``system/warning`` (selection.md)."""
+    from dataclasses import replace
+
+    from rolecall.llm.shape import read, repair
+
+    data, error = read(generated.text, schema)
+    if error is None:
+        return replace(generated, data=data)
+    text, more_in, more_out, more_cost = await repair(model, request, generated.text, error)
+    cost = generated.cost_usd
+    cost = None if cost is None or more_cost is None else cost + more_cost
+    if text is not None:
+        repaired, still = read(text, schema)
+        generated = replace(
+            generated,
+            text=text if text.strip() else generated.text,
+            input_tokens=generated.input_tokens + more_in,
+            output_tokens=generated.output_tokens + more_out,
+            cost_usd=cost,
+        )
+        if still is None:
+            return replace(generated, data=repaired)
+        error = still
+    self.bus.publish(
+        WarningEvent(
+            message=f"{role.id}'s reply does not match its output schema, even after one "
+            f"repair: {error}"
+        )
+    )
+    return replace(generated, data=None, data_error=error)
+
+
+async def _generate(
+    self: CallSite,
+    role: Role,
+    model: Any,
+    request: GenerationRequest,
+    message_id: str,
+    target: TranscriptMessage | None,
+    step_id: str | None,
+    loop_iteration: int | None,
+    audience: Sequence[str] | None = None,
+) -> Generated:
+    """The generation itself: with the role's tools, or one streamed reply."""
+    if role.tools and self.tools is not None:
+        return await generate_with_tools(
+            self,
+            role,
             model,
             request,
             message_id,
@@ -224,23 +288,42 @@ async def call_model(
             step_id=step_id,
             loop_iteration=loop_iteration,
             reply_to=target.id if target else None,
-            draft_id=self.state.next_draft_id(),
             audience=audience,
         )
-    except GenerationFailed as failure:
-        self.state.drafts.append(
-            Draft(
-                id=self.state.next_draft_id(),
-                message_id=message_id,
-                sender=role.id,
-                content=failure.partial,
-                reason=failure.reason,
-                step_id=step_id,
-                ts=self.clock(),
-            )
+    return await self.generator.generate(
+        model,
+        request,
+        message_id,
+        target=target.sender if target else None,
+        step_id=step_id,
+        loop_iteration=loop_iteration,
+        reply_to=target.id if target else None,
+        draft_id=self.state.next_draft_id(),
+        audience=audience,
+    )
+
+
+def _failed(
+    self: CallSite,
+    failure: GenerationFailed,
+    message_id: str,
+    role: Role,
+    step_id: str | None,
+    request: GenerationRequest,
+) -> None:
+    """A failed or cancelled generation: its partial text kept as a draft; paused."""
+    self.state.drafts.append(
+        Draft(
+            id=self.state.next_draft_id(),
+            message_id=message_id,
+            sender=role.id,
+            content=failure.partial,
+            reason=failure.reason,
+            step_id=step_id,
+            ts=self.clock(),
         )
-        if failure.error is not None:
-            self.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
-            self.log.info("generation_failed", model=request.model, error=str(failure.error))
-        self.pause_now("error" if failure.reason == "error" else "cancelled")
-        return None
+    )
+    if failure.error is not None:
+        self.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
+        self.log.info("generation_failed", model=request.model, error=str(failure.error))
+    self.pause_now("error" if failure.reason == "error" else "cancelled")

@@ -15,17 +15,28 @@ from __future__ import annotations
 from datetime import datetime
 
 from rolecall import turns
-from rolecall.bus import ErrorEvent, Event, PassEvent, TurnLimitEvent, WarningEvent
+from rolecall.bus import (
+    ErrorEvent,
+    Event,
+    PassEvent,
+    SelectionEvent,
+    TurnLimitEvent,
+    WarningEvent,
+)
 from rolecall.debuglog import debug_enabled
 from rolecall.errors import ConditionTimeout
+from rolecall.floor.selector import choose
 from rolecall.log import get_logger
 from rolecall.plans import Host, Next, Spoken, TurnPlan
 from rolecall.routing import (
     auto_mention,
     extract_pass,
+    first_mention,
+    route,
     strip_self_mentions,
     unknown_mention_notice,
 )
+from rolecall.routing.selection import candidates
 from rolecall.session.state import Concluding, PendingReply, TranscriptMessage
 
 _log = get_logger("rolecall.routing")
@@ -61,6 +72,13 @@ async def admit_human(session: Host, message: TranscriptMessage) -> bool:
     is, as one interjection (flows.md).
     """
     requests = await session.floor.collect(message.id)
+    if selection_chat(session):  # the rule chooses who answers, one at a time
+        reason = route(message.sender, message.content, session.world.role_ids).reason
+        if reason in ("human_mention", "unknown_mention"):
+            return False  # addressed to nobody (an unknown name has its notice)
+        state = session.state
+        state.pending.append(PendingReply(agent="", message_id=message.id, kind="select", round=1))
+        return True
     if session.flow_active:
         direct = [r for r in requests if r.reason == "direct"][:1]
         session.floor.queue(session.state, direct, "interjection")
@@ -93,14 +111,68 @@ def human_stop(session: Host) -> tuple[list[Event], bool]:
     return events, hit is not None
 
 
+def selection_chat(session: Host) -> bool:
+    """A chat whose speakers a rule chooses (selection.md): no director, and no flow
+    running (a flow world's chat before its flow starts is one)."""
+    rule = session.world.settings.speaker_selection
+    return rule != "mentions" and not session.flow_active and session.director is None
+
+
+async def _select(session: Host, item: PendingReply, target: TranscriptMessage) -> bool:
+    """Choose who answers ``target`` (a ``select`` item not chosen yet); the choice and
+    its event are stored before the chosen speaker is asked, so a resume speaks without
+    asking the selector again. False when nobody could be chosen."""
+    state = session.state
+    world = session.world
+    role_ids = world.role_ids
+    limit = world.settings.turn_limit
+    last = target.sender if target.sender in role_ids else None
+    options = candidates(
+        role_ids,
+        last,
+        allow_repeat=world.settings.allow_repeat,
+        at_limit={r for r in role_ids if state.turn_counts.get(r, 0) >= limit},
+    )
+    mention = first_mention(target.content)
+    choice = await choose(session, options, target, mention=mention)
+    picked = choice.selection
+    event = SelectionEvent(
+        candidates=list(picked.candidates),
+        chosen=picked.chosen,
+        by=picked.by,
+        answer=picked.answer,
+        answers=list(picked.answers),
+        message_id=target.id,
+        model=choice.model,
+        input_tokens=choice.input_tokens,
+        output_tokens=choice.output_tokens,
+        cost_usd=choice.cost_usd if choice.model is not None else None,
+        error=choice.error,
+    )
+    if picked.chosen is None or session.finished:
+        await session.emit([event])
+        return False
+    chosen = PendingReply(
+        agent=picked.chosen, message_id=target.id, kind="select", round=item.round
+    )
+    state.pending.insert(0, chosen)
+    await session.emit([event])
+    return True
+
+
 async def next_pending(session: Host) -> Next:
     """The first due reply as a plan (called under the session's turn lock)."""
     state = session.state
     item = session.floor.grant(state)
     target = state.transcript.by_id[item.message_id]
+    if item.kind == "select" and not item.agent:
+        if not await _select(session, item, target):
+            return None
+        item = session.floor.grant(state)
     role = session.world.role(item.agent)
     if item.kind == "interjection":
         return _interjection(session, item, target)
+    selected = item.kind == "select"
     limit = session.world.settings.turn_limit
     count = state.turn_counts.get(role.id, 0)
     if count >= limit:
@@ -128,6 +200,8 @@ async def next_pending(session: Host) -> Next:
             return text.strip() or None
         if not text.strip():
             return None  # an empty reply: nothing to publish, nobody to answer (chat.md)
+        if selected:  # the rule chooses who answers it, not an added mention
+            return text
         return auto_mention(text, target.sender, role.id)
 
     def decide(message: TranscriptMessage, _: datetime) -> list[Event]:
@@ -155,12 +229,33 @@ async def next_pending(session: Host) -> Next:
         # replies owed are stored before any is generated (as a human message's are), so
         # a crash during the next reply loses that reply only, not the exchange
         requests = await session.floor.collect(message.id)
+        if selected:
+            if _goes_on(session, message, item.round):
+                state.pending.append(
+                    PendingReply(
+                        agent="", message_id=message.id, kind="select", round=item.round + 1
+                    )
+                )
+                await session.emit([])
+            return None
         session.floor.queue(state, requests, "chat")
         if requests:
             await session.emit([])
         return None
 
     return TurnPlan(role.id, target, shape=shape, decide=decide, then=then)
+
+
+def _goes_on(session: Host, message: TranscriptMessage, rounds: int) -> bool:
+    """Whether a selection chat chooses another speaker after ``message`` (selection.md):
+    not after ``max_rounds`` selected turns, nor when it hands the floor to the human
+    (``@human`` first) or names nobody known first (its notice says so)."""
+    if rounds >= session.world.settings.max_rounds:
+        return False
+    mention = first_mention(message.content)
+    if mention is None or mention == "all":
+        return True
+    return mention != "human" and mention in session.world.role_ids
 
 
 def _exchange_root(session: Host, message: TranscriptMessage) -> str:

@@ -37,6 +37,11 @@ from rolecall.prompt import system_text
 from rolecall.world.judge_block import judges_by_step, parse_block
 from rolecall.world.models import Role, World
 
+SELECT = "select"  # a step's `speaker: select` (selection.md)
+SELECTOR = "selector"  # its row in the report
+SELECTOR_HISTORY = 8  # the recent messages the selector reads (floor/selector.py)
+SELECTOR_MAX_TOKENS = 40  # what it may write
+SELECTOR_INSTRUCTION_CHARS = 200  # its default instructions
 JUDGE_TURNS = 2  # a verdict and one retry per judged message
 JUDGE_INSTRUCTION_CHARS = 700  # the judge's own instruction, scores format included
 CITE_CHARS = 8  # a preset's closing instruction lists every message id, like "[m123] "
@@ -112,6 +117,7 @@ class _Turn:
     target: str | None  # the speaker whose message is quoted
     instruction_chars: int
     generic: bool = False  # anywhere in the session: a full memory window
+    selected: bool = False  # a `speaker: select` step's turn: the selector is asked first
 
 
 class _Sizes:
@@ -193,7 +199,14 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" for line in text.splitlines() or [""])
 
 
-def _turns(world: World, walk: list[str], judges: dict[str, list[str]]) -> list[_Turn]:
+def _costliest(sizes: _Sizes, roles: list[str]) -> str:
+    """Of ``roles``, the one that may write most (an unbounded one first)."""
+    return max(roles, key=lambda r: (sizes.out[r] is None, sizes.out[r] or 0))
+
+
+def _turns(
+    world: World, walk: list[str], judges: dict[str, list[str]], sizes: _Sizes
+) -> list[_Turn]:
     """The turns of a walk of steps, judges after their steps, the final turn last."""
     assert world.flow is not None
     steps = {s.id: s for s in world.flow.steps}
@@ -219,7 +232,16 @@ def _turns(world: World, walk: list[str], judges: dict[str, list[str]]) -> list[
 
     for sid in walk:
         step = steps[sid]
-        turn = _Turn(step.speaker, sid, target_of(step.reply_to), len(step.instruction or ""))
+        speaker = step.speaker
+        if speaker == SELECT:  # any candidate may be chosen: the one that writes most
+            speaker = _costliest(sizes, step.candidates or world.role_ids)
+        turn = _Turn(
+            speaker,
+            sid,
+            target_of(step.reply_to),
+            len(step.instruction or ""),
+            selected=step.speaker == SELECT,
+        )
         out.append(turn)
         last_by_role[turn.role] = turn.role
         last_by_step[sid] = turn.role
@@ -246,6 +268,7 @@ def check(world: World, rates: Rates, max_output: MaxOutput) -> Report:
     caps = [c.max_turns for c in flow.stop if isinstance(c, MaxTurnsCond)]
     max_turns = world.settings.max_turns
     speaker_of = {s.id: s.speaker for s in flow.steps}
+    chooses = {s.id: s.candidates or world.role_ids for s in flow.steps if s.speaker == SELECT}
     report.cycle = exit_cycle(g)
     walk: list[str] | None = None
     moves: dict[Key, list[Key | None]] = {}
@@ -256,14 +279,15 @@ def check(world: World, rates: Rates, max_output: MaxOutput) -> Report:
             walk = None
     sizes = _Sizes(world, max_output, max_turns)
     reachable = g.reachable
-    speakers = {s.speaker for s in flow.steps if s.id in reachable}
+    speakers = {s.speaker for s in flow.steps if s.id in reachable} - {SELECT}
+    speakers |= {r for s, rs in chooses.items() if s in reachable for r in rs}
     speakers |= {j for s, js in judges.items() if s in reachable for j in js}
     if flow.final is not None:
         speakers.add(flow.final.speaker)
     if walk is None:  # unbounded: a cap ends it; any reachable speaker may take any turn
         turns = [_generic_turn(world, sizes, r) for r in sorted(speakers)] * (max_turns + 1)
     else:
-        turns = _turns(world, walk, judges)
+        turns = _turns(world, walk, judges, sizes)
         report.flow_turns = len(turns)
     if caps and len(turns) > min(caps):  # {max_turns: N} stops after N, then the final turn
         final = turns[-1:] if flow.final is not None and walk is not None else []
@@ -285,7 +309,7 @@ def check(world: World, rates: Rates, max_output: MaxOutput) -> Report:
                 with contextlib.suppress(TooComplex):
                     own, _ = longest(
                         g,
-                        _role_weight(speaker_of, judges, role),
+                        _role_weight(speaker_of, judges, role, chooses),
                         int(flow.final is not None and flow.final.speaker == role),
                         moves,
                     )
@@ -303,14 +327,57 @@ def check(world: World, rates: Rates, max_output: MaxOutput) -> Report:
         else:
             case.cost_usd = case.input_tokens * price[0] + case.output_tokens * price[1]
         report.per_role[role] = case
+    selected = sum(1 for turn, _ in taken if turn.selected)
+    if walk is None and chooses:  # unbounded: any turn may be a selected one
+        selected = len(taken)
+    if selected and world.settings.speaker_selection == "model":
+        case = _selector_case(world, sizes, rates, selected)
+        report.per_role[SELECTOR] = case
+        if walk is None:  # a walk's figures count them already (_walk_turns)
+            report.cost_usd = (
+                None
+                if report.cost_usd is None or case.cost_usd is None
+                else report.cost_usd + case.cost_usd
+            )
     return report
 
 
+def _selector_case(world: World, sizes: _Sizes, rates: Rates, selected: int) -> RoleCase:
+    """The selector's worst case: each selected turn asks it twice (a question and its
+    one retry), each prompt its instructions, the recent messages at their longest and
+    every candidate with its description (selection.md)."""
+    selector = world.settings.selector
+    memories = [sizes.memory(r) for r in world.role_ids]
+    if any(m is None for m in memories):
+        prompt: int | None = None
+    else:
+        listing = sum(
+            estimate_tokens(f"- {r.id} ({r.display_name}): {r.description}") for r in world.roles
+        )
+        instructions = estimate_tokens(selector.instructions or SELECTOR_INSTRUCTION_CHARS * "x")
+        prompt = instructions + SELECTOR_HISTORY * max(m or 0 for m in memories) + listing + 120
+    calls = 2 * selected
+    stand_in = Role(id=SELECTOR, model=selector.model or world.model)
+    price = rates(stand_in)
+    input_tokens = _times(calls, prompt)
+    output_tokens = calls * SELECTOR_MAX_TOKENS
+    cost: float | None = 0.0
+    if price is None or input_tokens is None:
+        cost = None if price != (0.0, 0.0) else 0.0
+    else:
+        cost = input_tokens * price[0] + output_tokens * price[1]
+    return RoleCase(calls, input_tokens, output_tokens, cost)
+
+
 def _role_weight(
-    speaker_of: dict[str, str], judges: dict[str, list[str]], role: str
+    speaker_of: dict[str, str],
+    judges: dict[str, list[str]],
+    role: str,
+    chooses: dict[str, list[str]],
 ) -> Callable[[str], int]:
     def weight(step: str) -> int:
-        return int(speaker_of[step] == role) + JUDGE_TURNS * judges.get(step, []).count(role)
+        speaks = speaker_of[step] == role or role in chooses.get(step, ())
+        return int(speaks) + JUDGE_TURNS * judges.get(step, []).count(role)
 
     return weight
 
@@ -363,9 +430,15 @@ def _walk_turns(
     used_tokens: int | None = 0
     used_cost: float | None = 0.0
     last = len(turns) - 1
+    # a selected turn asks the selector first (twice at worst): its calls count too
+    asks = _selector_case(world, sizes, rates, 1) if settings.speaker_selection == "model" else None
     for number, turn in enumerate(turns, start=1):
         if report.cut is not None and not (has_final and number - 1 == last):
             continue
+        if turn.selected and asks is not None:
+            used_tokens = _add(used_tokens, _add(asks.input_tokens, asks.output_tokens))
+            spent = asks.cost_usd
+            used_cost = None if used_cost is None or spent is None else used_cost + spent
         window = settings.memory_window
         prompt = sizes.prompt(turn, history, window, len(taken) + 1)
         out = sizes.out[turn.role]

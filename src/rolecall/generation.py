@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -37,6 +38,9 @@ class Generated:
     # tools.md: the calls the model asked for (this round), then the turn's call ids
     calls: list[ToolCall] = field(default_factory=list)
     tool_calls: list[str] = field(default_factory=list)
+    # selection.md: a role with `output:`: the parsed reply, or why it is not valid
+    data: Any = None
+    data_error: str | None = None
 
 
 class GenerationFailed(Exception):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from rolecall.floor import Floor
     from rolecall.flows.conditions import ConditionContext
     from rolecall.flows.engine import FlowEngine
+    from rolecall.llm.registry import ModelRegistry
     from rolecall.world.models import World
 
 
@@ -105,6 +106,7 @@ class Host(Protocol):
     bus: Bus
     engine: FlowEngine | None
     floor: Floor
+    models: ModelRegistry
     ctx: ConditionContext
     director: Director | None
     message_hooks: list[MessageHook]

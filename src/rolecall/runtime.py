@@ -32,6 +32,7 @@ from rolecall.bus import (
 from rolecall.calls import RequestHook, call_model
 from rolecall.errors import ConditionTimeout, UsageError
 from rolecall.floor import Agent, Floor, respond
+from rolecall.floor.selector import restore_usage
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.generation import Generated, Generator
@@ -138,6 +139,8 @@ class Dialogue:
         # from its stored system/summary events
         self.summaries: dict[str, Summary] = {}
         self.ctx.judge_scores = self.state.judge_scores
+        if restored:  # the selector's calls count in the totals (selection.md)
+            restore_usage(self.state)
         self._lock = anyio.Lock()
         self._running = False
         self._pause_requested: str | None = None
@@ -418,7 +421,7 @@ class Dialogue:
         if self.director is not None:
             return True, turns.director_plan(self, self.director)
         if self.engine is not None:
-            return True, turns.flow_plan(self, self.engine)
+            return True, await turns.flow_next(self, self.engine)
         return False, None
 
     # ------------------------------------------------------------- messages
@@ -454,6 +457,8 @@ class Dialogue:
             ts=self.clock(),
             tool_calls=generated.tool_calls if generated else [],
             audience=list(audience) if audience is not None else None,
+            data=generated.data if generated else None,
+            data_error=generated.data_error if generated else None,
         )
 
     def _message_event(self, message: TranscriptMessage) -> MessageEvent:
@@ -472,6 +477,8 @@ class Dialogue:
             cost_usd=message.cost_usd,
             tool_calls=message.tool_calls,
             audience=message.audience,
+            data=message.data,
+            data_error=message.data_error,
         )
 
     async def speak(self, plan: TurnPlan) -> Spoken:

@@ -13,18 +13,31 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rolecall.bus import ConditionEvent, ErrorEvent, Event, StepEvent, WarningEvent
+from rolecall.bus import (
+    ConditionEvent,
+    ErrorEvent,
+    Event,
+    SelectionEvent,
+    StepEvent,
+    WarningEvent,
+)
 from rolecall.errors import ConditionTimeout
+from rolecall.floor.selector import choose, counters
 from rolecall.flows.conditions import Evaluation
 from rolecall.flows.engine import FlowEngine
 from rolecall.plans import Director, Host, Next, Spoken, Stop, TurnPlan
+from rolecall.routing import first_mention
+from rolecall.routing.selection import candidates
 from rolecall.session.state import Concluding, ExecutionRecord, TranscriptMessage, Undecided
 from rolecall.world.targets import resolve_target
 
-
 # ------------------------------------------------------------------------ flow
-def flow_plan(host: Host, engine: FlowEngine) -> Next:
-    """The flow's current step as a plan (None when the flow has nowhere to go)."""
+SELECT = "select"  # a step's `speaker: select` (selection.md)
+
+
+async def flow_next(host: Host, engine: FlowEngine) -> Next:
+    """The flow's current step as a plan; a ``speaker: select`` step chooses its speaker
+    first (selection.md), or stops the flow (``no_speaker``) when nobody may speak."""
     state = host.state
     pointer = state.pointer
     if not pointer.started and pointer.current is None:
@@ -32,6 +45,74 @@ def flow_plan(host: Host, engine: FlowEngine) -> Next:
     if pointer.current is None:
         return None
     step = engine.step(pointer.current)
+    if step.speaker != SELECT:
+        return flow_plan(host, engine)
+    chosen = await _step_speaker(host, step.id, step.candidates)
+    if chosen is None:
+        if host.finished:
+            return None
+        return Stop("no_speaker", f"step {step.id}: no candidate may speak")
+    return flow_plan(host, engine, speaker=chosen)
+
+
+async def _step_speaker(host: Host, step_id: str, allowed: list[str] | None) -> str | None:
+    """The speaker chosen for this run of ``step_id``: chosen once, stored with its
+    ``system/selection`` event, so a resumed turn speaks without choosing again."""
+    state = host.state
+    iteration = state.pointer.exec_counts.get(step_id, 0)
+    stored = counters(state)
+    made = stored.get("step")
+    if isinstance(made, list) and made[:2] == [step_id, iteration]:
+        return str(made[2])
+    world = host.world
+    latest = state.transcript.latest()
+    last = latest.sender if latest is not None and latest.sender in world.role_ids else None
+    limit = world.settings.turn_limit
+    options = candidates(
+        world.role_ids,
+        last,
+        allowed=allowed,
+        allow_repeat=world.settings.allow_repeat,
+        at_limit={r for r in world.role_ids if state.turn_counts.get(r, 0) >= limit},
+    )
+    mention = first_mention(latest.content) if latest is not None else None
+    choice = await choose(host, options, latest, mention=mention)
+    picked = choice.selection
+    if picked.chosen is not None:
+        stored["step"] = [step_id, iteration, picked.chosen]
+    await host.emit(
+        [
+            SelectionEvent(
+                candidates=list(picked.candidates),
+                chosen=picked.chosen,
+                by=picked.by,
+                answer=picked.answer,
+                answers=list(picked.answers),
+                message_id=latest.id if latest is not None else None,
+                step_id=step_id,
+                model=choice.model,
+                input_tokens=choice.input_tokens,
+                output_tokens=choice.output_tokens,
+                cost_usd=choice.cost_usd if choice.model is not None else None,
+                error=choice.error,
+            )
+        ]
+    )
+    return picked.chosen if not host.finished else None
+
+
+def flow_plan(host: Host, engine: FlowEngine, *, speaker: str | None = None) -> Next:
+    """The flow's current step as a plan (None when the flow has nowhere to go);
+    ``speaker``: the one chosen for a ``speaker: select`` step."""
+    state = host.state
+    pointer = state.pointer
+    if not pointer.started and pointer.current is None:
+        pointer.current = engine.start
+    if pointer.current is None:
+        return None
+    step = engine.step(pointer.current)
+    if speaker is not None:
+        step = step.model_copy(update={"speaker": speaker})
     target, warning = resolve_target(step.reply_to, state.transcript, step.speaker)
     if warning:
         host.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
@@ -111,9 +192,8 @@ def decide(
     state = host.state
     outcome = engine.after_step(step_id, state.pointer, host.ctx)
     events: list[Event] = condition_events(outcome.evaluations)
-    step = engine.step(step_id)
-    events.append(
-        make_record(host, step_id, step.speaker, message, iteration, outcome.result, started)
+    events.append(  # the message's sender: a `speaker: select` step's chosen speaker
+        make_record(host, step_id, message.sender, message, iteration, outcome.result, started)
     )
     state.pointer.current = outcome.next_step
     state.undecided = None

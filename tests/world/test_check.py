@@ -185,7 +185,7 @@ async def test_a_real_run_never_exceeds_the_check() -> None:
 async def test_shipped_scripted_worlds_stay_within_their_check() -> None:
     from rolecall.world.loader import load_world
 
-    for name in ("tutoring", "review", "courtroom", "classroom"):
+    for name in ("tutoring", "review", "courtroom", "classroom", "moderated"):
         world = load_world(name).world
         r = worst_case(world)
         session, _ = await run_flow(world)

@@ -262,7 +262,7 @@ def test_the_reserved_mention_words_are_reserved_ids() -> None:
     from rolecall.routing import RESERVED
     from rolecall.world.library import RESERVED_IDS
 
-    assert RESERVED | {"system"} == set(RESERVED_IDS)
+    assert RESERVED | {"system", "select"} == set(RESERVED_IDS)  # select: a step's speaker
 
 
 # ------------------------------------------------------------------ keys given twice

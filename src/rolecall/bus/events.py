@@ -123,6 +123,10 @@ class MessageEvent(_Event):
     # audiences.md: the role ids the message is for (with its sender and the human);
     # left out when everyone sees it (read as null)
     audience: Annotated[list[str] | None, Field(exclude_if=lambda v: v is None)] = None
+    # selection.md: a role with `output:`: the reply's parsed JSON, or why it is not
+    # valid (then data is null); both left out for other messages
+    data: Annotated[Any, Field(exclude_if=lambda v: v is None)] = None
+    data_error: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 class ToolCallEvent(_Event):
@@ -275,6 +279,28 @@ class RespondEvent(_Event):
     output_tokens: int = 0
 
 
+class SelectionEvent(_Event):
+    """Who speaks next, and why (selection.md): the candidates, the one chosen (None:
+    nobody could be), the rule that chose and the selector's raw answer (None when no
+    model was asked). ``answers``: every answer it gave (two when it was asked again);
+    the tokens and cost are its calls' (counted in the session's)."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["selection"] = "selection"
+    candidates: list[str]
+    chosen: str | None
+    by: Literal["model", "mention", "round_robin", "random", "fallback"]
+    answer: str | None = None
+    answers: list[str] = Field(default_factory=list)
+    message_id: str | None = None  # the message the chosen speaker answers
+    step_id: str | None = None  # a flow step's `speaker: select`
+    model: str | None = None  # the selector's model, when it was asked
+    error: str | None = None  # its last call's failure (a timeout...), when one failed
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
 class WarningEvent(_Event):
     topic: Literal["system"] = "system"
     type: Literal["warning"] = "warning"
@@ -401,6 +427,7 @@ Event = Annotated[
     | Annotated[TurnLimitEvent, Tag("system/turn_limit")]
     | Annotated[PassEvent, Tag("system/pass")]
     | Annotated[RespondEvent, Tag("system/respond")]
+    | Annotated[SelectionEvent, Tag("system/selection")]
     | Annotated[WarningEvent, Tag("system/warning")]
     | Annotated[ErrorEvent, Tag("system/error")]
     | Annotated[LogEvent, Tag("system/log")]
@@ -525,6 +552,10 @@ def _payload(event: BaseModel) -> str | None:
             continue
         if value is None and name == "audience":  # a public message's, left out
             continue
+        if name == "data_error" and value is None:  # left out without a shape
+            continue
+        if name == "data" and value is None and event.__dict__.get("data_error") is None:
+            continue  # null only beside its error
         if kind is str:
             text = encode_basestring(value)
         elif kind is int:

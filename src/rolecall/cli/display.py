@@ -18,8 +18,14 @@ from rolecall.bus import Bus, Envelope
 from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
-from rolecall.cli.render import Renderer, condition_line, respond_note, summary_lines
-from rolecall.export.common import answered, snippet
+from rolecall.cli.render import (
+    Renderer,
+    condition_line,
+    nobody_note,
+    respond_note,
+    summary_lines,
+)
+from rolecall.export.common import answered, pretty_data, snippet
 from rolecall.money import money
 from rolecall.session.audience import audience_label
 
@@ -148,9 +154,10 @@ class TerminalDisplay(Renderer):
                 quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
             answering = answered(reply_to, quoted)
         label = self.labels.label(sender, turn)
-        return header(
+        head = header(
             self.palette, sender, target, step, iteration, answering, label=label, audience=audience
         )
+        return head + self.dim(self.why_chosen(sender))
 
     def _stream(self, event: ev.StreamStart | ev.StreamChunk | ev.StreamEnd) -> None:
         """Live: the header, then the text as it arrives, then the token line."""
@@ -199,6 +206,9 @@ class TerminalDisplay(Renderer):
             if event.content != "".join(self._streamed):
                 self._line(self.dim(f"(published as: {event.content})"))
                 self._line()
+            if event.data is not None:  # a structured reply, readably (selection.md)
+                self._line(pretty_data(event.data))
+                self._line()
             return
         self.total_in += event.input_tokens
         self.total_out += event.output_tokens
@@ -213,7 +223,7 @@ class TerminalDisplay(Renderer):
                 event.audience,
             )
         )
-        self._line(event.content)
+        self._line(event.content if event.data is None else pretty_data(event.data))
         self._citations(event.message_id, event.content)
         if not self.quiet:
             self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
@@ -274,6 +284,10 @@ class TerminalDisplay(Renderer):
     def on_system_summary(self, envelope: Envelope, event: ev.SummaryEvent) -> None:
         for line in summary_lines(event, text=self.show_conditions):
             self._line(self.dim(line))
+
+    def on_system_selection(self, envelope: Envelope, event: ev.SelectionEvent) -> None:
+        if event.chosen is None:  # a chosen speaker's reason is on its header line
+            self._line(self.dim(nobody_note(event)))
 
     def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self._line(f"warning: {event.message}", err=True)

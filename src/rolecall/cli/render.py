@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         ConditionEvent,
         Envelope,
         RespondEvent,
+        SelectionEvent,
         SummaryEvent,
         ToolResultEvent,
     )
@@ -52,10 +53,17 @@ class Renderer:
         self._asked: dict[str, tuple[str, dict[str, Any]]] = {}  # ... -> the model's call
         # message id -> the passages its turn was given (system/knowledge), by id (k1..)
         self.sources: dict[str, dict[str, dict[str, Any]]] = {}
+        self.chosen: dict[str, str] = {}  # speaker -> why it was chosen (system/selection)
 
     def render(self, envelope: Envelope) -> None:
         """Show one event (an ESC in a reply is shown as ␛, never obeyed)."""
-        from rolecall.bus import KnowledgeEvent, MessageEvent, ToolApprovalEvent, ToolCallEvent
+        from rolecall.bus import (
+            KnowledgeEvent,
+            MessageEvent,
+            SelectionEvent,
+            ToolApprovalEvent,
+            ToolCallEvent,
+        )
         from rolecall.export.common import edited_note, short_arguments, snippet
 
         event = shown(envelope.event)
@@ -71,6 +79,8 @@ class Renderer:
                 self.calls[event.call_id] = (
                     f"{tool}({short_arguments(event.arguments)}){edited_note(call)}"
                 )
+        elif isinstance(event, SelectionEvent) and event.chosen is not None:
+            self.chosen[event.chosen] = selection_note(event)
         elif isinstance(event, KnowledgeEvent) and event.message_id is not None:
             self.sources[event.message_id] = {p["id"]: p for p in event.passages}
         name = handlers().get(type(event))
@@ -90,6 +100,11 @@ class Renderer:
         from rolecall.export.citations import cited
 
         return [f"  {c.label}" for c in cited(content, self.sources.pop(message_id, None))]
+
+    def why_chosen(self, sender: str) -> str:
+        """`` · chosen by ...`` for the header of a speaker a rule chose, else ``""``."""
+        note = self.chosen.pop(sender, None)
+        return f" · {note}" if note else ""
 
     def tool_result(self, event: ToolResultEvent) -> str:
         return tool_line(self.calls.pop(event.call_id, event.tool), event)
@@ -132,6 +147,18 @@ def respond_note(event: RespondEvent) -> str:
     """An agent's decision on a message that addressed nobody, as one line."""
     verb = "will answer" if event.respond else "stays quiet"
     return f"({event.agent} {verb} {event.message_id}: {event.reason})"
+
+
+def selection_note(event: SelectionEvent) -> str:
+    """Who chose the speaker and why, for its header line (selection.md)."""
+    from rolecall.export.common import chosen_note
+
+    return chosen_note(event.by, event.answer, event.model is not None)
+
+
+def nobody_note(event: SelectionEvent) -> str:
+    """A choice with no candidate at all, as one line."""
+    return "(nobody may speak next: every role just spoke or is at its turn limit)"
 
 
 def condition_line(event: ConditionEvent) -> str:

@@ -311,6 +311,30 @@ def answered(message_id: str, text: str | None) -> str:
     return f'↩ {message_id} "{snippet(text)}"' if text is not None else f"↩ {message_id}"
 
 
+def pretty_data(data: object) -> str:
+    """A structured reply's data as the displays show it: indented JSON, its keys in the
+    order the reply gave them, control characters made visible (selection.md)."""
+    return visible(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def chosen_note(by: str, answer: str | None, asked: bool) -> str:
+    """Who chose a speaker and why (a ``system/selection`` event, selection.md), as the
+    terminal, the REPL and the web view show it on the speaker's line; ``asked``: the
+    selector model was asked."""
+    quoted = f' ("{snippet(answer)}")' if answer else ""
+    if by == "model":
+        return f"chosen by the selector{quoted}"
+    if by == "fallback":
+        if asked:
+            return f"chosen by fallback: the selector named no candidate{quoted}"
+        return "chosen by fallback (next in role order)"
+    if by == "mention":
+        return "chosen by mention"
+    if by == "random":
+        return "chosen at random"
+    return "chosen in turn (round_robin)"
+
+
 # ------------------------------------------------------------------ tool calls
 def short_arguments(arguments: Mapping[str, Any], width: int = 60) -> str:
     """``a=1, b="x"`` cut to ``width`` characters (a tool call's arguments on one line)."""

@@ -81,7 +81,8 @@ class Branch(_Model):
 
 class Step(_Model):
     id: Ident
-    speaker: str
+    speaker: str  # a role id, or `select` (selection.md): chosen when the step runs
+    candidates: list[str] | None = None  # speaker: select: whom it may choose (None: all)
     instruction: str | None = None
     reply_to: ReplyTo = "previous"
     loop: Loop | None = None

@@ -281,6 +281,10 @@ class LiteLLMModel(RetryingModel[Any]):
             kwargs["tools"] = [t.as_provider_dict() for t in request.tools]
         if key is not None:
             kwargs["api_key"] = key
+        if request.output_schema is not None and _supports_schema(model):
+            from rolecall.llm.shape import response_format  # else the prompt asks for it
+
+            kwargs["response_format"] = response_format(request.output_schema)
         return await _load().acompletion(**kwargs)
 
     async def _read(
@@ -529,3 +533,12 @@ def _refused_connection(exc: BaseException) -> bool:
         or "all connection attempts failed" in str(linked).lower()
         for linked in chain(exc)
     )
+
+
+def _supports_schema(model: str) -> bool:
+    """Whether litellm knows ``model`` takes a JSON-Schema ``response_format``
+    (selection.md); a model it does not know is asked through the prompt alone."""
+    try:
+        return bool(_load().supports_response_schema(model=model))
+    except Exception:
+        return False

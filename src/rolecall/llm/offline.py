@@ -357,6 +357,38 @@ def respond_answer(request: GenerationRequest) -> str:
     return f"NO. Nothing in it concerns my role as {name}; others are better placed."
 
 
+_SPOKE = re.compile(r"^\[m\d+\] ([a-z][a-z0-9_-]*)\b", re.MULTILINE)
+_CANDIDATE = re.compile(r"^- ([a-z][a-z0-9_-]*) \((.*?)\)(?:: (.*))?$", re.MULTILINE)
+
+
+def select_answer(request: GenerationRequest) -> str:
+    """The next speaker (``purpose: select``, selection.md), as a fair moderator: of the
+    candidates the question lists (``- id (Name): description``), those who spoke least
+    in the conversation it shows, and of them the one whose name and description share
+    the most words (their first 5 letters) with the latest message; ties go round the
+    list with the turn number. Pure and deterministic."""
+    asked = request.messages[-1].content
+    listed = {m.group(1): f"{m.group(2)} {m.group(3) or ''}" for m in _CANDIDATE.finditer(asked)}
+    options = [rid for rid in request.participants if rid in listed] or list(listed)
+    if not options:
+        return "nobody"
+    said = {w[:5] for w in _salient(request.info.target_text, frozenset())}
+    spoke = [m.group(1) for m in _SPOKE.finditer(asked)]
+    scores = [
+        (
+            -spoke.count(rid),
+            len(said & {w[:5] for w in _salient(f"{rid} {listed[rid]}", frozenset())}),
+            -((i - request.info.turn) % len(options)),
+            rid,
+        )
+        for i, rid in enumerate(options)
+    ]
+    _, best, _, chosen = max(scores)
+    if best:
+        return f"{chosen}: the latest message concerns their field."
+    return f"{chosen}: nobody is clearly closer, so the first candidate."
+
+
 _FOLDED = re.compile(r"^\[(m\d+)\] ([^:]+): (.*)$")
 _BEGAN = re.compile(r"^It began with: (.*?)$", re.MULTILINE)
 _RANGE = re.compile(r"^Messages (m\d+) to (m\d+) ")
@@ -411,6 +443,14 @@ def composed(request: GenerationRequest) -> tuple[str, str]:
         return summary_answer(request), "stop"
     if info.purpose == "score":
         return score_answer(request), "stop"
+    if info.purpose == "select":
+        return select_answer(request), "stop"
+    if request.output_schema is not None:  # a role's `output:`: data of its schema
+        from rolecall.llm.shape import example
+
+        said = _salient(f"{info.target_text or ''} {info.topic}", frozenset())
+        data = example(request.output_schema, said or [persona.id])
+        return json.dumps(data, ensure_ascii=False), "stop"
     pick = _Picker(_seed(request))
     archetype = archetype_of(persona.id, persona.name, persona.description)
     voice = _VOICES[archetype]

@@ -119,6 +119,10 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
             key = _env("OPENAI_API_KEY")
         if key is None and base is None:
             raise MissingKey(model)
+        if request.output_schema is not None:  # a role's `output:`: JSON of its schema
+            from rolecall.llm.shape import response_format
+
+            body["response_format"] = response_format(request.output_schema)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = (base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
         # each read waits at most the request's timeout (the loop bounds the request)

@@ -54,6 +54,8 @@ def normalise(request: GenerationRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
     }
+    if request.output_schema is not None:  # a role's `output:` changes its answer
+        data["output_schema"] = request.output_schema
     if request.tools:  # tools.md: what the model may call changes its answer
         data["tools"] = [t.as_provider_dict() for t in request.tools]
     if request.model in BUILTIN_MODELS:  # these answer from the turn's facts, not only the prompt

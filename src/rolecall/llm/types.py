@@ -98,7 +98,8 @@ class TurnInfo:
     # respond: {judge: true}); the reply is YES or NO and a reason
     # "score": scoring a stored session after the fact (rolecall score, docs/compare.md):
     # target_text is the transcript, the instruction names the JSON verdict asked for
-    purpose: Literal["turn", "respond", "summary", "score"] = "turn"
+    # "select": the speaker selector's question (selection.md); the reply names a candidate
+    purpose: Literal["turn", "respond", "summary", "score", "select"] = "turn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,8 @@ class GenerationRequest:
     client: str = "http"  # openai/... models through llm/openai_http.py; "litellm": litellm
     tools: tuple[ToolDef, ...] = ()  # tools.md: what the model may call this round
     references: tuple[Reference, ...] = ()  # the turn's retrieved passages, best first
+    # a role's `output:` (selection.md): the JSON Schema its reply must match
+    output_schema: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

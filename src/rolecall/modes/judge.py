@@ -26,6 +26,7 @@ comes next.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,16 @@ if TYPE_CHECKING:
     from rolecall.session.state import TranscriptMessage
 
 
+def _judged(session: Host, judge: str, reply: TranscriptMessage) -> str:
+    """What a judge's parser reads: with an ``output:`` schema, the reply's validated
+    ``data`` (selection.md), never JSON found in its text; else the text."""
+    if session.world.role(judge).output is None:
+        return reply.content
+    if reply.data is None:
+        raise Invalid(f"the reply does not match the judge's output schema: {reply.data_error}")
+    return json.dumps(reply.data, ensure_ascii=False)
+
+
 async def ask_judge(
     session: Host,
     judge: str,
@@ -71,7 +82,7 @@ async def ask_judge(
         if reply is None:
             return None
         try:
-            parsed = parse(reply.content)
+            parsed = parse(_judged(session, judge, reply))
         except (ValueError, RecursionError) as exc:  # Invalid, or a parser's own surprise
             if not isinstance(exc, Invalid):
                 exc = Invalid(f"the reply could not be read ({type(exc).__name__})")

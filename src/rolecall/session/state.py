@@ -42,6 +42,9 @@ class TranscriptMessage(BaseModel):
     # audiences.md: the role ids it is for (its sender and the human see it too); left
     # out when everyone sees it
     audience: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    # selection.md: a role with `output:`: the parsed JSON reply, or why it is not valid
+    data: Any = Field(default=None, exclude_if=lambda v: v is None)
+    data_error: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PendingReply(BaseModel):
@@ -51,7 +54,9 @@ class PendingReply(BaseModel):
 
     agent: str
     message_id: str
-    kind: Literal["chat", "interjection"] = "chat"
+    # select: a selection chat's turn (selection.md); agent "" until it is chosen
+    kind: Literal["chat", "interjection", "select"] = "chat"
+    round: int = Field(default=0, exclude_if=lambda v: not v)  # select: the selected turn, 1..
 
 
 class Draft(BaseModel):
@@ -137,6 +142,16 @@ class Transcript:
                 self.unpriced += 1
             else:
                 self.known_cost += message.cost_usd
+
+    def charge(self, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
+        """Count a model call that made no message (the speaker selector, selection.md)
+        in the session's tokens and cost, so the budgets see it."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        if cost_usd is None:
+            self.unpriced += 1
+        else:
+            self.known_cost += cost_usd
 
     @property
     def tokens(self) -> int:

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolecall.export.citations import Cited, cited, sources_by_message
-from rolecall.export.common import short_arguments, tool_calls_of, visible
+from rolecall.export.common import chosen_note, short_arguments, tool_calls_of, visible
 from rolecall.storage.browse import events_of_types
 from rolecall.storage.sqlite import SqliteStore
 
 __all__ = ["Asides", "ToolCallView", "asides_of_lines", "stored_asides"]
 
-KINDS = frozenset({"tool_call", "tool_result", "tool_approval", "knowledge"})
+KINDS = frozenset({"tool_call", "tool_result", "tool_approval", "knowledge", "selection"})
 ARGUMENTS_WIDTH = 60
 
 
@@ -90,6 +90,12 @@ class Asides:
 
     calls: dict[str, ToolCallView] = field(default_factory=dict)
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (speaker, the message it answers) -> why a rule chose it (system/selection)
+    chosen: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def why_chosen(self, sender: str, reply_to: str | None) -> str:
+        """Who chose ``sender`` to answer ``reply_to``, and why; "" when no rule did."""
+        return self.chosen.get((sender, reply_to or ""), "")
 
     def calls_of(self, ids: Iterable[str]) -> list[ToolCallView]:
         return [self.calls[cid] for cid in ids if cid in self.calls]
@@ -118,14 +124,21 @@ def asides_of(records: list[dict[str, Any]]) -> Asides:
             by=str(approval.get("by", "")),
             asked=asked if isinstance(asked, dict) else None,
         )
-    return Asides(calls=calls, sources=sources_by_message(records))
+    chosen = {
+        (str(r["chosen"]), str(r.get("message_id") or "")): visible(
+            chosen_note(str(r.get("by")), r.get("answer"), r.get("model") is not None)
+        )
+        for r in records
+        if r.get("type") == "selection" and r.get("chosen")
+    }
+    return Asides(calls=calls, sources=sources_by_message(records), chosen=chosen)
 
 
 def asides_of_lines(lines: Iterable[tuple[int, str]]) -> Asides:
     """The asides of a session's event lines (a cluster session's feed)."""
     records = []
     for _, line in lines:
-        if '"tool_' in line or '"knowledge"' in line:
+        if '"tool_' in line or '"knowledge"' in line or '"selection"' in line:
             record = json.loads(line)
             if record.get("type") in KINDS:
                 records.append(record)

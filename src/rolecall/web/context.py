@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from rolecall.errors import RolecallError
+from rolecall.export.common import pretty_data
 from rolecall.paths import safe_id
 from rolecall.storage.browse import state_of
 from rolecall.storage.document import SessionDocument
@@ -32,6 +33,7 @@ def _templates() -> Jinja2Templates:
         markdown=render.markdown,
         marked=snippet.marked,
         short=render.short,
+        pretty_data=pretty_data,
         until_value=flowedit.field_value,
     )
     templates.env.autoescape = True

@@ -28,6 +28,7 @@ RESERVED_IDS: dict[str, str] = {
     "human": "the sender of the human's messages; @human hands the floor to the human",
     "all": "@all addresses every agent",
     "system": "the sender of system messages",
+    "select": "a flow step's `speaker: select` lets the world's speaker selection choose",
 }
 
 

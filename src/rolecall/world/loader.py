@@ -609,7 +609,15 @@ def _cross_check(data: dict[str, Any]) -> list[str]:
         if not isinstance(step, dict):
             continue
         at = f"flow.steps[{i}]"
-        role_ref(f"{at}.speaker", step.get("speaker"))
+        if step.get("speaker") != "select":
+            role_ref(f"{at}.speaker", step.get("speaker"))
+            if step.get("candidates") is not None:
+                problems.append(
+                    f"{at}.candidates: only a step with `speaker: select` has candidates"
+                )
+        chosen_from = step.get("candidates")
+        for j, candidate in enumerate(chosen_from if isinstance(chosen_from, list) else []):
+            role_ref(f"{at}.candidates[{j}]", candidate)
         if step.get("judge") is not None:
             role_ref(f"{at}.judge", step.get("judge"))
         audience = step.get("audience")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -90,6 +91,15 @@ class ScriptCall(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class Selector(_Model):
+    """``settings.selector`` (selection.md): the model that names the next speaker when
+    ``speaker_selection: model``; its instructions; a ``scripted`` selector's lines."""
+
+    model: str | None = None  # None: the world's model
+    instructions: str = ""
+    script: list[str] | None = None  # what a `scripted` selector answers, in order
+
+
 class Settings(_Model):
     memory_window: Annotated[Whole, Field(ge=0, le=10000)] = 12
     turn_limit: Annotated[Whole, Field(ge=1)] = 5
@@ -122,6 +132,13 @@ class Settings(_Model):
     # instead of the memory_window's trimming
     context_tokens: Annotated[Whole, Field(ge=256)] | None = None
     summary_model: str | None = None
+    # selection.md: who speaks next in a chat (and in a flow step `speaker: select`):
+    # mentions (chat.md's rules), round_robin, random (seeded by `seed`), or model
+    speaker_selection: Literal["mentions", "round_robin", "random", "model"] = "mentions"
+    selector: Selector = Field(default_factory=Selector)
+    allow_repeat: StrictBool = False  # the speaker that just spoke may be chosen again
+    max_rounds: Annotated[Whole, Field(ge=1, le=1000)] = 3  # selected turns per human message
+    seed: int | None = None  # random selection's seed
 
 
 class Respond(_Model):
@@ -158,6 +175,26 @@ class LoreEntry(_Model):
         return self.name or self.keys[0]
 
 
+class Output(_Model):
+    """A role's ``output: {schema: S}`` (selection.md): its replies are JSON valid
+    against the JSON Schema ``S``."""
+
+    schema_: Annotated[dict[str, Any], Field(alias="schema")]
+
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _a_schema(self) -> Output:
+        from rolecall.llm.shape import check_schema
+
+        problem = check_schema(self.schema_)
+        if problem is not None:
+            raise PydanticCustomError(
+                "bad_schema", "not a JSON Schema: {problem}", {"problem": problem}
+            )
+        return self
+
+
 class Role(_Model):
     id: Ident
     name: str = ""
@@ -170,7 +207,8 @@ class Role(_Model):
     max_tokens: Annotated[Whole, Field(ge=1)] | None = None
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    script: list[str | ScriptCall] | None = None  # call entries: tools.md
+    # call entries: tools.md; a mapping is a reply of that JSON (a role's `output:`)
+    script: list[str | ScriptCall | dict[str, Any]] | None = None
     price: Price | None = None
     # nats: the role's generations are served by `rolecall agent ROLE` processes (nats.md)
     transport: Literal["local", "nats"] = "local"
@@ -187,15 +225,34 @@ class Role(_Model):
     # and those addressed to it; None: every message it is in the audience of
     sees: list[Ident] | None = None
 
+    # selection.md: replies as JSON valid against a schema, or any JSON object (`json`)
+    output: Output | Literal["json"] | None = None
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema its replies must match (``output: json``: any object)."""
+        if self.output is None:
+            return None
+        if self.output == "json":
+            return {"type": "object"}
+        assert isinstance(self.output, Output)
+        return self.output.schema_
+
     @property
     def display_name(self) -> str:
         return self.name or self.id.replace("_", " ").title()
 
     def script_entries(self) -> tuple[str | dict[str, Any], ...]:
         """The ``script:`` as the scripted model reads it: lines, and calls as dicts."""
-        return tuple(
-            e if isinstance(e, str) else e.model_dump(mode="json") for e in self.script or ()
-        )
+        out: list[str | dict[str, Any]] = []
+        for entry in self.script or ():
+            if isinstance(entry, str):
+                out.append(entry)
+            elif isinstance(entry, ScriptCall):
+                out.append(entry.model_dump(mode="json"))
+            else:  # a scripted mapping: its JSON is the reply
+                out.append(json.dumps(entry, ensure_ascii=False))
+        return tuple(out)
 
 
 class World(_Model):

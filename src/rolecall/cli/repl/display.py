@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from rolecall.cli.palette import Palette, header, terminal_width, tokens
-from rolecall.cli.render import Renderer, condition_line, respond_note, summary_lines
+from rolecall.cli.render import (
+    Renderer,
+    condition_line,
+    nobody_note,
+    respond_note,
+    summary_lines,
+)
 from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
 
 if TYPE_CHECKING:  # the prompt is drawn before the event classes load
@@ -224,6 +230,7 @@ class ReplDisplay(Renderer):
             answering,
             audience=event.audience,
         )
+        head += p.dim(self.why_chosen(event.sender))
         self.live = _Live(event.message_id, event.sender, self.clock())
         if self.stream == "full":
             self.gap()
@@ -260,6 +267,11 @@ class ReplDisplay(Renderer):
         if event.sender == "system":
             self.gap()
             self.emit(self.palette.yellow(f"⚑ system: {event.content}"))
+        elif event.data is not None:  # a structured reply, readably (selection.md)
+            from rolecall.export.common import pretty_data
+
+            for line in pretty_data(event.data).splitlines():
+                self.emit(self.palette.dim(f"  {line}"))
 
     def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
         self.note(self.tool_result(event))
@@ -273,6 +285,10 @@ class ReplDisplay(Renderer):
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self.note(f"  {respond_note(event)}")
+
+    def on_system_selection(self, envelope: Envelope, event: ev.SelectionEvent) -> None:
+        if event.chosen is None:  # a chosen speaker's reason is on its header line
+            self.note(f"  {nobody_note(event)}")
 
     def on_system_warning(self, envelope: Envelope, event: ev.WarningEvent) -> None:
         self.warn(event.message)

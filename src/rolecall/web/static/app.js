@@ -36,6 +36,18 @@
 
   // a message's element, placed where the event comes: the thread keeps the events' order
   // whatever the order in which the server's rendering of each message arrives
+  // who chose the next speaker and why (system/selection), shown on its line until the
+  // server renders the finished message with it (as web/asides.py words it)
+  const chosenFor = new Map();
+  function chosenNote(ev) {
+    const said = ev.answer ? ' ("' + ev.answer.replace(/\s+/g, " ").slice(0, 40) + '")' : "";
+    if (ev.by === "model") return "chosen by the selector" + said;
+    if (ev.by === "fallback") return ev.model ? "chosen by fallback: the selector named no candidate" + said : "chosen by fallback (next in role order)";
+    if (ev.by === "mention") return "chosen by mention";
+    if (ev.by === "random") return "chosen at random";
+    return "chosen in turn (round_robin)";
+  }
+
   function placeholder(ev) {
     const empty = document.getElementById("no-messages");
     if (empty) empty.remove();
@@ -55,6 +67,8 @@
       head.append(" ", rid);
     }
     if (ev.audience) head.append(" ", privateMark(ev));
+    const why = chosenFor.get(ev.sender);
+    if (why) { chosenFor.delete(ev.sender); head.append(" ", span("chosen", why)); }
     if (ev.step_id) {
       const at = document.createElement("span");
       at.className = "where";
@@ -378,6 +392,7 @@
     else if (ev.topic === "messages" && ev.type === "tool_call") toolCall(ev);
     else if (ev.topic === "messages" && ev.type === "tool_result") toolResult(ev);
     else if (ev.topic === "system" && ev.type === "tool_approval") toolApproval(ev);
+    else if (ev.topic === "system" && ev.type === "selection" && ev.chosen) chosenFor.set(ev.chosen, chosenNote(ev));
     else if (ev.topic === "system" && ev.type === "step") {
       stepDone(ev);
       const runs = document.querySelector("#node-" + CSS.escape(ev.step_id) + " .runs");
