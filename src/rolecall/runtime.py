@@ -518,12 +518,12 @@ class Dialogue:
         if plan.decide is not None:
             events.extend(plan.decide(message, started))
         stalled = stall is not None and stall.stalled
-        if stalled and stall is not None and self.engine is not None:
-            if self.state.concluding is None:  # the flow stops (after its final step)
-                self.state.concluding = Concluding(stalls.STALLED, stall.detail())
+        detail = stall.detail() if stall is not None and stall.stalled else ""
+        if stalled and self.engine is not None and self.state.concluding is None:
+            self.state.concluding = Concluding(stalls.STALLED, detail)  # after a final step
         await self.emit(events, message)
-        if stalled and stall is not None and self.engine is None and self.director is not None:
-            self.finish(stalls.STALLED, stall.detail())
+        if stalled and self.engine is None and self.director is not None:
+            self.finish(stalls.STALLED, detail)
         return Spoken(message, generated=generated is not None, stalled=stalled)
 
     def _stall_notice(self, stall: stalls.Stall) -> str:

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (the fixtures imported from test_litellm_model)
 """Reply hygiene and the reply cap end to end (real-models.md): through the loopback
 OpenAI-compatible server with both clients, through the built-in models, and through the
 ``rolecall`` command's ``--json``. What was cut is a ``system/trim`` event and never part

@@ -18,7 +18,7 @@ from rolecall.bus import Bus, Envelope
 from rolecall.bus import events as ev
 from rolecall.bus.soon import call_soon
 from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_color
-from rolecall.cli.render import Renderer, condition_line, respond_note
+from rolecall.cli.render import Renderer, condition_line, cut_note, respond_note
 from rolecall.export.common import answered, snippet
 from rolecall.money import money
 
@@ -258,6 +258,15 @@ class TerminalDisplay(Renderer):
 
     def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
         self._line(self.dim(f"({event.agent} passes the floor to the human)"))
+
+    def on_system_trim(self, envelope: Envelope, event: ev.TrimEvent) -> None:
+        """Live: text already shown and then cut from the reply (real-models.md) is
+        marked; otherwise only the message is shown, and nothing needs saying."""
+        if not self.live or not event.shown:
+            return
+        streamed = "".join(self._streamed)
+        self._streamed = [streamed[: max(0, len(streamed) - event.shown)]]
+        self._line(self.dim(cut_note(event)))
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self._line(self.dim(respond_note(event)))
