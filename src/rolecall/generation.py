@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from rolecall.bus import Bus, StreamChunk, StreamEnd, StreamError, StreamStart, TrimEvent
+from rolecall.llm import pricing
 from rolecall.llm.hygiene import Participants, ReplyFilter, Step
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import (
@@ -194,8 +195,14 @@ class Generator:
             )
             raise failure
         cut = screen.cut if screen is not None else None
-        if usage is None and cut is not None:  # the stream was closed before its usage
+        if usage is None and cut is not None:  # the stream was closed before its usage:
+            # the tokens received, estimated, at the model's price (as a budget counts)
             usage = Usage(prompt_tokens(request.messages), max(1, (received + 3) // 4))
+            found = pricing.rates(model, request.model, request.price)
+            if found is not None:
+                cost_in, cost_out = found
+                cost_usd = usage.input_tokens * cost_in + usage.output_tokens * cost_out
+                usage = Usage(usage.input_tokens, usage.output_tokens, cost_usd)
         if usage is None:
             usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
         finish = cut.kind if cut is not None else usage.finish_reason

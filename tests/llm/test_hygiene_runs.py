@@ -199,6 +199,7 @@ async def test_scripted_replies_are_filtered_and_capped() -> None:
     await session.run()
     first, second = session.state.transcript.messages
     assert (first.content, first.finish_reason) == ("fine.", "other_speaker")
+    assert first.cost_usd == 0.0  # closed before its usage, still priced (a budget counts it)
     assert [t.kind for t in rec.of("system", "trim")] == ["tag", "other_speaker"]
     assert second.content == "a reply much"  # 12 characters: 3 tokens by the estimate
     assert (second.finish_reason, second.output_tokens) == ("length", 3)
