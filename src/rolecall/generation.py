@@ -18,6 +18,7 @@ from rolecall.llm import pricing
 from rolecall.llm.hygiene import Participants, ReplyFilter, Step
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import (
+    BUILTIN_MODELS,
     GenerationRequest,
     TextDelta,
     ToolCall,
@@ -196,11 +197,12 @@ class Generator:
             raise failure
         cut = screen.cut if screen is not None else None
         if usage is None and cut is not None:  # the stream was closed before its usage:
-            # the tokens received, estimated, at the model's price (as a budget counts)
+            # the tokens received, estimated; priced when the price is known here (the
+            # role's price:, or a built-in model's nothing), else unknown: a provider's
+            # price would mean loading its client's map (litellm's: seconds)
             usage = Usage(prompt_tokens(request.messages), max(1, (received + 3) // 4))
-            found = pricing.rates(model, request.model, request.price)
-            if found is not None:
-                cost_in, cost_out = found
+            if request.price is not None or request.model in BUILTIN_MODELS:
+                cost_in, cost_out = pricing.rates(model, request.model, request.price) or (0, 0)
                 cost_usd = usage.input_tokens * cost_in + usage.output_tokens * cost_out
                 usage = Usage(usage.input_tokens, usage.output_tokens, cost_usd)
         if usage is None:
