@@ -22,7 +22,7 @@ from rolecall.session.state import TranscriptMessage
 
 SIMILARITY: Final = 0.9
 WINDOW: Final = 4
-MIN_WORDS: Final = 5  # shorter replies ("I agree.", "ok") may recur without a warning
+MIN_WORDS: Final = 8  # shorter replies ("I agree.", canned answers) may recur freely
 STALLED: Final = "stalled"  # the stop reason of a flow that stalled
 _PUNCT = ".,;:!?\"'()[]*_`-"
 
