@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rolecall.bus import Bus, ErrorEvent, WarningEvent
 from rolecall.generation import Generated, GenerationFailed, Generator
 from rolecall.llm import pricing
+from rolecall.llm.hygiene import Participants, participants
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (
     ChatMessage,
@@ -70,9 +71,30 @@ class CallSite(Protocol):
 
     def model_name(self, role: Role) -> str: ...
 
-    def finish(self, reason: str, detail: str = "") -> None: ...
+    def finish(self, reason: str, detail: str) -> None: ...
 
     def pause_now(self, reason: str) -> None: ...
+
+
+def reply_hygiene(world: World, role: Role) -> Participants | None:
+    """The tags ``role``'s replies are filtered by (real-models.md), None when the
+    world's ``reply_hygiene`` is off."""
+    if world.settings.reply_hygiene == "off":
+        return None
+    others = tuple((r.id, r.display_name) for r in world.roles if r.id != role.id)
+    return participants((role.id, role.display_name), others)
+
+
+def stop_sequences(world: World, role: Role) -> tuple[str, ...]:
+    """The stop sequences sent to providers that take them: the start of a line in
+    which the human or another participant would speak (their bracketed and named
+    tags): the human's first, then the others' bracketed tags (as the prompt shows
+    their messages), then their names; a client sends what its provider accepts
+    (llm/caps.py)."""
+    others = [r for r in world.roles if r.id != role.id]
+    out = ["\nhuman:", "\nUser:", *(f"\n[{r.id}]" for r in others)]
+    out.extend(f"\n{r.display_name}:" for r in others)
+    return tuple(dict.fromkeys(out))
 
 
 async def call_model(
@@ -146,6 +168,7 @@ async def call_model(
         last = prompt[-1]
         shaped = f"{last.content}\n\n{shape_instruction(schema)}"
         prompt = (*prompt[:-1], ChatMessage(last.role, shaped, last.name))
+    hygiene = reply_hygiene(world, role)
     model_name = self.model_name(role)
     model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
@@ -158,7 +181,7 @@ async def call_model(
             model_name,
             prompt,
             price=price,
-            max_output=role.max_tokens,
+            max_output=role.reply_cap(settings),
             want_tokens=settings.max_tokens is not None,
             want_cost=settings.max_cost is not None,
         )
@@ -189,7 +212,7 @@ async def call_model(
             ),
         ),
         temperature=role.temperature,
-        max_tokens=role.max_tokens,
+        max_tokens=role.reply_cap(settings),
         api_base=role.api_base or settings.api_base,
         api_key_env=role.api_key_env or settings.api_key_env,
         timeout=settings.timeout,
@@ -201,6 +224,7 @@ async def call_model(
         client=settings.client,
         references=references,
         output_schema=schema,
+        stop=stop_sequences(world, role) if hygiene is not None else (),
     )
     if found is not None:
         self.bus.publish(found.event)  # before the model is asked (knowledge.md)
@@ -213,7 +237,16 @@ async def call_model(
         await fence("request")
     try:
         generated = await _generate(
-            self, role, model, request, message_id, target, step_id, loop_iteration, audience
+            self,
+            role,
+            model,
+            request,
+            message_id,
+            target,
+            step_id,
+            loop_iteration,
+            audience,
+            hygiene,
         )
     except GenerationFailed as failure:
         _failed(self, failure, message_id, role, step_id, request)
@@ -275,6 +308,7 @@ async def _generate(
     step_id: str | None,
     loop_iteration: int | None,
     audience: Sequence[str] | None = None,
+    hygiene: Participants | None = None,
 ) -> Generated:
     """The generation itself: with the role's tools, or one streamed reply."""
     if role.tools and self.tools is not None:
@@ -289,6 +323,7 @@ async def _generate(
             loop_iteration=loop_iteration,
             reply_to=target.id if target else None,
             audience=audience,
+            hygiene=hygiene,
         )
     return await self.generator.generate(
         model,
@@ -300,6 +335,7 @@ async def _generate(
         reply_to=target.id if target else None,
         draft_id=self.state.next_draft_id(),
         audience=audience,
+        hygiene=hygiene,
     )
 
 

@@ -40,6 +40,7 @@ from rolecall.routing.selection import candidates
 from rolecall.session.state import Concluding, PendingReply, TranscriptMessage
 
 _log = get_logger("rolecall.routing")
+PASS_RULE = "the reply held <world>pass</world>: a pass ends the exchange (chat.md, Passing)"
 
 
 def route_notice(session: Host, message: TranscriptMessage) -> list[Event]:
@@ -219,7 +220,11 @@ async def next_pending(session: Host) -> Next:
         message = spoken.message
         if passed:
             message_id = message.id if message is not None else None
-            session.bus.publish(PassEvent(agent=role.id, message_id=message_id))
+            session.bus.publish(PassEvent(agent=role.id, message_id=message_id, reason=PASS_RULE))
+            return None
+        if spoken.stalled and message is not None:  # real-models.md: over to the human
+            session.floor.discard(message.id)
+            _end_exchange(session, target)
             return None
         if message is None:  # an empty reply; unlike a pass, the exchange goes on
             notice = f"nothing published: {role.id}'s reply to {target.id} was empty"

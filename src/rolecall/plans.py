@@ -36,6 +36,8 @@ class Spoken:
 
     message: TranscriptMessage | None
     generated: bool  # False: the budgets forbade the call, or it failed or was cancelled
+    # real-models.md: the second reply in a row nearly identical to a recent message
+    stalled: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Stop:
     """The dialogue is complete: finish (after the flow's final step, when it has one)."""
 
     reason: str
-    detail: str = ""
+    detail: str  # the rule that decided it (world/stop.detail)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class TurnPlan:
     the generated text into the stored text (None: nothing is stored). ``begin`` counts
     the step in the flow pointer. ``decide`` runs once the message is in the transcript
     and returns the events stored with it in one transaction and published right after
-    it. ``then`` runs after the commit and returns the next node.
+    it. ``then`` runs after the commit and returns the next node. ``watched``: the
+    reply is checked for a stall (real-models.md).
     """
 
     speaker: str
@@ -72,6 +75,9 @@ class TurnPlan:
     # when ``inherit``: a reply to a private message stays private)
     audience: tuple[str, ...] | None = None
     inherit: bool = True
+    # real-models.md, Stalls: a turn of the dialogue, checked for near-identical replies
+    # (False for a judge's verdict, which may well repeat itself)
+    watched: bool = True
 
 
 Next = TurnPlan | Stop | None
@@ -128,7 +134,7 @@ class Host(Protocol):
         """Store ``events`` (one transaction), then publish them."""
         ...
 
-    def finish(self, reason: str, detail: str = "") -> None:
+    def finish(self, reason: str, detail: str) -> None:
         """Finish the session now (no final step)."""
         ...
 

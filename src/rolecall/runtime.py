@@ -27,6 +27,7 @@ from rolecall.bus import (
     MessageEvent,
     SessionEvent,
     StopEvent,
+    WarningEvent,
     utc_now,
 )
 from rolecall.calls import RequestHook, call_model
@@ -36,14 +37,17 @@ from rolecall.floor.selector import restore_usage
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.generation import Generated, Generator
+from rolecall.llm.hygiene import CUT_REASONS
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
 from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
+from rolecall.session import stalls
 from rolecall.session.audience import can_see, latest_seen
 from rolecall.session.ids import new_session_id
 from rolecall.session.state import (
+    Concluding,
     SenderKind,
     SessionState,
     State,
@@ -62,6 +66,9 @@ log = get_logger(__name__)
 
 CommitHook = Callable[[TranscriptMessage], Awaitable[None]]
 TurnHook = Callable[["Dialogue"], Awaitable[None]]
+
+
+CUT_FINISHES = ("length", *CUT_REASONS)  # a cut reply says why on its message
 
 
 class Store(Protocol):
@@ -225,7 +232,8 @@ class Dialogue:
         self.state.pause_reason = reason if new == "paused" else None
         self.bus.publish(SessionEvent(state=new, reason=reason))
 
-    def finish(self, reason: str, detail: str = "") -> None:
+    def finish(self, reason: str, detail: str) -> None:
+        """Finish the session: ``detail`` says which rule decided it (every stop has one)."""
         if self.finished:
             return
         self.state.stop_reason = reason
@@ -459,6 +467,11 @@ class Dialogue:
             audience=list(audience) if audience is not None else None,
             data=generated.data if generated else None,
             data_error=generated.data_error if generated else None,
+            finish_reason=(
+                generated.finish_reason
+                if generated is not None and generated.finish_reason in CUT_FINISHES
+                else None
+            ),
         )
 
     def _message_event(self, message: TranscriptMessage) -> MessageEvent:
@@ -479,6 +492,7 @@ class Dialogue:
             audience=message.audience,
             data=message.data,
             data_error=message.data_error,
+            finish_reason=message.finish_reason,
         )
 
     async def speak(self, plan: TurnPlan) -> Spoken:
@@ -536,12 +550,31 @@ class Dialogue:
         )
         if plan.begin and plan.step_id is not None:
             self.state.pointer.begin(plan.step_id)
+        watched = generated is not None and plan.watched
+        stall = stalls.assess(self.state.transcript.messages, message) if watched else None
         self.state.transcript.add(message)
         events: list[Event] = [self._message_event(message)]
+        if stall is not None:
+            events.append(WarningEvent(message=self._stall_notice(stall)))
         if plan.decide is not None:
             events.extend(plan.decide(message, started))
+        stalled = stall is not None and stall.stalled
+        detail = stall.detail() if stall is not None and stall.stalled else ""
+        if stalled and self.engine is not None and self.state.concluding is None:
+            self.state.concluding = Concluding(stalls.STALLED, detail)  # after a final step
         await self.emit(events, message)
-        return Spoken(message, generated=generated is not None)
+        if stalled and self.engine is None and self.director is not None:
+            self.finish(stalls.STALLED, detail)
+        return Spoken(message, generated=generated is not None, stalled=stalled)
+
+    def _stall_notice(self, stall: stalls.Stall) -> str:
+        """The ``system/warning`` of a near reply (real-models.md, Stalls)."""
+        text = stall.near.describe()
+        if not stall.stalled:
+            return text
+        if self.engine is not None or self.director is not None:
+            return f"{text}; the second such reply in a row: the run stops ({stalls.STALLED})"
+        return f"{text}; the second such reply in a row: the exchange ends, over to the human"
 
     async def emit(self, events: list[Event], message: TranscriptMessage | None = None) -> None:
         """Stamp; store (one transaction), then run the commit hooks (memory files); deliver.

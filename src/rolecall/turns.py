@@ -217,7 +217,7 @@ def director_plan(host: Host, director: Director) -> Next:
         return [record, *caused]
 
     async def then(spoken: Spoken) -> Next:
-        if spoken.message is not None:
+        if spoken.message is not None and not host.finished:  # (a stall finishes it)
             for hook in host.message_hooks:
                 await hook(host, spoken.message)
         return None
@@ -294,7 +294,12 @@ async def extra_turn(
     budgets forbid it or the generation failed.
     """
     plan = TurnPlan(
-        role_id, target, step_id=step_id, instruction=instruction, finish_on_budget=False
+        role_id,
+        target,
+        step_id=step_id,
+        instruction=instruction,
+        finish_on_budget=False,
+        watched=False,
     )
     return (await host.speak(plan)).message
 

@@ -11,7 +11,7 @@ import pytest
 
 import rolecall
 from rolecall.llm.offline import OfflineModel
-from rolecall.llm.types import GenerationRequest, StreamItem
+from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
@@ -59,6 +59,11 @@ class Counting:
         else:
             self.turns.append(request)
         async for item in self.model.stream(request):
+            if isinstance(item, Usage) and request.info.purpose == "turn":
+                # words of this turn's own: over 2000 turns the offline model says the
+                # same things again, which would be a stall (real-models.md)
+                n = request.info.turn
+                yield TextDelta(" (" + " ".join(f"t{n}w{i}" for i in range(8)) + ")")
             yield item
 
 

@@ -369,9 +369,9 @@ def test_a_broken_role_file_is_a_problem_naming_that_file_and_its_line(tmp_path:
         at(1, "empty_list") + f"{mapping} list",
         at(2, "nope") + f"{mapping} bool",
         at(3, "mine") + "line 2, column 1: foo: unknown field (fields: id, name, description, "
-        "system_prompt, style, constraints, model, temperature, max_tokens, api_base, "
-        "api_key_env, script, price, transport, respond, tools, approve, knowledge, knowledge_top_k, "
-        "sees, output)",
+        "system_prompt, style, constraints, model, temperature, max_tokens, max_reply_tokens, "
+        "api_base, api_key_env, script, price, transport, respond, tools, approve, knowledge, "
+        "knowledge_top_k, sees, output)",
         at(3, "mine") + "line 3, column 1: temperature: input should be less than or equal to 2 "
         "(got 9)",
         at(4, "twice") + "line 3, column 1: name: duplicate key (also at line 1)",
@@ -392,8 +392,9 @@ def test_roles_show_and_list_name_a_broken_role_file(
     assert err == (
         f"rolecall: {roles / 'mine.yaml'}: 2 problems\n"
         "  line 2, column 1: foo: unknown field (fields: id, name, description, system_prompt, "
-        "style, constraints, model, temperature, max_tokens, api_base, api_key_env, script, "
-        "price, transport, respond, tools, approve, knowledge, knowledge_top_k, sees, output)\n"
+        "style, constraints, model, temperature, max_tokens, max_reply_tokens, api_base, "
+        "api_key_env, script, price, transport, respond, tools, approve, knowledge, "
+        "knowledge_top_k, sees, output)\n"
         "  line 3, column 1: temperature: input should be less than or equal to 2 (got 9)\n"
     )
     code, _, err = call(capsys, "roles", "show", "listed")

@@ -107,7 +107,9 @@ REASONS = [
         [long_line("ca"), "Fair point. " + long_line("cb")],
         4,
     ),
-    ("stalemate_repetition", [long_line("same")], [long_line("same")], 4),
+    # the same keywords in another order: the mode's stalemate, not a stall of near-identical
+    # replies (real-models.md), which each debater repeating its own line also is at turn 4
+    ("stalemate_repetition", [long_line("same")], [" ".join(long_line("same").split()[::-1])], 4),
     ("stalemate_disengagement", ["{speaker} turn {n}."], ["{speaker} turn {n}!"], 4),
     ("max_turns", [long_line("p{n}")], [long_line("c{n}")], 6),
 ]

@@ -122,7 +122,10 @@ def test_numbers_beyond_the_scale_break_the_contract(text: str, why: str) -> Non
 
 async def test_a_deeply_nested_judge_reply_is_retried_then_ignored() -> None:
     deep = '{"scores": ' * 2000 + "1" + "}" * 2000
-    world = world_from(judged_world([deep], {"role": "judge", "after": ["two"]}))
+    data = judged_world([deep], {"role": "judge", "after": ["two"]})
+    # the parser's own guard, not the reply cap or hygiene's repetition cut (real-models.md)
+    data["settings"] = {"reply_hygiene": "off", "max_reply_tokens": 10000}
+    world = world_from(data)
     session, rec = await run_flow(world)
     judges = rec.of("system", "judge")
     assert judges and not any(j.valid for j in judges)

@@ -154,14 +154,15 @@ def test_max_cost_stops_a_preset_before_the_first_call(
     args = parser().parse_args(
         [
             *(command, "Cities should ban cars", "--model", "openai/gpt-4o-mini"),
-            *("--max-cost", "0.001", "--json", "--data-dir", str(data_dir)),
+            # the next call's estimate counts its reply cap (1024 tokens, real-models.md)
+            *("--max-cost", "0.0001", "--json", "--data-dir", str(data_dir)),
         ]
     )
     run = run_debate if command == "debate" else run_consensus
     assert run(args) == 0
     events = records(capsys.readouterr().out)
     assert events[-1]["type"] == "stop" and events[-1]["reason"] == "max_cost"
-    assert "exceeds max_cost $0.001" in str(events[-1]["detail"])
+    assert "exceeds max_cost $0.0001" in str(events[-1]["detail"])
     assert [e for e in events if e["type"] == "message"] == []
     assert loopback.requests == []  # the budget was checked before the call
 

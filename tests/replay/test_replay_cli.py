@@ -143,3 +143,30 @@ def test_a_miss_is_said_once(cli: Cli, tmp_path: Path) -> None:
     missed = cli.run("run", "classroom", "--replay", "--replay-file", str(store), "-q")
     assert missed.returncode == 1
     assert missed.stderr.count("no recorded call for role teacher, step intro") == 1, missed.stderr
+
+
+def test_a_reply_cut_by_hygiene_is_recorded_as_read_and_replays_the_same_cut(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """real-models.md: a cut closes the model's stream before its usage; the recording
+    keeps what was read, and the replay cuts it the same way."""
+    store = tmp_path / "calls.jsonl"
+    loop = "The tide comes in and the tide goes out again. " * 20
+    with OpenAITestServer() as server:
+        server.queue(Reply("What is a tide?"), Reply(loop))
+        world = provider_world(tmp_path, server.base_url)
+        recorded = cli.run(
+            "run", str(world), "--json", "--record", "--replay-file", str(store), REPLAY_KEY=SECRET
+        )
+        assert recorded.returncode == 0, recorded.stderr
+    said = "The tide comes in and the tide goes out again."
+    assert transcript(recorded.stdout)[1][2] == f"{said} {said}"
+    replayed = cli.run("run", str(world), "--json", "--replay", "--replay-file", str(store))
+    assert replayed.returncode == 0, replayed.stderr
+    assert transcript(replayed.stdout) == transcript(recorded.stdout)
+    assert chunks(replayed.stdout) == chunks(recorded.stdout)
+    trims = [(e["kind"], e["removed"]) for e in events(replayed.stdout) if e["type"] == "trim"]
+    assert trims == [
+        (e["kind"], e["removed"]) for e in events(recorded.stdout) if e["type"] == "trim"
+    ]
+    assert [kind for kind, _ in trims] == ["repetition"]

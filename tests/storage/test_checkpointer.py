@@ -18,13 +18,23 @@ from tests.helpers import world_from
 pytestmark = pytest.mark.anyio
 
 
+FIVE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo")
+
+
 def world(turns: int) -> dict[str, object]:
     return {
         "name": "cp",
         "topic": "testing",
         "model": "scripted",
         "settings": {"max_turns": turns},
-        "roles": [{"id": "a", "script": ["checkpoint me, turn {n}, " + "words " * 40]}],
+        # five different lines in turn: no reply is nearly identical to one of the four
+        # before it (a stall, real-models.md)
+        "roles": [
+            {
+                "id": "a",
+                "script": ["checkpoint me, turn {n}, " + f"{w} " * 40 for w in FIVE_WORDS],
+            }
+        ],
         "flow": {"steps": [{"id": "s", "speaker": "a", "loop": {"to": "s", "max": 10000}}]},
     }
 

@@ -23,7 +23,14 @@ def _world(folder: Path, text: str) -> Path:
                 "name": "long",
                 "topic": "t",
                 "model": "scripted",
-                "roles": [{"id": "a", "script": [text]}, {"id": "b", "script": ["short one"]}],
+                # the text cycles through 97 words: reply hygiene would end it as a
+                # repetition (real-models.md); this is about storing a long reply
+                "settings": {"reply_hygiene": "off"},
+                "roles": [
+                    # a reply past the default cap of 1024 tokens (real-models.md)
+                    {"id": "a", "script": [text], "max_reply_tokens": 1_000_000},
+                    {"id": "b", "script": ["short one"]},
+                ],
                 "flow": {"steps": [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "b"}]},
             }
         ),

@@ -31,6 +31,7 @@ from rolecall.bus.events import (
     ToolCallEvent,
     ToolResultEvent,
     Topic,
+    TrimEvent,
     TurnLimitEvent,
     WarningEvent,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "ToolCallEvent",
     "ToolResultEvent",
     "Topic",
+    "TrimEvent",
     "TurnLimitEvent",
     "WarningEvent",
     "utc_now",

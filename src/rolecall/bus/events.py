@@ -127,6 +127,9 @@ class MessageEvent(_Event):
     # valid (then data is null); both left out for other messages
     data: Annotated[Any, Field(exclude_if=lambda v: v is None)] = None
     data_error: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
+    # real-models.md: why the reply ended when it was cut (length, other_speaker,
+    # repetition); left out for a reply that ended by itself
+    finish_reason: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 class ToolCallEvent(_Event):
@@ -262,6 +265,7 @@ class PassEvent(_Event):
     type: Literal["pass"] = "pass"
     agent: str
     message_id: str | None = None
+    reason: str = ""  # the rule that decided it (chat.md, Passing)
 
 
 class RespondEvent(_Event):
@@ -299,6 +303,20 @@ class SelectionEvent(_Event):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+
+
+class TrimEvent(_Event):
+    """Text reply hygiene took out of a reply (real-models.md): ``kind`` ``tag``,
+    ``other_speaker`` or ``repetition``; ``removed`` in full; ``shown``: how many of its
+    first characters had already been streamed (``sse/chunk``), which a live display
+    marks as cut. The message never holds the removed text."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["trim"] = "trim"
+    message_id: str
+    kind: Literal["tag", "other_speaker", "repetition"]
+    removed: str
+    shown: int = 0
 
 
 class WarningEvent(_Event):
@@ -428,6 +446,7 @@ Event = Annotated[
     | Annotated[PassEvent, Tag("system/pass")]
     | Annotated[RespondEvent, Tag("system/respond")]
     | Annotated[SelectionEvent, Tag("system/selection")]
+    | Annotated[TrimEvent, Tag("system/trim")]
     | Annotated[WarningEvent, Tag("system/warning")]
     | Annotated[ErrorEvent, Tag("system/error")]
     | Annotated[LogEvent, Tag("system/log")]
@@ -556,6 +575,8 @@ def _payload(event: BaseModel) -> str | None:
             continue
         if name == "data" and value is None and event.__dict__.get("data_error") is None:
             continue  # null only beside its error
+        if value is None and name == "finish_reason" and type(event) is MessageEvent:
+            continue  # a message's, left out unless the reply was cut
         if kind is str:
             text = encode_basestring(value)
         elif kind is int:

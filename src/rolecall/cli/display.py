@@ -21,6 +21,7 @@ from rolecall.cli.palette import Palette, header, terminal_width, tokens, use_co
 from rolecall.cli.render import (
     Renderer,
     condition_line,
+    cut_note,
     nobody_note,
     respond_note,
     summary_lines,
@@ -277,6 +278,15 @@ class TerminalDisplay(Renderer):
 
     def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
         self._line(self.dim(f"({event.agent} passes the floor to the human)"))
+
+    def on_system_trim(self, envelope: Envelope, event: ev.TrimEvent) -> None:
+        """Live: text already shown and then cut from the reply (real-models.md) is
+        marked; otherwise only the message is shown, and nothing needs saying."""
+        if not self.live or not event.shown:
+            return
+        streamed = "".join(self._streamed)
+        self._streamed = [streamed[: max(0, len(streamed) - event.shown)]]
+        self._line(self.dim(cut_note(event)))
 
     def on_system_respond(self, envelope: Envelope, event: ev.RespondEvent) -> None:
         self._line(self.dim(respond_note(event)))

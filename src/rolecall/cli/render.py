@@ -165,3 +165,11 @@ def condition_line(event: ConditionEvent) -> str:
     """A flow condition as checked (shown with -v)."""
     mark = "✓" if event.result else "·"
     return f"  {mark} {event.context} {event.condition}: {event.detail}"
+
+
+def cut_note(event: Any) -> str:
+    """The mark under a live reply whose end, already shown, was cut (a ``system/trim``
+    with ``shown``): what the stored message leaves out."""
+    what = {"repetition": "repeated text", "other_speaker": "another participant's turn"}
+    kind = what.get(event.kind, event.kind)
+    return f"✂ cut ({kind}): the last {event.shown} characters above are not part of the message"

@@ -64,7 +64,7 @@ class SelectorSite(Protocol):
     state: SessionState
     models: ModelRegistry
 
-    def finish(self, reason: str, detail: str = "") -> None: ...
+    def finish(self, reason: str, detail: str) -> None: ...
 
 
 @dataclass

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from rolecall.llm.caps import add_limits
 from rolecall.llm.retrying import (
     BAD_DATA,
     CONNECTION_FAILED,
@@ -110,8 +111,7 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
         }
         if request.temperature is not None:
             body["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
+        add_limits(body, request, model)
         if request.tools:
             body["tools"] = [t.as_provider_dict() for t in request.tools]
         base = request.api_base or _env("OPENAI_BASE_URL") or _env("OPENAI_API_BASE")

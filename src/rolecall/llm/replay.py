@@ -39,6 +39,8 @@ from rolecall.llm.types import (
     TextDelta,
     ToolCall,
     Usage,
+    estimate_tokens,
+    prompt_tokens,
 )
 from rolecall.paths import read_text
 
@@ -337,29 +339,51 @@ class ReplayModel:
             if self.mode == "replay":
                 raise ProviderRefused(self._miss(request, normal), model=request.model)
         chunks: list[str | dict[str, Any]] = []
-        async for item in self._inner().stream(request):
-            if isinstance(item, TextDelta):
-                chunks.append(item.text)
-            elif isinstance(item, ToolCall):
-                chunks.append({"tool_call": asdict(item)})
-            else:
-                self.store.add(
-                    Recording(
-                        key=key,
-                        n=n,
-                        request=normal,
-                        chunks=chunks,
-                        usage={
+
+        def record(usage: dict[str, Any], finish: str | None) -> None:
+            self.store.add(
+                Recording(
+                    key=key,
+                    n=n,
+                    request=normal,
+                    chunks=chunks,
+                    usage=usage,
+                    finish_reason=finish,
+                    role=request.info.speaker,
+                    step=request.info.step_id,
+                )
+            )
+
+        ended = False
+        inner = self._inner().stream(request)
+        try:
+            async for item in inner:
+                if isinstance(item, TextDelta):
+                    chunks.append(item.text)
+                elif isinstance(item, ToolCall):
+                    chunks.append({"tool_call": asdict(item)})
+                else:
+                    ended = True
+                    record(
+                        {
                             "input_tokens": item.input_tokens,
                             "output_tokens": item.output_tokens,
                             "cost_usd": item.cost_usd,
                         },
-                        finish_reason=item.finish_reason,
-                        role=request.info.speaker,
-                        step=request.info.step_id,
+                        item.finish_reason,
                     )
-                )
-            yield item
+                yield item
+        except GeneratorExit:
+            # closed by its reader before its usage (reply hygiene cut the reply,
+            # real-models.md): what was read is the call, and replays cut the same way
+            if not ended and chunks:
+                text = "".join(c for c in chunks if isinstance(c, str))
+                tokens = {"output_tokens": estimate_tokens(text), "cost_usd": None}
+                record({"input_tokens": prompt_tokens(request.messages), **tokens}, None)
+            closing = getattr(inner, "aclose", None)
+            if closing is not None:  # the model's own stream (its connection) closes now
+                await closing()
+            raise
 
     def _miss(self, request: GenerationRequest, normal: dict[str, Any]) -> str:
         info = request.info

@@ -145,6 +145,9 @@ class GenerationRequest:
     references: tuple[Reference, ...] = ()  # the turn's retrieved passages, best first
     # a role's `output:` (selection.md): the JSON Schema its reply must match
     output_schema: dict[str, Any] | None = None
+    # real-models.md: where another participant's turn would begin (reply hygiene);
+    # sent to providers that take stop sequences, the cut applied to the stream either way
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -45,6 +45,9 @@ class TranscriptMessage(BaseModel):
     # selection.md: a role with `output:`: the parsed JSON reply, or why it is not valid
     data: Any = Field(default=None, exclude_if=lambda v: v is None)
     data_error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # real-models.md: why a cut reply ended (length, other_speaker, repetition); left
+    # out for a reply that ended by itself
+    finish_reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PendingReply(BaseModel):

@@ -32,6 +32,7 @@ from rolecall.bus import (
     WarningEvent,
 )
 from rolecall.generation import Generated, Generator
+from rolecall.llm.hygiene import Participants
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import ChatMessage, GenerationRequest, ToolCall, ToolDef
 from rolecall.session.state import SessionState
@@ -140,6 +141,7 @@ async def generate_with_tools(
     loop_iteration: int | None,
     reply_to: str | None,
     audience: Sequence[str] | None = None,
+    hygiene: Participants | None = None,
 ) -> Generated:
     """The turn's generation with the role's tools; its final text, summed usage, and
     the ids of the calls made. Raises GenerationFailed as one generation does."""
@@ -185,6 +187,7 @@ async def generate_with_tools(
             draft_id=site.state.next_draft_id(),
             counted=(record["input_tokens"], record["output_tokens"]),
             audience=audience,
+            hygiene=hygiene,
         )
         first = False
         _add_usage(record, generated)
@@ -199,6 +202,7 @@ async def generate_with_tools(
                 record["seconds"],
                 None if cost is None else cost,
                 tool_calls=ids,
+                finish_reason=generated.finish_reason,
             )
         rnd: dict[str, Any] = {"text": generated.text, "calls": []}
         rounds.append(rnd)

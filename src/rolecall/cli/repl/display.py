@@ -11,6 +11,7 @@ from rolecall.cli.palette import Palette, header, terminal_width, tokens
 from rolecall.cli.render import (
     Renderer,
     condition_line,
+    cut_note,
     nobody_note,
     respond_note,
     summary_lines,
@@ -275,6 +276,24 @@ class ReplDisplay(Renderer):
 
     def on_messages_tool_result(self, envelope: Envelope, event: ev.ToolResultEvent) -> None:
         self.note(self.tool_result(event))
+
+    def on_system_trim(self, envelope: Envelope, event: ev.TrimEvent) -> None:
+        """Text shown and then cut from the live reply (real-models.md): taken back when
+        it is still held (a preview, the line not yet printed), else marked."""
+        live = self.live
+        if live is None or live.message_id != event.message_id or not event.shown:
+            return
+        text = "".join(live.text)
+        live.text = [text[: max(0, len(text) - event.shown)]]
+        if live.header:  # preview: shown whole when it ends, as the message
+            held = "".join(live.parts)
+            live.parts = [held[: max(0, len(held) - event.shown)]]
+            return
+        if event.shown <= len(live.partial):  # not printed yet
+            live.partial = live.partial[: len(live.partial) - event.shown]
+            return
+        live.partial = ""  # the rest of the cut text
+        self._put(self.palette.bar(live.sender) + self.palette.dim(cut_note(event)))
 
     def on_system_pass(self, envelope: Envelope, event: ev.PassEvent) -> None:
         self.note(f"  ({event.agent} passes the floor to you)")

@@ -152,6 +152,36 @@
     if (thinking) thinking.textContent = nameOf(ev.sender) + " is writing…";
   }
 
+  // reply hygiene (real-models.md): text streamed and then cut from the reply is struck
+  // through while the reply streams; the finished message (rendered by the server) says
+  // how much was shown and cut, on this page only (a stored message is only the message)
+  const cutShown = new Map();
+  function streamTrim(ev) {
+    const body = streaming.get(ev.message_id);
+    if (!body || !ev.shown) return;
+    const all = body.textContent;
+    const keep = all.slice(0, Math.max(0, all.length - ev.shown));
+    body.textContent = keep;
+    const struck = document.createElement("del");
+    struck.className = "cut";
+    struck.title = "cut (" + ev.kind + "): not part of the message";
+    struck.textContent = all.slice(keep.length);
+    body.append(struck);
+    cutShown.set(ev.message_id, ev);
+  }
+  function cutNote(id) {
+    const ev = cutShown.get(id);
+    const art = document.getElementById(id);
+    const head = art && art.querySelector("header");
+    if (!ev || !head) return;
+    cutShown.delete(id);
+    const note = document.createElement("span");
+    note.className = "where cut-note";
+    const what = ev.kind === "repetition" ? "repeated text" : ev.kind === "other_speaker" ? "another participant's turn" : ev.kind;
+    note.textContent = "✂ " + ev.shown + " characters shown while streaming were cut (" + what + ")";
+    head.append(" ", note);
+  }
+
   // a cancelled or failed generation: its element becomes the draft it is kept as and
   // gives up the message id, which the next message takes ([mN] names one message)
   function streamError(ev) {
@@ -202,6 +232,7 @@
       const old = document.getElementById(ev.message_id);
       if (old && fresh) old.replaceWith(fresh);
       showRetry(); // as the session stands now, not as when the server rendered it
+      cutNote(ev.message_id);
       // Retry is for the latest answer only
       thread.querySelectorAll("form.retry").forEach((f) => {
         if (!f.closest("#" + CSS.escape(ev.message_id))) f.remove();
@@ -388,6 +419,7 @@
     if (ev.topic === "sse" && ev.type === "start") streamStart(ev);
     else if (ev.topic === "sse" && ev.type === "chunk") streamChunk(ev);
     else if (ev.topic === "sse" && ev.type === "error") streamError(ev);
+    else if (ev.topic === "system" && ev.type === "trim") streamTrim(ev);
     else if (ev.topic === "messages" && ev.type === "message") messageDone(ev);
     else if (ev.topic === "messages" && ev.type === "tool_call") toolCall(ev);
     else if (ev.topic === "messages" && ev.type === "tool_result") toolResult(ev);
