@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     .venv/bin/python scripts/bench.py [--quick] [--only NAME ...] [--out FILE]
     .venv/bin/python scripts/bench.py --compare autogen [--only NAME ...]
+    .venv/bin/python scripts/bench.py --peers        # or --only cpu_per_reply
     .venv/bin/python scripts/bench.py --scale [NAME ...] [--sizes N ...] [--where PART ...]
 
 Benchmarks (see docs/performance.md for what every figure means):
@@ -28,6 +29,11 @@ Benchmarks (see docs/performance.md for what every figure means):
 ``--compare autogen`` runs the same 3-agent round robin in AutoGen (installed in a
 separate virtualenv under ``~/.cache/rolecall-bench``, never in rolecall's) and in
 rolecall, and reports the per-turn ratio; alone unless ``--only`` names benchmarks too.
+
+``--peers`` runs ``cpu_per_reply`` (scripts/bench_cpu.py): the marginal CPU of a 50-word
+streamed reply of rolecall (``client: http`` and ``litellm``), a bare litellm loop,
+AutoGen and AG2 (each peer in a virtualenv of its own under ``~/.cache/rolecall-bench``)
+against one loopback server, in one run; alone unless ``--only`` names benchmarks too.
 
 Only the JSON document goes to stdout; progress goes to stderr. Every target is
 reported with ``"met": true/false``; missing a target never changes the exit code
@@ -1581,11 +1587,13 @@ def bench_shared_store(quick: bool) -> Bench:
 
 
 # ----------------------------------------------------------------- comparison: AutoGen
-AUTOGEN_PINS = ("autogen-agentchat==0.7.5", "autogen-ext==0.7.5")
+# [openai]: the OpenAI client of the cpu_per_reply benchmark (--peers)
+AUTOGEN_PINS = ("autogen-agentchat==0.7.5", "autogen-ext[openai]==0.7.5")
 AUTOGEN_SCRIPT = Path(__file__).resolve().parent / "bench_autogen.py"
 INSTALL_TIMEOUT = 900.0  # seconds for creating the virtualenv, then for pip install
 AUTOGEN_PROBE = (
-    "import json, autogen_agentchat.teams, autogen_ext.models.replay; "
+    "import json, autogen_agentchat.teams, autogen_ext.models.replay, "
+    "autogen_ext.models.openai; "
     "from importlib.metadata import version; "
     "print(json.dumps({n: version(n) for n in ('autogen-agentchat', 'autogen-ext')}))"
 )
@@ -1623,7 +1631,7 @@ def autogen_versions(python: Path) -> dict[str, str] | None:
 
 
 def is_pinned(versions: dict[str, str] | None) -> bool:
-    wanted = dict(pin.split("==") for pin in AUTOGEN_PINS)
+    wanted = {Requirement(pin).name: str(Requirement(pin).specifier)[2:] for pin in AUTOGEN_PINS}
     return versions is not None and all(versions.get(k) == v for k, v in wanted.items())
 
 
@@ -2185,6 +2193,19 @@ def _first_token(quick: bool) -> Bench:
 # run with --latency: loopback providers, and rolecall (and litellm) started many times
 LATENCY: dict[str, Callable[[bool], Bench]] = {"first_token": _first_token}
 
+
+def _cpu_per_reply(quick: bool) -> Bench:
+    """scripts/bench_cpu.py: CPU per reply against a bare litellm loop, AutoGen and AG2."""
+    bench: Bench = sibling("bench_cpu").bench_cpu_per_reply(
+        quick, Bench, ensure_autogen, Unavailable, progress
+    )
+    return bench
+
+
+# run with --peers (or --only cpu_per_reply): installs AutoGen and AG2 in venvs of their
+# own, and starts litellm (seconds of CPU to import) several times
+PEERS: dict[str, Callable[[bool], Bench]] = {"cpu_per_reply": _cpu_per_reply}
+
 # run with --web: it starts `rolecall web` on loopback with many stored sessions
 WEB: dict[str, Callable[[bool], Bench]] = {"web": _web}
 
@@ -2231,6 +2252,7 @@ def run_one(name: str, quick: bool) -> Bench:
         or SCALE.get(name)
         or WEB.get(name)
         or LATENCY.get(name)
+        or PEERS.get(name)
         or COMPARISONS[name.removeprefix("compare_")]
     )
     try:
@@ -2280,9 +2302,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=list(BENCHMARKS),
+        choices=[*BENCHMARKS, *PEERS],
         metavar="NAME",
-        help=f"run only these: {', '.join(BENCHMARKS)}",
+        help=f"run only these: {', '.join([*BENCHMARKS, *PEERS])}",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
     parser.add_argument(
@@ -2333,6 +2355,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "token, CPU per reply, command to first token; http and litellm against raw "
         "aiohttp); alone unless --only names others too",
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="cpu_per_reply: CPU per 50-word reply of rolecall (http, litellm) against a "
+        "bare litellm loop, AutoGen and AG2 (installed in venvs under ~/.cache/rolecall-bench) "
+        "on one loopback server; alone unless --only names others too",
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)  # memory_rss's child
     args = parser.parse_args(argv)
     sessions = args.scale is not None and (not args.scale or "sessions" in args.scale)
@@ -2354,8 +2383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     meter = CpuMeter()
     scale = args.scale is not None
-    alone = args.only or args.compare or scale or args.web or args.latency
+    alone = args.only or args.compare or scale or args.web or args.latency or args.peers
     names = [n for n in BENCHMARKS if (args.only and n in args.only) or not alone]
+    names.extend(n for n in PEERS if args.peers or (args.only and n in args.only))
     if scale:
         names.extend(n for n in SCALE if not args.scale or n in args.scale)
     SESSIONS_OPTIONS.clear()

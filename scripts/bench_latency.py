@@ -50,7 +50,7 @@ FIRST = re.compile(rb"tok(\d+)_0\b")  # a first token (never "output_tokens", a 
 
 
 # ----------------------------------------------------------------------------- server
-async def serve(gap: float) -> None:
+async def serve(gap: float, chunks: int = CHUNKS) -> None:
     from aiohttp import web
 
     first_sent: list[int] = []
@@ -61,7 +61,11 @@ async def serve(gap: float) -> None:
         body: dict[str, Any] = {"id": "lat", "object": "chat.completion.chunk", "model": model}
         body["choices"] = choices
         if delta is None:
-            body["usage"] = {"prompt_tokens": 11, "completion_tokens": CHUNKS, "total_tokens": 15}
+            body["usage"] = {
+                "prompt_tokens": 11,
+                "completion_tokens": chunks,
+                "total_tokens": 11 + chunks,
+            }
         return f"data: {json.dumps(body)}\n\n".encode()
 
     async def completions(request: web.Request) -> web.StreamResponse:
@@ -70,7 +74,7 @@ async def serve(gap: float) -> None:
         reply = len(arrived) - 1
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for k in range(CHUNKS):
+        for k in range(chunks):
             if k:
                 await asyncio.sleep(gap)
             chunk = event(model, {"content": f"{MARK}{reply}_{k} "}, finish_reason=None)
@@ -342,9 +346,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def _server(gap: float) -> tuple[subprocess.Popen[str], str]:
+def _server(gap: float, chunks: int = CHUNKS) -> tuple[subprocess.Popen[str], str]:
     server = subprocess.Popen(
-        [sys.executable, __file__, "serve", str(gap)],
+        [sys.executable, __file__, "serve", str(gap), str(chunks)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert server.stdout is not None
@@ -662,8 +666,8 @@ def bench_first_token(quick: bool, bench_cls: Any) -> Any:
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
-        asyncio.run(serve(float(sys.argv[2])))
+        asyncio.run(serve(float(sys.argv[2]), int(sys.argv[3]) if sys.argv[3:] else CHUNKS))
     elif sys.argv[1] == "floor":
         asyncio.run(floor(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:] == ["lines"]))
     else:
-        sys.exit(f"usage: {sys.argv[0]} serve GAP | floor URL N DB [lines]")
+        sys.exit(f"usage: {sys.argv[0]} serve GAP [CHUNKS] | floor URL N DB [lines]")

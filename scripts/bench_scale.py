@@ -616,13 +616,11 @@ def bench_sessions(
         ]
         if part == "nats2":
             details[f"s{n}_nats_cpu_s"] = run["cpu_s"]
-    if "s200_nats2_fraction_of_ideal" in b.figures and not quick:
-        b.target(
-            "s200_nats2_fraction_of_ideal",
-            0.75,
-            "issue 39: 200 sessions on 2 workers at ≥ 75% of ideal on this 2-CPU machine",
-            op=">=",
-        )
+            workers = sum(v for k, v in run["cpu_s"].items() if k.startswith("worker"))
+            b.add(f"s{n}_nats2_worker_replies_per_cpu_s", done / max(workers, 1e-9), "replies/s")
+    # issue 50, decision 6: the "200 sessions on 2 workers at >= 75% of ideal" target is
+    # retired (the machine's two CPUs also run the provider); what a worker's CPU gives is
+    # reported instead: replies per CPU-second of a worker (sN_nats2_worker_replies_per_cpu_s)
     b.details = details
     b.method = {
         "sessions": f"{', '.join(map(str, sizes))} sessions at once, each of {replies} replies "

@@ -250,3 +250,17 @@ def test_sessions_options_need_the_sessions_benchmark() -> None:
     )
     assert proc.returncode == 2
     assert "--sizes" in proc.stderr and "--scale sessions" in proc.stderr
+
+
+def test_cpu_per_reply_is_asked_for_by_name_or_peers_never_by_default() -> None:
+    """`cpu_per_reply` installs AutoGen and AG2 in venvs of their own and imports litellm
+    (seconds of CPU) in several processes: chosen with `--peers` or `--only`, never part
+    of the default or `--quick` run (the quick report above has exactly BENCHMARKS)."""
+    bench = load_bench_module()
+    assert bench.parse_args(["--only", "cpu_per_reply"]).only == ["cpu_per_reply"]
+    assert bench.parse_args(["--peers"]).peers is True
+    assert "cpu_per_reply" in bench.PEERS and "cpu_per_reply" not in bench.BENCHMARKS
+    # AutoGen's pins name the extra its OpenAI client needs, and still compare by name
+    assert "autogen-ext[openai]==0.7.5" in bench.AUTOGEN_PINS
+    assert bench.is_pinned({"autogen-agentchat": "0.7.5", "autogen-ext": "0.7.5"})
+    assert not bench.is_pinned({"autogen-agentchat": "0.7.5", "autogen-ext": "0.7.4"})
