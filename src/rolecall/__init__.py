@@ -19,7 +19,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rolecall import mode_registry as _mode_registry
 from rolecall.version import __version__
+
+
+def _load_mode(module: str) -> None:
+    """Import ``rolecall.modes.<module>`` (it registers itself). The bottom-layer mode
+    registry is given this loader here, at the root above every layer, so that no
+    module of a lower layer imports a higher one, by statement or through importlib."""
+    importlib.import_module(f"rolecall.modes.{module}")
+
+
+_mode_registry.set_loader(_load_mode)
 
 # public name -> module it lives in
 _EXPORTS: dict[str, str] = {
