@@ -36,7 +36,7 @@ _mode_registry.set_loader(_load_mode)
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("load_world", "open_session", "resume", "run"), "rolecall.api.entry"),
     **dict.fromkeys(("Session", "Result"), "rolecall.api.session"),
-    "Sink": "rolecall.api.compose",
+    "Sink": "rolecall.api.opening",
     "SessionStore": "rolecall.storage.port",
     "MemoryStore": "rolecall.storage.in_memory",
     "SqliteStore": "rolecall.storage.sqlite",
@@ -161,8 +161,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from rolecall.api.compose import Sink
     from rolecall.api.entry import load_world, open_session, resume, run
+    from rolecall.api.opening import Sink
     from rolecall.api.session import Result, Session
     from rolecall.bus import (
         AgentEvent,

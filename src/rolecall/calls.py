@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # imported when a world uses them (start-up stays lean)
     from rolecall.knowledge.summary import Summary
 
 RequestHook = Callable[[], Awaitable[None]]
-"""Awaited before a model is asked for a message (see ``Session.request_hooks``), unless
+"""Awaited before a model is asked for a message (see :attr:`CallSite.request_hooks`), unless
 asking it again would cost nothing (``repeatable``, see
 :class:`rolecall.llm.protocol.ChatModel`)."""
 
@@ -74,7 +74,7 @@ class CallSite(Protocol):
 
 
 async def call_model(
-    self: CallSite,
+    site: CallSite,
     role: Role,
     target: TranscriptMessage | None,
     *,
@@ -88,19 +88,19 @@ async def call_model(
     Over a budget the session finishes (``finish_on_budget``); a failed or cancelled
     generation keeps its partial text as a draft and pauses the session.
     """
-    world = self.world
-    transcript = self.state.transcript
-    system = self.system_texts.get(role.id)
+    world = site.world
+    transcript = site.state.transcript
+    system = site.system_texts.get(role.id)
     if system is None:
-        system = self.system_texts[role.id] = system_text(world, role)
+        system = site.system_texts[role.id] = system_text(world, role)
     message_id = transcript.next_id()
     context: list[str] = []
     references: tuple[Reference, ...] = ()
     found = None
-    if role.knowledge and self.knowledge is not None:
+    if role.knowledge and site.knowledge is not None:
         from rolecall.knowledge.turn import retrieve
 
-        found = retrieve(self.knowledge, world, role, target, instruction, message_id)
+        found = retrieve(site.knowledge, world, role, target, instruction, message_id)
         if found.block is not None:
             context.append(found.block)
             references = found.references
@@ -111,7 +111,7 @@ async def call_model(
         lore = lore_for(world, role, transcript, target, message_id)
     if lore is not None and lore.block is not None:
         context.append(lore.block)
-    memory_start = self.state.memory_start.get(role.id, 0)
+    memory_start = site.state.memory_start.get(role.id, 0)
     summary: Summary | None = None
     window: int | None = None
     settings = world.settings
@@ -122,7 +122,7 @@ async def call_model(
         fixed += estimate_tokens(turn_text(world, role, target, instruction)) + 12
         if target is not None:
             fixed -= (len(target.content) + 3) // 4  # quoted, not in the memory
-        memory_start, summary = await fold(self, role, memory_start, fixed, settings.context_tokens)
+        memory_start, summary = await fold(site, role, memory_start, fixed, settings.context_tokens)
         window = len(transcript)
     prompt = build_prompt(
         world,
@@ -136,8 +136,8 @@ async def call_model(
         summary=summary.as_prompt() if summary is not None else None,
         window=window,
     )
-    model_name = self.model_name(role)
-    model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
+    model_name = site.model_name(role)
+    model = site.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
     next_cost: float | None = 0.0
     if settings.max_tokens is None and settings.max_cost is None:
@@ -157,7 +157,7 @@ async def call_model(
     blocked = budget_block(settings, transcript, next_input, next_cost, why)
     if blocked is not None:
         if finish_on_budget:
-            self.finish(*blocked)
+            site.finish(*blocked)
         return None
     request = GenerationRequest(
         model=model_name,
@@ -174,7 +174,7 @@ async def call_model(
             step_id=step_id,
             target_name=(
                 world.role(target.sender).display_name
-                if target is not None and target.sender in self.role_ids
+                if target is not None and target.sender in site.role_ids
                 else None
             ),
         ),
@@ -186,22 +186,22 @@ async def call_model(
         retries=settings.retries,
         script=role.script_entries(),
         world_title=world.title or world.name,
-        participants=tuple(self.role_ids),
+        participants=tuple(site.role_ids),
         price=price,
         client=settings.client,
         references=references,
     )
     if found is not None:
-        self.bus.publish(found.event)  # before the model is asked (knowledge.md)
+        site.bus.publish(found.event)  # before the model is asked (knowledge.md)
     for event in lore.events if lore is not None else ():
-        self.bus.publish(event)
-    if self.request_hooks and not getattr(model, "repeatable", False):
-        for hook in self.request_hooks:
+        site.bus.publish(event)
+    if site.request_hooks and not getattr(model, "repeatable", False):
+        for hook in site.request_hooks:
             await hook()
     try:
-        if role.tools and self.tools is not None:
+        if role.tools and site.tools is not None:
             return await generate_with_tools(
-                self,
+                site,
                 role,
                 model,
                 request,
@@ -211,7 +211,7 @@ async def call_model(
                 loop_iteration=loop_iteration,
                 reply_to=target.id if target else None,
             )
-        return await self.generator.generate(
+        return await site.generator.generate(
             model,
             request,
             message_id,
@@ -219,22 +219,22 @@ async def call_model(
             step_id=step_id,
             loop_iteration=loop_iteration,
             reply_to=target.id if target else None,
-            draft_id=self.state.next_draft_id(),
+            draft_id=site.state.next_draft_id(),
         )
     except GenerationFailed as failure:
-        self.state.drafts.append(
+        site.state.drafts.append(
             Draft(
-                id=self.state.next_draft_id(),
+                id=site.state.next_draft_id(),
                 message_id=message_id,
                 sender=role.id,
                 content=failure.partial,
                 reason=failure.reason,
                 step_id=step_id,
-                ts=self.clock(),
+                ts=site.clock(),
             )
         )
         if failure.error is not None:
-            self.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
-            self.log.info("generation_failed", model=request.model, error=str(failure.error))
-        self.pause_now("error" if failure.reason == "error" else "cancelled")
+            site.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
+            site.log.info("generation_failed", model=request.model, error=str(failure.error))
+        site.pause_now("error" if failure.reason == "error" else "cancelled")
         return None
