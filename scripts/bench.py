@@ -71,9 +71,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import rolecall
-from rolecall.api.compose import HandlerSink
 from rolecall.api.entry import open_live
-from rolecall.api.opening import Opening, Sink
+from rolecall.api.opening import HandlerSink, Opening, Sink
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.runner import batch_bus
 from rolecall.cli import logs

@@ -5,9 +5,8 @@ log and the benchmarks open their sessions with ``rolecall.api.entry.open_live``
 ``rolecall.open_session`` / ``resume`` / ``open_served``, which use it) and read and drive
 a ``rolecall.Session`` through its public members (docs/api.md). None of them imports the
 runtime (``rolecall.runtime``, whose ``Dialogue`` is internal), names the runtime's old
-opener (``open_dialogue``), imports what of the composition root reaches into a
-session's store (``api.compose.flush``, ``save_to_file``...: ``Session.flush()`` and
-``Session.save_to()`` are the way), hands ``Opening`` an ``on_created`` hook
+opener (``open_dialogue``), imports the composition root (``rolecall.api.compose``:
+``Session.flush()`` and ``Session.save_to()`` store a session), hands ``Opening`` an ``on_created`` hook
 (``open_live(..., on_created=)`` gives a ``Session``), or reads a member of a session
 that ``Session`` does not offer publicly.
 """
@@ -24,9 +23,9 @@ SRC = Path(rolecall.__file__).parent
 ROOT = SRC.parent.parent
 PUBLIC = {name for name in dir(Session) if not name.startswith("_")}
 OPENER = "open_dialogue"
-BACK_DOOR = {"assemble", "attach_store", "flush", "recorder_of", "save_to_file"}
-"""What of the composition root reaches into a session's store: ``Session.flush()`` and
-``Session.save_to()`` are the way in from outside ``rolecall.api``."""
+COMPOSITION = "rolecall.api.compose"
+"""The composition root: nothing outside ``rolecall.api`` imports it (``Session.flush()``
+and ``Session.save_to()`` store a session; sinks are ``rolecall.api.opening``'s)."""
 
 
 def consumers(src: Path = SRC, scripts: Path = ROOT / "scripts") -> list[Path]:
@@ -55,8 +54,10 @@ def runtime_uses(path: Path) -> list[str]:
                 what = "imports rolecall.runtime"
             elif OPENER in names:
                 what = f"imports {OPENER}"
-            elif node.module == "rolecall.api.compose" and names & BACK_DOOR:
-                what = f"imports rolecall.api.compose.{min(names & BACK_DOOR)}"
+            elif node.module == COMPOSITION or (
+                node.module == "rolecall.api" and "compose" in names
+            ):
+                what = f"imports {COMPOSITION}"
         elif (isinstance(node, ast.Name) and node.id == OPENER) or (
             isinstance(node, ast.Attribute) and node.attr == OPENER
         ):
@@ -169,7 +170,7 @@ def test_the_scans_find_the_runtime_used_and_a_session_read_past_its_surface(
         "app.py:2: imports rolecall.runtime",
         "app.py:3: imports rolecall.runtime",
         "app.py:4: imports open_dialogue",
-        "app.py:5: imports rolecall.api.compose.flush",
+        "app.py:5: imports rolecall.api.compose",
     ]
     assert session_reads(old) == [
         "app.py:9: session.engine",
@@ -177,3 +178,11 @@ def test_the_scans_find_the_runtime_used_and_a_session_read_past_its_surface(
         "app.py:9: session.state",
     ]
     assert runtime_uses(fine) == [] and session_reads(fine) == []
+
+
+def test_nothing_outside_api_imports_the_composition_root() -> None:
+    """Not only the consumers: no module of ``src/rolecall`` outside ``api/``, no script."""
+    paths = [p for p in SRC.rglob("*.py") if "api" not in p.relative_to(SRC).parts[:1]]
+    paths += sorted((ROOT / "scripts").glob("*.py"))
+    found = [hit for path in paths for hit in runtime_uses(path) if COMPOSITION in hit]
+    assert found == [], "\n".join(found)

@@ -11,15 +11,19 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.api.opening import Opening, Sink
-from rolecall.bus import Bus, Envelope, EventBus, Topic, WarningEvent
+# Sink, HandlerSink and ambient_sinks live with the Opening, world_folder with the world;
+# named here too for the tests that import them from the composition root
+from rolecall.api.opening import HandlerSink as HandlerSink
+from rolecall.api.opening import Opening
+from rolecall.api.opening import Sink as Sink
+from rolecall.api.opening import ambient_sinks as ambient_sinks
+from rolecall.bus import Bus, Envelope, EventBus, WarningEvent
 from rolecall.errors import StorageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
@@ -38,30 +42,13 @@ from rolecall.storage.document import (
 from rolecall.storage.port import SessionStore
 from rolecall.storage.recorder import Recorder
 from rolecall.tools.box import open_toolbox
+from rolecall.world.folders import world_folder as world_folder
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
     from rolecall.knowledge.base import KnowledgeBase
 
 log = get_logger(__name__)
-
-
-class HandlerSink:
-    """A sink calling ``handler`` with every envelope of ``topic`` (every topic when None)."""
-
-    def __init__(
-        self, handler: Callable[[Envelope], None], topic: Topic | None = None, *, name: str = ""
-    ) -> None:
-        self.handler = handler
-        self.topic = topic
-        self.name = name
-
-    def attach(self, bus: Bus) -> None:
-        bus.subscribe(self.handler, self.topic, name=self.name)
-
-
-# sinks attached to every session assembled in this context (rolecall.testing.capture_events)
-ambient_sinks: ContextVar[tuple[Sink, ...]] = ContextVar("rolecall_ambient_sinks", default=())
 
 
 def _in_process(session_id: str, first_seq: int) -> Bus:
@@ -201,7 +188,7 @@ async def assemble(world: World, opening: Opening) -> AsyncIterator[Dialogue]:
         register_remote_roles(models, world, link)
     bus = o.bus or (o.transport.bus if o.transport is not None else None)
     store, memory, doc, session_file, source = o.store, o.memory, o.doc, o.session_file, o.source
-    replay = models.replay if models is not None else None  # --record, --replay
+    replay = models.replay  # --record, --replay
     async with open_toolbox(world, source=source or world.name, replay=replay) as tools:
         session = await _new_session(
             world, store, models, o.model_override, session_id=o.session_id, doc=doc, bus=bus
@@ -336,17 +323,3 @@ def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
     from rolecall.knowledge.base import KnowledgeBase
 
     return KnowledgeBase.open(world, knowledge_db(store), world_folder(world))
-
-
-def world_folder(world: World) -> Path | None:
-    """The folder citations of the world's knowledge are shown relative to: the
-    collections' root (the world's folder, once loaded from a file), else the deepest
-    folder holding every path given (``rolecall debate --context FILE``)."""
-    import os
-
-    roots = [c.root for c in world.knowledge.values() if c.root]
-    if not roots:
-        roots = [str(Path(p).parent) for c in world.knowledge.values() for p in c.paths]
-    if not roots or not all(Path(p).is_absolute() for p in roots):
-        return None
-    return Path(os.path.commonpath(roots))

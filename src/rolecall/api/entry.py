@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.api.compose import ambient_sinks, assemble, model_registry
-from rolecall.api.opening import Opening, Sink
+from rolecall.api.compose import assemble, model_registry
+from rolecall.api.opening import Opening, Sink, ambient_sinks
 from rolecall.api.session import Mode, Result, Session
 from rolecall.errors import UsageError
 from rolecall.llm.protocol import ChatModel

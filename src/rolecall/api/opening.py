@@ -1,5 +1,7 @@
 """How a session is opened, as one value: :class:`Opening` (where it is stored, what
-shows it, what carries its events), and :class:`Sink`, what shows or forwards events.
+shows it, what carries its events), and :class:`Sink`, what shows or forwards events
+(:class:`HandlerSink`, a function's; :data:`ambient_sinks`, those of every session
+opened in a context).
 
 :func:`rolecall.api.entry.open_live` opens every session from a world and an
 ``Opening``; what differs between its callers is data here, never wiring of their own.
@@ -8,12 +10,13 @@ shows it, what carries its events), and :class:`Sink`, what shows or forwards ev
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from rolecall.bus import Bus
+    from rolecall.bus import Bus, Envelope, Topic
     from rolecall.llm.registry import ModelRegistry
     from rolecall.memory import MemoryFiles
     from rolecall.nats.transport import Transport
@@ -32,6 +35,24 @@ class Sink(Protocol):
     def attach(self, bus: Bus) -> object:
         """Subscribe to ``bus`` (every event arrives in ``seq`` order, synchronously)."""
         ...
+
+
+class HandlerSink:
+    """A sink calling ``handler`` with every envelope of ``topic`` (every topic when None)."""
+
+    def __init__(
+        self, handler: Callable[[Envelope], None], topic: Topic | None = None, *, name: str = ""
+    ) -> None:
+        self.handler = handler
+        self.topic = topic
+        self.name = name
+
+    def attach(self, bus: Bus) -> None:
+        bus.subscribe(self.handler, self.topic, name=self.name)
+
+
+# sinks attached to every session opened in this context (rolecall.testing.capture_events)
+ambient_sinks: ContextVar[tuple[Sink, ...]] = ContextVar("rolecall_ambient_sinks", default=())
 
 
 @dataclass(frozen=True, kw_only=True)
