@@ -77,9 +77,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import rolecall
-from rolecall.api.compose import HandlerSink, Sink, flush, save_to_file
 from rolecall.api.entry import open_live
-from rolecall.api.opening import Opening
+from rolecall.api.opening import HandlerSink, Opening, Sink
 from rolecall.api.tuning import tune_gc
 from rolecall.batch.runner import batch_bus
 from rolecall.cli import logs
@@ -444,7 +443,7 @@ async def run_attached(
         timings = await _timed_run(session)
         if db is None:
             return timings, None, session
-        await flush(session)
+        await session.flush()
         return timings, await stored_counts(db, session.session_id), session
 
 
@@ -1193,13 +1192,13 @@ async def _save_restore(
     ):
         t0 = time.perf_counter()
         await session.run()
-        await flush(session)
+        await session.flush()
         facts["build_s"] = time.perf_counter() - t0
         sid = session.session_id
         live = [(m.id, m.content) for m in session.transcript]
         saved, exported = root / "saved.json", root / "exported.json"
         for r in range(repeats):
-            doc = await clocks["save"].time(lambda: save_to_file(session, store, memory, saved))
+            doc = await clocks["save"].time(lambda: session.save_to(saved, memory))
             facts["events_in_saved_file"] = len(doc.events)
             facts["memory_entries"] = sum(len(v) for v in doc.memory.values())
             facts["events_in_export"] = await clocks["export"].time(
@@ -1269,7 +1268,7 @@ def bench_save_restore(quick: bool) -> Bench:
         "the SQLite store and memory files of a fresh temporary data directory attached, so "
         "the database holds what a real run leaves (messages, execution log, every event "
         "including the streamed chunks); build_s is that run plus the final flush",
-        "save_s": "rolecall.api.compose.save_to_file(session, store, memory, path), what /save "
+        "save_s": "rolecall.Session.save_to(path, memory), what /save "
         "and /export json do: store.flush + store.load (with events: SqliteStore.load leaves "
         "the streamed chunks out) + every agent's memory file + write_session_file (atomic: "
         "temporary file, fsync, rename)",
@@ -1317,7 +1316,7 @@ async def _rss_run(turns: int, data: Path) -> dict[str, Any]:
         ) as session,
     ):
         await session.run()
-        await flush(session)
+        await session.flush()
         gc.collect()
         return {
             "rss_mb": rss_mb(),
@@ -1418,7 +1417,7 @@ async def _many_worlds(
                 tg.start_soon(s.run)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         for s in sessions:
-            await flush(s)
+            await s.flush()
         for s in sessions:
             sid = s.session_id
             latencies += [b - a for a, b in itertools.pairwise(stamps[sid])]

@@ -24,10 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rolecall.api.compose import world_folder
 from rolecall.knowledge.base import KnowledgeBase
 from rolecall.knowledge.turn import retrieve
 from rolecall.session.state import TranscriptMessage
+from rolecall.world.folders import world_folder
 from rolecall.world.loader import load_world
 from rolecall.world.models import KnowledgeCollection, Role, World
 

@@ -173,9 +173,8 @@ async def _nats_session(
     start until every event is stored, the median time between two of its messages).
     ``provider``: the scripted model counts as a provider (see :class:`_AsksSomeone`).
     ``leased``: the session's lease claimed first, as a worker does (a renewal per batch)."""
-    from rolecall.api.compose import HandlerSink
     from rolecall.api.entry import open_live
-    from rolecall.api.opening import Opening
+    from rolecall.api.opening import HandlerSink, Opening
     from rolecall.api.tuning import tune_gc
     from rolecall.llm.registry import ModelRegistry
     from rolecall.nats.transport import open_transport
@@ -229,9 +228,8 @@ async def _nats_session(
 async def _turn_lines(turns: int) -> list[list[bytes]]:
     """The JSON lines of ``turns`` in-process scripted turns, one list per turn (a turn
     ends with its step record), as the NATS transport publishes them."""
-    from rolecall.api.compose import HandlerSink
     from rolecall.api.entry import open_live
-    from rolecall.api.opening import Opening
+    from rolecall.api.opening import HandlerSink, Opening
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world
 

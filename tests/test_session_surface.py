@@ -4,10 +4,11 @@ The command line, the REPL, the web view, batches, cluster workers, tracing, the
 log and the benchmarks open their sessions with ``rolecall.api.entry.open_live`` (or
 ``rolecall.open_session`` / ``resume`` / ``open_served``, which use it) and read and drive
 a ``rolecall.Session`` through its public members (docs/api.md). None of them imports the
-runtime (``rolecall.runtime``, whose ``Dialogue`` is internal), names the runtime's opener
-(``open_dialogue``), hands ``Opening`` an ``on_created`` hook (typed with the runtime's
-session; ``open_live(..., on_created=)`` gives a ``Session``), or reads a member of a
-session that ``Session`` does not offer publicly.
+runtime (``rolecall.runtime``, whose ``Dialogue`` is internal), names the runtime's old
+opener (``open_dialogue``), imports the composition root (``rolecall.api.compose``:
+``Session.flush()`` and ``Session.save_to()`` store a session), hands ``Opening`` an ``on_created`` hook
+(``open_live(..., on_created=)`` gives a ``Session``), or reads a member of a session
+that ``Session`` does not offer publicly.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ SRC = Path(rolecall.__file__).parent
 ROOT = SRC.parent.parent
 PUBLIC = {name for name in dir(Session) if not name.startswith("_")}
 OPENER = "open_dialogue"
+COMPOSITION = "rolecall.api.compose"
+"""The composition root: nothing outside ``rolecall.api`` imports it (``Session.flush()``
+and ``Session.save_to()`` store a session; sinks are ``rolecall.api.opening``'s)."""
 
 
 def consumers(src: Path = SRC, scripts: Path = ROOT / "scripts") -> list[Path]:
@@ -50,6 +54,10 @@ def runtime_uses(path: Path) -> list[str]:
                 what = "imports rolecall.runtime"
             elif OPENER in names:
                 what = f"imports {OPENER}"
+            elif node.module == COMPOSITION or (
+                node.module == "rolecall.api" and "compose" in names
+            ):
+                what = f"imports {COMPOSITION}"
         elif (isinstance(node, ast.Name) and node.id == OPENER) or (
             isinstance(node, ast.Attribute) and node.attr == OPENER
         ):
@@ -135,6 +143,7 @@ def test_the_scans_find_the_runtime_used_and_a_session_read_past_its_surface(
         "import rolecall.runtime\n"
         "from rolecall import runtime, api\n"
         "from rolecall.api.opening import Opening, open_dialogue\n"
+        "from rolecall.api.compose import flush, save_to_file\n"
         "class Runner:\n"
         "    def flow(self, session: 'Session', hook) -> None:\n"
         "        s = self.session\n"
@@ -155,16 +164,25 @@ def test_the_scans_find_the_runtime_used_and_a_session_read_past_its_surface(
     )
     assert consumers(src, scripts) == [old, fine]
     assert runtime_uses(old) == [
-        "app.py:10: Opening(on_created=...)",
-        "app.py:10: api.opening.open_dialogue",
+        "app.py:11: Opening(on_created=...)",
+        "app.py:11: api.opening.open_dialogue",
         "app.py:1: imports rolecall.runtime",
         "app.py:2: imports rolecall.runtime",
         "app.py:3: imports rolecall.runtime",
         "app.py:4: imports open_dialogue",
+        "app.py:5: imports rolecall.api.compose",
     ]
     assert session_reads(old) == [
-        "app.py:8: session.engine",
-        "app.py:8: session.generator",
-        "app.py:8: session.state",
+        "app.py:9: session.engine",
+        "app.py:9: session.generator",
+        "app.py:9: session.state",
     ]
     assert runtime_uses(fine) == [] and session_reads(fine) == []
+
+
+def test_nothing_outside_api_imports_the_composition_root() -> None:
+    """Not only the consumers: no module of ``src/rolecall`` outside ``api/``, no script."""
+    paths = [p for p in SRC.rglob("*.py") if "api" not in p.relative_to(SRC).parts[:1]]
+    paths += sorted((ROOT / "scripts").glob("*.py"))
+    found = [hit for path in paths for hit in runtime_uses(path) if COMPOSITION in hit]
+    assert found == [], "\n".join(found)

@@ -19,13 +19,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rolecall import mode_registry as _mode_registry
 from rolecall.version import __version__
+
+
+def _load_mode(module: str) -> None:
+    """Import ``rolecall.modes.<module>`` (it registers itself). The bottom-layer mode
+    registry is given this loader here, at the root above every layer, so that no
+    module of a lower layer imports a higher one, by statement or through importlib."""
+    importlib.import_module(f"rolecall.modes.{module}")
+
+
+_mode_registry.set_loader(_load_mode)
 
 # public name -> module it lives in
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("load_world", "open_session", "resume", "run"), "rolecall.api.entry"),
     **dict.fromkeys(("Session", "Result"), "rolecall.api.session"),
-    "Sink": "rolecall.api.compose",
+    "Sink": "rolecall.api.opening",
     "SessionStore": "rolecall.storage.port",
     "MemoryStore": "rolecall.storage.in_memory",
     "SqliteStore": "rolecall.storage.sqlite",
@@ -150,8 +161,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from rolecall.api.compose import Sink
     from rolecall.api.entry import load_world, open_session, resume, run
+    from rolecall.api.opening import Sink
     from rolecall.api.session import Result, Session
     from rolecall.bus import (
         AgentEvent,

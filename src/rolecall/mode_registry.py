@@ -4,26 +4,38 @@ A mode expands the raw world mapping before validation (``expand``: fills roles,
 and settings from its options block, reporting problems with their paths), and declares
 its options model and the stop conditions it answers (``concession``, ...). That is all
 loading a world needs, so this module is low in the layers (the world and the flow
-conditions consult it) and imports nothing of rolecall's. Attaching a mode to a session
-(its conditions, hooks or director) is install time: :mod:`rolecall.modes.install`.
-Nothing about a mode bypasses the scheduler, the bus or persistence.
+conditions consult it) and imports nothing of rolecall's, not even through importlib.
+Attaching a mode to a session (its conditions, hooks or director) is install time:
+:mod:`rolecall.modes.install`. Nothing about a mode bypasses the scheduler, the bus or
+persistence.
 
-A built-in mode's module is imported when that mode is first used (its name is known
-without it, from :data:`BUILTIN`), so a world without a mode imports none of them. A new
-mode is one module that calls :func:`rolecall.modes.install.register_mode` plus one
-name in :data:`BUILTIN`.
+The built-in modes' names and stop-condition words are data here (:data:`BUILTIN`,
+:data:`BUILTIN_CONDITIONS`; a test checks them against each mode's spec), so validating a
+flow's ``stop_when: concession`` imports no mode. A built-in mode's module is imported
+when that mode is first used, by the loader the package root installs
+(:func:`set_loader`, called in ``rolecall/__init__.py``, which sits above every layer), so
+a world without a mode imports none of them. A new built-in mode is one module that calls
+:func:`rolecall.modes.install.register_mode` plus its entry in
+:data:`BUILTIN_CONDITIONS`.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-BUILTIN: tuple[str, ...] = ("debate", "consensus", "study")
+BUILTIN_CONDITIONS: dict[str, tuple[str, ...]] = {
+    "debate": ("concession", "stalemate"),
+    "consensus": ("consensus", "stalemate"),
+    "study": (),
+}
+"""Each built-in mode's stop-condition words, in the order its spec declares them."""
+
+BUILTIN: tuple[str, ...] = tuple(BUILTIN_CONDITIONS)
 """The built-in modes, each registered by the module of its name under ``rolecall.modes``."""
 
 
@@ -59,9 +71,21 @@ def forget(name: str) -> None:
     _MODES.pop(name, None)
 
 
+_loader: Callable[[str], None] | None = None
+
+
+def set_loader(loader: Callable[[str], None]) -> None:
+    """How :func:`load` brings a module of ``rolecall.modes`` in: given from above (the
+    package root), so this bottom-layer module names no module above it."""
+    global _loader
+    _loader = loader
+
+
 def load(module: str) -> None:
-    """Import ``rolecall.modes.<module>``, which registers what it brings (once)."""
-    importlib.import_module(f"rolecall.modes.{module}")
+    """Bring in ``rolecall.modes.<module>``, which registers what it brings (once)."""
+    if _loader is None:
+        raise RuntimeError("no mode loader installed (rolecall/__init__.py installs it)")
+    _loader(module)
 
 
 def known_modes() -> list[str]:
@@ -75,13 +99,14 @@ def spec(name: str) -> ModeSpec | None:
 
 
 def condition_words() -> list[str]:
-    """Every mode condition's word (``concession``, ...): built-in modes first, in order."""
-    for name in BUILTIN:
-        spec(name)
-    names = [m for m in BUILTIN if m in _MODES] + [m for m in _MODES if m not in BUILTIN]
+    """Every mode condition's word (``concession``, ...): built-in modes first, in order,
+    then those of modes registered since. Imports no mode."""
     words: dict[str, None] = {}
-    for name in names:
-        words.update(dict.fromkeys(_MODES[name].conditions))
+    for found in BUILTIN_CONDITIONS.values():
+        words.update(dict.fromkeys(found))
+    for name, registered in _MODES.items():
+        if name not in BUILTIN:
+            words.update(dict.fromkeys(registered.conditions))
     return list(words)
 
 

@@ -71,8 +71,9 @@ TurnHook = Callable[["Dialogue"], Awaitable[None]]
 CUT_FINISHES = ("length", *CUT_REASONS)  # a cut reply says why on its message
 
 
-class Store(Protocol):
-    """Where a session is persisted as it runs (the SQLite store implements it)."""
+class TurnRecorder(Protocol):
+    """What writes a session to its store as it runs, one transaction per turn
+    (:class:`rolecall.storage.recorder.Recorder`, over any store)."""
 
     async def commit(self, session: Dialogue) -> None:
         """One transaction: the events stamped since the last one, new messages, state."""
@@ -136,7 +137,7 @@ class Dialogue:
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)
         self.final_instruction: Callable[[Host], str | None] | None = None
-        self.store: Store | None = None
+        self.recorder: TurnRecorder | None = None  # set by the composition root
         self.tools: ToolBox | None = None  # tools.md: set by the composition root
         self.approver: Approver | None = None  # answers `approve: ask` calls (None: deny)
         # the world's knowledge collections, indexed: set by the composition root
@@ -583,8 +584,8 @@ class Dialogue:
         stored message (disk full) is completed when the session is resumed.
         """
         envelopes = [self.bus.stamp(e) for e in events]
-        if self.store is not None:
-            await self.store.commit(self)
+        if self.recorder is not None:
+            await self.recorder.commit(self)
         if message is not None:
             for hook in self.commit_hooks:
                 await hook(message)

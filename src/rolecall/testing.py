@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from rolecall.api.compose import ambient_sinks
+from rolecall.api.opening import ambient_sinks
 from rolecall.bus import Bus, Envelope, Event
 from rolecall.llm.registry import REFUSE_ENV, refusing
 from rolecall.llm.scripted import words

@@ -143,3 +143,25 @@ async def test_settle_answers_what_is_due_and_decides_a_forked_step(tmp_path: Pa
         await fork.settle()
         assert "undecided" not in fork.status.extra
         assert fork.status.pointer.current == "answer" and len(fork.transcript) == 1
+
+
+async def test_save_to_writes_the_stored_session_with_its_memory_files(tmp_path: Path) -> None:
+    """``/save`` and ``/export json``: the session as stored plus each agent's memory
+    file, in one file."""
+    from rolecall.memory import MemoryFiles
+    from rolecall.storage.document import read_session_file
+
+    memory = MemoryFiles.in_data_dir(tmp_path)
+    async with rolecall.open_session(CHAT, data_dir=tmp_path, mode="step") as s:
+        await s.say("@doc hello")
+        await s.flush()
+        doc = await s.save_to(tmp_path / "saved.json", memory)
+    again = read_session_file(tmp_path / "saved.json")
+    assert again.session_id == s.session_id and len(again.messages) == 2
+    assert [m.content for m in again.messages] == [m.content for m in s.transcript]
+    assert again.memory == doc.memory
+    kept = [(e["message_id"], e["content"]) for e in again.memory["doc"]]
+    assert kept == [(m.id, m.content) for m in s.transcript]
+    async with rolecall.open_session(CHAT) as kept_in_memory:
+        with pytest.raises(rolecall.UsageError, match="kept in memory has no stored document"):
+            await kept_in_memory.save_to(tmp_path / "x.json", memory)

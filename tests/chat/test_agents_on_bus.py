@@ -78,7 +78,7 @@ async def test_the_replies_owed_are_stored_before_the_first_is_generated() -> No
         async def commit(self, s: Dialogue) -> None:
             stored.append([(p.agent, p.message_id) for p in s.state.pending])
 
-    session.store = Store()
+    session.recorder = Store()
     await session.say("hi")
     # the opening (created, joined, running), the human message, then the requests it
     # drew, then a's reply (b still owed), b's

@@ -124,3 +124,30 @@ def test_a_block_of_an_unregistered_mode_is_an_unknown_field() -> None:
     with pytest.raises(WorldError) as caught:
         world_from("name: q\nroles: [{id: a}]\nquorum: {size: 5}\n")
     assert caught.value.problems[0].startswith("quorum: unknown field")
+
+
+def test_the_built_in_condition_words_are_the_words_each_mode_declares() -> None:
+    from rolecall import mode_registry
+
+    for name in mode_registry.BUILTIN:
+        spec = mode_registry.spec(name)  # loads the mode's module
+        assert spec is not None
+        assert tuple(spec.conditions) == mode_registry.BUILTIN_CONDITIONS[name], name
+
+
+def test_a_mode_condition_is_validated_without_importing_any_mode() -> None:
+    """Checking ``stop: [concession]`` reads the words as data; only a world that names a
+    mode loads that mode's module."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from rolecall.flows.model import Flow\n"
+        "Flow.model_validate({'steps': [{'id': 's', 'speaker': 'a'}], 'stop': ['concession']})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('rolecall.modes')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from rolecall.api.compose import assemble
+from rolecall.api.opening import Opening
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage.checkpointer import Checkpointer
 from rolecall.storage.sqlite import SqliteStore
@@ -53,7 +54,7 @@ async def test_turns_go_on_while_a_checkpoint_runs(
 
     monkeypatch.setattr(Checkpointer, "_checkpoint", held)
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        async with assemble(world_from(world(40)), store=store) as session:
+        async with assemble(world_from(world(40)), Opening(store=store)) as session:
             await session.run()
             # every turn was committed while the first checkpoint was still held
             assert started.is_set() and not release.is_set()
@@ -77,7 +78,7 @@ async def test_the_wal_stops_growing_under_continuous_turns(
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         sizes, restarts = [], [times_started_over(wal)]
         for _ in range(4):
-            async with assemble(world_from(world(300)), store=store) as session:
+            async with assemble(world_from(world(300)), Opening(store=store)) as session:
                 await session.run()
             sizes.append(wal.stat().st_size)
             restarts.append(times_started_over(wal))
@@ -106,7 +107,10 @@ def test_the_wal_starts_over_with_two_writers_on_one_database(
     failures: list[BaseException] = []
 
     async def writer(turns: int) -> None:
-        async with SqliteStore(db) as store, assemble(world_from(world(turns)), store=store) as s:
+        async with (
+            SqliteStore(db) as store,
+            assemble(world_from(world(turns)), Opening(store=store)) as s,
+        ):
 
             async def measure(_: object) -> None:
                 sizes.append(wal.stat().st_size)

@@ -20,6 +20,7 @@ import pytest
 
 import rolecall
 from rolecall.api.compose import assemble
+from rolecall.api.opening import Opening
 from rolecall.errors import SessionInUse
 from rolecall.storage.in_memory import MemoryStore
 from rolecall.storage.sqlite import SqliteStore
@@ -154,7 +155,7 @@ async def test_a_copy_read_before_another_went_on_is_refused(world: Path, tmp_pa
         async with rolecall.resume(sid, store=store, mode="step") as other:
             await other.step()
         with pytest.raises(SessionInUse, match="changed in the store after it was read here"):
-            async with assemble(stale.world_model(), store=store, doc=stale):
+            async with assemble(stale.world_model(), Opening(store=store, doc=stale)):
                 pass
         # refused before it wrote anything, and without keeping the claim
         assert len((await store.load(sid)).messages) == 3
@@ -169,9 +170,9 @@ async def test_a_memory_store_holds_one_live_session_per_id(world: Path) -> None
         await s.step()
         doc = await store.load("one")
         with pytest.raises(SessionInUse, match="session one is open in this process"):
-            async with assemble(doc.world_model(), store=store, doc=doc):
+            async with assemble(doc.world_model(), Opening(store=store, doc=doc)):
                 pass
-    async with assemble(doc.world_model(), store=store, doc=doc) as again:
+    async with assemble(doc.world_model(), Opening(store=store, doc=doc)) as again:
         await again.step()
     assert len((await store.load("one")).messages) == 2
 

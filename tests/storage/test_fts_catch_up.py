@@ -10,6 +10,7 @@ import aiosqlite
 import pytest
 
 from rolecall.api.compose import assemble, flush
+from rolecall.api.opening import Opening
 from rolecall.storage import fts
 from rolecall.storage.catalog import SessionFilter
 from rolecall.storage.sqlite import SqliteStore
@@ -35,7 +36,7 @@ async def indexed(db: aiosqlite.Connection) -> int:
 async def test_turns_do_not_index_a_search_or_the_close_does(tmp_path: Path) -> None:
     path = tmp_path / "rolecall.db"
     async with SqliteStore(path) as store:
-        async with assemble(world_from(WORLD), store=store) as session:
+        async with assemble(world_from(WORLD), Opening(store=store)) as session:
             await session.run()
             await flush(session)
         assert len(session.state.transcript) == 3
@@ -56,7 +57,10 @@ async def test_turns_do_not_index_a_search_or_the_close_does(tmp_path: Path) -> 
 
 async def test_closing_the_store_indexes_what_the_turns_stored(tmp_path: Path) -> None:
     path = tmp_path / "rolecall.db"
-    async with SqliteStore(path) as store, assemble(world_from(WORLD), store=store) as session:
+    async with (
+        SqliteStore(path) as store,
+        assemble(world_from(WORLD), Opening(store=store)) as session,
+    ):
         await session.run()
     async with aiosqlite.connect(path) as db:
         assert await indexed(db) == 3
@@ -69,11 +73,14 @@ async def test_closing_a_store_indexes_the_sessions_it_wrote_only(tmp_path: Path
     indexing them here as well held its turns up (they wait for the index's write
     transaction) for twice as long. A search still finds every session."""
     path = tmp_path / "rolecall.db"
-    async with SqliteStore(path) as other, assemble(world_from(WORLD), store=other) as theirs:
+    async with (
+        SqliteStore(path) as other,
+        assemble(world_from(WORLD), Opening(store=other)) as theirs,
+    ):
         await theirs.run()
         async with (
             SqliteStore(path) as store,
-            assemble(world_from(WORLD), store=store) as mine,
+            assemble(world_from(WORLD), Opening(store=store)) as mine,
         ):
             await mine.run()
         async with aiosqlite.connect(path) as db:

@@ -1,25 +1,29 @@
-"""The composition root: a world, a store, memory files and sinks made into a live session.
-
-Everything that builds sessions goes through :func:`assemble`: the public API
-(:func:`rolecall.open_session`), the command line and ``scripts/bench.py``. It takes
-plain values (no command-line arguments): the caller decides where things live and what
-is shown. On the way out the last events are stored whatever happened.
+"""The composition root: :func:`assemble` makes a world and an
+:class:`~rolecall.api.opening.Opening` into the runtime's live session (its tools, bus,
+store, memory files and session file). :func:`rolecall.api.entry.open_live` wraps what it
+yields in a :class:`rolecall.Session`; nothing outside ``rolecall.api`` calls it. On the
+way out the last events are stored whatever happened.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.bus import Bus, Envelope, EventBus, Topic, WarningEvent
+# Sink, HandlerSink and ambient_sinks live with the Opening, world_folder with the world;
+# named here too for the tests that import them from the composition root
+from rolecall.api.opening import HandlerSink as HandlerSink
+from rolecall.api.opening import Opening
+from rolecall.api.opening import Sink as Sink
+from rolecall.api.opening import ambient_sinks as ambient_sinks
+from rolecall.bus import Bus, Envelope, EventBus, WarningEvent
 from rolecall.errors import StorageError
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.registry import ModelRegistry
@@ -37,45 +41,14 @@ from rolecall.storage.document import (
 )
 from rolecall.storage.port import SessionStore
 from rolecall.storage.recorder import Recorder
-from rolecall.tools.approval import Approver
 from rolecall.tools.box import open_toolbox
+from rolecall.world.folders import world_folder as world_folder
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
-    from rolecall.api.session import Session
     from rolecall.knowledge.base import KnowledgeBase
 
 log = get_logger(__name__)
-
-
-class Sink(Protocol):
-    """Something that shows or forwards a session's events: it subscribes itself to the bus.
-
-    The JSON lines writer (``--json``), the terminal display and the REPL's display are
-    sinks; an application passes its own to :func:`rolecall.open_session`.
-    """
-
-    def attach(self, bus: Bus) -> object:
-        """Subscribe to ``bus`` (every event arrives in ``seq`` order, synchronously)."""
-        ...
-
-
-class HandlerSink:
-    """A sink calling ``handler`` with every envelope of ``topic`` (every topic when None)."""
-
-    def __init__(
-        self, handler: Callable[[Envelope], None], topic: Topic | None = None, *, name: str = ""
-    ) -> None:
-        self.handler = handler
-        self.topic = topic
-        self.name = name
-
-    def attach(self, bus: Bus) -> None:
-        bus.subscribe(self.handler, self.topic, name=self.name)
-
-
-# sinks attached to every session assembled in this context (rolecall.testing.capture_events)
-ambient_sinks: ContextVar[tuple[Sink, ...]] = ContextVar("rolecall_ambient_sinks", default=())
 
 
 def _in_process(session_id: str, first_seq: int) -> Bus:
@@ -125,41 +98,36 @@ class SessionFileWriter:
 async def attach_store(
     session: Dialogue, store: SessionStore, *, world_source: str | None = None
 ) -> Recorder:
-    """Store ``session`` in ``store`` from now on: its recorder becomes the session's store
+    """Store ``session`` in ``store`` from now on: a recorder becomes the session's recorder
     (each turn stored before it is published) and is flushed after every turn."""
     recorder = await Recorder.attach(store, session, world_source=world_source)
-    session.store = recorder
+    session.recorder = recorder
     session.turn_hooks.append(recorder.flush)
     return recorder
 
 
 def recorder_of(session: Dialogue) -> Recorder | None:
     """The recorder writing ``session`` to its store (None for a session kept in memory)."""
-    store = session.store
-    return store if isinstance(store, Recorder) else None
+    recorder = session.recorder
+    return recorder if isinstance(recorder, Recorder) else None
 
 
-async def flush(session: Dialogue | Session) -> None:
-    """Store whatever ``session`` did since its last commit (nothing without a store)."""
-    inner = _dialogue(session)
-    recorder = recorder_of(inner)
+async def flush(session: Dialogue) -> None:
+    """Store whatever ``session`` did since its last commit (nothing without a store);
+    outside ``api/``, :meth:`rolecall.Session.flush`."""
+    recorder = recorder_of(session)
     if recorder is not None:
-        await recorder.flush(inner)
-
-
-def _dialogue(session: Dialogue | Session) -> Dialogue:
-    from rolecall.api.session import Session
-
-    return session._inner if isinstance(session, Session) else session
+        await recorder.flush(session)
 
 
 async def save_to_file(
-    session: Dialogue | Session, store: SessionStore, memory: MemoryFiles, path: Path
+    session: Dialogue, store: SessionStore, memory: MemoryFiles, path: Path
 ) -> SessionDocument:
-    """Write the session's document (as stored, plus memory files) to ``path`` atomically."""
+    """Write the session's document (as stored, plus memory files) to ``path`` atomically;
+    outside ``api/``, :meth:`rolecall.Session.save_to`."""
     await flush(session)
     doc = await store.load(session.session_id)
-    doc.memory = read_memory(_dialogue(session), memory)
+    doc.memory = read_memory(session, memory)
     await anyio.to_thread.run_sync(write_session_file, path, doc)
     return doc
 
@@ -200,51 +168,44 @@ async def _close_http_clients() -> None:
 
 
 @asynccontextmanager
-async def assemble(
-    world: World,
-    *,
-    store: SessionStore | None = None,
-    memory: MemoryFiles | None = None,
-    models: ModelRegistry | None = None,
-    model_override: str | None = None,
-    session_id: str | None = None,
-    doc: SessionDocument | None = None,
-    world_source: str | None = None,
-    session_file: Path | None = None,
-    sinks: Iterable[Sink] = (),
-    bus: Callable[[str, int], Bus] | None = None,
-    on_created: Callable[[Dialogue], None] | None = None,
-    approver: Approver | None = None,
-) -> AsyncIterator[Dialogue]:
-    """A live session of ``world``; a restored one when ``doc`` is given.
+async def assemble(world: World, opening: Opening) -> AsyncIterator[Dialogue]:
+    """The runtime's live session of ``world`` as ``opening`` says: ``opening.doc``'s,
+    restored, when given (``world`` is then its world, with whatever the caller changed).
 
     Its tools are started for as long as it lives (tools.md): the MCP servers in this
-    block's task group, closed however it ends; ``approver`` answers the calls a role
-    must ask for. With a ``store`` every turn is stored before it is published; with
-    ``memory`` every agent's memory file gets each message; ``session_file`` is
-    rewritten after every turn (it needs ``memory``); the ``sinks`` are attached before
-    anything is published. ``bus(session_id, first_seq)`` makes the session's bus (a
-    transport's; in process by default); ``on_created`` sees the session before
-    anything is attached.
+    block's task group, closed however it ends. With a NATS ``transport`` its bus is the
+    transport's and the stream is told its world before anything is published; the
+    world's ``transport: nats`` roles are generated by remote agents. The store, memory
+    files and session file are attached; the sinks are not (nothing is published before
+    :func:`rolecall.api.entry.open_live` attaches them).
     """
-    source = world_source or (doc.world_source if doc else None)
-    replay = models.replay if models is not None else None  # --record, --replay
+    o = opening
+    models = o.models if o.models is not None else ModelRegistry()
+    if any(role.transport == "nats" for role in world.roles):
+        from rolecall.nats.agents import register_remote_roles
+
+        link = o.transport.link if o.transport is not None else None
+        register_remote_roles(models, world, link)
+    bus = o.bus or (o.transport.bus if o.transport is not None else None)
+    store, memory, doc, session_file, source = o.store, o.memory, o.doc, o.session_file, o.source
+    replay = models.replay  # --record, --replay
     async with open_toolbox(world, source=source or world.name, replay=replay) as tools:
         session = await _new_session(
-            world, store, models, model_override, session_id=session_id, doc=doc, bus=bus
+            world, store, models, o.model_override, session_id=o.session_id, doc=doc, bus=bus
         )
         session.tools = tools
-        session.approver = approver
+        session.approver = o.approver
         if tools is not None:
 
             def warn(text: str) -> None:
                 session.bus.publish(WarningEvent(message=text))
 
             tools.warn = warn
-        if on_created is not None:
-            on_created(session)
-        for sink in (*ambient_sinks.get(), *sinks):
-            sink.attach(session.bus)
+        if o.transport is not None:  # before anything is published
+            from rolecall.nats.bus import NatsBus, attach
+
+            assert isinstance(session.bus, NatsBus)
+            attach(session, session.bus, world_source=source)
         recorder = (
             None if store is None else await attach_store(session, store, world_source=source)
         )
@@ -362,17 +323,3 @@ def open_knowledge(world: World, store: SessionStore | None) -> KnowledgeBase:
     from rolecall.knowledge.base import KnowledgeBase
 
     return KnowledgeBase.open(world, knowledge_db(store), world_folder(world))
-
-
-def world_folder(world: World) -> Path | None:
-    """The folder citations of the world's knowledge are shown relative to: the
-    collections' root (the world's folder, once loaded from a file), else the deepest
-    folder holding every path given (``rolecall debate --context FILE``)."""
-    import os
-
-    roots = [c.root for c in world.knowledge.values() if c.root]
-    if not roots:
-        roots = [str(Path(p).parent) for c in world.knowledge.values() for p in c.paths]
-    if not roots or not all(Path(p).is_absolute() for p in roots):
-        return None
-    return Path(os.path.commonpath(roots))

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.api.compose import Sink, model_registry
-from rolecall.api.opening import Opening, open_dialogue
+from rolecall.api.compose import assemble, model_registry
+from rolecall.api.opening import Opening, Sink, ambient_sinks
 from rolecall.api.session import Mode, Result, Session
 from rolecall.errors import UsageError
 from rolecall.llm.protocol import ChatModel
@@ -25,7 +29,6 @@ from rolecall.world.models import World
 
 if TYPE_CHECKING:
     from rolecall.nats.transport import Transport
-    from rolecall.runtime import Dialogue
     from rolecall.tools.approval import Approver
 
 log = get_logger(__name__)
@@ -140,24 +143,23 @@ async def open_live(
     view's, the command line's and the REPL's, a batch's runs, a cluster worker's jobs and
     the benchmarks. What differs between them is data in ``opening``
     (:class:`rolecall.api.opening.Opening`: where it is stored, what shows it, what carries
-    its events). ``on_created`` sees the session before anything is published (before
+    its events). :func:`rolecall.api.compose.assemble` makes the runtime's session of it;
+    the :class:`Session` is made around that, with the task group its work runs in.
+    ``on_created`` sees the session before anything is published (before
     ``opening.sinks`` are attached): a display or a tracer subscribes there.
 
     Leaving the block pauses a session still running (reason ``closed``) and ends the
     readers of its events; the last events are stored whatever happened.
     """
-    made: list[Session] = []
-
-    def created(inner: Dialogue) -> None:  # ``Opening.on_created`` is this one's alone
-        made.append(Session(inner, mode))
-        if on_created is not None:
-            on_created(made[0])
-
-    async with open_dialogue(world, replace(opening or Opening(), on_created=created)):
-        (session,) = made  # open_dialogue calls ``created`` before it yields
-        try:
+    opening = opening or Opening()
+    async with assemble(world, opening) as inner:
+        with _lone_errors():  # the composition's error handling sees the error itself
             async with anyio.create_task_group() as tg:
-                session._tg_ = tg
+                session = Session(inner, mode, tg)
+                if on_created is not None:
+                    on_created(session)
+                for sink in (*ambient_sinks.get(), *opening.sinks):
+                    sink.attach(inner.bus)
                 failure: BaseException | None = None
                 try:
                     yield session
@@ -166,11 +168,6 @@ async def open_live(
                     raise
                 finally:
                     await session._close(failure)
-        except BaseExceptionGroup as group:  # the opener's error handling sees the error
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
-            raise
 
 
 def open_served(
@@ -209,10 +206,17 @@ def open_served(
 
 @asynccontextmanager
 async def _unwrapped(manager: AbstractAsyncContextManager[Session]) -> AsyncIterator[Session]:
-    """``manager``, raising a lone error of its task group as itself, not in a group."""
-    try:
+    """``manager``, raising a lone error of a task group it opens as itself, not in a group."""
+    with _lone_errors():
         async with manager as session:
             yield session
+
+
+@contextmanager
+def _lone_errors() -> Iterator[None]:
+    """A group of one error (a task group's) raised as that error."""
+    try:
+        yield
     except BaseExceptionGroup as group:
         leaves = _leaves(group)
         if len(leaves) == 1:

@@ -24,6 +24,10 @@ from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rolecall.memory import MemoryFiles
+    from rolecall.storage.document import SessionDocument
     from rolecall.tools.approval import Approver
 
 Mode = Literal["auto", "step"]
@@ -57,20 +61,15 @@ class Result(BaseModel):
 class Session:
     """A live session (see :func:`rolecall.open_session`)."""
 
-    def __init__(self, inner: runtime.Dialogue, mode: Mode) -> None:
+    def __init__(self, inner: runtime.Dialogue, mode: Mode, tg: TaskGroup) -> None:
         self._inner = inner
-        self._tg_: TaskGroup | None = None  # open_live's, once the session is open
+        self._tg = tg  # open_live's: the session's runs and stores run in it
         self._mode = mode
         self._driving = False  # a run started by events() is under way
         self._closed = False
         # where the next events() starts: the first event of this opening, then just
         # after the last event an events() iterator gave
         self._next_seq = inner.bus.last_seq + 1
-
-    @property
-    def _tg(self) -> TaskGroup:
-        assert self._tg_ is not None, "a Session is used inside rolecall.api.entry.open_live"
-        return self._tg_
 
     # -------------------------------------------------------------- reading
     @property
@@ -381,6 +380,24 @@ class Session:
         ``pause()``, ``stop()`` and ``set_flag()`` start this themselves; await it to know
         the change is stored. A turn under way stores the change with its own."""
         await self._inner.persist()
+
+    async def flush(self) -> None:
+        """Store every event published so far, now, a turn under way included (nothing
+        without a store): what reads the store right after (the REPL's ``/fork``,
+        ``/branch``, ``/export``) finds this session as it stands."""
+        from rolecall.api.compose import flush
+
+        await flush(self._inner)
+
+    async def save_to(self, path: Path, memory: MemoryFiles) -> SessionDocument:
+        """Write the session's document (as stored, plus ``memory``'s files) to ``path``
+        atomically (``/save``, ``/export json``); a usage error without a store."""
+        from rolecall.api.compose import recorder_of, save_to_file
+
+        recorder = recorder_of(self._inner)
+        if recorder is None:
+            raise UsageError("a session kept in memory has no stored document to save")
+        return await save_to_file(self._inner, recorder.store, memory, path)
 
     def _persist(self) -> None:
         """Store the change at once (a turn running stores it itself, when it ends)."""

@@ -63,9 +63,8 @@ async def open_run(
     run needs of a session (store, memory files, the event sink) is said here and
     nowhere else.
     """
-    from rolecall.api.compose import HandlerSink
     from rolecall.api.entry import open_live
-    from rolecall.api.opening import Opening
+    from rolecall.api.opening import HandlerSink, Opening
 
     doc = await ctx.store.load(session_id) if session_id is not None else None
     world = doc.world_model() if doc is not None else plan.worlds[spec.combination]

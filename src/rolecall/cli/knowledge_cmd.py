@@ -74,9 +74,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def open_base(args: argparse.Namespace, world: World) -> KnowledgeBase:
-    from rolecall.api.compose import world_folder
     from rolecall.knowledge.base import KnowledgeBase
     from rolecall.paths import data_dir, knowledge_path
+    from rolecall.world.folders import world_folder
 
     if not world.knowledge:
         raise UsageError(

@@ -16,7 +16,7 @@ class ChatModel(Protocol):
 
     A model may say ``repeatable = True`` (a class attribute) when asking it again for a
     turn costs nothing and gives the same reply, as with ``scripted`` and ``offline``
-    (they generate in this process, deterministically): ``Session.request_hooks``, which
+    (they generate in this process, deterministically): the runtime's request hooks, which
     guard requests that cost (a provider, a remote agent, a local model's GPU time), are
     not awaited before it. Without the attribute a request counts as costing.
     """

@@ -97,7 +97,7 @@ class Recorder:
 
         The session is claimed first (:meth:`SessionStore.claim`): SessionInUse when
         another live session writes it, or wrote to it since ``session`` was read from the
-        store. The caller makes the recorder the session's store (``session.store``),
+        store. The caller makes it the session's recorder (``session.recorder``),
         flushes it after every turn and releases it (:meth:`release`) when it closes.
         """
         sid = safe_id(session.session_id, "session id")

@@ -464,9 +464,7 @@ class Repl:
         assert display is not None
         if not session.result.messages and not session.drafts and self.store is not None:
             # nothing was said: the session is not kept (it would only clutter the list)
-            from rolecall.api.compose import flush
-
-            await flush(session)
+            await session.flush()
             await self.store.delete(session.session_id)
             if not switching:
                 display.note("nothing was said: the session is not kept")

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from rolecall.storage.document import SessionDocument
 
 
-class CommandRunner(Protocol):
-    """What the commands use of :class:`rolecall.cli.repl.runner.CommandRunner`."""
+class BranchingRunner(Protocol):
+    """The command runner as the branching commands see it: what they use of
+    :class:`rolecall.cli.repl.runner.CommandRunner`."""
 
     session: Session
     store: DataStore | None
@@ -47,7 +48,7 @@ def _shorten(text: str, limit: int) -> str:
     return textwrap.shorten(text, limit, placeholder="…")
 
 
-def _needs(runner: CommandRunner, name: str) -> tuple[DataStore, MemoryFiles]:
+def _needs(runner: BranchingRunner, name: str) -> tuple[DataStore, MemoryFiles]:
     if runner.store is None or runner.memory is None:
         raise CommandError(f"/{name} needs the session store")
     if runner.busy() or runner.session.generating:
@@ -55,12 +56,11 @@ def _needs(runner: CommandRunner, name: str) -> tuple[DataStore, MemoryFiles]:
     return runner.store, runner.memory
 
 
-async def _fork(runner: CommandRunner, name: str, at: str, edit: str | None) -> SessionDocument:
-    from rolecall.api.compose import flush
+async def _fork(runner: BranchingRunner, name: str, at: str, edit: str | None) -> SessionDocument:
     from rolecall.api.fork import fork_session
 
     store, memory = _needs(runner, name)
-    await flush(runner.session)
+    await runner.session.flush()
     try:
         plan = await fork_session(store, memory, runner.session.session_id, at, edit=edit)
     except UsageError as exc:  # the command line's wording (--at m9) as typed here
@@ -73,7 +73,7 @@ def _span(at: str) -> str:
     return "m1" if at == "m1" else f"m1..{at}"
 
 
-async def fork_here(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
+async def fork_here(runner: BranchingRunner, cmd: SlashCommand) -> LoadRequest:
     """``/fork mK [TEXT]``: the fork (as ``sessions fork``), then the REPL switches to it."""
     at = cmd.args[0]
     edit = cmd.args[1] if len(cmd.args) > 1 else None
@@ -100,7 +100,7 @@ def _who(message: TranscriptMessage) -> str:
     return "yours" if message.kind == "human" else f"{message.sender}'s ({message.kind})"
 
 
-async def retry(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest:
+async def retry(runner: BranchingRunner, cmd: SlashCommand) -> LoadRequest:
     """``/retry``: a new branch at the message before the last answer, where the last
     speaker is asked again (one turn); the old answer stays in this session."""
     from rolecall.session.state import PendingReply
@@ -171,15 +171,13 @@ def _group(sid: str, forks: dict[str, tuple[str, str]], at: str) -> set[str]:
     return found
 
 
-async def branch(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest | None:
+async def branch(runner: BranchingRunner, cmd: SlashCommand) -> LoadRequest | None:
     """``/branch``: the branches at the current point; ``/branch N|ID`` switches."""
-    from rolecall.api.compose import flush
-
     store = runner.store
     if store is None:
         raise CommandError("/branch needs the session store")
     sid = runner.session.session_id
-    await flush(runner.session)
+    await runner.session.flush()
     forks = await store.forks()
     at = _point(sid, forks)
     if at is None:
@@ -212,7 +210,7 @@ async def branch(runner: CommandRunner, cmd: SlashCommand) -> LoadRequest | None
     return LoadRequest(await store.load(target), f"branch {chosen}")
 
 
-def _list(runner: CommandRunner, docs: list[SessionDocument], sid: str, at: str, k: int) -> None:
+def _list(runner: BranchingRunner, docs: list[SessionDocument], sid: str, at: str, k: int) -> None:
     p = runner.palette
 
     def said(m: TranscriptMessage, limit: int) -> str:

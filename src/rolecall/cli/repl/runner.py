@@ -468,14 +468,12 @@ class CommandRunner:
 
     # -- files --------------------------------------------------------------------------
     async def _cmd_save(self, cmd: SlashCommand) -> None:
-        from rolecall.api.compose import save_to_file
-
         s = self.session
         if self.store is None or self.memory is None:
             self.echo("/save needs the session store")
             return
         path = self._path(cmd.args[0] if cmd.args else f"{s.session_id}.json")
-        doc = await save_to_file(s, self.store, self.memory, path)
+        doc = await s.save_to(path, self.memory)
         self.echo(f"saved {_count(len(doc.messages), 'message')} to {path}")
 
     async def _cmd_load(self, cmd: SlashCommand) -> LoadRequest | None:
@@ -522,8 +520,6 @@ class CommandRunner:
         return await branching.branch(self, cmd)
 
     async def _cmd_export(self, cmd: SlashCommand) -> None:
-        from rolecall.api.compose import flush, save_to_file
-
         s = self.session
         fmt = cmd.args[0]
         if self.store is None or self.memory is None:
@@ -537,13 +533,13 @@ class CommandRunner:
                 raise CommandError(
                     "/export json writes the whole session; --role/--search are for md and html"
                 )
-            doc = await save_to_file(s, self.store, self.memory, path)
+            doc = await s.save_to(path, self.memory)
             self.echo(f"exported {_count(len(doc.messages), 'message')} to {path}")
             return
         from rolecall.export import to_html, to_markdown
 
         render = to_markdown if fmt == "md" else to_html
-        await flush(s)
+        await s.flush()
         doc = await self.store.load(s.session_id)
         if role is not None and role.lower() not in ("human", "system"):
             role = _resolve_agent(s, role)
