@@ -74,7 +74,7 @@ def test_the_layer_table_is_the_contract_and_the_contract_names_its_layers() -> 
 
 def model_callers(src: Path = SRC) -> set[str]:
     """The modules outside ``llm/`` (the models themselves) that stream a model's reply:
-    ``async for ... in <model>.stream(request)``."""
+    ``model.stream(request)``, iterated where it is called or kept to be."""
     found = set()
     for path in src.rglob("*.py"):
         rel = path.relative_to(src).as_posix()
@@ -82,10 +82,11 @@ def model_callers(src: Path = SRC) -> set[str]:
             continue
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if (
-                isinstance(node, ast.AsyncFor)
-                and isinstance(node.iter, ast.Call)
-                and isinstance(node.iter.func, ast.Attribute)
-                and node.iter.func.attr == "stream"
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "stream"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "model"
             ):
                 found.add(rel)
     return found
