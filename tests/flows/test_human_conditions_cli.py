@@ -218,7 +218,7 @@ def test_worlds_commands_take_the_common_flags_and_accept_role_human(tmp_path: P
         "worlds", "validate", str(folder), "--data-dir", str(tmp_path / "d"), "-q", home=tmp_path
     )
     assert ok.returncode == 0, ok.stderr
-    assert "ok (2 roles, 1 steps)" in ok.stdout
+    assert "ok (2 roles, 1 step)" in ok.stdout
     listing = rolecall(
         "worlds", "list", "--dir", str(tmp_path), "--data-dir", str(tmp_path), home=tmp_path
     )
