@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rolecall.bus import Bus, ErrorEvent
 from rolecall.generation import Generated, GenerationFailed, Generator
 from rolecall.llm import pricing
+from rolecall.llm.hygiene import Participants, participants
 from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import (
     GenerationRequest,
@@ -71,6 +72,27 @@ class CallSite(Protocol):
     def finish(self, reason: str, detail: str = "") -> None: ...
 
     def pause_now(self, reason: str) -> None: ...
+
+
+def reply_hygiene(world: World, role: Role) -> Participants | None:
+    """The tags ``role``'s replies are filtered by (real-models.md), None when the
+    world's ``reply_hygiene`` is off."""
+    if world.settings.reply_hygiene == "off":
+        return None
+    others = tuple((r.id, r.display_name) for r in world.roles if r.id != role.id)
+    return participants((role.id, role.display_name), others)
+
+
+def stop_sequences(world: World, role: Role) -> tuple[str, ...]:
+    """The stop sequences sent to providers that take them: the start of a line in
+    which the human or another participant would speak (their bracketed and named
+    tags): the human's first, then the others' bracketed tags (as the prompt shows
+    their messages), then their names; a client sends what its provider accepts
+    (llm/caps.py)."""
+    others = [r for r in world.roles if r.id != role.id]
+    out = ["\nhuman:", "\nUser:", *(f"\n[{r.id}]" for r in others)]
+    out.extend(f"\n{r.display_name}:" for r in others)
+    return tuple(dict.fromkeys(out))
 
 
 async def call_model(
@@ -136,6 +158,7 @@ async def call_model(
         summary=summary.as_prompt() if summary is not None else None,
         window=window,
     )
+    hygiene = reply_hygiene(world, role)
     model_name = self.model_name(role)
     model = self.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
@@ -148,7 +171,7 @@ async def call_model(
             model_name,
             prompt,
             price=price,
-            max_output=role.max_tokens,
+            max_output=role.reply_cap(settings),
             want_tokens=settings.max_tokens is not None,
             want_cost=settings.max_cost is not None,
         )
@@ -179,7 +202,7 @@ async def call_model(
             ),
         ),
         temperature=role.temperature,
-        max_tokens=role.max_tokens,
+        max_tokens=role.reply_cap(settings),
         api_base=role.api_base or settings.api_base,
         api_key_env=role.api_key_env or settings.api_key_env,
         timeout=settings.timeout,
@@ -190,6 +213,7 @@ async def call_model(
         price=price,
         client=settings.client,
         references=references,
+        stop=stop_sequences(world, role) if hygiene is not None else (),
     )
     if found is not None:
         self.bus.publish(found.event)  # before the model is asked (knowledge.md)
@@ -210,6 +234,7 @@ async def call_model(
                 step_id=step_id,
                 loop_iteration=loop_iteration,
                 reply_to=target.id if target else None,
+                hygiene=hygiene,
             )
         return await self.generator.generate(
             model,
@@ -220,6 +245,7 @@ async def call_model(
             loop_iteration=loop_iteration,
             reply_to=target.id if target else None,
             draft_id=self.state.next_draft_id(),
+            hygiene=hygiene,
         )
     except GenerationFailed as failure:
         self.state.drafts.append(

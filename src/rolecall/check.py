@@ -136,7 +136,7 @@ class _Sizes:
                 self.out[role.id] = max(estimate_tokens(t) for t in filled)
                 self.quote[role.id] = max(estimate_tokens(_quoted(t)) for t in filled)
                 continue
-            out = role.max_tokens
+            out: int | None = role.reply_cap(world.settings)
             found = max_output(role)
             out = found if out is None else out if found is None else min(out, found)
             self.out[role.id] = out

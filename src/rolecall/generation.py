@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from rolecall.bus import Bus, StreamChunk, StreamEnd, StreamError, StreamStart
+from rolecall.bus import Bus, StreamChunk, StreamEnd, StreamError, StreamStart, TrimEvent
+from rolecall.llm.hygiene import Participants, ReplyFilter, Step
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import (
     GenerationRequest,
@@ -36,6 +37,8 @@ class Generated:
     # tools.md: the calls the model asked for (this round), then the turn's call ids
     calls: list[ToolCall] = field(default_factory=list)
     tool_calls: list[str] = field(default_factory=list)
+    # why the reply ended (the provider's, or a hygiene cut's: other_speaker, repetition)
+    finish_reason: str | None = None
 
 
 class GenerationFailed(Exception):
@@ -76,6 +79,7 @@ class Generator:
         reply_to: str | None = None,
         start: bool = True,
         draft_id: str | None = None,
+        hygiene: Participants | None = None,
     ) -> Generated:
         """One model round. ``start``: publish ``sse/start`` (False for the rounds after
         a turn's tool calls, tools.md); a round that asks for tool calls ends without
@@ -102,19 +106,58 @@ class Generator:
         prepare = getattr(model, "prepare", None)
         started = time.perf_counter()
         failure: GenerationFailed | None = None
+        screen = ReplyFilter(hygiene) if hygiene is not None else None
+        received = 0  # characters the model sent (a cut one's tokens count too)
+
+        bounds: list[int] = []  # where each delta the model sent ends, in the text
+
+        def shown(out: Step) -> None:
+            nonlocal chars
+            if out.emit:
+                parts.append(out.emit)
+                # the model's own pieces: held text goes out as it came (a reply the
+                # filter leaves alone streams exactly as without it)
+                assert screen is not None
+                end = screen.shown
+                at = end - len(out.emit)
+                while bounds and bounds[0] <= at:
+                    bounds.pop(0)
+                for stop in (*[b for b in bounds if b < end], end):
+                    piece = screen.text[at:stop]
+                    at = stop
+                    chars += len(piece)
+                    publish(StreamChunk.of(message_id, sender, piece, max(1, (chars + 3) // 4)))
+            for trim in out.trims:
+                publish(
+                    TrimEvent.trusted(
+                        message_id=message_id,
+                        kind=trim.kind,
+                        removed=trim.removed,
+                        shown=trim.shown,
+                    )
+                )
+
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
                 if prepare is not None:  # a client's import (litellm: seconds): not generation
                     await prepare(request)
                     started = time.perf_counter()
-                async for item in model.stream(request):
+                stream = model.stream(request)
+                async for item in stream:
                     if isinstance(item, TextDelta):
                         delta = item.text
                         if not delta:
                             continue
                         if not delta.isascii():  # any model's text, checked in one place
                             delta = well_formed(delta)
+                        if screen is not None:
+                            received += len(delta)
+                            bounds.append(received)
+                            shown(screen.feed(delta))
+                            if screen.cut is not None:
+                                break
+                            continue
                         parts.append(delta)
                         chars += len(delta)
                         publish(StreamChunk.of(message_id, sender, delta, max(1, (chars + 3) // 4)))
@@ -122,12 +165,20 @@ class Generator:
                         calls.append(item)
                     else:
                         usage = item
+                if screen is not None:
+                    if screen.cut is not None:
+                        closing = getattr(stream, "aclose", None)
+                        if closing is not None:  # the rest is not wanted: stop the model
+                            await closing()
+                    else:
+                        shown(screen.close())
             except Exception as exc:
-                failure = GenerationFailed("".join(parts), "error", exc)
+                partial = "".join(parts) if screen is None else screen.message
+                failure = GenerationFailed(partial, "error", exc)
             finally:
                 self._scope = None
         seconds = time.perf_counter() - started
-        text = "".join(parts)
+        text = "".join(parts) if screen is None else screen.message
         if scope.cancelled_caught:
             failure = GenerationFailed(text, "cancelled")
         if failure is not None:
@@ -142,14 +193,24 @@ class Generator:
                 )
             )
             raise failure
+        cut = screen.cut if screen is not None else None
+        if usage is None and cut is not None:  # the stream was closed before its usage
+            usage = Usage(prompt_tokens(request.messages), max(1, (received + 3) // 4))
         if usage is None:
             usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+        finish = cut.kind if cut is not None else usage.finish_reason
         cost = usage.cost_usd
         if request.price is not None:  # the world's price for this role wins
             cost = request.price.cost(usage.input_tokens, usage.output_tokens)
         if calls:
             return Generated(
-                text, usage.input_tokens, usage.output_tokens, seconds, cost, calls=calls
+                text,
+                usage.input_tokens,
+                usage.output_tokens,
+                seconds,
+                cost,
+                calls=calls,
+                finish_reason=finish,
             )
         publish(
             StreamEnd.trusted(
@@ -157,7 +218,9 @@ class Generator:
                 sender=sender,
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
-                finish_reason=usage.finish_reason,
+                finish_reason=finish,
             )
         )
-        return Generated(text, usage.input_tokens, usage.output_tokens, seconds, cost)
+        return Generated(
+            text, usage.input_tokens, usage.output_tokens, seconds, cost, finish_reason=finish
+        )

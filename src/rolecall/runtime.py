@@ -35,6 +35,7 @@ from rolecall.floor import Agent, Floor, respond
 from rolecall.flows.conditions import ConditionContext
 from rolecall.flows.engine import FlowEngine
 from rolecall.generation import Generated, Generator
+from rolecall.llm.hygiene import CUT_REASONS
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
@@ -59,6 +60,9 @@ log = get_logger(__name__)
 
 CommitHook = Callable[[TranscriptMessage], Awaitable[None]]
 TurnHook = Callable[["Dialogue"], Awaitable[None]]
+
+
+CUT_FINISHES = ("length", *CUT_REASONS)  # a cut reply says why on its message
 
 
 class Store(Protocol):
@@ -435,6 +439,11 @@ class Dialogue:
             seconds=generated.seconds if generated else 0.0,
             ts=self.clock(),
             tool_calls=generated.tool_calls if generated else [],
+            finish_reason=(
+                generated.finish_reason
+                if generated is not None and generated.finish_reason in CUT_FINISHES
+                else None
+            ),
         )
 
     def _message_event(self, message: TranscriptMessage) -> MessageEvent:
@@ -452,6 +461,7 @@ class Dialogue:
             output_tokens=message.output_tokens,
             cost_usd=message.cost_usd,
             tool_calls=message.tool_calls,
+            finish_reason=message.finish_reason,
         )
 
     async def speak(self, plan: TurnPlan) -> Spoken:

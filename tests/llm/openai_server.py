@@ -42,6 +42,8 @@ class Reply:
     stall_after: int | None = None  # after this many words, say nothing for ``stall``
     stall: float = 0.0
     finish_reason: str = "stop"  # "length": the reply was cut at max_tokens
+    # as a real server: stop before the first of the request's ``stop`` sequences
+    honour_stop: bool = True
 
 
 @dataclass(frozen=True)
@@ -168,10 +170,25 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": "no such route", "type": "invalid_request"}})
             return
+        self.current = body
         try:
             self._run(behaviour, model=str(body.get("model", "test-model")))
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True
+
+    def _body(self) -> dict[str, Any]:
+        """The JSON body of the request being answered."""
+        return getattr(self, "current", {})
+
+    def _cap(self) -> int | None:
+        """The request's reply cap (``max_tokens`` or ``max_completion_tokens``)."""
+        body = self._body()
+        cap = body.get("max_tokens", body.get("max_completion_tokens"))
+        return cap if isinstance(cap, int) else None
+
+    def _stops(self) -> list[str]:
+        stop = self._body().get("stop") or []
+        return [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)]
 
     def _stall(self, seconds: float) -> bool:
         """Wait; True (and the connection is to be dropped) if the server is stopping."""
@@ -217,18 +234,28 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(behaviour, Reply):
             self._start_stream()
-            for index, piece in enumerate(words(behaviour.text)):
+            text, finish, completion = behaviour.text, behaviour.finish_reason, None
+            if behaviour.honour_stop:
+                at = min((text.find(s) for s in self._stops() if s in text), default=-1)
+                if at >= 0:
+                    text = text[:at]
+            pieces = words(text)
+            cap = self._cap()
+            if cap is not None and len(pieces) > cap:  # a word a token, as a server counts
+                pieces, finish, completion = pieces[:cap], "length", cap
+            for index, piece in enumerate(pieces):
                 if behaviour.stall_after == index and self._stall(behaviour.stall):
                     return
                 if behaviour.delay and self._stall(behaviour.delay):
                     return
                 self._event(_chunk(model, {"content": piece}))
-            self._event(_chunk(model, {}, finish_reason=behaviour.finish_reason))
+            self._event(_chunk(model, {}, finish_reason=finish))
             if behaviour.send_usage:
+                done = behaviour.completion_tokens if completion is None else completion
                 usage = {
                     "prompt_tokens": behaviour.prompt_tokens,
-                    "completion_tokens": behaviour.completion_tokens,
-                    "total_tokens": behaviour.prompt_tokens + behaviour.completion_tokens,
+                    "completion_tokens": done,
+                    "total_tokens": behaviour.prompt_tokens + done,
                 }
                 self._event(_chunk(model, None, usage=usage))
             self._event("[DONE]")

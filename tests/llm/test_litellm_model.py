@@ -243,6 +243,53 @@ async def test_the_caller_may_stop_reading_early(srv: OpenAITestServer) -> None:
     assert seen == words(TEXT)[:2]
 
 
+@pytest.mark.anyio
+async def test_a_reply_past_its_cap_is_cut_by_the_server_and_says_length(
+    srv: OpenAITestServer,
+) -> None:
+    """real-models.md: the cap is sent as the provider's output cap; a reply cut by it
+    ends with finish_reason length."""
+    srv.queue(Reply(" ".join(["word"] * 40), completion_tokens=40))
+
+    items = await collect(make_request(srv, max_tokens=6))
+
+    (sent,) = srv.requests
+    assert sent.body["max_tokens"] == 6
+    assert "max_completion_tokens" not in sent.body
+    assert len(text_of(items).split()) == 6
+    usage = items[-1]
+    assert isinstance(usage, Usage)
+    assert (usage.output_tokens, usage.finish_reason) == (6, "length")
+
+
+@pytest.mark.anyio
+async def test_stop_sequences_are_sent_to_a_compatible_server(srv: OpenAITestServer) -> None:
+    """Reply hygiene's stop sequences go to a server of the request's api_base (every one
+    through rolecall's client; litellm sends OpenAI's most, four); the server stops
+    before the first it meets."""
+    stops = ("\nhuman:", "\nUser:", "\n[bob]", "\nBob:", "\n[carol]", "\nCarol:")
+    srv.queue(Reply("I agree with that.\nBob: no you do not"))
+
+    items = await collect(make_request(srv, stop=stops))
+
+    (sent,) = srv.requests
+    everything = not isinstance(make_model(), LiteLLMModel)
+    assert sent.body["stop"] == list(stops if everything else stops[:4])
+    assert text_of(items) == "I agree with that."
+
+
+@pytest.mark.anyio
+async def test_a_model_that_refuses_max_tokens_gets_max_completion_tokens(
+    srv: OpenAITestServer,
+) -> None:
+    await collect(make_request(srv, model="openai/o3-mini", temperature=None, stop=("\nBob:",)))
+
+    (sent,) = srv.requests
+    assert sent.body["max_completion_tokens"] == 50
+    assert "max_tokens" not in sent.body
+    assert "stop" not in sent.body  # the reasoning models take none
+
+
 # -- retries ----------------------------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from rolecall.bus.events import (
     ToolCallEvent,
     ToolResultEvent,
     Topic,
+    TrimEvent,
     TurnLimitEvent,
     WarningEvent,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "ToolCallEvent",
     "ToolResultEvent",
     "Topic",
+    "TrimEvent",
     "TurnLimitEvent",
     "WarningEvent",
     "utc_now",

@@ -120,6 +120,9 @@ class MessageEvent(_Event):
     tool_calls: Annotated[list[str], Field(exclude_if=lambda v: not v)] = Field(
         default_factory=list
     )
+    # real-models.md: why the reply ended when it was cut (length, other_speaker,
+    # repetition); left out for a reply that ended by itself
+    finish_reason: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 class ToolCallEvent(_Event):
@@ -253,6 +256,7 @@ class PassEvent(_Event):
     type: Literal["pass"] = "pass"
     agent: str
     message_id: str | None = None
+    reason: str = ""  # the rule that decided it (chat.md, Passing)
 
 
 class RespondEvent(_Event):
@@ -268,6 +272,20 @@ class RespondEvent(_Event):
     model: str | None = None  # None: decided without asking (e.g. its turn limit)
     input_tokens: int = 0
     output_tokens: int = 0
+
+
+class TrimEvent(_Event):
+    """Text reply hygiene took out of a reply (real-models.md): ``kind`` ``tag``,
+    ``other_speaker`` or ``repetition``; ``removed`` in full; ``shown``: how many of its
+    first characters had already been streamed (``sse/chunk``), which a live display
+    marks as cut. The message never holds the removed text."""
+
+    topic: Literal["system"] = "system"
+    type: Literal["trim"] = "trim"
+    message_id: str
+    kind: Literal["tag", "other_speaker", "repetition"]
+    removed: str
+    shown: int = 0
 
 
 class WarningEvent(_Event):
@@ -396,6 +414,7 @@ Event = Annotated[
     | Annotated[TurnLimitEvent, Tag("system/turn_limit")]
     | Annotated[PassEvent, Tag("system/pass")]
     | Annotated[RespondEvent, Tag("system/respond")]
+    | Annotated[TrimEvent, Tag("system/trim")]
     | Annotated[WarningEvent, Tag("system/warning")]
     | Annotated[ErrorEvent, Tag("system/error")]
     | Annotated[LogEvent, Tag("system/log")]
@@ -518,6 +537,8 @@ def _payload(event: BaseModel) -> str | None:
         kind = type(value)
         if name == "tool_calls" and not value:  # a message's, left out when empty
             continue
+        if value is None and name == "finish_reason" and type(event) is MessageEvent:
+            continue  # a message's, left out unless the reply was cut
         if kind is str:
             text = encode_basestring(value)
         elif kind is int:

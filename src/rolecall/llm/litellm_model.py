@@ -32,6 +32,7 @@ import anyio
 import anyio.to_thread
 
 from rolecall.errors import ProviderUnavailable
+from rolecall.llm.caps import add_limits
 from rolecall.llm.retrying import (
     BAD_DATA,
     CONNECTION_FAILED,
@@ -273,8 +274,7 @@ class LiteLLMModel(RetryingModel[Any]):
         }
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
+        add_limits(kwargs, request, model)
         if request.api_base:
             kwargs["api_base"] = request.api_base
         if request.tools:  # tools.md: OpenAI's function format, litellm maps it per provider

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from rolecall.llm.caps import add_limits
 from rolecall.llm.retrying import (
     BAD_DATA,
     CONNECTION_FAILED,
@@ -103,8 +104,7 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
         }
         if request.temperature is not None:
             body["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
+        add_limits(body, request, model)
         if request.tools:
             body["tools"] = [t.as_provider_dict() for t in request.tools]
         headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -124,6 +124,10 @@ class ScriptedModel:
             )
             return
         text = scripted_text(request)
+        finish = "stop"
+        cap = request.max_tokens
+        if cap is not None and estimate_tokens(text) > cap:  # a provider's cap, as estimated
+            text, finish = text[: cap * 4], "length"
         for i, piece in enumerate(words(text)):
             if self.delay > 0 and i:
                 await anyio.sleep(self.delay)
@@ -132,5 +136,5 @@ class ScriptedModel:
             prompt_tokens(request.messages),
             estimate_tokens(text),
             cost_usd=0.0,
-            finish_reason="stop",
+            finish_reason=finish,
         )

@@ -140,6 +140,9 @@ class GenerationRequest:
     client: str = "litellm"  # "http": openai/... models through llm/openai_http.py
     tools: tuple[ToolDef, ...] = ()  # tools.md: what the model may call this round
     references: tuple[Reference, ...] = ()  # the turn's retrieved passages, best first
+    # real-models.md: where another participant's turn would begin (reply hygiene);
+    # sent to providers that take stop sequences, the cut applied to the stream either way
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -39,6 +39,9 @@ class TranscriptMessage(BaseModel):
     seconds: float = 0.0  # generation time
     # tools.md: the ids of the calls made during this turn; left out when there were none
     tool_calls: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # real-models.md: why a cut reply ended (length, other_speaker, repetition); left
+    # out for a reply that ended by itself
+    finish_reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PendingReply(BaseModel):

@@ -25,6 +25,7 @@ from rolecall.bus import (
     WarningEvent,
 )
 from rolecall.generation import Generated, Generator
+from rolecall.llm.hygiene import Participants
 from rolecall.llm.protocol import ChatModel
 from rolecall.llm.types import ChatMessage, GenerationRequest, ToolCall, ToolDef
 from rolecall.session.state import SessionState
@@ -126,6 +127,7 @@ async def generate_with_tools(
     step_id: str | None,
     loop_iteration: int | None,
     reply_to: str | None,
+    hygiene: Participants | None = None,
 ) -> Generated:
     """The turn's generation with the role's tools; its final text, summed usage, and
     the ids of the calls made. Raises GenerationFailed as one generation does."""
@@ -161,6 +163,7 @@ async def generate_with_tools(
             reply_to=reply_to,
             start=first,
             draft_id=site.state.next_draft_id(),
+            hygiene=hygiene,
         )
         first = False
         _add_usage(record, generated)
@@ -175,6 +178,7 @@ async def generate_with_tools(
                 record["seconds"],
                 None if cost is None else cost,
                 tool_calls=ids,
+                finish_reason=generated.finish_reason,
             )
         rnd: dict[str, Any] = {"text": generated.text, "calls": []}
         rounds.append(rnd)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -90,6 +91,15 @@ class ScriptCall(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+def _on_off(value: Any) -> Any:
+    """YAML reads a bare ``on``/``off`` as a boolean: take it as the word."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return value
+
+
 class Settings(_Model):
     memory_window: Annotated[Whole, Field(ge=0, le=10000)] = 12
     turn_limit: Annotated[Whole, Field(ge=1)] = 5
@@ -120,6 +130,11 @@ class Settings(_Model):
     # instead of the memory_window's trimming
     context_tokens: Annotated[Whole, Field(ge=256)] | None = None
     summary_model: str | None = None
+    # real-models.md: every reply's output cap, sent to the provider (a role's own
+    # max_reply_tokens or max_tokens wins); reply hygiene (tags, other speakers'
+    # turns, repetition cut from replies), on unless off
+    max_reply_tokens: Annotated[Whole, Field(ge=1)] = 1024
+    reply_hygiene: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "on"
 
 
 class Respond(_Model):
@@ -163,7 +178,8 @@ class Role(_Model):
     constraints: list[str] = Field(default_factory=list)
     model: str | None = None
     temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
-    max_tokens: Annotated[Whole, Field(ge=1)] | None = None
+    max_tokens: Annotated[Whole, Field(ge=1)] | None = None  # the older name of:
+    max_reply_tokens: Annotated[Whole, Field(ge=1)] | None = None  # None: settings'
     api_base: str | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     script: list[str | ScriptCall] | None = None  # call entries: tools.md
@@ -180,9 +196,29 @@ class Role(_Model):
     knowledge: list[Ident] = Field(default_factory=list)
     knowledge_top_k: Annotated[Whole, Field(ge=1, le=50)] = 4
 
+    @model_validator(mode="after")
+    def _one_cap(self) -> Role:
+        if (
+            self.max_tokens is not None
+            and self.max_reply_tokens is not None
+            and self.max_tokens != self.max_reply_tokens
+        ):
+            raise PydanticCustomError(
+                "two_caps",
+                "max_tokens {a} and max_reply_tokens {b} are the same cap: give one",
+                {"a": self.max_tokens, "b": self.max_reply_tokens},
+            )
+        return self
+
     @property
     def display_name(self) -> str:
         return self.name or self.id.replace("_", " ").title()
+
+    def reply_cap(self, settings: Settings) -> int:
+        """The most output tokens of one reply (real-models.md): the role's
+        ``max_reply_tokens`` (or its older ``max_tokens``), else the settings'."""
+        own = self.max_reply_tokens if self.max_reply_tokens is not None else self.max_tokens
+        return own if own is not None else settings.max_reply_tokens
 
     def script_entries(self) -> tuple[str | dict[str, Any], ...]:
         """The ``script:`` as the scripted model reads it: lines, and calls as dicts."""
