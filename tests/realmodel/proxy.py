@@ -27,6 +27,7 @@ class Exchange:
     finish_reason: str | None = None
     status: int = 0
     text: str = ""  # the streamed reply text, as the server sent it
+    closed_by_client: bool = False  # rolecall stopped reading before the reply ended
 
 
 @dataclass
@@ -99,12 +100,19 @@ class RecordingProxy:
                 if exchange is not None:
                     exchange.status = reply.status
                 buffer = b""
-                while chunk := reply.read1(65536):
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
+                try:
+                    while chunk := reply.read1(65536):
+                        if exchange is not None:
+                            buffer += chunk
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    # the client closed the stream (reply hygiene cut the reply): the
+                    # server's usage never reaches it, and the server stops generating
                     if exchange is not None:
-                        buffer += chunk
-                upstream.close()
+                        exchange.closed_by_client = True
+                finally:
+                    upstream.close()
                 if exchange is not None:
                     _read_reply(exchange, buffer.decode("utf-8", "replace"))
 

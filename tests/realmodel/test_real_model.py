@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(600)]
 
 CAP = 64  # small, to keep the tier fast; the shipped worlds' constraints ask for more
 TURNS = "4"
-FINISH = {"stop", "length", "other_speaker", "repetition"}
+CUTS = {"other_speaker", "repetition"}  # reply hygiene ended the reply
+FINISH = {"stop", "length", *CUTS}
 
 
 def tag_pattern(names: list[str], *, bracketed_only: bool = False) -> re.Pattern[str]:
@@ -61,9 +62,10 @@ def check_promises(
         asked = exchange.body.get("max_tokens") or exchange.body.get("max_completion_tokens")
         assert asked is not None and asked <= cap, f"a request without the cap: {asked}"
         assert exchange.status == 200
-        assert exchange.usage is not None, "the server reported no usage"
-        assert exchange.usage["completion_tokens"] <= cap
-    # every reply within its cap, its tokens the server's usage
+        if exchange.usage is not None:
+            assert exchange.usage["completion_tokens"] <= cap
+        else:  # only a reply rolecall cut itself ends before the server's usage
+            assert exchange.closed_by_client, "the server reported no usage"
     ends = [e for e in events if (e["topic"], e["type"]) == ("sse", "end")]
     messages = [
         e
@@ -71,17 +73,21 @@ def check_promises(
         if (e["topic"], e["type"]) == ("messages", "message") and e.get("output_tokens")
     ]
     assert ends, "no reply was generated"
-    for end in ends:
+    for end in ends:  # every reply within its cap
         assert end["output_tokens"] <= cap
         assert end["finish_reason"] in FINISH, end
-    served_out = sum(x.usage["completion_tokens"] for x in exchanges if x.usage)
-    served_in = sum(x.usage["prompt_tokens"] for x in exchanges if x.usage)
-    assert sum(e["output_tokens"] for e in ends) == served_out
-    assert sum(e["input_tokens"] for e in ends) == served_in
-    # the server's own reason: a reply it cut at the cap ends with length
-    by_server = [x.finish_reason for x in exchanges]
-    cut = sum(1 for e in ends if e["finish_reason"] == "length")
-    assert cut == by_server.count("length")
+    # one request per reply (no shipped world's role calls tools on this model): each
+    # reply's tokens are the server's usage, but for a reply the hygiene cut (its
+    # stream closed before the usage came: estimated), and the server's finish reason
+    assert len(exchanges) == len(ends), (len(exchanges), len(ends))
+    for end, exchange in zip(ends, exchanges, strict=True):
+        if end["finish_reason"] in CUTS:
+            assert exchange.closed_by_client or exchange.finish_reason == "stop"
+            continue
+        assert exchange.usage is not None
+        assert end["output_tokens"] == exchange.usage["completion_tokens"], (end, exchange.usage)
+        assert end["input_tokens"] == exchange.usage["prompt_tokens"], (end, exchange.usage)
+        assert end["finish_reason"] == exchange.finish_reason
     return messages
 
 
