@@ -194,10 +194,12 @@ class Generator:
             )
             raise failure
         cut = screen.cut if screen is not None else None
-        if usage is None and cut is not None:  # the stream was closed before its usage
-            usage = Usage(prompt_tokens(request.messages), max(1, (received + 3) // 4))
-        if usage is None:
-            usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+        if usage is None:  # estimated (never past the cap the provider was sent)
+            # a cut reply's stream was closed before its usage: what the model sent counts
+            out = max(1, (received + 3) // 4) if cut is not None else estimate_tokens(text)
+            if request.max_tokens is not None:
+                out = min(out, request.max_tokens)
+            usage = Usage(prompt_tokens(request.messages), out)
         finish = cut.kind if cut is not None else usage.finish_reason
         cost = usage.cost_usd
         if request.price is not None:  # the world's price for this role wins

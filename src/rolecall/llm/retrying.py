@@ -217,6 +217,10 @@ def stream_end(
         )
     if counted is None:
         counted = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+    if request.max_tokens is not None and counted.output_tokens > request.max_tokens:
+        # an estimate (ours, or litellm's when the server sent no usage: llama-cpp-python's
+        # server streams none) past the cap: the provider never generates past it
+        counted = Usage(counted.input_tokens, request.max_tokens)
     price = cost(model, counted.input_tokens, counted.output_tokens)
     usage = Usage(counted.input_tokens, counted.output_tokens, price, finish_reason=finish)
     return [*calls.calls(), usage]
