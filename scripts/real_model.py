@@ -33,7 +33,7 @@ MODEL_NAME = "smollm2"  # the name the server answers to (--model_alias)
 # measured (docs/real-models.md): the shipped worlds' prompts stay under 2,000 tokens
 # with the capped replies of the tests; 4096 leaves room for a long memory window
 N_CTX = 4096
-N_THREADS = 2
+N_THREADS = int(os.environ.get("ROLECALL_MODEL_THREADS", "1"))
 
 
 class ModelMissing(RuntimeError):
@@ -159,14 +159,24 @@ class LlamaServer:
             str(N_CTX),
             "--n_threads",
             str(N_THREADS),
+            "--n_threads_batch",
+            str(N_THREADS),
             # the chat template is the GGUF's own (SmolLM2's ChatML)
         ]
 
     def start(self, timeout: float = 180.0) -> LlamaServer:
-        out = self.log.open("ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            self.argv(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        if self.log is not None:
+            with self.log.open("ab") as out:  # the child keeps its own descriptor
+                self.proc = subprocess.Popen(
+                    self.argv(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
+        else:
+            self.proc = subprocess.Popen(
+                self.argv(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

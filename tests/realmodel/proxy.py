@@ -28,6 +28,7 @@ class Exchange:
     status: int = 0
     text: str = ""  # the streamed reply text, as the server sent it
     closed_by_client: bool = False  # rolecall stopped reading before the reply ended
+    pieces: int = 0  # streamed text deltas: llama.cpp's server sends one per token
 
 
 @dataclass
@@ -159,6 +160,8 @@ def _read_reply(exchange: Exchange, raw: str) -> None:
         if doc.get("usage"):
             exchange.usage = doc["usage"]
         for choice in doc.get("choices") or ():
-            exchange.text += (choice.get("delta") or {}).get("content") or ""
+            piece = (choice.get("delta") or {}).get("content") or ""
+            exchange.text += piece
+            exchange.pieces += 1 if piece else 0
             if choice.get("finish_reason"):
                 exchange.finish_reason = choice["finish_reason"]
