@@ -205,16 +205,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             prompt.memory_window = chosen or original  # type: ignore[assignment]
             rows = []
             for name in args.worlds:
-                print(f"{fmt} {name}", file=sys.stderr)
                 data_dir = Path(tmp) / f"{fmt}-{name}"
                 try:
-                    rows.append(
-                        await run_world(
-                            name, server.base_url, args.cap, args.turns, args.hygiene, data_dir
-                        )
+                    row = await run_world(
+                        name, server.base_url, args.cap, args.turns, args.hygiene, data_dir
                     )
                 finally:
                     os.chdir(here)
+                rows.append(row)
+                print(json.dumps({"format": fmt, **row}), file=sys.stderr)  # as it goes
             totals = {
                 k: sum(r[k] for r in rows) for k in ("replies", "tag", "other", "repeat", "length")
             }
