@@ -227,22 +227,6 @@ async def test_usage_is_still_last_when_the_server_sends_none(srv: OpenAITestSer
 
 
 @pytest.mark.anyio
-async def test_a_reply_counted_without_the_servers_usage_is_never_past_its_cap(
-    srv: OpenAITestServer,
-) -> None:
-    # llama-cpp-python's server streams no usage; a reply it cut at max_tokens is
-    # estimated from its characters, which may say more tokens than it was allowed
-    srv.queue(Reply(" ".join(["extraordinarily"] * 40), send_usage=False, finish_reason="length"))
-
-    items = await collect(make_request(srv, max_tokens=8))
-
-    usage = items[-1]
-    assert isinstance(usage, Usage)
-    assert usage.output_tokens == 8
-    assert usage.finish_reason == "length"
-
-
-@pytest.mark.anyio
 async def test_the_caller_may_stop_reading_early(srv: OpenAITestServer) -> None:
     srv.queue(Reply(TEXT))
     seen: list[str] = []
