@@ -216,6 +216,10 @@ class LlamaServer:
         self.stop()
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -227,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     except ModelMissing as missing:
         print(f"real_model.py: {missing}", file=sys.stderr)
         return 1
+    # Ctrl-C and kill (SIGTERM) both stop the server too, also when started with `&` by a
+    # shell that made this process ignore SIGINT
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupted)
     with server:
         print(
             f"serving {server.model.name} as {MODEL_NAME} at {server.base_url} (Ctrl-C ends it)",
