@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -146,8 +148,11 @@ async def run_world(
     data = real_model.real_world_data(
         folder, base_url=base_url, client="http", cap=cap, key_env=KEY_ENV, **settings
     )
-    data.setdefault("settings", {})
-    world = rolecall.load_world(data)
+    copy = data_dir / "world"  # a copy of its folder: its documents load from there
+    shutil.copytree(folder, copy)
+    (copy / "world.yaml").write_text(yaml.safe_dump(data, sort_keys=False), "utf-8")
+    folder = copy
+    world = rolecall.load_world(copy)
     names = {r.id: [r.id, r.display_name] for r in world.roles}
     names["human"] = ["human", "user"]
     events: list[dict[str, Any]] = []
