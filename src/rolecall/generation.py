@@ -207,16 +207,23 @@ class Generator:
             raise failure
         cut = screen.cut if screen is not None else None
         if usage is None and cut is not None:  # the stream was closed before its usage:
-            # the tokens received, estimated; priced when the price is known here (the
-            # role's price:, or a built-in model's nothing), else unknown: a provider's
-            # price would mean loading its client's map (litellm's: seconds)
-            usage = Usage(prompt_tokens(request.messages), max(1, (received + 3) // 4))
+            # the tokens received, estimated (never past the cap the provider was sent);
+            # priced when the price is known here (the role's price:, or a built-in
+            # model's nothing), else unknown: a provider's price would mean loading its
+            # client's map (litellm's: seconds)
+            out = max(1, (received + 3) // 4)
+            if request.max_tokens is not None:
+                out = min(out, request.max_tokens)
+            usage = Usage(prompt_tokens(request.messages), out)
             if request.price is not None or request.model in BUILTIN_MODELS:
                 cost_in, cost_out = pricing.rates(model, request.model, request.price) or (0, 0)
                 cost_usd = usage.input_tokens * cost_in + usage.output_tokens * cost_out
                 usage = Usage(usage.input_tokens, usage.output_tokens, cost_usd)
-        if usage is None:
-            usage = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+        if usage is None:  # estimated, never past the cap the provider was sent
+            out = estimate_tokens(text)
+            if request.max_tokens is not None:
+                out = min(out, request.max_tokens)
+            usage = Usage(prompt_tokens(request.messages), out)
         finish = cut.kind if cut is not None else usage.finish_reason
         cost = usage.cost_usd
         if request.price is not None:  # the world's price for this role wins

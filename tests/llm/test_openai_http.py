@@ -17,8 +17,9 @@ from rolecall.errors import ProviderError
 from rolecall.llm import litellm_model
 from rolecall.llm.openai_http import OpenAIHTTPModel
 from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.types import Usage
 from tests.llm import test_litellm_model as base
-from tests.llm.openai_server import Break, Garbage, OpenAITestServer, Status
+from tests.llm.openai_server import Break, Garbage, OpenAITestServer, Reply, Status
 from tests.llm.test_litellm_model import anyio_backend, outbound, server, srv  # noqa: F401
 
 # the tests about litellm itself (its import, its callbacks, its cost map) stay there
@@ -51,6 +52,24 @@ async def test_the_lean_client_behaves_as_litellm(
     monkeypatch.setattr(OpenAIHTTPModel, "_open", counted)
     await getattr(base, name)(srv)
     assert calls, "the request went through the lean client, not litellm"
+
+
+@pytest.mark.anyio
+async def test_a_reply_counted_without_the_servers_usage_is_never_past_its_cap(
+    srv: OpenAITestServer,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # llama-cpp-python's server streams no usage; a reply it cut at max_tokens is
+    # estimated from its characters, which said more tokens than it was allowed
+    monkeypatch.setattr(base, "make_model", lambda: OpenAIHTTPModel(base.MODEL, retry_delay=0.01))
+    srv.queue(Reply(" ".join(["extraordinarily"] * 40), send_usage=False, finish_reason="length"))
+
+    items = await base.collect(base.make_request(srv, max_tokens=8))
+
+    usage = items[-1]
+    assert isinstance(usage, Usage)
+    assert usage.output_tokens == 8
+    assert usage.finish_reason == "length"
 
 
 def test_every_adapter_behaviour_is_covered() -> None:

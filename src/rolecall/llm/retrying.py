@@ -215,8 +215,12 @@ def stream_end(
             if text
             else "the provider sent no reply (not an event stream?)"
         )
-    if counted is None:
-        counted = Usage(prompt_tokens(request.messages), estimate_tokens(text))
+    if counted is None:  # estimated (llama-cpp-python's server streams no usage), and
+        # never past the cap the provider was sent: it never generates past it
+        out = estimate_tokens(text)
+        if request.max_tokens is not None:
+            out = min(out, request.max_tokens)
+        counted = Usage(prompt_tokens(request.messages), out)
     price = cost(model, counted.input_tokens, counted.output_tokens)
     usage = Usage(counted.input_tokens, counted.output_tokens, price, finish_reason=finish)
     return [*calls.calls(), usage]
