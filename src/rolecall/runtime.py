@@ -551,7 +551,14 @@ class Dialogue:
         )
         if plan.begin and plan.step_id is not None:
             self.state.pointer.begin(plan.step_id)
-        watched = generated is not None and plan.watched
+        # stalls watch what models write; a scripted role says its world's own lines,
+        # and a repeat there is its author's (real-models.md, Stalls)
+        watched = (
+            generated is not None
+            and plan.watched
+            and kind == "agent"
+            and self.model_name(self.world.role(plan.speaker)) != "scripted"
+        )
         stall = stalls.assess(self.state.transcript.messages, message) if watched else None
         self.state.transcript.add(message)
         events: list[Event] = [self._message_event(message)]

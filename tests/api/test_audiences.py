@@ -137,7 +137,9 @@ async def test_each_roles_summary_covers_only_what_it_saw() -> None:
         if request.info.purpose == "summary":
             # a summary that repeats what it was given to fold
             return request.messages[-1].content
-        return f"{request.info.speaker} answers with a long enough reply " * 3
+        # long, and words of its own each time (neither a repetition to cut nor a stall)
+        n = sum(len(seen) for seen in rec.by_role.values())
+        return f"{request.info.speaker} answers " + " ".join(f"w{n}x{i}" for i in range(18))
 
     with capture_events() as captured:
         async with rolecall.open_session(world, models={"offline": FunctionModel(reply)}) as s:

@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import pytest
 
+from rolecall.llm.registry import ModelRegistry
 from rolecall.runtime import Dialogue
 from rolecall.session.stalls import similarity
+from rolecall.testing import FunctionModel
 from tests.helpers import Recorder, world_from
 
 pytestmark = pytest.mark.anyio
 
 SAME = "I think the answer is clearly forty two and we should all agree on it now"
+
+
+def saying(lines: dict[str, str]) -> ModelRegistry:
+    """A model (``echo``) that gives each role the same line every turn: a model stuck in
+    a loop (a ``scripted`` role's repeats are its author's, and are never a stall)."""
+    models = ModelRegistry()
+    models.register("echo", FunctionModel(lambda request: lines[request.info.speaker]))
+    return models
 
 
 def test_similarity_ignores_case_and_punctuation_and_skips_short_replies() -> None:
@@ -26,14 +36,11 @@ async def test_a_chat_ping_pong_of_the_same_words_goes_back_to_the_human() -> No
     world = world_from(
         {
             "name": "echo",
-            "model": "scripted",
-            "roles": [
-                {"id": "a", "script": [f"@b {SAME}"]},
-                {"id": "b", "script": [f"@a {SAME}"]},
-            ],
+            "model": "echo",
+            "roles": [{"id": "a"}, {"id": "b"}],
         }
     )
-    session = Dialogue(world)
+    session = Dialogue(world, models=saying({"a": f"@b {SAME}", "b": f"@a {SAME}"}))
     rec = Recorder(session)
     await session.say("@a what is the answer?")
 
@@ -57,11 +64,8 @@ async def test_a_flow_repeating_itself_stops_stalled_naming_the_two_replies() ->
     world = world_from(
         {
             "name": "loop",
-            "model": "scripted",
-            "roles": [
-                {"id": "a", "script": ["The plan is fine and we should ship it right now."]},
-                {"id": "b", "script": ["Then let us review the plan once more before we ship."]},
-            ],
+            "model": "echo",
+            "roles": [{"id": "a"}, {"id": "b"}],
             "flow": {
                 "steps": [
                     {"id": "one", "speaker": "a"},
@@ -70,7 +74,15 @@ async def test_a_flow_repeating_itself_stops_stalled_naming_the_two_replies() ->
             },
         }
     )
-    session = Dialogue(world)
+    session = Dialogue(
+        world,
+        models=saying(
+            {
+                "a": "The plan is fine and we should ship it right now.",
+                "b": "Then let us review the plan once more before we ship.",
+            }
+        ),
+    )
     rec = Recorder(session)
     await session.run()
 
@@ -99,3 +111,27 @@ async def test_a_pass_says_the_rule_that_decided_it() -> None:
     (passed,) = rec.of("system", "pass")
     assert passed.agent == "a"
     assert "<world>pass</world>" in passed.reason
+
+
+async def test_a_scripted_role_repeating_its_lines_is_never_a_stall() -> None:
+    """A scripted role says the lines its world gives it: a repeat is its author's, so a
+    flow of the same lines runs to its end, with no warning."""
+    world = world_from(
+        {
+            "name": "lines",
+            "model": "scripted",
+            "roles": [{"id": "a", "script": [SAME]}, {"id": "b", "script": [SAME]}],
+            "flow": {
+                "steps": [
+                    {"id": "one", "speaker": "a"},
+                    {"id": "two", "speaker": "b", "loop": {"to": "one", "max": 3}},
+                ]
+            },
+        }
+    )
+    session = Dialogue(world)
+    rec = Recorder(session)
+    await session.run()
+    assert len(session.state.transcript) == 6
+    assert session.state.stop_reason == "flow_end"
+    assert rec.of("system", "warning") == []

@@ -44,7 +44,9 @@ class Slow:
 
     def popleft(self) -> Reply:
         topic, step = key_of(self._records[-1].body)
-        return Reply(f"On {topic} at {step} one two three four five.", delay=0.08)
+        # words of the step's own, so no two replies are nearly identical (a stall)
+        own = " ".join(f"{step}{word}" for word in ("one", "two", "three", "four", "five"))
+        return Reply(f"On {topic} at {step} {own}.", delay=0.08)
 
     def clear(self) -> None:
         pass

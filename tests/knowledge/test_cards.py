@@ -144,25 +144,39 @@ def zlib_bomb(size: int) -> bytes:
     return b"".join(out) + deflate.flush()
 
 
+# runs the command line in a fresh interpreter, then writes that interpreter's peak
+# resident memory (VmHWM: its own, since exec; wait4's ru_maxrss would count the pytest
+# worker it was forked from) to the file named first
+MEASURED = """\
+import sys
+from rolecall.cli.main import main
+try:
+    code = main(sys.argv[2:])
+finally:
+    with open("/proc/self/status", encoding="ascii") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(sys.argv[1], "w", encoding="ascii") as out:
+        out.write(peak)
+sys.exit(code)
+"""
+
+
 def run_measured(*args: str) -> tuple[int, str, str, int]:
     """``rolecall ARGS`` as a process: exit code, stdout, stderr and its peak memory in
-    KiB (its own rusage, from wait4)."""
-    import os
+    KiB (the process's own high-water mark)."""
     import subprocess
     import sys
+    import tempfile
 
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rolecall.cli.main", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    out, err = process.stdout.read(), process.stderr.read()  # type: ignore[union-attr]
-    _pid, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    process.stdout.close()  # type: ignore[union-attr]
-    process.stderr.close()  # type: ignore[union-attr]
-    return process.returncode, out, err, usage.ru_maxrss
+    with tempfile.TemporaryDirectory() as folder:
+        peak = Path(folder) / "peak"
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURED, str(peak), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.returncode, done.stdout, done.stderr, int(peak.read_text("ascii"))
 
 
 @pytest.mark.parametrize("kind", ["zTXt", "iTXt"])

@@ -54,7 +54,14 @@ async def test_a_shipped_world_is_the_same_with_hygiene_on_and_off(
 ) -> None:
     on = await run_world(name, "on", tmp_path / "on")
     off = await run_world(name, "off", tmp_path / "off")
-    assert on == off
+    if name == "consult":
+        # its chair's tool answers with a debate another rolecall process serves: a fresh
+        # session each run, and what it says of itself varies; its shape must not
+        assert [(r["type"], r.get("sender")) for r in on if r["type"] == "message"] == [
+            (r["type"], r.get("sender")) for r in off if r["type"] == "message"
+        ]
+    else:
+        assert on == off
     assert [r for r in on if r["type"] == "message"]
     assert not [r for r in on if r["type"] == "trim"]
     assert not [r for r in on if r["type"] == "message" and "finish_reason" in r]

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rolecall.cli.exits import EXIT_INTERRUPTED, EXIT_OK
 from rolecall.cli.registry import summary
 
 EXAMPLES = [
@@ -72,8 +73,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         anyio.run(main)
     except KeyboardInterrupt:
         print("rolecall serve: stopped", file=sys.stderr)
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    return EXIT_OK
 
 
 def _check_port(port: int) -> None:
