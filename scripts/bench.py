@@ -283,15 +283,19 @@ def turn_world(max_turns: int) -> World:
 
 
 def chunk_world(words: int) -> World:
-    """One scripted role whose single turn is ``words`` words (one chunk per word)."""
+    """One scripted role whose single turn is ``words`` words (one chunk per word).
+
+    Each word is numbered, so the reply never repeats a run of words (reply hygiene, on
+    as by default, reads every chunk and cuts nothing), and the reply cap is lifted to
+    hold it whole (real-models.md)."""
     base = FILLER.split()
-    text = " ".join(base[i % len(base)] for i in range(words))
+    text = " ".join(f"{base[i % len(base)]}{i}" for i in range(words))
     return world_of(
         {
             "name": "bench-chunks",
             "topic": "benchmarking the stream",
             "model": "scripted",
-            "settings": {"max_turns": 1},
+            "settings": {"max_turns": 1, "max_reply_tokens": 4 * words},
             "roles": [{"id": "alice", "script": [text]}],
             "flow": {"steps": [{"id": "speak", "speaker": "alice", "reply_to": "none"}]},
         }

@@ -23,7 +23,7 @@ from tests.llm.openai_server import OpenAITestServer, Reply
 from tests.nats_server import NatsServer
 
 TOPICS = ("alpha", "beta")
-_STEP = re.compile(r"STEP=(s\d)")
+_STEP = re.compile(r"STEP=(s\d+)")
 
 
 def key_of(body: dict[str, Any]) -> tuple[str, str]:
@@ -160,7 +160,7 @@ def test_a_worker_killed_mid_turn_is_replaced_and_no_committed_turn_is_asked_twi
         assert [mid for mid, _ in messages] == ["m1", "m2", "m3"]  # each once, none lost
         topic = messages[0][1].split()[1]
         assert [c for _, c in messages] == [
-            f"On {topic} at s{i} one two three four five." for i in (1, 2, 3)
+            f"On {topic} at s{i} s{i}one s{i}two s{i}three s{i}four s{i}five." for i in (1, 2, 3)
         ]
 
 

@@ -30,7 +30,7 @@ never shown; repeated text is only known once it has been shown.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final, Literal
 
@@ -176,19 +176,43 @@ def _tag_at(
 
 
 _SEGMENT = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+_ENDS = re.compile(r"[.!?\n]")
 _WORD = re.compile(r"\S+")
 _STRIP = ".,;:!?\"'()[]*_`"
 _RUN_CHARS: Final = WINDOW_WORDS * 40  # the tail searched for the last 200 words
 
 
-def _sentence_cut(text: str, start: int, end: int, final: bool) -> int | None:
+@dataclass(slots=True)
+class Sentences:
+    """What :func:`_sentence_cut` counted of a growing reply: the complete sentences of
+    ``text[start:pos]`` and how often each came. A stream's filter keeps one, so each
+    sentence is read once however many chunks follow it (else a long reply would be read
+    again at every chunk); a verdict with or without it is the same."""
+
+    start: int = -1
+    pos: int = 0
+    seen: dict[str, int] = field(default_factory=dict)
+    looked: int = 0  # the text before this holds no sentence end after ``pos``
+
+
+def _sentence_cut(
+    text: str, start: int, end: int, final: bool, memo: Sentences | None = None
+) -> int | None:
     """Where a sentence or line (of enough words) begins for the third time."""
-    seen: dict[str, int] = {}
-    for m in _SEGMENT.finditer(text, start, end):
+    if memo is None or memo.start != start or memo.pos > end or memo.looked > end:
+        memo = Sentences(start, start) if memo is None else memo
+        memo.start, memo.pos, memo.seen, memo.looked = start, start, {}, start
+    if not final and _ENDS.search(text, max(memo.looked, memo.pos), end) is None:
+        memo.looked = end  # no sentence ended since: nothing new to count
+        return None
+    memo.looked = end
+    seen = memo.seen
+    for m in _SEGMENT.finditer(text, memo.pos, end):
         body = m.group()
         complete = final or m.end() < end or body[-1] in ".!?\n"
         if not complete:
-            continue
+            break  # the last one, still growing: read again with the next chunk
+        memo.pos = m.end()
         key = " ".join(body.lower().strip(_STRIP + " \t\n").split())
         if key.count(" ") + 1 < MIN_SENTENCE_WORDS:
             continue
@@ -199,18 +223,45 @@ def _sentence_cut(text: str, start: int, end: int, final: bool) -> int | None:
     return None
 
 
-def _run_cut(text: str, start: int, end: int, final: bool) -> int | None:
+@dataclass(slots=True)
+class Words:
+    """What :func:`_run_cut` read of a growing reply: the complete words of
+    ``text[start:pos]``, each with its place, lower-cased and stripped (the last
+    :data:`WINDOW_WORDS` of them). A stream's filter keeps one, so each word is read
+    once; a verdict with or without it is the same."""
+
+    start: int = -1
+    pos: int = 0
+    read: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _words_of(text: str, start: int, end: int, final: bool, memo: Words | None) -> Words:
+    """``memo`` brought up to ``text[:end]`` (a new one when it read another start or
+    past ``end``)."""
+    if memo is None or memo.start != start or memo.pos > end:
+        memo = Words() if memo is None else memo
+        memo.start, memo.pos, memo.read = start, start, []
+    for m in _WORD.finditer(text, memo.pos, end):
+        if not final and m.end() == end:
+            break  # the last word may still be growing: read again with the next chunk
+        memo.read.append((m.start(), m.group().lower().strip(_STRIP)))
+        memo.pos = m.end()
+    if len(memo.read) > 2 * WINDOW_WORDS:
+        del memo.read[:-WINDOW_WORDS]
+    return memo
+
+
+def _run_cut(text: str, start: int, end: int, final: bool, memo: Words | None = None) -> int | None:
     """Where a run of words repeated back to back (covering half of the last 200 words)
     begins its third occurrence."""
-    tail = _WORD.finditer(text, max(start, end - _RUN_CHARS), end)
-    spans = [(m.start(), m.group()) for m in tail]
-    if spans and not final and spans[-1][0] + len(spans[-1][1]) == end:
-        spans.pop()  # the last word may still be growing
-    spans = spans[-WINDOW_WORDS:]
-    n = len(spans)
+    low = max(start, end - _RUN_CHARS)
+    read = _words_of(text, start, end, final, memo).read[-WINDOW_WORDS:]
+    if read and read[0][0] < low:  # words more than _RUN_CHARS back are out of the window
+        read = [w for w in read if w[0] >= low]
+    n = len(read)
     if n <= RUN_WORDS:
         return None
-    words = [w.lower().strip(_STRIP) for _, w in spans]
+    words = [w for _, w in read]
     for p in range(1, n // 2 + 1):
         run = 0
         i = n - 1
@@ -219,7 +270,7 @@ def _run_cut(text: str, start: int, end: int, final: bool) -> int | None:
             i -= 1
         if run > p and run + p >= RUN_WORDS:
             first = n - run - p
-            return spans[first + 2 * p][0]
+            return read[first + 2 * p][0]
     return None
 
 
@@ -229,11 +280,21 @@ def _back_over_space(text: str, at: int, floor: int) -> int:
     return at
 
 
-def scan(p: Participants, text: str, *, final: bool = False, lines_from: int = 0) -> Verdict:
+def scan(
+    p: Participants,
+    text: str,
+    *,
+    final: bool = False,
+    lines_from: int = 0,
+    sentences: Sentences | None = None,
+    words: Words | None = None,
+) -> Verdict:
     """The verdict on ``text``, the reply received so far (``final``: all of it).
 
     ``lines_from``: the ``lines_done`` of an earlier verdict on the start of ``text``
-    (the line starts before it were decided, and stay so): a shortcut, same result.
+    (the line starts before it were decided, and stay so); ``sentences`` and ``words``:
+    what earlier scans of the start of ``text`` read (updated here). Shortcuts, same
+    result.
     """
     lead = 0
     while True:
@@ -264,7 +325,10 @@ def scan(p: Participants, text: str, *, final: bool = False, lines_from: int = 0
         ended = final or cut is not None
         found = [
             at
-            for at in (_sentence_cut(text, lead, limit, ended), _run_cut(text, lead, limit, ended))
+            for at in (
+                _sentence_cut(text, lead, limit, ended, sentences),
+                _run_cut(text, lead, limit, ended, words),
+            )
             if at is not None
         ]
         if found:
@@ -286,13 +350,21 @@ def step(p: Participants, so_far: str, chunk: str, *, final: bool = False) -> St
 
 
 def _advance(
-    p: Participants, text: str, before: Verdict, shown: int, final: bool
+    p: Participants,
+    text: str,
+    before: Verdict,
+    shown: int,
+    final: bool,
+    sentences: Sentences | None = None,
+    words: Words | None = None,
 ) -> tuple[Step, Verdict, int]:
     """The step from ``before`` (emitted up to ``shown``) to ``text``: the step, the new
     verdict and the new index emitted up to."""
     if before.cut is not None:  # ended already
         return Step("", "", before.cut, ()), before, shown
-    after = scan(p, text, final=final, lines_from=before.lines_done)
+    after = scan(
+        p, text, final=final, lines_from=before.lines_done, sentences=sentences, words=words
+    )
     start = max(shown, after.lead)
     upto = after.safe if after.cut is None else min(after.safe, after.cut.at)
     emit = text[start:upto] if upto > start else ""
@@ -318,6 +390,8 @@ class ReplyFilter:
         self.verdict = Verdict(0, 0, None, 0, settled=False)
         self.shown = 0
         self.removed: list[Trim] = []
+        self.sentences = Sentences()
+        self.words = Words()
 
     @property
     def cut(self) -> Cut | None:
@@ -333,7 +407,9 @@ class ReplyFilter:
         if self.verdict.cut is not None:
             return Step("", "", self.verdict.cut, ())
         self.text += chunk
-        out, self.verdict, self.shown = _advance(self.p, self.text, self.verdict, self.shown, final)
+        out, self.verdict, self.shown = _advance(
+            self.p, self.text, self.verdict, self.shown, final, self.sentences, self.words
+        )
         self.removed.extend(out.trims)
         return out
 
