@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -55,29 +55,52 @@ import real_model
 import rolecall
 from rolecall import prompt
 from rolecall.llm.types import ChatMessage
+from rolecall.session.audience import latest_seen
 from rolecall.session.state import Transcript
 from rolecall.world.models import Settings
 
 ROOT = real_model.ROOT
 KEY_ENV = "ROLECALL_REAL_MODEL_KEY"
 QUESTIONS = ("@ecologist what cools a street fastest?", "@planner and what would you do first?")
-Window = Callable[[Transcript, str, int, int, str | None], list[ChatMessage]]
+Window = Callable[
+    [Transcript, str, int, int, str | None, Collection[str] | None], list[ChatMessage]
+]
 
 
-def _last(transcript: Transcript, start: int, window: int, exclude: str | None) -> list[Any]:
-    out = [m for m in transcript.messages[start:] if m.id != exclude]
-    return out[-window:] if window else []
+def _seen(
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None,
+) -> list[Any]:
+    """The entries today's ``prompt.memory_window`` gives (what the role saw)."""
+    return latest_seen(
+        transcript.messages, agent_id, window, start=start, exclude=exclude, limit=limit
+    )
 
 
 def window_name(
-    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None = None,
 ) -> list[ChatMessage]:
     """Others' messages as their text alone, the sender in the ``name`` field."""
-    return [prompt.memory_entry(m, agent_id) for m in _last(transcript, start, window, exclude)]
+    seen = _seen(transcript, agent_id, start, window, exclude, limit)
+    return [prompt.memory_entry(m, agent_id) for m in seen]
 
 
 def window_block(
-    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None = None,
 ) -> list[ChatMessage]:
     """Others' messages between two of the role's own folded into one quoted block."""
     out: list[ChatMessage] = []
@@ -88,7 +111,7 @@ def window_block(
             out.append(ChatMessage("user", "\n\n".join(run)))
             run.clear()
 
-    for message in _last(transcript, start, window, exclude):
+    for message in _seen(transcript, agent_id, start, window, exclude, limit):
         if message.kind == "system":
             flush()
             out.append(ChatMessage("system", message.content, "system"))
@@ -169,8 +192,14 @@ async def run_world(
         result = session.result
         replies = [m for m in session.transcript if m.kind == "agent"]
     counts: Counter[str] = Counter()
+    flagged = []  # what was counted, to be read, not only tallied
     for message in replies:
-        counts.update(classify(message.content, message.sender, names))
+        found = classify(message.content, message.sender, names)
+        counts.update(found)
+        if found:
+            flagged.append(
+                {"sender": message.sender, "kinds": sorted(found), "text": message.content}
+            )
     finishes = Counter(
         e.get("finish_reason") or "none"
         for e in events
@@ -190,6 +219,7 @@ async def run_world(
         "output_tokens": result.output_tokens,
         "most_output_tokens": max((m.output_tokens for m in replies), default=0),
         "seconds": round(time.monotonic() - started, 1),
+        "flagged": flagged,
     }
 
 
