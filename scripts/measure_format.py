@@ -29,6 +29,7 @@ Usage (from the repository root; prints JSON, or a Markdown table with ``--markd
 
     .venv/bin/python scripts/measure_format.py --markdown
     .venv/bin/python scripts/measure_format.py --formats tagged --hygiene on --markdown
+    .venv/bin/python scripts/measure_format.py --offline   # the offline model, no server
 """
 
 from __future__ import annotations
@@ -257,6 +258,53 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+async def offline_messages(name: str, data_dir: Path) -> list[tuple[str, str, int]]:
+    """A shipped world's messages on ``offline`` as (sender, text, input tokens)."""
+    world = rolecall.load_world(ROOT / "worlds" / name / "world.yaml")
+    async with rolecall.open_session(world, data_dir=data_dir, model="offline") as session:
+        if session.chat:
+            for question in QUESTIONS:
+                await session.say(question)
+            session.stop()
+        else:
+            await session.run()
+        return [
+            (m.sender, m.content, m.input_tokens or 0)
+            for m in session.transcript
+            if m.kind == "agent"
+        ]
+
+
+async def offline(args: argparse.Namespace) -> dict[str, Any]:
+    """Every world on ``offline`` under each format against ``tagged``: the same texts?
+    and the input tokens recorded (the offline model's estimate counts the prompt)."""
+    original = prompt.memory_window
+    rows = []
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.worlds:
+            runs: dict[str, list[tuple[str, str, int]]] = {}
+            for fmt in args.formats:
+                prompt.memory_window = FORMATS[fmt] or original  # type: ignore[assignment]
+                try:
+                    os.chdir(ROOT / "worlds" / name)
+                    runs[fmt] = await offline_messages(name, Path(tmp) / f"{fmt}-{name}")
+                finally:
+                    os.chdir(here)
+                    prompt.memory_window = original
+            base = runs.get("tagged") or next(iter(runs.values()))
+            row: dict[str, Any] = {"world": name}
+            for fmt, messages in runs.items():
+                row[fmt] = {
+                    "replies": len(messages),
+                    "same_texts": [m[:2] for m in messages] == [m[:2] for m in base],
+                    "input_tokens": sum(m[2] for m in messages),
+                }
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return {"model": "offline", "worlds": rows}
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = []
     for fmt, part in report["formats"].items():
@@ -288,7 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=6, help="agent messages a world at most")
     parser.add_argument("--hygiene", choices=("off", "on"), default="off")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table, not JSON")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="run on offline instead: do the formats change its texts or token counts?",
+    )
     args = parser.parse_args(argv)
+    if args.offline:
+        print(json.dumps(anyio.run(offline, args), indent=2))
+        return 0
     try:
         report = anyio.run(measure, args)
     except real_model.ModelMissing as missing:
