@@ -29,6 +29,7 @@ Usage (from the repository root; prints JSON, or a Markdown table with ``--markd
 
     .venv/bin/python scripts/measure_format.py --markdown
     .venv/bin/python scripts/measure_format.py --formats tagged --hygiene on --markdown
+    .venv/bin/python scripts/measure_format.py --offline   # the offline model, no server
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -55,29 +56,52 @@ import real_model
 import rolecall
 from rolecall import prompt
 from rolecall.llm.types import ChatMessage
+from rolecall.session.audience import latest_seen
 from rolecall.session.state import Transcript
 from rolecall.world.models import Settings
 
 ROOT = real_model.ROOT
 KEY_ENV = "ROLECALL_REAL_MODEL_KEY"
 QUESTIONS = ("@ecologist what cools a street fastest?", "@planner and what would you do first?")
-Window = Callable[[Transcript, str, int, int, str | None], list[ChatMessage]]
+Window = Callable[
+    [Transcript, str, int, int, str | None, Collection[str] | None], list[ChatMessage]
+]
 
 
-def _last(transcript: Transcript, start: int, window: int, exclude: str | None) -> list[Any]:
-    out = [m for m in transcript.messages[start:] if m.id != exclude]
-    return out[-window:] if window else []
+def _seen(
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None,
+) -> list[Any]:
+    """The entries today's ``prompt.memory_window`` gives (what the role saw)."""
+    return latest_seen(
+        transcript.messages, agent_id, window, start=start, exclude=exclude, limit=limit
+    )
 
 
 def window_name(
-    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None = None,
 ) -> list[ChatMessage]:
     """Others' messages as their text alone, the sender in the ``name`` field."""
-    return [prompt.memory_entry(m, agent_id) for m in _last(transcript, start, window, exclude)]
+    seen = _seen(transcript, agent_id, start, window, exclude, limit)
+    return [prompt.memory_entry(m, agent_id) for m in seen]
 
 
 def window_block(
-    transcript: Transcript, agent_id: str, start: int, window: int, exclude: str | None
+    transcript: Transcript,
+    agent_id: str,
+    start: int,
+    window: int,
+    exclude: str | None,
+    limit: Collection[str] | None = None,
 ) -> list[ChatMessage]:
     """Others' messages between two of the role's own folded into one quoted block."""
     out: list[ChatMessage] = []
@@ -88,7 +112,7 @@ def window_block(
             out.append(ChatMessage("user", "\n\n".join(run)))
             run.clear()
 
-    for message in _last(transcript, start, window, exclude):
+    for message in _seen(transcript, agent_id, start, window, exclude, limit):
         if message.kind == "system":
             flush()
             out.append(ChatMessage("system", message.content, "system"))
@@ -169,8 +193,14 @@ async def run_world(
         result = session.result
         replies = [m for m in session.transcript if m.kind == "agent"]
     counts: Counter[str] = Counter()
+    flagged = []  # what was counted, to be read, not only tallied
     for message in replies:
-        counts.update(classify(message.content, message.sender, names))
+        found = classify(message.content, message.sender, names)
+        counts.update(found)
+        if found:
+            flagged.append(
+                {"sender": message.sender, "kinds": sorted(found), "text": message.content}
+            )
     finishes = Counter(
         e.get("finish_reason") or "none"
         for e in events
@@ -190,6 +220,7 @@ async def run_world(
         "output_tokens": result.output_tokens,
         "most_output_tokens": max((m.output_tokens for m in replies), default=0),
         "seconds": round(time.monotonic() - started, 1),
+        "flagged": flagged,
     }
 
 
@@ -227,6 +258,53 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+async def offline_messages(name: str, data_dir: Path) -> list[tuple[str, str, int]]:
+    """A shipped world's messages on ``offline`` as (sender, text, input tokens)."""
+    world = rolecall.load_world(ROOT / "worlds" / name / "world.yaml")
+    async with rolecall.open_session(world, data_dir=data_dir, model="offline") as session:
+        if session.chat:
+            for question in QUESTIONS:
+                await session.say(question)
+            session.stop()
+        else:
+            await session.run()
+        return [
+            (m.sender, m.content, m.input_tokens or 0)
+            for m in session.transcript
+            if m.kind == "agent"
+        ]
+
+
+async def offline(args: argparse.Namespace) -> dict[str, Any]:
+    """Every world on ``offline`` under each format against ``tagged``: the same texts?
+    and the input tokens recorded (the offline model's estimate counts the prompt)."""
+    original = prompt.memory_window
+    rows = []
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.worlds:
+            runs: dict[str, list[tuple[str, str, int]]] = {}
+            for fmt in args.formats:
+                prompt.memory_window = FORMATS[fmt] or original  # type: ignore[assignment]
+                try:
+                    os.chdir(ROOT / "worlds" / name)
+                    runs[fmt] = await offline_messages(name, Path(tmp) / f"{fmt}-{name}")
+                finally:
+                    os.chdir(here)
+                    prompt.memory_window = original
+            base = runs.get("tagged") or next(iter(runs.values()))
+            row: dict[str, Any] = {"world": name}
+            for fmt, messages in runs.items():
+                row[fmt] = {
+                    "replies": len(messages),
+                    "same_texts": [m[:2] for m in messages] == [m[:2] for m in base],
+                    "input_tokens": sum(m[2] for m in messages),
+                }
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return {"model": "offline", "worlds": rows}
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = []
     for fmt, part in report["formats"].items():
@@ -258,7 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=6, help="agent messages a world at most")
     parser.add_argument("--hygiene", choices=("off", "on"), default="off")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table, not JSON")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="run on offline instead: do the formats change its texts or token counts?",
+    )
     args = parser.parse_args(argv)
+    if args.offline:
+        print(json.dumps(anyio.run(offline, args), indent=2))
+        return 0
     try:
         report = anyio.run(measure, args)
     except real_model.ModelMissing as missing:
