@@ -43,11 +43,15 @@ from rolecall.llm.retrying import (
     stream_end,
 )
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+from rolecall.log import get_logger
 
 __all__ = ["OpenAIHTTPModel", "StatusError", "aclose", "bundled_cost"]
 
 DEFAULT_BASE: Final = "https://api.openai.com/v1"
 _sessions: dict[int, aiohttp.ClientSession] = {}  # one per event loop (by its id)
+log = get_logger(__name__)
+# (base URL, model) pairs whose server refused a response_format: asked without it
+_refused_format: set[tuple[str, str]] = set()
 
 
 class MissingKey(Exception):
@@ -119,12 +123,12 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
             key = _env("OPENAI_API_KEY")
         if key is None and base is None:
             raise MissingKey(model)
-        if request.output_schema is not None:  # a role's `output:`: JSON of its schema
-            from rolecall.llm.shape import response_format
+        url = (base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
+        if request.output_schema is not None and (url, model) not in _refused_format:
+            from rolecall.llm.shape import response_format  # a role's `output:`
 
             body["response_format"] = response_format(request.output_schema)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        url = (base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
         # each read waits at most the request's timeout (the loop bounds the request)
         limit = aiohttp.ClientTimeout(
             total=None, connect=request.timeout, sock_read=request.timeout
@@ -135,7 +139,21 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
                 text = (await response.read()).decode("utf-8", "replace")
             finally:
                 response.release()
-            raise _status_error(response, text)
+            if "response_format" not in body or not _refuses_format(response.status, text):
+                raise _status_error(response, text)
+            # selection.md: a server that refuses this response_format (llama-cpp-python's
+            # takes no `json_schema`) is asked again without it; the prompt's words still
+            # ask for the JSON, and the reply is validated as always
+            log.info("response_format_refused", model=model, status=response.status)
+            _refused_format.add((url, model))
+            del body["response_format"]
+            response = await _session().post(url, json=body, headers=headers, timeout=limit)
+            if response.status != 200:
+                try:
+                    text = (await response.read()).decode("utf-8", "replace")
+                finally:
+                    response.release()
+                raise _status_error(response, text)
         return response
 
     async def _read(
@@ -216,6 +234,12 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
         if isinstance(exc, ValueError):  # JSON, or UTF-8, that is not
             return Failure("transient", BAD_DATA, plain(str(exc), secrets))
         return Failure("transient", type(exc).__name__, plain(str(exc), secrets))
+
+
+def _refuses_format(status: int, text: str) -> bool:
+    """Whether an error reply says the request's ``response_format`` was refused: a
+    client error or a server's validation failure that names the field."""
+    return status in (400, 422, 500) and "response_format" in text
 
 
 def _status_error(response: aiohttp.ClientResponse, text: str) -> StatusError:
