@@ -178,19 +178,22 @@ def test_a_judge_with_a_schema_reads_its_data(tmp_path: Path, required: list[str
         assert all("'comment' is a required property" in e for e in errors), errors
 
 
-def test_a_server_that_refuses_the_response_format_is_asked_again_without_it(
+def test_a_server_that_refuses_the_response_format_is_asked_with_the_next_form(
     tmp_path: Path,
 ) -> None:
     """llama-cpp-python's server answers a `json_schema` response_format with an error
-    naming the field (HTTP 500, tests/realmodel): the lean client asks again without it
-    (the prompt's words still ask for the JSON, and the reply is validated), and asks
-    that server without it from then on, the repair round included."""
+    naming the field (HTTP 500, tests/realmodel) and takes llama.cpp's `json_object` with
+    a `schema`: the lean client asks again at once with the next form, at last with none
+    (the prompt's words still ask for the JSON, and the reply is validated), and keeps
+    the form the server took for the rest of the run, the repair round included."""
     from tests.llm.openai_server import Status
 
-    refusal = "1 validation error: ('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
+    refusal = "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
     with OpenAITestServer() as server:
         server.queue(
             Status(500, refusal),
+            Status(400, "response_format.schema is not supported"),
+            Status(422, "unknown field response_format"),
             Reply('{"verdict": "apple", "score": 11}'),  # out of range: one repair round
             Reply('{"verdict": "pear", "score": 6}'),
         )
@@ -206,6 +209,11 @@ def test_a_server_that_refuses_the_response_format_is_asked_again_without_it(
         bodies = [r.body for r in server.requests]
     (message,) = messages(events)
     assert message["data"] == {"verdict": "pear", "score": 6}
-    assert len(bodies) == 3 and "response_format" in bodies[0]
-    assert all("response_format" not in b for b in bodies[1:])
-    assert "valid against this JSON Schema" in bodies[1]["messages"][-1]["content"]
+    assert [b.get("response_format") for b in bodies] == [
+        {"type": "json_schema", "json_schema": {"name": "reply", "schema": VERDICT}},
+        {"type": "json_object", "schema": VERDICT},
+        {"type": "json_object"},
+        None,
+        None,
+    ]
+    assert "valid against this JSON Schema" in bodies[3]["messages"][-1]["content"]

@@ -50,8 +50,8 @@ __all__ = ["OpenAIHTTPModel", "StatusError", "aclose", "bundled_cost"]
 DEFAULT_BASE: Final = "https://api.openai.com/v1"
 _sessions: dict[int, aiohttp.ClientSession] = {}  # one per event loop (by its id)
 log = get_logger(__name__)
-# (base URL, model) pairs whose server refused a response_format: asked without it
-_refused_format: set[tuple[str, str]] = set()
+# (base URL, model, forms): how many of a schema's response_formats its server refused
+_refused_formats: dict[tuple[str, str, int], int] = {}
 
 
 class MissingKey(Exception):
@@ -124,37 +124,40 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
         if key is None and base is None:
             raise MissingKey(model)
         url = (base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
-        if request.output_schema is not None and (url, model) not in _refused_format:
-            from rolecall.llm.shape import response_format  # a role's `output:`
+        forms: list[dict[str, Any] | None] = [None]
+        if request.output_schema is not None:  # a role's `output:`
+            from rolecall.llm.shape import response_formats
 
-            body["response_format"] = response_format(request.output_schema)
+            forms = [*response_formats(request.output_schema), None]
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         # each read waits at most the request's timeout (the loop bounds the request)
         limit = aiohttp.ClientTimeout(
             total=None, connect=request.timeout, sock_read=request.timeout
         )
-        response = await _session().post(url, json=body, headers=headers, timeout=limit)
-        if response.status != 200:
+        # selection.md: a server that refuses a response_format (llama-cpp-python's takes
+        # no `json_schema`, but `json_object` with a `schema`) is asked again at once with
+        # the next form, at last without one (the prompt's words still ask for the JSON,
+        # and the reply is validated as always); the form it took is kept for the run
+        memo = (url, model, len(forms))
+        tried = _refused_formats.get(memo, 0)
+        while True:
+            form = forms[tried]
+            if form is None:
+                body.pop("response_format", None)
+            else:
+                body["response_format"] = form
+            response = await _session().post(url, json=body, headers=headers, timeout=limit)
+            if response.status == 200:
+                return response
             try:
                 text = (await response.read()).decode("utf-8", "replace")
             finally:
                 response.release()
-            if "response_format" not in body or not _refuses_format(response.status, text):
+            if form is None or not _refuses_format(response.status, text):
                 raise _status_error(response, text)
-            # selection.md: a server that refuses this response_format (llama-cpp-python's
-            # takes no `json_schema`) is asked again without it; the prompt's words still
-            # ask for the JSON, and the reply is validated as always
-            log.info("response_format_refused", model=model, status=response.status)
-            _refused_format.add((url, model))
-            del body["response_format"]
-            response = await _session().post(url, json=body, headers=headers, timeout=limit)
-            if response.status != 200:
-                try:
-                    text = (await response.read()).decode("utf-8", "replace")
-                finally:
-                    response.release()
-                raise _status_error(response, text)
-        return response
+            log.info("response_format_refused", model=model, status=response.status, form=form)
+            tried += 1
+            _refused_formats[memo] = tried
 
     async def _read(
         self, response: aiohttp.ClientResponse, request: GenerationRequest
