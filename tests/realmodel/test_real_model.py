@@ -45,8 +45,12 @@ def check_promises(
 ) -> list[dict[str, Any]]:
     """The promises every run keeps; returns the agent messages published."""
     import rolecall
+    from rolecall.floor.selector import DEFAULT_INSTRUCTIONS
 
-    scripted = {r.id for r in rolecall.load_world(world).roles if r.model == "scripted"}
+    loaded = rolecall.load_world(world)
+    scripted = {r.id for r in loaded.roles if r.model == "scripted"}
+    # a selection world's selector calls (its instructions are their system message)
+    selector = loaded.settings.selector.instructions.strip() or DEFAULT_INSTRUCTIONS
     # one speaker at a time: no generation starts before the last one ended, and the
     # server never had two requests at once
     open_gen: str | None = None
@@ -86,6 +90,7 @@ def check_promises(
     # closed, or the server stopped at one of the stop sequences it was sent), and its
     # tokens are the server's usage when the server reports one
     served_ends = [e for e in ends if e["sender"] not in scripted]
+    exchanges = [x for x in exchanges if x.body["messages"][0].get("content") != selector]
     assert len(exchanges) == len(served_ends), (len(exchanges), len(served_ends))
     for end, exchange in zip(served_ends, exchanges, strict=True):
         if end["finish_reason"] in CUTS:
