@@ -176,3 +176,44 @@ def test_a_judge_with_a_schema_reads_its_data(tmp_path: Path, required: list[str
         assert judged == [(False, {}), (False, {})]
         errors = [j["verdict"]["error"] for j in events if j["type"] == "judge"]
         assert all("'comment' is a required property" in e for e in errors), errors
+
+
+def test_a_server_that_refuses_the_response_format_is_asked_with_the_next_form(
+    tmp_path: Path,
+) -> None:
+    """llama-cpp-python's server answers a `json_schema` response_format with an error
+    naming the field (HTTP 500, tests/realmodel) and takes llama.cpp's `json_object` with
+    a `schema`: the lean client asks again at once with the next form, at last with none
+    (the prompt's words still ask for the JSON, and the reply is validated), and keeps
+    the form the server took for the rest of the run, the repair round included."""
+    from tests.llm.openai_server import Status
+
+    refusal = "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
+    with OpenAITestServer() as server:
+        server.queue(
+            Status(500, refusal),
+            Status(400, "response_format.schema is not supported"),
+            Status(422, "unknown field response_format"),
+            Reply('{"verdict": "apple", "score": 11}'),  # out of range: one repair round
+            Reply('{"verdict": "pear", "score": 6}'),
+        )
+        world = one_step(
+            {"id": "grader", "output": {"schema": VERDICT}},
+            model="openai/gpt-4o-mini",
+            client="http",
+            api_base=server.base_url,
+            api_key_env="SHAPE_KEY",
+            retries=0,
+        )
+        events = run(tmp_path, world)
+        bodies = [r.body for r in server.requests]
+    (message,) = messages(events)
+    assert message["data"] == {"verdict": "pear", "score": 6}
+    assert [b.get("response_format") for b in bodies] == [
+        {"type": "json_schema", "json_schema": {"name": "reply", "schema": VERDICT}},
+        {"type": "json_object", "schema": VERDICT},
+        {"type": "json_object"},
+        None,
+        None,
+    ]
+    assert "valid against this JSON Schema" in bodies[3]["messages"][-1]["content"]

@@ -29,6 +29,7 @@ class Exchange:
     text: str = ""  # the streamed reply text, as the server sent it
     closed_by_client: bool = False  # rolecall stopped reading before the reply ended
     pieces: int = 0  # streamed text deltas: llama.cpp's server sends one per token
+    ended: bool = False  # its reply relayed to the end (or its relay over)
 
 
 @dataclass
@@ -53,6 +54,12 @@ class RecordingProxy:
         self.upstream_port = parts.port or 80
         self.record = Record()
         record, host, port = self.record, self.upstream_host, self.upstream_port
+
+        def ended(exchange: Exchange) -> None:
+            with record.lock:
+                if not exchange.ended:
+                    exchange.ended = True
+                    record.in_flight -= 1
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -79,8 +86,7 @@ class RecordingProxy:
                     self._relay(payload, exchange)
                 finally:
                     if exchange is not None:
-                        with record.lock:
-                            record.in_flight -= 1
+                        ended(exchange)
 
             def _relay(self, payload: bytes | None, exchange: Exchange | None) -> None:
                 upstream = http.client.HTTPConnection(host, port, timeout=300)
@@ -107,6 +113,10 @@ class RecordingProxy:
                             buffer += chunk
                         self.wfile.write(chunk)
                         self.wfile.flush()
+                        if exchange is not None and b"data: [DONE]" in buffer[-64:]:
+                            # the reply is over once its end is relayed; the server's
+                            # closing of the connection after it is no request in flight
+                            ended(exchange)
                 except (BrokenPipeError, ConnectionResetError):
                     # the client closed the stream (reply hygiene cut the reply): the
                     # server's usage never reaches it, and the server stops generating

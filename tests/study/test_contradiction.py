@@ -159,3 +159,62 @@ def test_a_resumed_session_still_addresses_the_contradiction(tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr
     later = [e for e in events_of(resumed.stdout) if e["type"] == "message"]
     assert later[0]["sender"] == "challenger" and later[0]["reply_to"] == "m2"
+
+
+CLAIM_SCHEMA = {
+    "type": "object",
+    "properties": {"claim": {"type": "string"}, "sure": {"type": "boolean"}},
+    "required": ["claim"],
+}
+
+
+def shaped_world(folder: Path, summarizer: dict[str, Any]) -> Path:
+    """The explainer and the summarizer answer with data (an ``output:`` schema and a
+    scripted mapping each); the summarizer's mapping is ``summarizer``."""
+    raw = yaml.safe_load((world(folder) / "world.yaml").read_text("utf-8"))
+    for role in raw["roles"]:
+        if role["id"] == "explainer":
+            role["script"] = [{"claim": CLAIM, "sure": True}]
+        elif role["id"] == "summarizer":
+            role["script"] = [summarizer]
+        else:
+            continue
+        role["output"] = {"schema": CLAIM_SCHEMA}
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return folder
+
+
+def test_the_check_reads_the_data_of_a_role_with_a_schema(tmp_path: Path) -> None:
+    """selection.md: study checks read `data` when the role has a schema. The
+    contradiction is found between the two replies' data, and its sentences are the
+    data's strings, not the JSON text the replies are stored as."""
+    folder = shaped_world(tmp_path / "w", {"claim": DENIAL})
+    done = rolecall(
+        "run", str(folder), "--json", "--max-turns", "3", "--data-dir", str(tmp_path / "d")
+    )
+    assert done.returncode == 0, done.stderr
+    events = events_of(done.stdout)
+    messages = [e for e in events if e["type"] == "message"]
+    assert messages[0]["data"] == {"claim": CLAIM, "sure": True}
+    assert messages[1]["data"] == {"claim": DENIAL}
+    (found,) = [e["data"] for e in events if e["type"] == "mode" and e["name"] == "contradiction"]
+    assert found["sentence"] == DENIAL and found["earlier_sentence"] == CLAIM
+    assert found["kind"] == "negation" and found["addressed_by"] == "challenger"
+    assert messages[2]["sender"] == "challenger"
+
+
+def test_a_reply_whose_data_did_not_validate_states_nothing(tmp_path: Path) -> None:
+    """A schema role's reply that failed validation (``data: null``, ``data_error``) is
+    not read as text: the denial in its JSON is no contradiction, and the challenger
+    keeps its queue place."""
+    folder = shaped_world(tmp_path / "w", {"point": DENIAL})
+    done = rolecall(
+        "run", str(folder), "--json", "--max-turns", "3", "--data-dir", str(tmp_path / "d")
+    )
+    assert done.returncode == 0, done.stderr
+    events = events_of(done.stdout)
+    messages = [e for e in events if e["type"] == "message"]
+    assert messages[1]["sender"] == "summarizer" and DENIAL in messages[1]["content"]
+    assert messages[1].get("data") is None and "claim" in messages[1]["data_error"]
+    assert not [e for e in events if e.get("name") == "contradiction"]
+    assert messages[2]["sender"] != "challenger"

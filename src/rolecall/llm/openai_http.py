@@ -43,11 +43,15 @@ from rolecall.llm.retrying import (
     stream_end,
 )
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
+from rolecall.log import get_logger
 
 __all__ = ["OpenAIHTTPModel", "StatusError", "aclose", "bundled_cost"]
 
 DEFAULT_BASE: Final = "https://api.openai.com/v1"
 _sessions: dict[int, aiohttp.ClientSession] = {}  # one per event loop (by its id)
+log = get_logger(__name__)
+# (base URL, model, forms): how many of a schema's response_formats its server refused
+_refused_formats: dict[tuple[str, str, int], int] = {}
 
 
 class MissingKey(Exception):
@@ -119,24 +123,41 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
             key = _env("OPENAI_API_KEY")
         if key is None and base is None:
             raise MissingKey(model)
-        if request.output_schema is not None:  # a role's `output:`: JSON of its schema
-            from rolecall.llm.shape import response_format
-
-            body["response_format"] = response_format(request.output_schema)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = (base or DEFAULT_BASE).rstrip("/") + "/chat/completions"
+        forms: list[dict[str, Any] | None] = [None]
+        if request.output_schema is not None:  # a role's `output:`
+            from rolecall.llm.shape import response_formats
+
+            forms = [*response_formats(request.output_schema), None]
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         # each read waits at most the request's timeout (the loop bounds the request)
         limit = aiohttp.ClientTimeout(
             total=None, connect=request.timeout, sock_read=request.timeout
         )
-        response = await _session().post(url, json=body, headers=headers, timeout=limit)
-        if response.status != 200:
+        # selection.md: a server that refuses a response_format (llama-cpp-python's takes
+        # no `json_schema`, but `json_object` with a `schema`) is asked again at once with
+        # the next form, at last without one (the prompt's words still ask for the JSON,
+        # and the reply is validated as always); the form it took is kept for the run
+        memo = (url, model, len(forms))
+        tried = _refused_formats.get(memo, 0)
+        while True:
+            form = forms[tried]
+            if form is None:
+                body.pop("response_format", None)
+            else:
+                body["response_format"] = form
+            response = await _session().post(url, json=body, headers=headers, timeout=limit)
+            if response.status == 200:
+                return response
             try:
                 text = (await response.read()).decode("utf-8", "replace")
             finally:
                 response.release()
-            raise _status_error(response, text)
-        return response
+            if form is None or not _refuses_format(response.status, text):
+                raise _status_error(response, text)
+            log.info("response_format_refused", model=model, status=response.status, form=form)
+            tried += 1
+            _refused_formats[memo] = tried
 
     async def _read(
         self, response: aiohttp.ClientResponse, request: GenerationRequest
@@ -216,6 +237,12 @@ class OpenAIHTTPModel(RetryingModel[aiohttp.ClientResponse]):
         if isinstance(exc, ValueError):  # JSON, or UTF-8, that is not
             return Failure("transient", BAD_DATA, plain(str(exc), secrets))
         return Failure("transient", type(exc).__name__, plain(str(exc), secrets))
+
+
+def _refuses_format(status: int, text: str) -> bool:
+    """Whether an error reply says the request's ``response_format`` was refused: a
+    client error or a server's validation failure that names the field."""
+    return status in (400, 422, 500) and "response_format" in text
 
 
 def _status_error(response: aiohttp.ClientResponse, text: str) -> StatusError:

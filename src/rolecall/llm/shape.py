@@ -14,7 +14,15 @@ import json
 import re
 from typing import Any, Final
 
-__all__ = ["ANY_OBJECT", "check_schema", "example", "instruction", "read", "response_format"]
+__all__ = [
+    "ANY_OBJECT",
+    "check_schema",
+    "example",
+    "instruction",
+    "read",
+    "response_format",
+    "response_formats",
+]
 
 ANY_OBJECT: Final[dict[str, Any]] = {"type": "object"}  # `output: json`
 _FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL | re.IGNORECASE)
@@ -37,6 +45,16 @@ def response_format(schema: dict[str, Any]) -> dict[str, Any]:
     if schema == ANY_OBJECT:
         return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+
+
+def response_formats(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``response_format`` values to try in order: the OpenAI-compatible one, then,
+    for a schema, llama.cpp's (``json_object`` with the ``schema``), then plain
+    ``json_object``; a server that refuses one is asked with the next."""
+    first = response_format(schema)
+    if schema == ANY_OBJECT:
+        return [first]
+    return [first, {"type": "json_object", "schema": schema}, {"type": "json_object"}]
 
 
 def instruction(schema: dict[str, Any]) -> str:

@@ -379,6 +379,8 @@ class StudyDirector:
             *(r.id for r in world.roles),
             *(r.name for r in world.roles),
         ]
+        # roles with an `output:` schema: the check reads their messages' data
+        self.shaped = frozenset(r.id for r in world.roles if r.output is not None)
 
     # ------------------------------------------------------------ state
     def _scheduler(self, session: Host) -> Scheduler:
@@ -486,14 +488,25 @@ class StudyDirector:
         """Whether ``message`` contradicts an earlier role's statement (module 7)."""
         if not self.contradictions:
             return None
-        said = [
-            Statement(m.id, m.sender, m.content)
-            for m in session.state.transcript.messages
-            if m.kind == "agent" and m.id != message.id
-        ]
-        return find_contradiction(
-            Statement(message.id, message.sender, message.content), said, self.names
-        )
+        text = self._checked(message)
+        if text is None:
+            return None
+        said: list[Statement] = []
+        for m in session.state.transcript.messages:
+            earlier = self._checked(m) if m.kind == "agent" and m.id != message.id else None
+            if earlier is not None:
+                said.append(Statement(m.id, m.sender, earlier))
+        return find_contradiction(Statement(message.id, message.sender, text), said, self.names)
+
+    def _checked(self, message: TranscriptMessage) -> str | None:
+        """What the check reads of ``message``: its text, or, when its role has an
+        ``output:`` schema (selection.md), the strings of its validated ``data`` (never
+        JSON found in its text), each a sentence; None when its data did not validate."""
+        if message.sender not in self.shaped:
+            return message.content
+        if message.data is None:
+            return None
+        return data_text(message.data)
 
     def human(self, session: Host, message: TranscriptMessage) -> bool:
         sched = self._scheduler(session)
@@ -557,6 +570,26 @@ def instruction(unit: Unit, units: int, role_id: str, request: TranscriptMessage
         lines.append(f'The learner asked ({request.id}): "{request.content}". Answer that first.')
     lines += ["", "The passage:", unit.text]
     return "\n".join(lines)
+
+
+def data_text(data: Any) -> str:
+    """The strings of a reply's ``data`` in their order (an object's values in key order,
+    an array's items), each ended as a sentence; numbers, booleans and keys are left out."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if value.strip():
+                found.append(value.strip())
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(data)
+    return " ".join(s if s[-1] in ".!?" else f"{s}." for s in found)
 
 
 def address_note(found: dict[str, Any]) -> str:
