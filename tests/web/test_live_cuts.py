@@ -5,50 +5,18 @@ real `rolecall web`, a loopback OpenAI-compatible server, Debian's chromium."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.llm.openai_server import OpenAITestServer, Reply
-from tests.web.conftest import Server, Site, start_server, stop_server
+from tests.web.conftest import Server
+from tests.web.test_live_drafts import loopback, served
 
 SAID = "The motion is sound and I stand by it."
 LOOP = (SAID + " ") * 12
 
 
-@pytest.fixture
-def loopback() -> Iterator[OpenAITestServer]:
-    with OpenAITestServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def served(tmp_path: Path, loopback: OpenAITestServer) -> Iterator[Server]:
-    folder = tmp_path / "worlds" / "wire"
-    folder.mkdir(parents=True)
-    (folder / "world.yaml").write_text(
-        f"""\
-name: wire
-title: One over the wire
-topic: anything
-model: openai/gpt-4o-mini
-settings:
-  client: http
-  api_base: {loopback.base_url}
-  api_key_env: ROLECALL_CUT_TEST_KEY
-  retries: 0
-roles:
-  - id: ann
-    name: Ann Archer
-""",
-        encoding="utf-8",
-    )
-    site = Site(root=tmp_path, data=tmp_path / "data", ids={})
-    running = start_server(site, env={"ROLECALL_CUT_TEST_KEY": "sk-local-test"})
-    yield running
-    stop_server(running)
+__all__ = ["loopback", "served"]  # the fixtures: test_live_drafts' one-role world on the wire
 
 
 def test_a_cut_shown_live_is_marked_and_the_stored_message_is_only_the_message(
