@@ -111,12 +111,14 @@ class RecordingProxy:
                     while chunk := reply.read1(65536):
                         if exchange is not None:
                             buffer += chunk
+                        if exchange is not None and b"data: [DONE]" in buffer[-64:]:
+                            # the reply is over with its end, marked before it is relayed
+                            # (rolecall may send its next request the moment it reads it);
+                            # the server's closing of the connection after it is no
+                            # request in flight
+                            ended(exchange)
                         self.wfile.write(chunk)
                         self.wfile.flush()
-                        if exchange is not None and b"data: [DONE]" in buffer[-64:]:
-                            # the reply is over once its end is relayed; the server's
-                            # closing of the connection after it is no request in flight
-                            ended(exchange)
                 except (BrokenPipeError, ConnectionResetError):
                     # the client closed the stream (reply hygiene cut the reply): the
                     # server's usage never reaches it, and the server stops generating
