@@ -44,7 +44,8 @@ def test_the_repl_shows_a_structured_reply_indented(
     t.ready()
     t.type("@grader which tree?")
     t.key("Enter")
-    screen = t.wait_for('\n    "verdict": "', timeout=30)
+    # the whole block drawn, not only its first line (the screen is read while it draws)
+    screen = t.wait_for(lambda s: '\n    "verdict": "' in s and '"\n  }\n' in s, timeout=30)
     assert '\n  {\n    "verdict": "apple"\n  }\n' in screen  # indented under the reply
     t.type("/quit")
     t.key("Enter")
