@@ -6,7 +6,6 @@ import argparse
 import functools
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -36,6 +35,7 @@ from rolecall.cli.repl.runner import (
     _models_in_use,
     _shorten,
 )
+from rolecall.cli.repl.signals import watch_signals
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
 from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
 from rolecall.export.common import snippet
@@ -335,7 +335,13 @@ class Repl:
                 tg.start_soon(self._pump)
                 tg.start_soon(self._ticker)
                 if self.handle_signals:
-                    tg.start_soon(self._watch_signals)
+                    tg.start_soon(
+                        functools.partial(
+                            watch_signals,
+                            interrupt=lambda: self.interrupt(None),
+                            quit=self.request_quit,
+                        )
+                    )
                 self._preload(_models_in_use(session))
                 if after is not None:  # /retry: the turn asked again, in the new branch
                     self._spawn("retry", functools.partial(after, session))
@@ -581,15 +587,6 @@ class Repl:
             await anyio.sleep(0.1)
             if self.prompt is not None and self.display is not None and self.display.active:
                 self.prompt.app.invalidate()
-
-    async def _watch_signals(self) -> None:
-        """SIGINT (outside the prompt's raw mode) as Ctrl-C; SIGTERM and SIGHUP quit cleanly."""
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-            async for signum in signals:
-                if signum == signal.SIGINT:
-                    self.interrupt(None)
-                else:
-                    self.request_quit()
 
     # -- keys ------------------------------------------------------------------------------
     def interrupt(self, buffer: Buffer | None) -> str:
