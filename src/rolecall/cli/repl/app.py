@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import time
@@ -17,6 +16,7 @@ import anyio
 
 from rolecall.cli.hints import resume_command
 from rolecall.cli.palette import Palette, header, terminal_width
+from rolecall.cli.repl.approvals import Approvals
 from rolecall.cli.repl.commands import (
     CommandError,
     LoadRequest,
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from rolecall.api.session import Session
     from rolecall.memory import MemoryFiles
     from rolecall.storage.data_store import DataStore
-    from rolecall.tools.approval import Decision, PendingCall
     from rolecall.world.models import World
 
 
@@ -139,8 +138,7 @@ class Repl:
         self._history_file = history_file or self.data_dir / "repl_history"
         self.jobs = 0
         self._armed = False
-        # a tool call waiting for y / n / e (tools.md): the call, its event, the answer
-        self._asking: tuple[PendingCall, anyio.Event, list[Decision]] | None = None
+        self.approvals = Approvals(lambda: self.display, self._changed)
         self._armed_at = 0.0
         self._eof_at = -QUIT_WINDOW
         self._quit = False
@@ -292,7 +290,7 @@ class Repl:
     ) -> LoopControl | LoadRequest:
         loaded = self.session is not None
         self.session = session
-        session.approver = self._approve  # tools.md: `approve: ask` calls are asked here
+        session.approver = self.approvals.ask  # tools.md: `approve: ask` calls are asked here
         palette = Palette(session.world.role_ids, color=self.color)
 
         def totals() -> tuple[int, int]:
@@ -388,8 +386,8 @@ class Repl:
             except KeyboardInterrupt:  # pragma: no cover - Ctrl-C is bound; belt and braces
                 continue
             self._armed = False
-            if self._asking is not None:  # the answer to a tool call that waits
-                self._answer(text)
+            if self.approvals.waiting is not None:  # the answer to a tool call that waits
+                self.approvals.answer(text)
                 continue
             result = await self._handle(text)
             if result is not LoopControl.CONTINUE:
@@ -599,14 +597,8 @@ class Repl:
                 return "cleared"
             self.request_quit()
             return "quit"
-        if self._asking is not None:  # a tool call waits: Ctrl-C refuses it, as `n`
-            from rolecall.tools.approval import Decision
-
-            call, answered, got = self._asking
-            if not answered.is_set():
-                got.append(Decision("deny", "human", f"the person refused {call.tool} (Ctrl-C)"))
-                answered.set()
-                display.note(f"refused {call.tool} (Ctrl-C)")
+        if self.approvals.waiting is not None:  # a tool call waits: Ctrl-C refuses it, as `n`
+            self.approvals.refuse()
             if buffer is not None:
                 buffer.reset()
             self._armed = False
@@ -779,8 +771,9 @@ class Repl:
         if app is not None and app.is_done:
             return []  # not left behind in the scrollback
         world = session.world if session is not None else self._world
-        if session is not None and self._asking is not None:
-            tool = self._asking[0].tool
+        waiting = self.approvals.waiting
+        if session is not None and waiting is not None:
+            tool = waiting.tool
             return [
                 (
                     "class:placeholder",
@@ -805,69 +798,10 @@ class Repl:
         ]
         return fitted
 
-    async def _approve(self, call: PendingCall) -> Decision:
-        """A call the role must ask for (tools.md, Approval): shown, then held until the
-        next line: ``y`` runs it, ``n`` refuses it, ``e {...}`` runs it with these
-        arguments (JSON)."""
-        from rolecall.tools.approval import Decision
-
-        display = self.display
-        answered: anyio.Event = anyio.Event()
-        self._asking = (call, answered, [])
-        if display is not None:
-            display.waiting = call.tool  # the live line says it waits for you, not "thinking"
-            display.warn(
-                f"{call.sender} wants to call {call.tool} with "
-                f"{json.dumps(call.arguments, ensure_ascii=False)} — "
-                "y: run it · n: refuse it · e {...}: run it with these arguments (JSON)"
-            )
-        self._changed()
-        try:
-            await answered.wait()
-        finally:
-            got = self._asking[2] if self._asking is not None else []
-            self._asking = None
-            if display is not None:
-                display.waiting = None
-            self._changed()
-        if got:
-            decision: Decision = got[0]
-            return decision
-        return Decision("deny", "human", "no answer")
-
-    def _answer(self, text: str) -> None:
-        """The line typed while a tool call waits: y, n, or e and the arguments."""
-        from rolecall.tools.approval import Decision
-
-        assert self._asking is not None
-        call, answered, got = self._asking
-        word = text.strip()
-        decision: Decision | None = None
-        if word.lower() in ("y", "yes"):
-            decision = Decision("allow", "human")
-        elif word.lower() in ("n", "no"):
-            decision = Decision("deny", "human", f"the person refused {call.tool}")
-        elif word[:1].lower() == "e":
-            try:
-                arguments = json.loads(word[1:].strip() or "null")
-            except ValueError as exc:
-                arguments, problem = None, f"not JSON ({exc})"
-            else:
-                problem = "" if isinstance(arguments, dict) else "not a JSON object"
-            if isinstance(arguments, dict):
-                decision = Decision("allow", "human", arguments=arguments)
-            elif self.display is not None:
-                self.display.error(f"e: the arguments are {problem}; the call still waits")
-        elif self.display is not None:
-            self.display.error("the tool call waits: y, n, or e {...} with its arguments")
-        if decision is not None:
-            got.append(decision)
-            answered.set()
-
     def _toolbar_parts(self, session: Session, display: ReplDisplay) -> ToolbarParts:
         st = session.status  # a copy, and the result: a few microseconds each redraw
-        if self._asking is not None:
-            call = self._asking[0]
+        call = self.approvals.waiting
+        if call is not None:
             return ToolbarParts(
                 world=session.world.name,
                 session=session.session_id,
