@@ -17,6 +17,7 @@ import anyio
 from rolecall.cli.hints import resume_command
 from rolecall.cli.palette import Palette, header, terminal_width
 from rolecall.cli.repl.approvals import Approvals
+from rolecall.cli.repl.background import Background
 from rolecall.cli.repl.commands import (
     CommandError,
     LoadRequest,
@@ -29,7 +30,6 @@ from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
 from rolecall.cli.repl.runner import (
     CommandRunner,
-    Job,
     LoopControl,
     _count,
     _models_in_use,
@@ -43,7 +43,6 @@ from rolecall.log import get_logger
 from rolecall.money import money
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
     from prompt_toolkit.buffer import Buffer
     from prompt_toolkit.formatted_text import StyleAndTextTuples
     from prompt_toolkit.input import Input
@@ -136,16 +135,15 @@ class Repl:
         self._input = input
         self._output = output
         self._history_file = history_file or self.data_dir / "repl_history"
-        self.jobs = 0
+        self.background = Background(
+            display=lambda: self.display, changed=self._changed, on_idle=self._pausing_done
+        )
         self._armed = False
         self.approvals = Approvals(lambda: self.display, self._changed)
         self._armed_at = 0.0
         self._eof_at = -QUIT_WINDOW
         self._quit = False
-        self._preloading = False
         self._wake = anyio.Event()
-        self._idle = anyio.Event()
-        self._tg: TaskGroup | None = None
         self._open: dict[str, Session] = {}
         self._world: World | None = None
         self._first: _FirstPrompt | None = None
@@ -155,6 +153,11 @@ class Repl:
         self.display: ReplDisplay | None = None
         self.runner: CommandRunner | None = None
         self.prompt: PromptSession[str] | None = None
+
+    @property
+    def jobs(self) -> int:
+        """How many jobs started from the prompt still run."""
+        return self.background.count
 
     @property
     def memory(self) -> MemoryFiles:
@@ -313,7 +316,7 @@ class Repl:
             echo=self.display.info,
             store=self.store,
             memory=self.memory,
-            spawn=self._spawn,
+            spawn=self.background.spawn,
             busy=lambda: self.jobs > 0,
             palette=palette,
             cwd=self.cwd,
@@ -329,7 +332,7 @@ class Repl:
         self._changed()  # redraw: the toolbar shows the session now
         try:
             async with anyio.create_task_group() as tg:
-                self._tg = tg
+                self.background.tg = tg
                 tg.start_soon(self._pump)
                 tg.start_soon(self._ticker)
                 if self.handle_signals:
@@ -342,7 +345,7 @@ class Repl:
                     )
                 self._preload(_models_in_use(session))
                 if after is not None:  # /retry: the turn asked again, in the new branch
-                    self._spawn("retry", functools.partial(after, session))
+                    self.background.spawn("retry", functools.partial(after, session))
                 with self._terminal():
                     try:
                         result = await self._loop()
@@ -356,7 +359,7 @@ class Repl:
                 tg.cancel_scope.cancel()
         finally:
             subscription.close()
-            self._tg = None
+            self.background.tg = None
         self._print(self.display.take_output())
         return result
 
@@ -449,7 +452,7 @@ class Repl:
                 f"dropped {len(dropped)} repl{'y' if len(dropped) == 1 else 'ies'} still due "
                 f"to your earlier message ({', '.join(dropped)}): your new message is answered"
             )
-        self._spawn("message", lambda: session.say(message, audience=audience))
+        self.background.spawn("message", lambda: session.say(message, audience=audience))
         # let the message go out (stored, its turn started, the request sent) before the
         # next prompt is drawn: drawing it first delayed the request by 7-60 ms under load
         await anyio.lowlevel.checkpoint()
@@ -461,9 +464,8 @@ class Repl:
             session.cancel_reply()  # kept as a draft; the turn pauses the session
         elif self.jobs and not session.finished:
             session.pause("quit")  # after the turn in progress
-        if self.jobs:
-            with anyio.move_on_after(15):
-                await self._idle.wait()
+        with anyio.move_on_after(15):
+            await self.background.settle()
         display = self.display
         assert display is not None
         if not session.result.messages and not session.drafts and self.store is not None:
@@ -493,53 +495,13 @@ class Repl:
                 display.note(command, wrap=False)
 
     # -- background ----------------------------------------------------------------------
-    def _spawn(self, name: str, job: Job) -> None:
-        assert self._tg is not None
-        if self.jobs == 0:
-            self._idle = anyio.Event()
-        self.jobs += 1
-        self._changed()
-
-        async def run() -> None:
-            try:
-                await job()
-            except Exception as exc:
-                log.warning("repl_job_failed", job=name, exc_info=exc)
-                if self.display is not None:
-                    self.display.error(f"{name} failed: {exc}")
-            finally:
-                self.jobs -= 1
-                if self.jobs == 0:
-                    self._idle.set()
-                    if self.runner is not None:
-                        self.runner.pausing = False
-                self._changed()
-
-        self._tg.start_soon(run, name=f"repl-{name}")
-
     def _preload(self, models: list[str]) -> None:
-        from rolecall.llm.registry import needs_litellm
+        if self.session is not None:
+            self.background.preload(models, self.session.world.settings.client)
 
-        if self._preloading or self._tg is None or self.session is None:
-            return
-        client = self.session.world.settings.client
-        if not any(needs_litellm(m, client) for m in models):
-            return
-        from rolecall.llm import litellm_model
-
-        if litellm_model.is_loaded():
-            return
-        self._preloading = True
-
-        async def load() -> None:
-            try:
-                await anyio.to_thread.run_sync(litellm_model.preload, abandon_on_cancel=True)
-            except Exception as exc:
-                self._preloading = False
-                if self.display is not None:
-                    self.display.warn(f"could not load litellm: {exc}")
-
-        self._tg.start_soon(load, name="repl-preload-litellm")
+    def _pausing_done(self) -> None:
+        if self.runner is not None:
+            self.runner.pausing = False
 
     def _changed(self) -> None:
         self._wake.set()
