@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,7 @@ from rolecall.cli.repl.commands import (
 )
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
-from rolecall.cli.repl.live import _logs_above_prompt, _quiet_args, mark_quit, open_live_session
+from rolecall.cli.repl.live import _quiet_args, mark_quit, open_live_session
 from rolecall.cli.repl.runner import (
     CommandRunner,
     LoopControl,
@@ -35,6 +34,7 @@ from rolecall.cli.repl.runner import (
     _models_in_use,
     _shorten,
 )
+from rolecall.cli.repl.screen import Screen
 from rolecall.cli.repl.signals import watch_signals
 from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
 from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
@@ -124,26 +124,30 @@ class Repl:
         self._memory = memory
         self.color = (not os.environ.get("NO_COLOR")) if color is None else color
         self.handle_signals = handle_signals
-        self.patch_output = patch_output
         self.step_mode = getattr(args, "mode", "auto") == "step"
         self.verbose = int(getattr(args, "verbose", 0) or 0)
         self.quiet = bool(getattr(args, "quiet", False))
         self.stream_mode: StreamMode = getattr(args, "stream", None) or "preview"
         self.cwd = cwd
         self._width = width or terminal_width
-        self._sink = sink
         self._input = input
         self._output = output
         self._history_file = history_file or self.data_dir / "repl_history"
+        self.screen = Screen(
+            prompt=lambda: self.prompt,
+            display=lambda: self.display,
+            sink=sink,
+            patch_output=patch_output,
+            verbose=self.verbose,
+        )
+        self.approvals = Approvals(lambda: self.display, self.screen.changed)
         self.background = Background(
-            display=lambda: self.display, changed=self._changed, on_idle=self._pausing_done
+            display=lambda: self.display, changed=self.screen.changed, on_idle=self._pausing_done
         )
         self._armed = False
-        self.approvals = Approvals(lambda: self.display, self._changed)
         self._armed_at = 0.0
         self._eof_at = -QUIT_WINDOW
         self._quit = False
-        self._wake = anyio.Event()
         self._open: dict[str, Session] = {}
         self._world: World | None = None
         self._first: _FirstPrompt | None = None
@@ -184,7 +188,7 @@ class Repl:
             for line in self._world_banner(world, palette)
             for piece in wrap_styled(line, width)
         ]
-        self._print("".join(line + "\n" for line in banner))
+        self.screen.print("".join(line + "\n" for line in banner))
         self._boot_banner = True
         first = _FirstPrompt()
         async with anyio.create_task_group() as tg:
@@ -211,7 +215,7 @@ class Repl:
                 try:
                     current, after = await self._switch(stack, result), result.after
                 except Exception as exc:
-                    self._print(Palette((), color=self.color).red(f"✗ cannot load: {exc}"))
+                    self.screen.print(Palette((), color=self.color).red(f"✗ cannot load: {exc}"))
                     self._quit = False
                     after = None
         return current  # pragma: no cover - the loop returns
@@ -305,7 +309,7 @@ class Repl:
             width=self._width,
             quiet=self.quiet,
             verbose=self.verbose,
-            on_change=self._changed,
+            on_change=self.screen.changed,
             totals=totals,
             stream=self.stream_mode,
         )
@@ -329,12 +333,12 @@ class Repl:
         self._quit = False
         await session.begin()
         self._banner(session, loaded=loaded, hint=after is None)
-        self._changed()  # redraw: the toolbar shows the session now
+        self.screen.changed()  # redraw: the toolbar shows the session now
         try:
             async with anyio.create_task_group() as tg:
                 self.background.tg = tg
-                tg.start_soon(self._pump)
-                tg.start_soon(self._ticker)
+                tg.start_soon(self.screen.pump)
+                tg.start_soon(self.screen.ticker)
                 if self.handle_signals:
                     tg.start_soon(
                         functools.partial(
@@ -346,7 +350,7 @@ class Repl:
                 self._preload(_models_in_use(session))
                 if after is not None:  # /retry: the turn asked again, in the new branch
                     self.background.spawn("retry", functools.partial(after, session))
-                with self._terminal():
+                with self.screen.terminal():
                     try:
                         result = await self._loop()
                     except BaseException:
@@ -355,29 +359,19 @@ class Repl:
                             await self._leave(session, switching=False)
                         raise
                     await self._leave(session, switching=isinstance(result, LoadRequest))
-                    await self._flush()
+                    await self.screen.flush()
                 tg.cancel_scope.cancel()
         finally:
             subscription.close()
             self.background.tg = None
-        self._print(self.display.take_output())
+        self.screen.print(self.display.take_output())
         return result
-
-    @contextmanager
-    def _terminal(self) -> Iterator[None]:
-        if not self.patch_output:
-            yield
-            return
-        from prompt_toolkit.patch_stdout import patch_stdout
-
-        with patch_stdout(raw=True), _logs_above_prompt(self.verbose):
-            yield
 
     async def _loop(self) -> LoopControl | LoadRequest:
         assert self.prompt is not None
         assert self.runner is not None
         while not self._quit:
-            await self._flush()  # what the last line printed comes before the next prompt
+            await self.screen.flush()  # what the last line printed comes before the next prompt
             first, self._first = self._first, None
             try:
                 if first is not None:
@@ -502,51 +496,6 @@ class Repl:
     def _pausing_done(self) -> None:
         if self.runner is not None:
             self.runner.pausing = False
-
-    def _changed(self) -> None:
-        self._wake.set()
-        if self.prompt is not None:
-            self.prompt.app.invalidate()
-
-    def _print(self, text: str) -> None:
-        if not text:
-            return
-        if self._sink is not None:
-            self._sink(text)
-            return
-        try:
-            if self.prompt is None:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            else:
-                self.prompt.app.output.write_raw(text)
-                self.prompt.app.output.flush()
-        except OSError:  # the terminal is gone (SIGHUP): nothing left to show
-            pass
-
-    async def _flush(self) -> None:
-        from prompt_toolkit.application import in_terminal
-
-        display = self.display
-        if display is None or not display.outbox:
-            return
-        async with in_terminal():
-            self._print(display.take_output())
-
-    async def _pump(self) -> None:
-        """Print the display's finished lines above the prompt, in batches."""
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            await self._flush()
-            await anyio.sleep(0.03)
-
-    async def _ticker(self) -> None:
-        """Redraw the spinner and elapsed time while a generation runs."""
-        while True:
-            await anyio.sleep(0.1)
-            if self.prompt is not None and self.display is not None and self.display.active:
-                self.prompt.app.invalidate()
 
     # -- keys ------------------------------------------------------------------------------
     def interrupt(self, buffer: Buffer | None) -> str:
