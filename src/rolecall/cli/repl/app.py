@@ -36,11 +36,10 @@ from rolecall.cli.repl.runner import (
 )
 from rolecall.cli.repl.screen import Screen
 from rolecall.cli.repl.signals import watch_signals
-from rolecall.cli.repl.toolbar import QUIT_WINDOW, ToolbarParts, fit_toolbar
+from rolecall.cli.repl.toolbar import fit_toolbar, starting_toolbar, status_parts
 from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
-from rolecall.money import money
 
 if TYPE_CHECKING:
     from prompt_toolkit.buffer import Buffer
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
 
 
 log = get_logger("rolecall.cli.repl")
+QUIT_WINDOW = 2.0  # seconds within which a second Ctrl-C (or Ctrl-D while busy) quits
 After = Callable[["Session"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
 
 
@@ -702,67 +702,15 @@ class Repl:
         session = self.session
         display = self.display
         if session is None or display is None:
-            name = self._world.name if self._world is not None else "rolecall"
-            return [("class:bottom-toolbar.key", f" {name}"), ("", " │ starting…")]
-        fitted: StyleAndTextTuples = [
-            *fit_toolbar(self._toolbar_parts(session, display), self._width())
-        ]
-        return fitted
-
-    def _toolbar_parts(self, session: Session, display: ReplDisplay) -> ToolbarParts:
-        st = session.status  # a copy, and the result: a few microseconds each redraw
-        call = self.approvals.waiting
-        if call is not None:
-            return ToolbarParts(
-                world=session.world.name,
-                session=session.session_id,
-                status=f"a call waits: {call.tool} (y / n / e)",
-            )
-        if self.runner is not None and self.runner.pausing and (self.jobs or session.busy):
-            status = "pausing…"
-        elif display.active and session.generating:
-            status = "generating"
-        elif self.jobs:
-            status = "running"
-        elif st.state in ("created", "running"):
-            status = "ready"  # nothing runs: waiting for you
-        else:
-            status = st.state
-        if st.state == "paused" and st.pause_reason and not self.jobs:
-            status += f" ({st.pause_reason})"
-        if session.finished:
-            status = f"finished ({st.stop_reason})"
-        parts = ToolbarParts(world=session.world.name, session=session.session_id, status=status)
-        flow = session.world.flow
-        if flow is not None:
-            pointer = st.pointer
-            step = pointer.current or ("—" if pointer.started else flow.start_id)
-            parts.step = f"step {'—' if session.finished else step}"
-            parts.counters = " ".join(
-                f"{sid}×{n}"
-                for sid, n in pointer.exec_counts.items()
-                if n and sid != "interjection"  # an interjection is not a step
-            )
-        elif not session.chat:
-            parts.step = f"{session.world.mode} · turn {st.pointer.execution_order}"
-        if session.model_override:
-            parts.model = f"model {session.model_override}"
-        if st.pending and flow is None:
-            queue = [item.agent for item in st.pending]
-            shown = ", ".join(queue[:3]) + (", …" if len(queue) > 3 else "")
-            parts.status += f" · {len(queue)} due · next: {shown}"
-        t = session.result
-        live = display.live_out_tokens()
-        if t.input_tokens or t.output_tokens or live:
-            # no ↑0 while the first reply streams: its prompt tokens come at its end
-            up = f"↑{t.input_tokens:,} " if t.input_tokens else ""
-            parts.tokens = f"{up}↓{t.output_tokens + live:,}"
-        if t.cost:  # known and not free
-            parts.tokens += f" · {money(t.cost)}"
-        if self._armed and time.monotonic() - self._armed_at <= QUIT_WINDOW:
-            parts.hint = "Ctrl-C again to quit"
-        elif self.step_mode and flow is not None and not session.finished:
-            parts.hint = "Enter: next turn · /help"
-        else:
-            parts.hint = "/help"
-        return parts
+            return [*starting_toolbar(self._world.name if self._world is not None else "rolecall")]
+        waiting = self.approvals.waiting
+        parts = status_parts(
+            session,
+            display,
+            waiting=waiting.tool if waiting is not None else None,
+            pausing=self.runner is not None and self.runner.pausing,
+            jobs=self.jobs,
+            armed=self._armed and time.monotonic() - self._armed_at <= QUIT_WINDOW,
+            step_mode=self.step_mode,
+        )
+        return [*fit_toolbar(parts, self._width())]
