@@ -26,6 +26,7 @@ from rolecall.cli.repl.commands import (
 )
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
+from rolecall.cli.repl.keys import Keys
 from rolecall.cli.repl.live import _quiet_args, mark_quit, open_live_session
 from rolecall.cli.repl.runner import (
     CommandRunner,
@@ -42,10 +43,8 @@ from rolecall.export.common import snippet
 from rolecall.log import get_logger
 
 if TYPE_CHECKING:
-    from prompt_toolkit.buffer import Buffer
     from prompt_toolkit.formatted_text import StyleAndTextTuples
     from prompt_toolkit.input import Input
-    from prompt_toolkit.key_binding import KeyBindings
     from prompt_toolkit.output import Output
     from prompt_toolkit.shortcuts import PromptSession
 
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
 
 
 log = get_logger("rolecall.cli.repl")
-QUIT_WINDOW = 2.0  # seconds within which a second Ctrl-C (or Ctrl-D while busy) quits
 After = Callable[["Session"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
 
 
@@ -144,9 +142,7 @@ class Repl:
         self.background = Background(
             display=lambda: self.display, changed=self.screen.changed, on_idle=self._pausing_done
         )
-        self._armed = False
-        self._armed_at = 0.0
-        self._eof_at = -QUIT_WINDOW
+        self.keys = Keys(self, self.approvals)
         self._quit = False
         self._open: dict[str, Session] = {}
         self._world: World | None = None
@@ -329,7 +325,7 @@ class Repl:
             stream=self._stream,
         )
         subscription = session.bus.subscribe(self.display, name="repl")
-        self._armed = False
+        self.keys.disarm()
         self._quit = False
         await session.begin()
         self._banner(session, loaded=loaded, hint=after is None)
@@ -343,7 +339,7 @@ class Repl:
                     tg.start_soon(
                         functools.partial(
                             watch_signals,
-                            interrupt=lambda: self.interrupt(None),
+                            interrupt=lambda: self.keys.interrupt(None),
                             quit=self.request_quit,
                         )
                     )
@@ -382,7 +378,7 @@ class Repl:
                 return LoopControl.QUIT
             except KeyboardInterrupt:  # pragma: no cover - Ctrl-C is bound; belt and braces
                 continue
-            self._armed = False
+            self.keys.disarm()
             if self.approvals.waiting is not None:  # the answer to a tool call that waits
                 self.approvals.answer(text)
                 continue
@@ -497,117 +493,11 @@ class Repl:
         if self.runner is not None:
             self.runner.pausing = False
 
-    # -- keys ------------------------------------------------------------------------------
-    def interrupt(self, buffer: Buffer | None) -> str:
-        """Ctrl-C: cancel the generation; else pause a run; else clear; twice quits."""
-        session = self.session
-        display = self.display
-        if session is None or display is None:  # still booting
-            if buffer is not None and buffer.text:
-                buffer.reset()
-                return "cleared"
-            self.request_quit()
-            return "quit"
-        if self.approvals.waiting is not None:  # a tool call waits: Ctrl-C refuses it, as `n`
-            self.approvals.refuse()
-            if buffer is not None:
-                buffer.reset()
-            self._armed = False
-            return "refused"
-        if session.generating:
-            session.cancel_reply()  # the session pauses itself (reason cancelled)
-            self._armed = False
-            return "cancelled"
-        if self.jobs:
-            session.pause("interrupted")
-            if self.runner is not None:
-                self.runner.pausing = True
-            display.note("pausing after the current turn")
-            self._armed = False
-            return "pausing"
-        if buffer is not None and buffer.text:
-            buffer.reset()
-            self._armed = False
-            return "cleared"
-        now = time.monotonic()
-        if self._armed and now - self._armed_at <= QUIT_WINDOW:
-            self.request_quit()
-            return "quit"
-        self._armed, self._armed_at = True, now
-        display.note(
-            f"(press Ctrl-C again to quit, within {QUIT_WINDOW:g} s; the session is kept · "
-            "Ctrl-D quits too)"
-        )
-        return "armed"
-
-    def end_of_input(self, buffer: Buffer | None) -> str:
-        """Ctrl-D at an empty prompt: quit; while a reply is generated, ask first."""
-        display = self.display
-        session = self.session
-        busy = session is not None and session.generating  # a reply streams
-        now = time.monotonic()
-        if busy and display is not None and now - self._eof_at > QUIT_WINDOW:
-            self._eof_at = now
-            display.note(
-                f"a reply is being generated: Ctrl-D again within {QUIT_WINDOW:g} s quits "
-                "(the reply is kept as a draft, the session paused) · Ctrl-C cancels the reply"
-            )
-            return "asked"
-        self.request_quit()
-        return "quit"
-
     def request_quit(self) -> None:
         self._quit = True
         app = self.prompt.app if self.prompt is not None else None
         if app is not None and app.is_running and not app.is_done:
             app.exit(exception=EOFError())
-
-    def _key_bindings(self) -> KeyBindings:
-        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-
-        kb = KeyBindings()
-
-        @kb.add("c-c")
-        def _ctrl_c(event: KeyPressEvent) -> None:
-            self.interrupt(event.current_buffer)
-
-        @kb.add("enter")
-        def _enter(event: KeyPressEvent) -> None:
-            buf = event.current_buffer
-            state = buf.complete_state
-            if state is not None and state.current_completion is not None:
-                buf.apply_completion(state.current_completion)
-                return
-            if buf.document.is_cursor_at_the_end and buf.text.endswith("\\"):
-                buf.delete_before_cursor(1)
-                buf.insert_text("\n")
-                return
-            buf.validate_and_handle()
-
-        @kb.add("escape", "enter")
-        def _newline(event: KeyPressEvent) -> None:
-            event.current_buffer.insert_text("\n")
-
-        @kb.add("escape")
-        def _escape(event: KeyPressEvent) -> None:  # closes the completion menu
-            event.current_buffer.cancel_completion()
-
-        @kb.add("escape", "/")
-        def _escape_slash(event: KeyPressEvent) -> None:
-            # Esc, then a /command typed within the key timeout: not Alt-/ (which would
-            # eat the slash and send the command's name as a message)
-            event.current_buffer.cancel_completion()
-            event.current_buffer.insert_text("/")
-
-        @kb.add("c-d")
-        def _ctrl_d(event: KeyPressEvent) -> None:
-            buf = event.current_buffer
-            if buf.text:
-                buf.delete()  # as usual: delete the character under the cursor
-            else:
-                self.end_of_input(buf)
-
-        return kb
 
     # -- the prompt --------------------------------------------------------------------------
     def _make_prompt(self) -> PromptSession[str]:
@@ -643,7 +533,7 @@ class Repl:
             bottom_toolbar=self._toolbar,
             placeholder=self._placeholder,
             prompt_continuation=continuation,
-            key_bindings=self._key_bindings(),
+            key_bindings=self.keys.bindings(),
             style=style,
             include_default_pygments_style=False,
             reserve_space_for_menu=6,
@@ -710,7 +600,7 @@ class Repl:
             waiting=waiting.tool if waiting is not None else None,
             pausing=self.runner is not None and self.runner.pausing,
             jobs=self.jobs,
-            armed=self._armed and time.monotonic() - self._armed_at <= QUIT_WINDOW,
+            armed=self.keys.armed,
             step_mode=self.step_mode,
         )
         return [*fit_toolbar(parts, self._width())]
