@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -28,6 +27,13 @@ from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.keys import Keys
 from rolecall.cli.repl.live import _quiet_args, mark_quit, open_live_session
+from rolecall.cli.repl.prompt import (
+    FirstPrompt,
+    StoredSessions,
+    live_message,
+    make_prompt,
+    placeholder,
+)
 from rolecall.cli.repl.runner import (
     CommandRunner,
     LoopControl,
@@ -56,43 +62,6 @@ if TYPE_CHECKING:
 
 log = get_logger("rolecall.cli.repl")
 After = Callable[["Session"], Awaitable[object]]  # run once the REPL switched (LoadRequest)
-
-
-_STYLE = {
-    "prompt": "bold",
-    "continuation": "#888888",
-    "placeholder": "#888888 italic",
-    "bottom-toolbar": "noreverse bg:#303030 #d0d0d0",
-    "bottom-toolbar.key": "bold",
-    "bottom-toolbar.state": "bold",
-    "bottom-toolbar.hint": "#a0a0a0",
-}
-_STYLE_PLAIN = {"bottom-toolbar": "reverse", "placeholder": "italic"}
-
-
-class _FirstPrompt:
-    """The first prompt, started before the session exists (see :meth:`Repl.booting`)."""
-
-    def __init__(self) -> None:
-        self.started = anyio.Event()
-        self.done = anyio.Event()
-        self.text = ""
-        self.error: BaseException | None = None
-
-    async def run(self, prompt: PromptSession[str]) -> None:
-        try:
-            self.text = await prompt.prompt_async(handle_sigint=False, pre_run=self.started.set)
-        except (EOFError, KeyboardInterrupt) as exc:
-            self.error = exc
-        finally:
-            self.started.set()
-            self.done.set()
-
-    async def result(self) -> str:
-        await self.done.wait()
-        if self.error is not None:
-            raise self.error
-        return self.text
 
 
 class Repl:
@@ -146,9 +115,9 @@ class Repl:
         self._quit = False
         self._open: dict[str, Session] = {}
         self._world: World | None = None
-        self._first: _FirstPrompt | None = None
+        self._first: FirstPrompt | None = None
         self._boot_banner = False
-        self._stored_cache: tuple[float, list[tuple[str, str]]] | None = None
+        self._stored = StoredSessions(self.data_dir)
         self.session: Session | None = None
         self.display: ReplDisplay | None = None
         self.runner: CommandRunner | None = None
@@ -186,7 +155,7 @@ class Repl:
         ]
         self.screen.print("".join(line + "\n" for line in banner))
         self._boot_banner = True
-        first = _FirstPrompt()
+        first = FirstPrompt()
         async with anyio.create_task_group() as tg:
             tg.start_soon(first.run, self.prompt)
             await first.started.wait()  # the prompt is drawn
@@ -501,92 +470,34 @@ class Repl:
 
     # -- the prompt --------------------------------------------------------------------------
     def _make_prompt(self) -> PromptSession[str]:
-        from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
-        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-        from prompt_toolkit.shortcuts import PromptSession
-        from prompt_toolkit.styles import Style
-
-        history: History
-        try:
-            self._history_file.parent.mkdir(parents=True, exist_ok=True)
-            history = FileHistory(str(self._history_file))
-        except OSError:
-            history = InMemoryHistory()
-
-        def continuation(width: int, line_number: int, wrap_count: int) -> StyleAndTextTuples:
-            return [("class:continuation", "… ".rjust(width))]
-
         def world() -> World:
             if self.session is not None:
                 return self.session.world
             assert self._world is not None
             return self._world
 
-        style = Style.from_dict(_STYLE if self.color else _STYLE_PLAIN)
-        return PromptSession(
-            message=self._message,
-            multiline=True,
-            completer=ReplCompleter(world, lambda: self.session, self._stored).for_prompt(),
-            complete_while_typing=True,
-            auto_suggest=AutoSuggestFromHistory(),
-            history=history,
-            bottom_toolbar=self._toolbar,
+        return make_prompt(
+            message=lambda: live_message(self.display),
             placeholder=self._placeholder,
-            prompt_continuation=continuation,
+            toolbar=self._toolbar,
+            completer=ReplCompleter(world, lambda: self.session, self._stored).for_prompt(),
             key_bindings=self.keys.bindings(),
-            style=style,
-            include_default_pygments_style=False,
-            reserve_space_for_menu=6,
+            history_file=self._history_file,
+            color=self.color,
             input=self._input,
             output=self._output,
         )
 
-    def _stored(self) -> list[tuple[str, str]]:
-        """The stored sessions (newest first) for ``/load`` completion, read at most 1/s."""
-        now = time.monotonic()
-        if self._stored_cache is None or now - self._stored_cache[0] > 1.0:
-            from rolecall.paths import db_path
-            from rolecall.storage.catalog import recent_ids
-
-            self._stored_cache = (now, recent_ids(db_path(self.data_dir)))
-        return self._stored_cache[1]
-
-    def _message(self) -> StyleAndTextTuples:
-        from prompt_toolkit.application import get_app_or_none
-        from prompt_toolkit.formatted_text import ANSI, to_formatted_text
-
-        app = get_app_or_none()
-        prompt: StyleAndTextTuples = [("class:prompt", "› ")]
-        if self.display is None or (app is not None and app.is_done):
-            return prompt
-        lines = self.display.live_lines()
-        if not lines:
-            return prompt
-        return to_formatted_text(ANSI("\n".join(lines) + "\n")) + prompt
-
     def _placeholder(self) -> StyleAndTextTuples:
-        from prompt_toolkit.application import get_app_or_none
-
         session = self.session
-        app = get_app_or_none()
-        if app is not None and app.is_done:
-            return []  # not left behind in the scrollback
         world = session.world if session is not None else self._world
         waiting = self.approvals.waiting
-        if session is not None and waiting is not None:
-            tool = waiting.tool
-            return [
-                (
-                    "class:placeholder",
-                    f"{tool} waits: y runs it · n refuses it · e {{...}} runs it with these "
-                    "arguments · Ctrl-C refuses",
-                )
-            ]
-        if session is not None and session.finished:
-            return [("class:placeholder", "the session has finished · /load another · /quit")]
-        if self.step_mode and world is not None and (world.flow or world.mode):
-            return [("class:placeholder", "Enter runs the next turn · a message · /help")]
-        return [("class:placeholder", "message the agents · @ for one · / for commands")]
+        return placeholder(
+            session,
+            world,
+            waiting=waiting.tool if waiting is not None else None,
+            step_mode=self.step_mode,
+        )
 
     def _toolbar(self) -> StyleAndTextTuples:
         session = self.session
