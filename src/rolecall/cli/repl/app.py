@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli.hints import resume_command
-from rolecall.cli.palette import Palette, header, terminal_width
+from rolecall.cli.palette import Palette, terminal_width
 from rolecall.cli.repl.approvals import Approvals
 from rolecall.cli.repl.background import Background
+from rolecall.cli.repl.banner import session_banner, world_banner
 from rolecall.cli.repl.commands import (
     CommandError,
     LoadRequest,
@@ -37,14 +38,12 @@ from rolecall.cli.repl.prompt import (
 from rolecall.cli.repl.runner import (
     CommandRunner,
     LoopControl,
-    _count,
     _models_in_use,
-    _shorten,
 )
 from rolecall.cli.repl.screen import Screen
 from rolecall.cli.repl.signals import watch_signals
 from rolecall.cli.repl.toolbar import fit_toolbar, starting_toolbar, status_parts
-from rolecall.cli.wrap import width_of, wrap_line, wrap_styled
+from rolecall.cli.wrap import width_of, wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 
@@ -150,7 +149,7 @@ class Repl:
         width = max(self._width() - 1, 20)  # broken between words, as the display's lines
         banner = [
             piece
-            for line in self._world_banner(world, palette)
+            for line in world_banner(world, palette, step_mode=self.step_mode)
             for piece in wrap_styled(line, width)
         ]
         self.screen.print("".join(line + "\n" for line in banner))
@@ -197,57 +196,6 @@ class Repl:
         )
         self._open[session.session_id] = session
         return session
-
-    def _world_banner(self, world: World, p: Palette) -> list[str]:
-        title = world.title or world.description or world.name
-        lines = [
-            p.bold(f"rolecall · {world.name}") + (f" — {title}" if title != world.name else "")
-        ]
-        if world.topic:
-            lines.append(p.dim("topic: ") + world.topic)
-        lines.append(p.dim("agents: ") + "  ".join(p.role(r.id, "@" + r.id) for r in world.roles))
-        if world.flow is not None or world.mode is not None:
-            steps = len(world.flow.steps) if world.flow else 0
-            noun = "step" if steps == 1 else "steps"
-            what = f"a flow of {steps} {noun}" if world.flow else f"{world.mode} mode"
-            enter = " (or Enter)" if self.step_mode else ""
-            lines.append(
-                p.dim(f"{what}: /run runs it, /next{enter} one turn, /flow shows where it is")
-            )
-        lines.append(
-            p.dim("type a message · @agent for one agent · /help · Ctrl-C cancels · Ctrl-D quits")
-        )
-        lines.append("")
-        return lines
-
-    def _banner(self, session: Session, *, loaded: bool, hint: bool = True) -> None:
-        d = self.display
-        assert d is not None
-        p = d.palette
-        world = session.world
-        if self._boot_banner:
-            self._boot_banner = False  # printed while booting
-            return
-        lines = self._world_banner(world, p)
-        for line in lines[:3]:
-            d.emit(line)
-        said = session.result.messages
-        if loaded or said:
-            st = session.status
-            state = st.state + (f" ({st.pause_reason})" if st.pause_reason else "")
-            if st.stop_reason:
-                state += f" ({st.stop_reason})"
-            d.emit(p.dim(f"session {session.session_id}: ") + f"{_count(said, 'message')}, {state}")
-            last = session.transcript[-1] if said else None
-            if last is not None:
-                d.emit(header(p, last.sender, last.target, last.step_id, last.loop_iteration))
-                for line in wrap_line(_shorten(last.content, 400), self._width() - 3):
-                    d.emit(p.bar(last.sender) + line)
-            paused = not session.chat and st.state == "paused" and not session.finished
-            if hint and (st.pending or paused):
-                d.note("/resume continues where it stopped")
-        for line in lines[3:]:
-            d.emit(line)
 
     def _stream(self, mode: StreamMode | None) -> StreamMode:
         """``/stream``: how replies show while they stream (from the next one on)."""
@@ -297,7 +245,18 @@ class Repl:
         self.keys.disarm()
         self._quit = False
         await session.begin()
-        self._banner(session, loaded=loaded, hint=after is None)
+        if self._boot_banner:
+            self._boot_banner = False  # printed while booting
+        else:
+            assert self.display is not None
+            session_banner(
+                session,
+                self.display,
+                width=self._width,
+                loaded=loaded,
+                hint=after is None,
+                step_mode=self.step_mode,
+            )
         self.screen.changed()  # redraw: the toolbar shows the session now
         try:
             async with anyio.create_task_group() as tg:
