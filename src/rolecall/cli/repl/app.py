@@ -18,11 +18,7 @@ from rolecall.cli.repl.approvals import Approvals
 from rolecall.cli.repl.background import Background
 from rolecall.cli.repl.banner import session_banner, world_banner
 from rolecall.cli.repl.commands import (
-    CommandError,
     LoadRequest,
-    SlashCommand,
-    parse_command,
-    parse_whisper,
 )
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
@@ -43,6 +39,7 @@ from rolecall.cli.repl.runner import (
 from rolecall.cli.repl.screen import Screen
 from rolecall.cli.repl.signals import watch_signals
 from rolecall.cli.repl.toolbar import fit_toolbar, starting_toolbar, status_parts
+from rolecall.cli.repl.typed import handle_line
 from rolecall.cli.wrap import width_of, wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
@@ -310,71 +307,19 @@ class Repl:
             if self.approvals.waiting is not None:  # the answer to a tool call that waits
                 self.approvals.answer(text)
                 continue
-            result = await self._handle(text)
+            assert self.session is not None
+            assert self.display is not None
+            result = await handle_line(
+                text,
+                session=self.session,
+                runner=self.runner,
+                display=self.display,
+                spawn=self.background.spawn,
+                step_mode=self.step_mode,
+            )
             if result is not LoopControl.CONTINUE:
                 return result
         return LoopControl.QUIT
-
-    async def _handle(self, text: str) -> LoopControl | LoadRequest:
-        session = self.session
-        runner = self.runner
-        display = self.display
-        assert session is not None
-        assert runner is not None
-        assert display is not None
-        message = text.strip()
-        if not message:
-            due = runner.driven or session.status.pending
-            if self.step_mode and not session.finished and due:
-                return await runner.execute(SlashCommand("next"))
-            return LoopControl.CONTINUE
-        audience: list[str] | None = None
-        if message.startswith("//"):
-            message = message[1:]  # a message that starts with "/"
-        elif message.split()[0].lower() == "/whisper":  # sent as a message (audiences.md)
-            try:
-                audience, message = parse_whisper(message.partition(" ")[2])
-            except CommandError as exc:
-                display.error(str(exc))
-                return LoopControl.CONTINUE
-            unknown = [a for a in audience if a not in session.world.role_ids]
-            if unknown:
-                display.error(
-                    f"/whisper: no agent {', '.join('@' + a for a in unknown)} "
-                    f"(agents: {', '.join(session.world.role_ids)}); the message was not sent"
-                )
-                return LoopControl.CONTINUE
-            display.note(f"  (whispered: to {', '.join(audience)} only)")
-        elif message.startswith("/"):
-            from rolecall.errors import RolecallError
-
-            try:
-                return await runner.execute(parse_command(message))
-            except (CommandError, RolecallError) as exc:
-                display.error(str(exc))
-            except Exception as exc:
-                log.warning("repl_command_failed", command=message.split()[0], exc_info=exc)
-                display.error(f"{message.split()[0]} failed: {exc}")
-            return LoopControl.CONTINUE
-        if session.finished:
-            display.warn(
-                f"the session has finished ({session.result.stop_reason}); "
-                "the message was not sent (/load another session, or start a new chat)"
-            )
-            return LoopControl.CONTINUE
-        st = session.status
-        if st.state == "paused" and st.pause_reason == "manual" and st.pending:
-            # paused with /pause: the new message supersedes the old question
-            dropped = session.drop_replies()
-            display.note(
-                f"dropped {len(dropped)} repl{'y' if len(dropped) == 1 else 'ies'} still due "
-                f"to your earlier message ({', '.join(dropped)}): your new message is answered"
-            )
-        self.background.spawn("message", lambda: session.say(message, audience=audience))
-        # let the message go out (stored, its turn started, the request sent) before the
-        # next prompt is drawn: drawing it first delayed the request by 7-60 ms under load
-        await anyio.lowlevel.checkpoint()
-        return LoopControl.CONTINUE
 
     async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""
