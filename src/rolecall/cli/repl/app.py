@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from rolecall.cli.hints import resume_command
 from rolecall.cli.palette import Palette, terminal_width
 from rolecall.cli.repl.approvals import Approvals
 from rolecall.cli.repl.background import Background
@@ -23,7 +22,8 @@ from rolecall.cli.repl.commands import (
 from rolecall.cli.repl.completion import ReplCompleter
 from rolecall.cli.repl.display import ReplDisplay, StreamMode
 from rolecall.cli.repl.keys import Keys
-from rolecall.cli.repl.live import _quiet_args, mark_quit, open_live_session
+from rolecall.cli.repl.leaving import leave
+from rolecall.cli.repl.live import _quiet_args, open_live_session
 from rolecall.cli.repl.prompt import (
     FirstPrompt,
     StoredSessions,
@@ -40,7 +40,7 @@ from rolecall.cli.repl.screen import Screen
 from rolecall.cli.repl.signals import watch_signals
 from rolecall.cli.repl.toolbar import fit_toolbar, starting_toolbar, status_parts
 from rolecall.cli.repl.typed import handle_line
-from rolecall.cli.wrap import width_of, wrap_styled
+from rolecall.cli.wrap import wrap_styled
 from rolecall.export.common import snippet
 from rolecall.log import get_logger
 
@@ -322,42 +322,18 @@ class Repl:
         return LoopControl.QUIT
 
     async def _leave(self, session: Session, *, switching: bool) -> None:
-        """Stop what runs, then keep the session paused (reason ``quit``)."""
-        if session.generating:
-            session.cancel_reply()  # kept as a draft; the turn pauses the session
-        elif self.jobs and not session.finished:
-            session.pause("quit")  # after the turn in progress
-        with anyio.move_on_after(15):
-            await self.background.settle()
-        display = self.display
-        assert display is not None
-        if not session.result.messages and not session.drafts and self.store is not None:
-            # nothing was said: the session is not kept (it would only clutter the list)
-            await session.flush()
-            await self.store.delete(session.session_id)
-            if not switching:
-                display.note("nothing was said: the session is not kept")
-            return
-        mark_quit(session, "step" if self.step_mode else "auto")
-        if switching:
-            from rolecall.errors import RolecallError
+        assert self.display is not None
+        await leave(
+            session,
+            switching=switching,
+            display=self.display,
+            background=self.background,
+            store=self.store,
+            step_mode=self.step_mode,
+            args=self.args,
+            width=self._width,
+        )
 
-            try:  # stored as left now, not when the REPL quits
-                await session.save()
-            except RolecallError as exc:  # its store failed before: said again on the way out
-                display.error(str(exc))
-            display.note(f"left session {session.session_id} (kept, {session.result.state})")
-        elif not session.finished:
-            display.gap()
-            kept = f"session {session.session_id} kept (paused) · continue it with:"
-            command = resume_command(session.session_id, self.args)
-            if width_of(f"{kept} {command}") < self._width():
-                display.note(f"{kept} {command}")
-            else:  # the command on a line of its own, whole: pasted as printed
-                display.note(kept)
-                display.note(command, wrap=False)
-
-    # -- background ----------------------------------------------------------------------
     def _preload(self, models: list[str]) -> None:
         if self.session is not None:
             self.background.preload(models, self.session.world.settings.client)
