@@ -17,12 +17,15 @@ Three layers, the first two headless and testable without a terminal:
 Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.display`
 (output, in the colours of :mod:`rolecall.cli.palette`), :mod:`.runner` (carrying
 commands out), :mod:`.completion`, :mod:`.live` (session wiring), :mod:`.app`
-(:class:`Repl`) and :mod:`.entry` (the ``chat``/``resume`` entry points;
-``python -m rolecall.cli.repl`` runs ``__main__.main``).
+(:class:`Repl`, composing the front end's parts: :mod:`.prompt`, :mod:`.toolbar`,
+:mod:`.keys`, :mod:`.approvals`, :mod:`.signals`, :mod:`.background`, :mod:`.screen`,
+:mod:`.typed`, :mod:`.banner`, :mod:`.leaving`) and :mod:`.entry` (the
+``chat``/``resume`` entry points; ``python -m rolecall.cli.repl`` runs
+``__main__.main``).
 
 The names below are imported on first use: the piped mode's ``/commands``
-(:mod:`.runner`) must not pay for prompt-toolkit, which only :mod:`.app` and
-:mod:`.completion` need (performance.md, `first_token`).
+(:mod:`.runner`) must not pay for prompt-toolkit, which only :mod:`.app` (and the
+parts it composes) and :mod:`.completion` need (performance.md, `first_token`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,13 @@
-""":class:`Repl`: the prompt-toolkit front end (prompt session, toolbar, key bindings)."""
+""":class:`Repl`: the REPL's front end, serving one session after another (``/load``).
+
+It composes the parts, each a module of this package with one purpose: the prompt
+(:mod:`.prompt`) and its bottom toolbar (:mod:`.toolbar`), the keys (:mod:`.keys`), tool
+calls that wait for the person (:mod:`.approvals`), signals (:mod:`.signals`), the jobs a
+line starts (:mod:`.background`), what is printed above the prompt (:mod:`.screen`), what
+a typed line does (:mod:`.typed`), the banners (:mod:`.banner`) and leaving a session
+(:mod:`.leaving`). :class:`Repl` holds what they share (the session served now, its
+display and its command runner), opens and switches sessions, and runs the input loop.
+"""
 
 from __future__ import annotations
 
@@ -202,10 +211,8 @@ class Repl:
                 self.display.stream = mode
         return self.stream_mode
 
-    async def _serve(
-        self, session: Session, after: After | None = None
-    ) -> LoopControl | LoadRequest:
-        loaded = self.session is not None
+    def _attach(self, session: Session) -> ReplDisplay:
+        """Serve ``session`` from now on: its display, its command runner, its approver."""
         self.session = session
         session.approver = self.approvals.ask  # tools.md: `approve: ask` calls are asked here
         palette = Palette(session.world.role_ids, color=self.color)
@@ -214,7 +221,7 @@ class Repl:
             result = session.result
             return result.input_tokens, result.output_tokens
 
-        self.display = ReplDisplay(
+        self.display = display = ReplDisplay(
             palette,
             width=self._width,
             quiet=self.quiet,
@@ -224,10 +231,10 @@ class Repl:
             stream=self.stream_mode,
         )
         for m in session.transcript:  # what a reply may answer (its ↩ quote)
-            self.display.said[m.id] = snippet(m.content)
+            display.said[m.id] = snippet(m.content)
         self.runner = CommandRunner(
             session,
-            echo=self.display.info,
+            echo=display.info,
             store=self.store,
             memory=self.memory,
             spawn=self.background.spawn,
@@ -238,17 +245,23 @@ class Repl:
             on_model=lambda name: self._preload([name]),
             stream=self._stream,
         )
-        subscription = session.bus.subscribe(self.display, name="repl")
+        return display
+
+    async def _serve(
+        self, session: Session, after: After | None = None
+    ) -> LoopControl | LoadRequest:
+        loaded = self.session is not None
+        display = self._attach(session)
+        subscription = session.bus.subscribe(display, name="repl")
         self.keys.disarm()
         self._quit = False
         await session.begin()
         if self._boot_banner:
             self._boot_banner = False  # printed while booting
         else:
-            assert self.display is not None
             session_banner(
                 session,
-                self.display,
+                display,
                 width=self._width,
                 loaded=loaded,
                 hint=after is None,
@@ -285,7 +298,7 @@ class Repl:
         finally:
             subscription.close()
             self.background.tg = None
-        self.screen.print(self.display.take_output())
+        self.screen.print(display.take_output())
         return result
 
     async def _loop(self) -> LoopControl | LoadRequest:
