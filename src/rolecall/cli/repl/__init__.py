@@ -16,7 +16,8 @@ Three layers, the first two headless and testable without a terminal:
 
 Modules: :mod:`.commands` (the ``/command`` table and parser), :mod:`.display`
 (output, in the colours of :mod:`rolecall.cli.palette`), :mod:`.runner` (carrying
-commands out), :mod:`.completion`, :mod:`.live` (session wiring), :mod:`.app`
+commands out; those that only show something in :mod:`.views`, the branches' in
+:mod:`.branching`), :mod:`.completion`, :mod:`.live` (session wiring), :mod:`.app`
 (:class:`Repl`, composing the front end's parts: :mod:`.prompt`, :mod:`.toolbar`,
 :mod:`.keys`, :mod:`.approvals`, :mod:`.signals`, :mod:`.background`, :mod:`.screen`,
 :mod:`.typed`, :mod:`.banner`, :mod:`.leaving`) and :mod:`.entry` (the

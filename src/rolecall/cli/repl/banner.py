@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rolecall.cli.palette import Palette, header
-from rolecall.cli.repl.runner import _count, _shorten
+from rolecall.cli.repl.views import _count, _shorten
 from rolecall.cli.wrap import wrap_line
 
 if TYPE_CHECKING:

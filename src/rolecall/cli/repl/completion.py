@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rolecall.cli.repl.commands import _ALIASES, _SPECS, COMMANDS
-from rolecall.cli.repl.runner import _flag_names, _models_in_use, _shorten
+from rolecall.cli.repl.runner import _flag_names, _models_in_use
+from rolecall.cli.repl.views import _shorten
 
 if TYPE_CHECKING:
     from prompt_toolkit.completion import CompleteEvent, Completer, Completion

@@ -1,12 +1,10 @@
 """:class:`CommandRunner` carries out a parsed ``/command`` on a session; :func:`run_command_line`
-shares it with the piped mode."""
+shares it with the piped mode. The commands that only show something are :mod:`.views`'s,
+those that fork and switch branches :mod:`.branching`'s."""
 
 from __future__ import annotations
 
-import difflib
-import re
 import sys
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
@@ -14,16 +12,17 @@ from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
-from rolecall.cli.palette import Palette, header, terminal_width, tokens
+from rolecall.cli.palette import Palette
+from rolecall.cli.repl import views
 from rolecall.cli.repl.commands import (
     CommandError,
     LoadRequest,
     SlashCommand,
-    help_lines,
     parse_command,
     parse_whisper,
 )
 from rolecall.cli.repl.display import STREAM_MODES, StreamMode
+from rolecall.cli.repl.views import _count, _resolve_agent
 from rolecall.paths import write_atomically
 
 if TYPE_CHECKING:
@@ -51,26 +50,6 @@ def _models_in_use(session: Session) -> list[str]:
 def _flag_names(world: World) -> list[str]:
     """Flag names the world's conditions look at (for completion)."""
     return world.flow.flags if world.flow is not None else []
-
-
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
-
-
-def _shorten(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _resolve_agent(session: Session, name: str) -> str:
-    wanted = name.lstrip("@").lower()
-    for rid in session.world.role_ids:
-        if rid.lower() == wanted:
-            return rid
-    ids = session.world.role_ids
-    close = difflib.get_close_matches(wanted, ids, n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]}?" if close else "agents: " + ", ".join(ids)
-    raise CommandError(f"no agent {name!r} in this world ({hint})")
 
 
 _CHAT_ONLY = (
@@ -160,161 +139,24 @@ class CommandRunner:
             self.echo(str(exc))
             return LoopControl.CONTINUE
 
-    # -- information ------------------------------------------------------------------
+    # -- information (views.py) ----------------------------------------------------------
     async def _cmd_help(self, cmd: SlashCommand) -> None:
-        self.echo("\n".join(help_lines(cmd.args[0] if cmd.args else None)))
+        await views.show_help(self, cmd)
 
     async def _cmd_agents(self, cmd: SlashCommand) -> None:
-        s = self.session
-        p = self.palette
-        width = max(len(r.id) for r in s.world.roles) + 1
-        lines = [f"agents of {s.world.name}:"]
-        turns_by_role = Counter(m.sender for m in s.transcript if m.kind == "agent")
-        turn_counts = s.status.turn_counts
-        for role in s.world.roles:
-            turns = turns_by_role[role.id]
-            facts = [s.model_name(role), _count(turns, "turn")]
-            count = turn_counts.get(role.id)
-            if count:
-                facts.append(f"{count}/{s.world.settings.turn_limit} calls since you spoke")
-            if self.memory is not None:
-                entries = len(self.memory.read(s.session_id, role.id))
-                facts.append(_count(entries, "memory entry", "memory entries"))
-            about = role.display_name + (f" — {role.description}" if role.description else "")
-            at = "@" + role.id
-            lines.append(f"  {p.role(role.id, f'{at:<{width}}')}  {_shorten(about, 70)}")
-            lines.append("  " + " " * width + "  " + p.dim(" · ".join(facts)))
-        self.echo("\n".join(lines))
+        await views.show_agents(self, cmd)
 
     async def _cmd_roles(self, cmd: SlashCommand) -> None:
-        from rolecall.world.library import RoleLibrary
-
-        user_dir = self.data_dir / "roles" if self.data_dir is not None else None
-        library = RoleLibrary(user_dir)
-        used = {r.template for r in self.session.world.roles if r.template}
-        ids = library.ids()
-        width = max((len(i) for i in ids), default=4)
-        lines = ["role library (templates for `roles:` entries in a world file):"]
-        for rid in ids:
-            try:
-                data = library.get(rid)
-            except Exception as exc:  # a broken user file: say so, keep listing
-                lines.append(f"  {rid:<{width}}  (unreadable: {exc})")
-                continue
-            kind = "built-in" if library.is_builtin(rid) else "yours"
-            mark = " *" if rid in used else ""
-            desc = _shorten(str(data.get("description", "")), 60)
-            lines.append(f"  {rid:<{width}}  {desc}  {self.palette.dim(kind + mark)}")
-        if used:
-            lines.append(self.palette.dim("  * used by this world"))
-        self.echo("\n".join(lines))
+        await views.show_roles(self, cmd)
 
     async def _cmd_flow(self, cmd: SlashCommand) -> None:
-        from rolecall.session.state import FlowPointer, Transcript
-        from rolecall.world.view import flow_lines
-
-        s = self.session
-        flow = s.world.flow
-        if flow is None:
-            if not s.chat:
-                self.echo(
-                    f"this world runs in {s.world.mode} mode: its turns are planned by the mode"
-                )
-            else:
-                self.echo("this world has no flow: it is a chat (type a message, @agent for one)")
-            return
-        status = s.status
-        pointer = FlowPointer(**status.pointer.model_dump())
-        transcript = Transcript()
-        for message in s.transcript:
-            transcript.add(message)
-        start = None if pointer.started else flow.start_id
-        current = None if s.finished else (pointer.current or start)
-        lines = flow_lines(
-            flow,
-            pointer=pointer,
-            transcript=transcript,
-            current=current,
-            paint=self.palette.role,
-        )
-        if s.finished:
-            lines.append(f"finished: {status.stop_reason}")
-        else:
-            where = f"next: {current}" if current else "next: (deciding)"
-            asides = pointer.exec_counts.get("interjection", 0)  # answers, not steps
-            ran = pointer.execution_order - asides
-            done = f"{ran} step{'' if ran == 1 else 's'} executed"
-            if asides:
-                done += f" (and {asides} interjection{'s' if asides > 1 else ''})"
-            lines.append(f"{where} · {done} · state {status.state}")
-        if self.interactive:  # on a terminal: broken between words, not by the terminal
-            width = terminal_width() - 1
-            lines = [part for line in lines for part in _fold(line, width)]
-        self.echo("\n".join(lines))
+        await views.show_flow(self, cmd)
 
     async def _cmd_history(self, cmd: SlashCommand) -> None:
-        s = self.session
-        role = cmd.options.get("role")
-        if role is not None and role.lower() not in ("human", "system"):
-            role = _resolve_agent(s, role)
-        search = cmd.options.get("search")
-        p = self.palette
-        shown = 0
-        from rolecall.cli.wrap import wrap_line  # wcwidth: only for what is shown
-
-        width = terminal_width() - 3
-        lines: list[str] = []
-        for m in s.transcript:
-            if role is not None and m.sender.lower() != role.lower():
-                continue
-            if search is not None and search.casefold() not in m.content.casefold():
-                continue
-            shown += 1
-            head = f"{p.dim(m.id)} " + header(
-                p, m.sender, m.target, m.step_id, m.loop_iteration, audience=m.audience
-            )
-            if m.kind == "agent":
-                head += "  " + p.dim(tokens(m.input_tokens, m.output_tokens))
-            lines.append(head)
-            for text_line in m.content.split("\n"):
-                lines += [p.bar(m.sender) + piece for piece in wrap_line(text_line, width)]
-        drafts = [d for d in s.drafts if role is None or d.sender.lower() == role.lower()]
-        what = []
-        if role:
-            what.append(f"by {role}")
-        if search:
-            what.append(f"containing {search!r}")
-        if not shown:
-            lines.append("no messages" + (" " + " ".join(what) if what else " yet"))
-        else:
-            noun = "message" if shown == 1 else "messages"
-            lines.append(p.dim(f"{shown} {noun}" + (" " + " ".join(what) if what else "")))
-        if drafts and search is None:
-            n = len(drafts)
-            lines.append(p.dim(f"{n} incomplete draft{'' if n == 1 else 's'} outside the history"))
-        self.echo("\n".join(lines))
+        await views.show_history(self, cmd)
 
     async def _cmd_memory(self, cmd: SlashCommand) -> None:
-        agent = _resolve_agent(self.session, cmd.args[0])
-        if self.memory is None:
-            self.echo("memory files are not available here")
-            return
-        entries = self.memory.read(self.session.session_id, agent)
-        start = self.session.status.memory_start.get(agent, 0)
-        path = self.memory.path(self.session.session_id, agent)
-        p = self.palette
-        lines = [f"memory of {agent}: {_count(len(entries), 'entry', 'entries')} ({path})"]
-        window = self.session.world.settings.memory_window
-        for i, entry in enumerate(entries):
-            who = entry.get("name") or entry.get("role", "?")
-            role = entry.get("role", "?")
-            text = _shorten(str(entry.get("content", "")), max(terminal_width() - 30, 40))
-            lines.append(f"  {p.dim(str(entry.get('message_id', '')))} {role}({who}): {text}")
-            if i == len(entries) - window - 1:
-                lines.append(p.dim(f"  ── the last {window} entries are in the next prompt ──"))
-        if start:
-            lines.append(p.dim(f"  (prompts start at message m{start + 1}: memory cleared before)"))
-        self.echo("\n".join(lines))
+        await views.show_memory(self, cmd)
 
     # -- flow control -----------------------------------------------------------------
     async def _cmd_run(self, cmd: SlashCommand) -> None:
@@ -589,28 +431,3 @@ async def run_command_line(
             echo(f"`{resume}` continues it (switching works in the interactive REPL only)")
         return True
     return result is not LoopControl.QUIT
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _fold(line: str, width: int, indent: str = "      ") -> list[str]:
-    """``line`` in lines at most ``width`` columns wide, broken between words (the
-    terminal would cut a word in two), colours not counted; the rest indented."""
-    from rolecall.cli.wrap import width_of
-
-    if width_of(_ANSI.sub("", line)) <= width:
-        return [line]
-    out: list[str] = []
-    current, used = "", 0
-    for i, word in enumerate(line.split(" ")):
-        w = width_of(_ANSI.sub("", word))
-        gap = 0 if i == 0 else 1
-        if used and word and used + gap + w > width:
-            out.append(current)
-            current, used = indent + word, len(indent) + w
-        else:
-            current += " " * gap + word
-            used += gap + w
-    out.append(current)
-    return out
