@@ -1,4 +1,5 @@
-"""Leaving a session at the REPL (quitting, or ``/load`` switching to another one).
+"""Leaving a session at the REPL: quitting, or ``/load`` switching to another one
+(repl.md, Leaving and coming back).
 
 What runs is stopped (a reply streaming is kept as a draft), then the session is kept,
 paused with reason ``quit`` (``rolecall resume`` continues it, in the REPL's mode), or

@@ -1,4 +1,4 @@
-"""The REPL's prompt: a prompt-toolkit ``PromptSession`` (repl.md, The prompt).
+"""The REPL's prompt: a prompt-toolkit ``PromptSession`` (repl.md, The screen).
 
 :func:`make_prompt` builds it: history in a file, multi-line input, completion, the
 display's live region drawn just above the input line (:func:`live_message`), a
