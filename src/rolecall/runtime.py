@@ -41,7 +41,7 @@ from rolecall.llm.hygiene import CUT_REASONS
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
-from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
+from rolecall.plans import Director, DriverSite, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
 from rolecall.session import stalls
 from rolecall.session.audience import can_see, latest_seen
@@ -136,7 +136,7 @@ class Dialogue:
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)
-        self.final_instruction: Callable[[Host], str | None] | None = None
+        self.final_instruction: Callable[[DriverSite], str | None] | None = None
         self.recorder: TurnRecorder | None = None  # set by the composition root
         self.tools: ToolBox | None = None  # tools.md: set by the composition root
         self.approver: Approver | None = None  # answers `approve: ask` calls (None: deny)

@@ -41,7 +41,7 @@ from rolecall.mode_registry import ModeSpec, Roles
 from rolecall.modes.common import with_knowledge
 from rolecall.modes.install import register_mode
 from rolecall.modes.study_turns import StudyDirector
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 from rolecall.study.document import DocumentError, check_relative, read_document
 from rolecall.study.document import resolve_in_folder as _resolve
 from rolecall.study.queue import ROLES
@@ -300,7 +300,7 @@ def director(world: World) -> StudyDirector:
     )
 
 
-def install(session: Host) -> None:
+def install(session: DriverSite) -> None:
     """Give the session its study director (fresh or restored)."""
     session.director = director(session.world)
 

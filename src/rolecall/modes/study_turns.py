@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from rolecall.bus import Event, ModeEvent
 from rolecall.errors import UsageError
-from rolecall.plans import Host, Stop, TurnPlan
+from rolecall.plans import DriverSite, Stop, TurnPlan
 from rolecall.session.state import TranscriptMessage
 from rolecall.study.contradiction import Contradiction, Statement, find_contradiction
 from rolecall.study.intent import Classification, classify
@@ -73,7 +73,7 @@ class StudyProgress(BaseModel):
     state: dict[str, Any]
 
 
-def study_progress(session: Host) -> StudyProgress | None:
+def study_progress(session: DriverSite) -> StudyProgress | None:
     """The study state a session holds (a restored one is validated on first use); None
     before the first turn, or when what is stored is not study's state."""
     extra = session.state.extra
@@ -115,7 +115,7 @@ class StudyDirector:
         self.shaped = frozenset(r.id for r in world.roles if r.output is not None)
 
     # ------------------------------------------------------------ state
-    def _scheduler(self, session: Host) -> Scheduler:
+    def _scheduler(self, session: DriverSite) -> Scheduler:
         progress = study_progress(session)
         state = StudyState.from_dict(progress.state) if progress is not None else None
         sched = Scheduler(
@@ -130,7 +130,7 @@ class StudyDirector:
             self._publish(session, "plan", self._plan_data())
         return sched
 
-    def _save(self, session: Host, sched: Scheduler) -> None:
+    def _save(self, session: DriverSite, sched: Scheduler) -> None:
         session.state.extra["study"] = StudyProgress(
             fingerprint=self.study.fingerprint,
             units=len(self.study.units),
@@ -139,7 +139,7 @@ class StudyDirector:
             state=sched.state.to_dict(),
         )
 
-    def _changed(self, session: Host) -> bool:
+    def _changed(self, session: DriverSite) -> bool:
         progress = study_progress(session)
         return progress is not None and progress.fingerprint != self.study.fingerprint
 
@@ -158,11 +158,11 @@ class StudyDirector:
         }
 
     @staticmethod
-    def _publish(session: Host, name: str, data: dict[str, Any]) -> None:
+    def _publish(session: DriverSite, name: str, data: dict[str, Any]) -> None:
         session.bus.publish(ModeEvent(mode="study", name=name, data=data))
 
     # --------------------------------------------------------- protocol
-    def plan(self, session: Host) -> TurnPlan | Stop:
+    def plan(self, session: DriverSite) -> TurnPlan | Stop:
         if self._changed(session):
             return Stop(
                 CHANGED_REASON,
@@ -194,7 +194,9 @@ class StudyDirector:
             instruction=text,
         )
 
-    def completed(self, session: Host, turn: TurnPlan, message: TranscriptMessage) -> list[Event]:
+    def completed(
+        self, session: DriverSite, turn: TurnPlan, message: TranscriptMessage
+    ) -> list[Event]:
         """The turn's decisions, stored and published with its message, then its record."""
         sched = self._scheduler(session)
         nxt = sched.next_turn()
@@ -216,7 +218,9 @@ class StudyDirector:
         events.append(record)
         return [ModeEvent(mode="study", name=name, data=data) for name, data in events]
 
-    def _contradiction(self, session: Host, message: TranscriptMessage) -> Contradiction | None:
+    def _contradiction(
+        self, session: DriverSite, message: TranscriptMessage
+    ) -> Contradiction | None:
         """Whether ``message`` contradicts an earlier role's statement (module 7)."""
         if not self.contradictions:
             return None
@@ -240,7 +244,7 @@ class StudyDirector:
             return None
         return data_text(message.data)
 
-    def human(self, session: Host, message: TranscriptMessage) -> bool:
+    def human(self, session: DriverSite, message: TranscriptMessage) -> bool:
         sched = self._scheduler(session)
         before = self._snapshot(sched)
         found = classify(message.content)
