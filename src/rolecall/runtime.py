@@ -116,7 +116,7 @@ class Dialogue:
                 rid,
                 world.role_ids,
                 self.floor,
-                judge=self._judge_for(world.role(rid)),
+                respond_check=self._respond_check(world.role(rid)),
                 limit=self.limits.get(rid),
             )
             for rid in world.role_ids
@@ -161,18 +161,18 @@ class Dialogue:
         if _uses_modes(world):
             install_modes(self)
 
-    def _judge_for(self, role: Role) -> Callable[[str], Awaitable[bool]] | None:
+    def _respond_check(self, role: Role) -> Callable[[str], Awaitable[bool]] | None:
         """The agent's own decision on messages that address nobody, when it asks for one."""
-        if role.respond is None or not role.respond.judge:
+        if role.respond is None or not role.respond.ask_model:
             return None
 
-        async def judge(message_id: str) -> bool:
+        async def check(message_id: str) -> bool:
             if self.flow_active:  # a flow admits direct addresses only (flows.md)
                 return False
             message = self.state.transcript.by_id[message_id]
             return await respond.decide(self, role, message)
 
-        return judge
+        return check
 
     # ------------------------------------------------------------------ state
     def sees(self, role_id: str, message: TranscriptMessage) -> bool:

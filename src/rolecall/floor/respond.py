@@ -1,9 +1,9 @@
 """An agent's own decision whether to answer a message nobody was addressed in (chat.md).
 
-With ``respond: {judge: true}`` on a role, a chat message that addresses nobody (a
-human's message without a mention, or another agent's reply without one) is not
-answered by the routing rule alone: the agent's own model is asked, with the recent
-history, whether this agent should answer it. The model replies ``YES`` or ``NO`` and a
+With ``respond: {ask_model: true}`` on a role (its respond check), a chat message that
+addresses nobody (a human's message without a mention, or another agent's reply without
+one) is not answered by the routing rule alone: the agent's own model is asked, with the
+recent history, whether this agent should answer it. The model replies ``YES`` or ``NO`` and a
 short reason; anything else counts as no. Each decision is a ``system/respond`` event.
 
 The question is not a turn: it is not streamed, not stored as a message and not counted
@@ -34,11 +34,11 @@ from rolecall.session.audience import latest_seen
 from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import Role, World
 
-__all__ = ["JUDGED_REASONS", "RespondSite", "decide", "parse_answer", "question"]
+__all__ = ["CHECKED_REASONS", "RespondSite", "decide", "parse_answer", "question"]
 
 # the routing reasons of a message that addresses nobody: a human's without a mention
 # (everyone answers by the rule) and an agent's without one (nobody answers by the rule)
-JUDGED_REASONS: Final = frozenset({"broadcast", "floor_to_human"})
+CHECKED_REASONS: Final = frozenset({"broadcast", "floor_to_human"})
 _ANSWER = re.compile(r"^\W*(yes|no)\b\W*(.*)$", re.IGNORECASE | re.DOTALL)
 _MAX_TOKENS: Final = 60  # a yes or no and one sentence
 
@@ -89,14 +89,14 @@ async def decide(session: RespondSite, role: Role, message: TranscriptMessage) -
     if session.state.turn_counts.get(role.id, 0) >= settings.turn_limit:
         _publish(session, role, message, False, "its turn limit is reached", None)
         return False
-    judge = role.respond
-    size = judge.history if judge is not None else 6
+    rule = role.respond
+    size = rule.history if rule is not None else 6
     transcript = session.state.transcript
     messages = transcript.messages
     end = len(messages)
     while end > 0 and messages[end - 1].id != message.id:  # it is the latest, or nearly
         end -= 1
-    # the one read (audiences.md): the judge's history is what the role saw
+    # the one read (audiences.md): the question's history is what the role saw
     history = latest_seen(messages, role.id, size, end=end, limit=role.sees)
     model_name = session.model_name(role)
     model = session.models.for_role(role.id, model_name, remote=role.transport == "nats")
