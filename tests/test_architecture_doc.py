@@ -108,3 +108,41 @@ def test_the_places_the_page_says_call_a_model_are_the_ones_that_do() -> None:
     words = {"One": 1, "Two": 2, "Three": 3, "Four": 4, "Five": 5}
     assert words[count] == len(named) - 1
     assert {"floor/respond.py", "knowledge/summary.py", "nats/agents.py"} <= named
+
+
+def session_protocols(src: Path = SRC) -> tuple[set[str], list[str]]:
+    """The ``*Site`` protocols (the live session as one module reads it) and every
+    parameter typed with one whose name is not ``session`` (``module:function.name``)."""
+    sites: set[str] = set()
+    misnamed: list[str] = []
+    trees = {
+        p.relative_to(src).as_posix(): ast.parse(p.read_text("utf-8")) for p in src.rglob("*.py")
+    }
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.name.endswith("Site")
+                and any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases)
+            ):
+                sites.add(node.name)
+    for rel, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = node.args
+                for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                    typed = ast.unparse(arg.annotation) if arg.annotation else ""
+                    if typed.strip("'\"") in sites and arg.arg != "session":
+                        misnamed.append(f"{rel}:{node.name}.{arg.arg}")
+    return sites, misnamed
+
+
+def test_the_session_protocols_are_the_pages_and_each_parameter_is_called_session() -> None:
+    """One naming scheme (issue 52): the page lists every ``*Site`` protocol, and a
+    function taking the session through one calls it ``session`` (never ``host`` or
+    ``site``)."""
+    sites, misnamed = session_protocols()
+    text = PAGE.read_text("utf-8")
+    assert {"DriverSite", "CallSite", "RecorderSite", "TracerSite"} <= sites
+    assert sorted(s for s in sites if f"`{s}`" not in text and f".{s}`" not in text) == []
+    assert misnamed == []

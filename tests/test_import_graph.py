@@ -248,7 +248,7 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
 def test_loading_a_world_needs_no_driver_of_a_mode() -> None:
     """The modes' load time (names, options, stop words, expand) imports nothing of
     rolecall's, so the world and the flow conditions can consult it from below; the
-    install time, typed on the drivers' Host, sits with the drivers."""
+    install time, typed on the drivers' DriverSite, sits with the drivers."""
     graph = import_graph()
     assert graph["rolecall.mode_registry"] == set()
     assert "rolecall.plans" in graph["rolecall.modes.install"]

@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Session", "Result"), "rolecall.api.session"),
     "Sink": "rolecall.api.opening",
     "SessionStore": "rolecall.storage.port",
-    "MemoryStore": "rolecall.storage.in_memory",
+    "InMemoryStore": "rolecall.storage.in_memory",
     "SqliteStore": "rolecall.storage.sqlite",
     "World": "rolecall.world.models",
     "ChatModel": "rolecall.llm.protocol",
@@ -100,9 +100,9 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "GenerationRequest",
+    "InMemoryStore",
     "JudgeEvent",
     "LogEvent",
-    "MemoryStore",
     "Message",
     "MessageEvent",
     "ModeEvent",
@@ -206,7 +206,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from rolecall.session.state import TranscriptMessage
-    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.in_memory import InMemoryStore
     from rolecall.storage.port import SessionStore
     from rolecall.storage.sqlite import SqliteStore
     from rolecall.tools.approval import Decision, PendingCall

@@ -98,7 +98,7 @@ def stop_sequences(world: World, role: Role) -> tuple[str, ...]:
 
 
 async def call_model(
-    site: CallSite,
+    session: CallSite,
     role: Role,
     target: TranscriptMessage | None,
     *,
@@ -113,19 +113,19 @@ async def call_model(
     Over a budget the session finishes (``finish_on_budget``); a failed or cancelled
     generation keeps its partial text as a draft and pauses the session.
     """
-    world = site.world
-    transcript = site.state.transcript
-    system = site.system_texts.get(role.id)
+    world = session.world
+    transcript = session.state.transcript
+    system = session.system_texts.get(role.id)
     if system is None:
-        system = site.system_texts[role.id] = system_text(world, role)
+        system = session.system_texts[role.id] = system_text(world, role)
     message_id = transcript.next_id()
     context: list[str] = []
     references: tuple[Reference, ...] = ()
     found = None
-    if role.knowledge and site.knowledge is not None:
+    if role.knowledge and session.knowledge is not None:
         from rolecall.knowledge.turn import retrieve
 
-        found = retrieve(site.knowledge, world, role, target, instruction, message_id)
+        found = retrieve(session.knowledge, world, role, target, instruction, message_id)
         if found.block is not None:
             context.append(found.block)
             references = found.references
@@ -136,7 +136,7 @@ async def call_model(
         lore = lore_for(world, role, transcript, target, message_id)
     if lore is not None and lore.block is not None:
         context.append(lore.block)
-    memory_start = site.state.memory_start.get(role.id, 0)
+    memory_start = session.state.memory_start.get(role.id, 0)
     summary: Summary | None = None
     window: int | None = None
     settings = world.settings
@@ -147,7 +147,9 @@ async def call_model(
         fixed += estimate_tokens(turn_text(world, role, target, instruction)) + 12
         if target is not None:
             fixed -= (len(target.content) + 3) // 4  # quoted, not in the memory
-        memory_start, summary = await fold(site, role, memory_start, fixed, settings.context_tokens)
+        memory_start, summary = await fold(
+            session, role, memory_start, fixed, settings.context_tokens
+        )
         window = len(transcript)
     prompt = build_prompt(
         world,
@@ -169,8 +171,8 @@ async def call_model(
         shaped = f"{last.content}\n\n{shape_instruction(schema)}"
         prompt = (*prompt[:-1], ChatMessage(last.role, shaped, last.name))
     hygiene = reply_hygiene(world, role)
-    model_name = site.model_name(role)
-    model = site.models.for_role(role.id, model_name, remote=role.transport == "nats")
+    model_name = session.model_name(role)
+    model = session.models.for_role(role.id, model_name, remote=role.transport == "nats")
     price = Price(role.price.input_per_mtok, role.price.output_per_mtok) if role.price else None
     next_cost: float | None = 0.0
     if settings.max_tokens is None and settings.max_cost is None:
@@ -190,7 +192,7 @@ async def call_model(
     blocked = budget_block(settings, transcript, next_input, next_cost, why)
     if blocked is not None:
         if finish_on_budget:
-            site.finish(*blocked)
+            session.finish(*blocked)
         return None
     request = GenerationRequest(
         model=model_name,
@@ -207,7 +209,7 @@ async def call_model(
             step_id=step_id,
             target_name=(
                 world.role(target.sender).display_name
-                if target is not None and target.sender in site.role_ids
+                if target is not None and target.sender in session.role_ids
                 else None
             ),
         ),
@@ -219,7 +221,7 @@ async def call_model(
         retries=settings.retries,
         script=role.script_entries(),
         world_title=world.title or world.name,
-        participants=tuple(site.role_ids),
+        participants=tuple(session.role_ids),
         price=price,
         client=settings.client,
         references=references,
@@ -227,17 +229,17 @@ async def call_model(
         stop=stop_sequences(world, role) if hygiene is not None else (),
     )
     if found is not None:
-        site.bus.publish(found.event)  # before the model is asked (knowledge.md)
+        session.bus.publish(found.event)  # before the model is asked (knowledge.md)
     for event in lore.events if lore is not None else ():
-        site.bus.publish(event)
-    if site.request_hooks and not getattr(model, "repeatable", False):
-        for hook in site.request_hooks:
+        session.bus.publish(event)
+    if session.request_hooks and not getattr(model, "repeatable", False):
+        for hook in session.request_hooks:
             await hook()
-    for fence in site.fence_hooks:  # whatever the model: a session lost asks nothing
+    for fence in session.fence_hooks:  # whatever the model: a session lost asks nothing
         await fence("request")
     try:
         generated = await _generate(
-            site,
+            session,
             role,
             model,
             request,
@@ -249,15 +251,15 @@ async def call_model(
             hygiene,
         )
     except GenerationFailed as failure:
-        _failed(site, failure, message_id, role, step_id, request)
+        _failed(session, failure, message_id, role, step_id, request)
         return None
     if schema is not None:
-        generated = await _shaped(site, role, model, request, generated, schema)
+        generated = await _shaped(session, role, model, request, generated, schema)
     return generated
 
 
 async def _shaped(
-    site: CallSite,
+    session: CallSite,
     role: Role,
     model: Any,
     request: GenerationRequest,
@@ -289,7 +291,7 @@ async def _shaped(
         if still is None:
             return replace(generated, data=repaired)
         error = still
-    site.bus.publish(
+    session.bus.publish(
         WarningEvent(
             message=f"{role.id}'s reply does not match its output schema, even after one "
             f"repair: {error}"
@@ -299,7 +301,7 @@ async def _shaped(
 
 
 async def _generate(
-    site: CallSite,
+    session: CallSite,
     role: Role,
     model: Any,
     request: GenerationRequest,
@@ -311,9 +313,9 @@ async def _generate(
     hygiene: Participants | None = None,
 ) -> Generated:
     """The generation itself: with the role's tools, or one streamed reply."""
-    if role.tools and site.tools is not None:
+    if role.tools and session.tools is not None:
         return await generate_with_tools(
-            site,
+            session,
             role,
             model,
             request,
@@ -325,7 +327,7 @@ async def _generate(
             audience=audience,
             hygiene=hygiene,
         )
-    return await site.generator.generate(
+    return await session.generator.generate(
         model,
         request,
         message_id,
@@ -333,14 +335,14 @@ async def _generate(
         step_id=step_id,
         loop_iteration=loop_iteration,
         reply_to=target.id if target else None,
-        draft_id=site.state.next_draft_id(),
+        draft_id=session.state.next_draft_id(),
         audience=audience,
         hygiene=hygiene,
     )
 
 
 def _failed(
-    site: CallSite,
+    session: CallSite,
     failure: GenerationFailed,
     message_id: str,
     role: Role,
@@ -348,18 +350,18 @@ def _failed(
     request: GenerationRequest,
 ) -> None:
     """A failed or cancelled generation: its partial text kept as a draft; paused."""
-    site.state.drafts.append(
+    session.state.drafts.append(
         Draft(
-            id=site.state.next_draft_id(),
+            id=session.state.next_draft_id(),
             message_id=message_id,
             sender=role.id,
             content=failure.partial,
             reason=failure.reason,
             step_id=step_id,
-            ts=site.clock(),
+            ts=session.clock(),
         )
     )
     if failure.error is not None:
-        site.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
-        site.log.info("generation_failed", model=request.model, error=str(failure.error))
-    site.pause_now("error" if failure.reason == "error" else "cancelled")
+        session.bus.publish(ErrorEvent(error=str(failure.error), source=f"model:{request.model}"))
+        session.log.info("generation_failed", model=request.model, error=str(failure.error))
+    session.pause_now("error" if failure.reason == "error" else "cancelled")

@@ -27,7 +27,7 @@ from rolecall.debuglog import debug_enabled
 from rolecall.errors import ConditionTimeout
 from rolecall.floor.selector import choose
 from rolecall.log import get_logger
-from rolecall.plans import Host, Next, Spoken, TurnPlan
+from rolecall.plans import DriverSite, Next, Spoken, TurnPlan
 from rolecall.routing import (
     auto_mention,
     extract_pass,
@@ -43,7 +43,7 @@ _log = get_logger("rolecall.routing")
 PASS_RULE = "the reply held <world>pass</world>: a pass ends the exchange (chat.md, Passing)"
 
 
-def route_notice(session: Host, message: TranscriptMessage) -> list[Event]:
+def route_notice(session: DriverSite, message: TranscriptMessage) -> list[Event]:
     """The events of routing a human's or an agent's message: an unknown-name notice, if any.
 
     Stored with the message and published right after it, the same for both senders
@@ -66,7 +66,7 @@ def route_notice(session: Host, message: TranscriptMessage) -> list[Event]:
     return []
 
 
-async def admit_human(session: Host, message: TranscriptMessage) -> bool:
+async def admit_human(session: DriverSite, message: TranscriptMessage) -> bool:
     """Queue the agents that asked for the floor on a human message; True if any did.
 
     In chat every request is queued, in role order; in a flow only a direct address
@@ -88,7 +88,7 @@ async def admit_human(session: Host, message: TranscriptMessage) -> bool:
     return bool(requests)
 
 
-def human_stop(session: Host) -> tuple[list[Event], bool]:
+def human_stop(session: DriverSite) -> tuple[list[Event], bool]:
     """After a human message in a flow: the global stop conditions, evaluated now.
 
     Conditions see the session as it stands after each message (flows.md), the human's
@@ -112,14 +112,14 @@ def human_stop(session: Host) -> tuple[list[Event], bool]:
     return events, hit is not None
 
 
-def selection_chat(session: Host) -> bool:
+def selection_chat(session: DriverSite) -> bool:
     """A chat whose speakers a rule chooses (selection.md): no director, and no flow
     running (a flow world's chat before its flow starts is one)."""
     rule = session.world.settings.speaker_selection
     return rule != "mentions" and not session.flow_active and session.director is None
 
 
-async def _select(session: Host, item: PendingReply, target: TranscriptMessage) -> bool:
+async def _select(session: DriverSite, item: PendingReply, target: TranscriptMessage) -> bool:
     """Choose who answers ``target`` (a ``select`` item not chosen yet); the choice and
     its event are stored before the chosen speaker is asked, so a resume speaks without
     asking the selector again. False when nobody could be chosen."""
@@ -161,7 +161,7 @@ async def _select(session: Host, item: PendingReply, target: TranscriptMessage) 
     return True
 
 
-async def next_pending(session: Host) -> Next:
+async def next_pending(session: DriverSite) -> Next:
     """The first due reply as a plan (called under the session's turn lock)."""
     state = session.state
     item = session.floor.grant(state)
@@ -251,7 +251,7 @@ async def next_pending(session: Host) -> Next:
     return TurnPlan(role.id, target, shape=shape, decide=decide, then=then)
 
 
-def _goes_on(session: Host, message: TranscriptMessage, rounds: int) -> bool:
+def _goes_on(session: DriverSite, message: TranscriptMessage, rounds: int) -> bool:
     """Whether a selection chat chooses another speaker after ``message`` (selection.md):
     not after ``max_rounds`` selected turns, nor when it hands the floor to the human
     (``@human`` first) or names nobody known first (its notice says so)."""
@@ -263,7 +263,7 @@ def _goes_on(session: Host, message: TranscriptMessage, rounds: int) -> bool:
     return mention != "human" and mention in session.world.role_ids
 
 
-def _exchange_root(session: Host, message: TranscriptMessage) -> str:
+def _exchange_root(session: DriverSite, message: TranscriptMessage) -> str:
     """The id of the message that started ``message``'s exchange (its first reply_to)."""
     by_id = session.state.transcript.by_id
     while message.reply_to is not None and message.reply_to in by_id:
@@ -271,7 +271,7 @@ def _exchange_root(session: Host, message: TranscriptMessage) -> str:
     return message.id
 
 
-def _end_exchange(session: Host, answering: TranscriptMessage) -> None:
+def _end_exchange(session: DriverSite, answering: TranscriptMessage) -> None:
     """Drop every reply still queued in the exchange of ``answering`` (a limit or a pass).
 
     Replies queued for another exchange (a human message sent while this one was still
@@ -287,7 +287,7 @@ def _end_exchange(session: Host, answering: TranscriptMessage) -> None:
     ]
 
 
-def _interjection(session: Host, item: PendingReply, target: TranscriptMessage) -> Next:
+def _interjection(session: DriverSite, item: PendingReply, target: TranscriptMessage) -> Next:
     state = session.state
     iteration = state.pointer.exec_counts.get("interjection", 0)
 

@@ -36,7 +36,7 @@ log = get_logger("rolecall.flow")
 _ROLECALL = logging.getLogger("rolecall")
 
 
-class Observed(Protocol):
+class EventLogSite(Protocol):
     """What the event log needs of a session (a ``rolecall.Session``, named here as a
     protocol since the log sits below the public API): its id and its bus."""
 
@@ -105,7 +105,7 @@ class EventLog:
             debug("session_stop", reason=event.reason, detail=event.detail)
 
 
-def log_events(session: Observed) -> EventLog:
+def log_events(session: EventLogSite) -> EventLog:
     """Log ``session``'s events (a ``rolecall.Session``) at DEBUG level from now on."""
     events = EventLog(session.session_id)
     session.bus.subscribe(events, name="debug-log")

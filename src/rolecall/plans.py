@@ -2,14 +2,14 @@
 
 Every kind of turn (a flow step, a director's turn, the final synthesis, a judge's
 extra turn, a chat reply, an interjection, a notice, a human or system message) is a
-:class:`TurnPlan` run by one primitive, :meth:`Host.speak`: call the model (unless the
+:class:`TurnPlan` run by one primitive, :meth:`DriverSite.speak`: call the model (unless the
 plan carries its text), build the message, store it with the events of its decision,
 publish. Drivers (the flow in :mod:`rolecall.turns`, chat in :mod:`rolecall.chat`, a
 mode's :class:`Director`) never run a turn themselves: they return the next node,
 ``TurnPlan | Stop | None``, in the style of pydantic-graph's nodes, and a plan's
 ``then`` returns the node after it.
 
-:class:`Host` is the port: drivers and modes import it, never the runtime.
+:class:`DriverSite` is the port: drivers and modes import it, never the runtime.
 """
 
 from __future__ import annotations
@@ -81,17 +81,19 @@ class TurnPlan:
 
 
 Next = TurnPlan | Stop | None
-MessageHook = Callable[["Host", TranscriptMessage], Awaitable[None]]
+MessageHook = Callable[["DriverSite", TranscriptMessage], Awaitable[None]]
 
 
 class Director(Protocol):
     """Decides the speaking order instead of a flow (e.g. study mode's role queues)."""
 
-    def plan(self, host: Host) -> TurnPlan | Stop:
+    def plan(self, session: DriverSite) -> TurnPlan | Stop:
         """The next turn, or a :class:`Stop` when the dialogue is complete."""
         ...
 
-    def completed(self, host: Host, turn: TurnPlan, message: TranscriptMessage) -> list[Event]:
+    def completed(
+        self, session: DriverSite, turn: TurnPlan, message: TranscriptMessage
+    ) -> list[Event]:
         """The planned turn's message is final: update state, return the events it causes.
 
         Called just before the message is stored; the state and the returned events
@@ -99,12 +101,12 @@ class Director(Protocol):
         """
         ...
 
-    def human(self, host: Host, message: TranscriptMessage) -> bool:
+    def human(self, session: DriverSite, message: TranscriptMessage) -> bool:
         """A human message arrived; True when the director consumed it (no routing)."""
         ...
 
 
-class Host(Protocol):
+class DriverSite(Protocol):
     """The session as drivers and modes see it (implemented by ``runtime.Dialogue``)."""
 
     world: World
@@ -116,7 +118,7 @@ class Host(Protocol):
     ctx: ConditionContext
     director: Director | None
     message_hooks: list[MessageHook]
-    final_instruction: Callable[[Host], str | None] | None
+    final_instruction: Callable[[DriverSite], str | None] | None
 
     def clock(self) -> datetime: ...
 

@@ -41,7 +41,7 @@ from rolecall.llm.hygiene import CUT_REASONS
 from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.modes.install import install as install_modes
-from rolecall.plans import Director, Host, MessageHook, Next, Spoken, Stop, TurnPlan
+from rolecall.plans import Director, DriverSite, MessageHook, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import find_mentions
 from rolecall.session import stalls
 from rolecall.session.audience import can_see, latest_seen
@@ -116,7 +116,7 @@ class Dialogue:
                 rid,
                 world.role_ids,
                 self.floor,
-                judge=self._judge_for(world.role(rid)),
+                respond_check=self._respond_check(world.role(rid)),
                 limit=self.limits.get(rid),
             )
             for rid in world.role_ids
@@ -136,7 +136,7 @@ class Dialogue:
         self.message_hooks: list[MessageHook] = []  # after a flow/director turn's message
         self.director: Director | None = None
         # a preset may word the closing step from what was said (e.g. message ids to cite)
-        self.final_instruction: Callable[[Host], str | None] | None = None
+        self.final_instruction: Callable[[DriverSite], str | None] | None = None
         self.recorder: TurnRecorder | None = None  # set by the composition root
         self.tools: ToolBox | None = None  # tools.md: set by the composition root
         self.approver: Approver | None = None  # answers `approve: ask` calls (None: deny)
@@ -161,18 +161,18 @@ class Dialogue:
         if _uses_modes(world):
             install_modes(self)
 
-    def _judge_for(self, role: Role) -> Callable[[str], Awaitable[bool]] | None:
+    def _respond_check(self, role: Role) -> Callable[[str], Awaitable[bool]] | None:
         """The agent's own decision on messages that address nobody, when it asks for one."""
-        if role.respond is None or not role.respond.judge:
+        if role.respond is None or not role.respond.ask_model:
             return None
 
-        async def judge(message_id: str) -> bool:
+        async def check(message_id: str) -> bool:
             if self.flow_active:  # a flow admits direct addresses only (flows.md)
                 return False
             message = self.state.transcript.by_id[message_id]
             return await respond.decide(self, role, message)
 
-        return judge
+        return check
 
     # ------------------------------------------------------------------ state
     def sees(self, role_id: str, message: TranscriptMessage) -> bool:

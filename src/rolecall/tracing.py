@@ -116,7 +116,7 @@ def _error_type(error: str) -> str:
     return "_OTHER"
 
 
-class Traced(Protocol):
+class TracerSite(Protocol):
     """What the spans read of a session: a ``rolecall.Session`` has it."""
 
     @property
@@ -133,7 +133,9 @@ class SessionTracer:
 
     ``cost`` tells what the whole session cost when its span ends (None: unknown)."""
 
-    def __init__(self, session: Traced, tracer: Tracer, cost: Callable[[], float | None]) -> None:
+    def __init__(
+        self, session: TracerSite, tracer: Tracer, cost: Callable[[], float | None]
+    ) -> None:
         self.session = session
         self.tracer = tracer
         self.cost = cost

@@ -1,6 +1,6 @@
 """The flow driver: flow steps and their decision, director turns, the final step, extra turns.
 
-Each function takes the :class:`~rolecall.plans.Host` whose turn lock is held by the
+Each function takes the :class:`~rolecall.plans.DriverSite` whose turn lock is held by the
 caller and returns the next node (:class:`~rolecall.plans.TurnPlan`,
 :class:`~rolecall.plans.Stop` or None); the runtime runs plans with its one primitive,
 ``speak``. A flow turn stores its message and the decision that follows it
@@ -25,7 +25,7 @@ from rolecall.errors import ConditionTimeout
 from rolecall.floor.selector import choose, counters
 from rolecall.flows.conditions import Evaluation
 from rolecall.flows.engine import FlowEngine
-from rolecall.plans import Director, Host, Next, Spoken, Stop, TurnPlan
+from rolecall.plans import Director, DriverSite, Next, Spoken, Stop, TurnPlan
 from rolecall.routing import first_mention
 from rolecall.routing.selection import candidates
 from rolecall.session.state import Concluding, ExecutionRecord, TranscriptMessage, Undecided
@@ -35,10 +35,10 @@ from rolecall.world.targets import resolve_target
 SELECT = "select"  # a step's `speaker: select` (selection.md)
 
 
-async def flow_next(host: Host, engine: FlowEngine) -> Next:
+async def flow_next(session: DriverSite, engine: FlowEngine) -> Next:
     """The flow's current step as a plan; a ``speaker: select`` step chooses its speaker
     first (selection.md), or stops the flow (``no_speaker``) when nobody may speak."""
-    state = host.state
+    state = session.state
     pointer = state.pointer
     if not pointer.started and pointer.current is None:
         pointer.current = engine.start
@@ -46,25 +46,25 @@ async def flow_next(host: Host, engine: FlowEngine) -> Next:
         return None
     step = engine.step(pointer.current)
     if step.speaker != SELECT:
-        return flow_plan(host, engine)
-    chosen = await _step_speaker(host, step.id, step.candidates)
+        return flow_plan(session, engine)
+    chosen = await _step_speaker(session, step.id, step.candidates)
     if chosen is None:
-        if host.finished:
+        if session.finished:
             return None
         return Stop("no_speaker", f"step {step.id}: no candidate may speak")
-    return flow_plan(host, engine, speaker=chosen)
+    return flow_plan(session, engine, speaker=chosen)
 
 
-async def _step_speaker(host: Host, step_id: str, allowed: list[str] | None) -> str | None:
+async def _step_speaker(session: DriverSite, step_id: str, allowed: list[str] | None) -> str | None:
     """The speaker chosen for this run of ``step_id``: chosen once, stored with its
     ``system/selection`` event, so a resumed turn speaks without choosing again."""
-    state = host.state
+    state = session.state
     iteration = state.pointer.exec_counts.get(step_id, 0)
     stored = counters(state)
     made = stored.get("step")
     if isinstance(made, list) and made[:2] == [step_id, iteration]:
         return str(made[2])
-    world = host.world
+    world = session.world
     latest = state.transcript.latest()
     last = latest.sender if latest is not None and latest.sender in world.role_ids else None
     limit = world.settings.turn_limit
@@ -76,11 +76,11 @@ async def _step_speaker(host: Host, step_id: str, allowed: list[str] | None) -> 
         at_limit={r for r in world.role_ids if state.turn_counts.get(r, 0) >= limit},
     )
     mention = first_mention(latest.content) if latest is not None else None
-    choice = await choose(host, options, latest, mention=mention)
+    choice = await choose(session, options, latest, mention=mention)
     picked = choice.selection
     if picked.chosen is not None:
         stored["step"] = [step_id, iteration, picked.chosen]
-    await host.emit(
+    await session.emit(
         [
             SelectionEvent(
                 candidates=list(picked.candidates),
@@ -98,13 +98,13 @@ async def _step_speaker(host: Host, step_id: str, allowed: list[str] | None) -> 
             )
         ]
     )
-    return picked.chosen if not host.finished else None
+    return picked.chosen if not session.finished else None
 
 
-def flow_plan(host: Host, engine: FlowEngine, *, speaker: str | None = None) -> Next:
+def flow_plan(session: DriverSite, engine: FlowEngine, *, speaker: str | None = None) -> Next:
     """The flow's current step as a plan (None when the flow has nowhere to go);
     ``speaker``: the one chosen for a ``speaker: select`` step."""
-    state = host.state
+    state = session.state
     pointer = state.pointer
     if not pointer.started and pointer.current is None:
         pointer.current = engine.start
@@ -115,17 +115,17 @@ def flow_plan(host: Host, engine: FlowEngine, *, speaker: str | None = None) -> 
         step = step.model_copy(update={"speaker": speaker})
     target, warning = resolve_target(step.reply_to, state.transcript, step.speaker)
     if warning:
-        host.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
+        session.bus.publish(WarningEvent(message=f"step {step.id}: {warning}"))
     iteration = pointer.exec_counts.get(step.id, 0)
 
     timed_out: list[ConditionTimeout] = []
 
     def decide_now(message: TranscriptMessage, started: datetime) -> list[Event]:
-        if host.message_hooks:  # the decision waits for the hooks (a judge)
+        if session.message_hooks:  # the decision waits for the hooks (a judge)
             state.undecided = Undecided(step.id, iteration, started, message.id)
             return []
         try:
-            return decide(host, engine, step.id, message, iteration, started)
+            return decide(session, engine, step.id, message, iteration, started)
         except ConditionTimeout as exc:  # the message is kept; resume decides again
             state.undecided = Undecided(step.id, iteration, started, message.id)
             timed_out.append(exc)
@@ -134,9 +134,9 @@ def flow_plan(host: Host, engine: FlowEngine, *, speaker: str | None = None) -> 
     async def then(spoken: Spoken) -> Next:
         if timed_out:
             raise timed_out[0]
-        if spoken.message is not None and host.message_hooks:
-            return await after_hooks(host, engine, spoken.message)
-        return _concluding(host)
+        if spoken.message is not None and session.message_hooks:
+            return await after_hooks(session, engine, spoken.message)
+        return _concluding(session)
 
     return TurnPlan(
         step.speaker,
@@ -153,35 +153,37 @@ def flow_plan(host: Host, engine: FlowEngine, *, speaker: str | None = None) -> 
     )
 
 
-async def resume_flow(host: Host, engine: FlowEngine) -> Next:
+async def resume_flow(session: DriverSite, engine: FlowEngine) -> Next:
     """Redo an interrupted decision (hooks first), or go on to the final step."""
-    undecided = host.state.undecided
+    undecided = session.state.undecided
     if undecided is not None:
-        return await after_hooks(host, engine, host.state.transcript.by_id[undecided.message_id])
-    return _concluding(host)
+        return await after_hooks(
+            session, engine, session.state.transcript.by_id[undecided.message_id]
+        )
+    return _concluding(session)
 
 
-async def after_hooks(host: Host, engine: FlowEngine, message: TranscriptMessage) -> Next:
+async def after_hooks(session: DriverSite, engine: FlowEngine, message: TranscriptMessage) -> Next:
     """Run message hooks (a judge), then decide; also resumes an undecided step."""
-    undecided = host.state.undecided
+    undecided = session.state.undecided
     assert undecided is not None
-    for hook in host.message_hooks:
-        await hook(host, message)
-    if host.state.state == "paused":
+    for hook in session.message_hooks:
+        await hook(session, message)
+    if session.state.state == "paused":
         return None  # a hook's generation failed; resume runs the hooks again
-    await host.emit(
-        decide(host, engine, undecided.step_id, message, undecided.iteration, undecided.started)
+    await session.emit(
+        decide(session, engine, undecided.step_id, message, undecided.iteration, undecided.started)
     )
-    return _concluding(host)
+    return _concluding(session)
 
 
-def _concluding(host: Host) -> Next:
-    concluding = host.state.concluding
+def _concluding(session: DriverSite) -> Next:
+    concluding = session.state.concluding
     return None if concluding is None else Stop(concluding.reason, concluding.detail)
 
 
 def decide(
-    host: Host,
+    session: DriverSite,
     engine: FlowEngine,
     step_id: str,
     message: TranscriptMessage,
@@ -189,11 +191,11 @@ def decide(
     started: datetime,
 ) -> list[Event]:
     """Evaluate what comes after ``step_id``; update the pointer; the events to publish."""
-    state = host.state
-    outcome = engine.after_step(step_id, state.pointer, host.ctx)
+    state = session.state
+    outcome = engine.after_step(step_id, state.pointer, session.ctx)
     events: list[Event] = condition_events(outcome.evaluations)
     events.append(  # the message's sender: a `speaker: select` step's chosen speaker
-        make_record(host, step_id, message.sender, message, iteration, outcome.result, started)
+        make_record(session, step_id, message.sender, message, iteration, outcome.result, started)
     )
     state.pointer.current = outcome.next_step
     state.undecided = None
@@ -203,23 +205,25 @@ def decide(
 
 
 # -------------------------------------------------------------------- director
-def director_plan(host: Host, director: Director) -> Next:
+def director_plan(session: DriverSite, director: Director) -> Next:
     """The director's next turn as a plan (its message hooks run after it)."""
-    planned = director.plan(host)
+    planned = director.plan(session)
     if isinstance(planned, Stop):
         return planned
 
     def decide_now(message: TranscriptMessage, started: datetime) -> list[Event]:
-        caused = director.completed(host, planned, message)
+        caused = director.completed(session, planned, message)
         step_id = planned.step_id or ""
         iteration = planned.loop_iteration or 0
-        record = make_record(host, step_id, planned.speaker, message, iteration, "success", started)
+        record = make_record(
+            session, step_id, planned.speaker, message, iteration, "success", started
+        )
         return [record, *caused]
 
     async def then(spoken: Spoken) -> Next:
-        if spoken.message is not None and not host.finished:  # (a stall finishes it)
-            for hook in host.message_hooks:
-                await hook(host, spoken.message)
+        if spoken.message is not None and not session.finished:  # (a stall finishes it)
+            for hook in session.message_hooks:
+                await hook(session, spoken.message)
         return None
 
     return TurnPlan(
@@ -237,32 +241,34 @@ def director_plan(host: Host, director: Director) -> Next:
 
 
 # ----------------------------------------------------------------------- final
-def conclude(host: Host, stop: Stop) -> Next:
+def conclude(session: DriverSite, stop: Stop) -> Next:
     """Finish, after the flow's final step (a synthesis) when it has one."""
-    state = host.state
-    final = host.engine.flow.final if host.engine is not None else None
+    state = session.state
+    final = session.engine.flow.final if session.engine is not None else None
     if final is None or stop.reason == "manual" or state.final_done:
         state.concluding = None
-        host.finish(stop.reason, stop.detail)
+        session.finish(stop.reason, stop.detail)
         return None
     state.concluding = Concluding(stop.reason, stop.detail)
     target, warning = resolve_target(final.reply_to, state.transcript, final.speaker)
     if warning:
-        host.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
+        session.bus.publish(WarningEvent(message=f"step {final.id}: {warning}"))
     instruction = (
-        host.final_instruction(host) if host.final_instruction is not None else final.instruction
+        session.final_instruction(session)
+        if session.final_instruction is not None
+        else final.instruction
     )
 
     def decide_now(message: TranscriptMessage, started: datetime) -> list[Event]:
         state.final_done = True
-        return [make_record(host, final.id, final.speaker, message, 0, "success", started)]
+        return [make_record(session, final.id, final.speaker, message, 0, "success", started)]
 
     async def then(spoken: Spoken) -> Next:
         if spoken.message is None and state.state == "paused":
             return None  # failed or cancelled: resume tries the final step again
         state.final_done = True
         state.concluding = None
-        host.finish(stop.reason, stop.detail)
+        session.finish(stop.reason, stop.detail)
         return None
 
     return TurnPlan(
@@ -281,7 +287,7 @@ def conclude(host: Host, stop: Stop) -> Next:
 
 # ----------------------------------------------------------------------- extra
 async def extra_turn(
-    host: Host,
+    session: DriverSite,
     role_id: str,
     target: TranscriptMessage | None,
     *,
@@ -301,7 +307,7 @@ async def extra_turn(
         finish_on_budget=False,
         watched=False,
     )
-    return (await host.speak(plan)).message
+    return (await session.speak(plan)).message
 
 
 # --------------------------------------------------------------------- records
@@ -316,7 +322,7 @@ def condition_events(evaluations: list[tuple[str, Evaluation]]) -> list[Event]:
 
 
 def make_record(
-    host: Host,
+    session: DriverSite,
     step_id: str,
     speaker: str,
     message: TranscriptMessage,
@@ -325,7 +331,7 @@ def make_record(
     started: datetime,
 ) -> StepEvent:
     """Append one execution-log record; its ``system/step`` event (not yet published)."""
-    state = host.state
+    state = session.state
     record = ExecutionRecord(
         execution_order=state.pointer.execution_order,
         step_id=step_id,
@@ -334,7 +340,7 @@ def make_record(
         loop_iteration=iteration,
         result=result,
         started_at=started,
-        ended_at=host.clock(),
+        ended_at=session.clock(),
         input_tokens=message.input_tokens,
         output_tokens=message.output_tokens,
     )

@@ -248,9 +248,9 @@ async def test_say_waiting_for_a_turn_that_finishes_the_session_adds_nothing() -
 async def test_stop_and_pause_are_stored_when_they_happen() -> None:
     """Every transition is stored as it happens: not with the next turn, nor only when
     the block is left (a stop between turns once stayed ``running`` in the store)."""
-    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.in_memory import InMemoryStore
 
-    store = MemoryStore()
+    store = InMemoryStore()
     models = {"offline": FunctionModel(numbered)}
 
     async def stored() -> tuple[str, str | None, str | None]:

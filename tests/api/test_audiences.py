@@ -1,7 +1,7 @@
 """Audiences (docs/audiences.md): a role outside a message's audience never receives it.
 
 Each path a role is given the transcript by is searched for a marker word only the
-private message holds: its prompt, its memory file, its summary, its respond judge's
+private message holds: its prompt, its memory file, its summary, its respond check's
 question, a fork, a resumed session, a replay.
 """
 
@@ -155,13 +155,13 @@ async def test_each_roles_summary_covers_only_what_it_saw() -> None:
     assert MARKER not in rec.given("cid")
 
 
-async def test_a_respond_judge_outside_the_audience_is_never_asked() -> None:
+async def test_a_respond_check_outside_the_audience_is_never_asked() -> None:
     world = {
         "name": "judged",
         "model": "offline",
         "roles": [
-            {"id": "ann", "respond": {"judge": True}},
-            {"id": "bob", "respond": {"judge": True}},
+            {"id": "ann", "respond": {"ask_model": True}},
+            {"id": "bob", "respond": {"ask_model": True}},
         ],
     }
     rec = Recorder()

@@ -18,7 +18,7 @@ def copy_session(url: str, sid: str, to: str) -> None:
     """Publish every event of session ``sid`` again as session ``to`` (as a stream written
     by another program, or damaged, could hold it)."""
     from rolecall.nats.link import connect, session_filter
-    from rolecall.nats.replay import read_stream
+    from rolecall.nats.readback import read_stream
 
     async def copy() -> None:
         async with connect(url) as link:

@@ -179,20 +179,20 @@ def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -
     assert len(server.requests) == 2
 
 
-def test_a_judge_roles_question_goes_through_the_worlds_client(
+def test_a_respond_checks_question_goes_through_the_worlds_client(
     server: OpenAITestServer,  # noqa: F811
 ) -> None:
-    """A role that decides with its model whether to answer (``respond: {judge: true}``)
+    """A role that decides with its model whether to answer (``respond: {ask_model: true}``)
     asks that question through the world's client too: a ``client: http`` chat never
     loads litellm."""
     server.reset()
     last = _lean_program(
         server,
-        "roles: [{id: a, respond: {judge: true}}]",
+        "roles: [{id: a, respond: {ask_model: true}}]",
         """
         await session.say("what do you think?")
         print("litellm" in sys.modules)
         """,
     )
     assert last == "False"
-    assert server.requests, "the judge's question never reached the provider"
+    assert server.requests, "the respond check's question never reached the provider"

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from rolecall.errors import WorldError
 from rolecall.flows import conditions
 from rolecall.modes import ModeSpec, register_mode, unregister_mode
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 from rolecall.runtime import Dialogue
 from tests.helpers import Recorder, world_from
 
@@ -37,7 +37,7 @@ def _expand(raw: dict[str, Any], library: Any, problems: list[str]) -> dict[str,
     return data
 
 
-def _install(session: Host) -> None:
+def _install(session: DriverSite) -> None:
     def quorum() -> tuple[bool, str, str]:
         n = session.state.transcript.agent_turns
         return n >= 3, "quorum", f"{n} of 3 voices"

@@ -562,10 +562,10 @@ async def test_a_write_failure_in_a_session_switched_to_names_that_session() -> 
     write failure in the second ("`rolecall resume ID` continues it") names the second."""
     from rolecall.api.opening import Opening
     from rolecall.errors import StorageError
-    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.in_memory import InMemoryStore
     from rolecall.storage.port import TurnBatch
 
-    class Failing(MemoryStore):
+    class Failing(InMemoryStore):
         def __init__(self) -> None:
             super().__init__()
             self.failing: set[str] = set()
@@ -617,9 +617,9 @@ async def test_piped_compatible_command_lines(harness_for: Callable[[dict[str, A
 @pytest.mark.anyio
 async def test_mark_quit_keeps_the_session_paused_with_the_repls_mode() -> None:
     from rolecall.api.opening import Opening
-    from rolecall.storage.in_memory import MemoryStore
+    from rolecall.storage.in_memory import InMemoryStore
 
-    store = MemoryStore()
+    store = InMemoryStore()
     async with open_live(world_from(CHAT), Opening(store=store), mode="step") as session:
         await session.begin()
         mark_quit(session, "step")

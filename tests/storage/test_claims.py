@@ -22,7 +22,7 @@ import rolecall
 from rolecall.api.compose import assemble
 from rolecall.api.opening import Opening
 from rolecall.errors import SessionInUse
-from rolecall.storage.in_memory import MemoryStore
+from rolecall.storage.in_memory import InMemoryStore
 from rolecall.storage.sqlite import SqliteStore
 from tests.storage.test_resume_cli import cli, records, run
 
@@ -165,7 +165,7 @@ async def test_a_copy_read_before_another_went_on_is_refused(world: Path, tmp_pa
 
 @pytest.mark.anyio
 async def test_a_memory_store_holds_one_live_session_per_id(world: Path) -> None:
-    store = MemoryStore()
+    store = InMemoryStore()
     async with rolecall.open_session(world, store=store, session_id="one", mode="step") as s:
         await s.step()
         doc = await store.load("one")

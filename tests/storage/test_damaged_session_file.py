@@ -21,7 +21,7 @@ import pytest
 import rolecall
 from rolecall.errors import UsageError
 from rolecall.storage.document import SessionDocument, parse_document
-from rolecall.storage.in_memory import MemoryStore
+from rolecall.storage.in_memory import InMemoryStore
 from rolecall.storage.port import SessionStore
 from rolecall.storage.sqlite import SqliteStore
 from tests.api.test_api import pair
@@ -34,7 +34,7 @@ def _paused_document() -> dict[str, Any]:
     """A session of ``pair`` paused after two of its three steps, as a session file has it."""
 
     async def main() -> SessionDocument:
-        store = MemoryStore()
+        store = InMemoryStore()
         async with rolecall.open_session(pair(), store=store, mode="step") as session:
             await session.step()
             await session.step()
@@ -194,7 +194,7 @@ async def test_a_store_refuses_to_import_a_document_whose_parts_disagree(
         assert len((await store.load(sid)).messages) == 2
 
     if kind == "memory":
-        await check(MemoryStore())
+        await check(InMemoryStore())
     else:
         async with SqliteStore(tmp_path / "rolecall.db") as store:
             await check(store)

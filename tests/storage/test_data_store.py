@@ -14,7 +14,7 @@ import pytest
 
 from rolecall.cli import main as cli_main
 from rolecall.storage import data_store
-from rolecall.storage.in_memory import MemoryStore
+from rolecall.storage.in_memory import InMemoryStore
 
 WORLD = """\
 name: duo
@@ -29,7 +29,7 @@ flow:
 """
 
 
-class ProcessStore(MemoryStore):
+class ProcessStore(InMemoryStore):
     """Sessions kept in this process, one store per data directory."""
 
     opened: ClassVar[dict[Path, ProcessStore]] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import rolecall
-from rolecall.storage.in_memory import MemoryStore
+from rolecall.storage.in_memory import InMemoryStore
 from rolecall.storage.port import SessionStore
 from rolecall.storage.sqlite import SqliteStore
 from tests.api.test_api import pair
@@ -21,7 +21,7 @@ WORLD = pair(title="A pair")
 @pytest.fixture(params=["sqlite", "memory"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
     if request.param == "memory":
-        yield MemoryStore()
+        yield InMemoryStore()
         return
     async with SqliteStore(tmp_path / "rolecall.db") as opened:
         yield opened
@@ -72,7 +72,7 @@ async def test_forget_delete_and_unknown_ids(store: SessionStore) -> None:
 async def test_a_document_imported_into_another_store_is_the_same(
     store: SessionStore, tmp_path: Path
 ) -> None:
-    first = MemoryStore()
+    first = InMemoryStore()
     result = await rolecall.run(WORLD, store=first)
     doc = await first.load(result.session_id)
     await store.import_document(doc)

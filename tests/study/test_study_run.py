@@ -17,7 +17,8 @@ import pytest
 from rolecall.bus import EventBus
 from rolecall.cli.study_cmd import add_parser, run_study, study_world
 from rolecall.errors import UsageError, WorldError
-from rolecall.modes.study import FOLDER_KEY, STOP_REASON, load_study
+from rolecall.modes.study import FOLDER_KEY, load_study
+from rolecall.modes.study_turns import STOP_REASON
 from rolecall.runtime import Dialogue
 from rolecall.storage.document import parse_document, restore_state, snapshot
 from rolecall.study.queue import ROLES
@@ -362,14 +363,14 @@ def test_study_world_mapping_is_a_plain_world(tmp_path: Path) -> None:
 
 def test_new_study_world_files_load_and_plan(tmp_path: Path) -> None:
     from rolecall.cli.study_cmd import new_study_files
-    from rolecall.modes.study import StudyDirector
+    from rolecall.modes.study import director
 
     for name, text in new_study_files("mine").items():
         (tmp_path / name).write_text(text, "utf-8")
     loaded = load_world(tmp_path)
     world = load_study(tmp_path, loaded.world)
     assert world.name == "mine" and world.topic == "Studying My study notes"
-    kinds = [u.kind for u in StudyDirector(world).study.units]
+    kinds = [u.kind for u in director(world).study.units]
     assert kinds == ["introduction", "body", "conclusion"]
 
 
@@ -387,7 +388,7 @@ async def test_a_changed_document_stops_instead_of_guessing() -> None:
 
 @pytest.mark.anyio
 async def test_studys_state_is_a_typed_model_stored_in_its_layout() -> None:
-    from rolecall.modes.study import StudyProgress
+    from rolecall.modes.study_turns import StudyProgress
 
     session = Dialogue(study())
     await session.step()

@@ -270,7 +270,7 @@ class PassEvent(_Event):
 
 class RespondEvent(_Event):
     """An agent's decision whether to answer a message nobody was addressed in (chat.md,
-    ``respond: {judge: true}``): its model's yes or no and the reason it gave."""
+    ``respond: {ask_model: true}``): its model's yes or no and the reason it gave."""
 
     topic: Literal["system"] = "system"
     type: Literal["respond"] = "respond"

@@ -30,7 +30,7 @@ from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
     from rolecall.nats.link import Link
-    from rolecall.nats.replay import Reorder
+    from rolecall.nats.readback import Reorder
 
 
 def jobs_of(name: str, doc: dict[str, Any], plan: BatchPlan) -> list[Any]:
@@ -190,7 +190,7 @@ class BatchEvents:
 
     async def run(self, link: Link, after: int) -> None:
         from rolecall.nats.link import H_BATCH, log_filter
-        from rolecall.nats.replay import Fence, Reorder, follow, is_final
+        from rolecall.nats.readback import Fence, Reorder, follow, is_final
 
         feed_of = follow(link, log_filter(None), from_start=after == 0, after=after)
         fence = Fence()  # a worker that lost a run's session may still have appended to it

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rolecall.bus import EventBus
     from rolecall.cluster.jobs import StoredBatch
     from rolecall.nats.link import Link
-    from rolecall.nats.replay import Reorder, SessionLog, StreamEvent
+    from rolecall.nats.readback import Reorder, SessionLog, StreamEvent
     from rolecall.storage.document import SessionDocument
     from rolecall.storage.port import SessionStore
 
@@ -69,7 +69,7 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
     from rolecall.bus import Envelope, EventBus
     from rolecall.cli.display import display_sink
     from rolecall.nats.link import H_BATCH, connect, log_filter
-    from rolecall.nats.replay import Fence, Reorder, follow, is_final
+    from rolecall.nats.readback import Fence, Reorder, follow, is_final
 
     buses: dict[str, tuple[EventBus, Reorder]] = {}
     fence = Fence()  # a worker that lost a session may still have appended to it
@@ -202,7 +202,7 @@ async def _import(args: argparse.Namespace, url: str) -> int:
     from rolecall.cli.wiring import open_store
     from rolecall.cluster.jobs import stored_batch
     from rolecall.nats.link import connect, log_filter
-    from rolecall.nats.replay import session_logs
+    from rolecall.nats.readback import session_logs
 
     async with connect(url, name="rolecall-import") as link:
         logs = await session_logs(link, log_filter(args.session))

@@ -170,7 +170,7 @@ class StoredBatch:
 
 async def stored_batch(link: Link, batch: str) -> StoredBatch:
     """Read the batch's plan, job copies and result rows (the newest row of a run wins)."""
-    from rolecall.nats.replay import read_stream
+    from rolecall.nats.readback import read_stream
 
     info = await link.js.stream_info(RESULTS_STREAM)
     found = StoredBatch(last_seq=int(info.state.last_seq))
@@ -285,7 +285,7 @@ async def follow_results(
     stream's message ``after``), then as they come."""
     from nats.js.api import DeliverPolicy
 
-    from rolecall.nats.replay import ordered
+    from rolecall.nats.readback import ordered
 
     msgs = ordered(
         link,

@@ -43,7 +43,7 @@ from rolecall.llm.registry import ModelRegistry
 from rolecall.log import get_logger
 from rolecall.nats.bus import LeaseLost, NatsBus
 from rolecall.nats.link import JOBS_STREAM, answered, log_filter
-from rolecall.nats.replay import SessionLog, session_logs
+from rolecall.nats.readback import SessionLog, session_logs
 from rolecall.nats.transport import Transport
 
 if TYPE_CHECKING:

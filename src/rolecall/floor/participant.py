@@ -6,9 +6,9 @@ every message the session's driver will answer (:meth:`Floor.expect
 <rolecall.floor.Floor.expect>`: a human's message, an agent's chat reply), asks the
 :class:`~rolecall.floor.Floor` for a turn when the routing rules
 (:func:`rolecall.routing.route`, read through :meth:`Floor.decision
-<rolecall.floor.Floor.decision>`) make it an answerer. An agent given a ``judge``
-(``respond: {judge: true}``) defers its answer to a message that addresses nobody to its
-own model's yes or no (:mod:`rolecall.floor.respond`). A flow step's message, a pass or
+<rolecall.floor.Floor.decision>`) make it an answerer. An agent given a respond check
+(``respond: {ask_model: true}``) defers its answer to a message that addresses nobody to
+its own model's yes or no (:mod:`rolecall.floor.respond`). A flow step's message, a pass or
 a system notice is answered by nobody, so no agent decides anything about it.
 
 Whether a request is granted, and when, is the scheduler's: an agent never speaks on
@@ -24,12 +24,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from rolecall.bus import Bus, Envelope, MessageEvent
-from rolecall.floor.respond import JUDGED_REASONS
+from rolecall.floor.respond import CHECKED_REASONS
 from rolecall.floor.scheduler import Floor, FloorRequest
 from rolecall.session.audience import can_see
 
-# asks the agent's model whether it answers the message with this id
-Judge = Callable[[str], Awaitable[bool]]
+# the respond check: asks the agent's model whether it answers the message with this id
+RespondCheck = Callable[[str], Awaitable[bool]]
 
 
 class Agent:
@@ -41,13 +41,13 @@ class Agent:
         role_ids: Sequence[str],
         floor: Floor,
         *,
-        judge: Judge | None = None,
+        respond_check: RespondCheck | None = None,
         limit: frozenset[str] | None = None,
     ) -> None:
         self.id = agent_id
         self.role_ids = tuple(role_ids)
         self.floor = floor
-        self.judge = judge
+        self.respond_check = respond_check
         self.limit = limit  # its `sees:` list (audiences.md)
 
     def attach(self, bus: Bus) -> None:
@@ -62,7 +62,7 @@ class Agent:
             return
         if (event.audience is not None or self.limit is not None) and not can_see(
             self.id, event, self.limit
-        ):  # a message it does not see is never answered, nor judged (audiences.md)
+        ):  # a message it does not see is never answered, nor checked (audiences.md)
             return
         decision = floor.decision(event.message_id, event.sender, event.content)
         if event.audience == [self.id] and decision.reason == "broadcast":
@@ -70,14 +70,16 @@ class Agent:
             # @agent would: answered in a chat, and an interjection in a flow
             floor.ask(FloorRequest(self.id, event.message_id, "direct"))
         elif (
-            self.judge is not None and decision.reason in JUDGED_REASONS and event.sender != self.id
+            self.respond_check is not None
+            and decision.reason in CHECKED_REASONS
+            and event.sender != self.id
         ):
-            floor.defer(self.id, event.message_id, functools.partial(self._judged, event))
+            floor.defer(self.id, event.message_id, functools.partial(self._checked, event))
         elif self.id in decision.answerers:
             floor.ask(FloorRequest(self.id, event.message_id, decision.reason))
 
-    async def _judged(self, event: MessageEvent) -> FloorRequest | None:
-        assert self.judge is not None
-        if not await self.judge(event.message_id):
+    async def _checked(self, event: MessageEvent) -> FloorRequest | None:
+        assert self.respond_check is not None
+        if not await self.respond_check(event.message_id):
             return None
-        return FloorRequest(self.id, event.message_id, "judged")
+        return FloorRequest(self.id, event.message_id, "checked")

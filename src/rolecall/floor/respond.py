@@ -1,9 +1,9 @@
 """An agent's own decision whether to answer a message nobody was addressed in (chat.md).
 
-With ``respond: {judge: true}`` on a role, a chat message that addresses nobody (a
-human's message without a mention, or another agent's reply without one) is not
-answered by the routing rule alone: the agent's own model is asked, with the recent
-history, whether this agent should answer it. The model replies ``YES`` or ``NO`` and a
+With ``respond: {ask_model: true}`` on a role (its respond check), a chat message that
+addresses nobody (a human's message without a mention, or another agent's reply without
+one) is not answered by the routing rule alone: the agent's own model is asked, with the
+recent history, whether this agent should answer it. The model replies ``YES`` or ``NO`` and a
 short reason; anything else counts as no. Each decision is a ``system/respond`` event.
 
 The question is not a turn: it is not streamed, not stored as a message and not counted
@@ -34,11 +34,11 @@ from rolecall.session.audience import latest_seen
 from rolecall.session.state import SessionState, TranscriptMessage
 from rolecall.world.models import Role, World
 
-__all__ = ["JUDGED_REASONS", "RespondSite", "decide", "parse_answer", "question"]
+__all__ = ["CHECKED_REASONS", "RespondSite", "decide", "parse_answer", "question"]
 
 # the routing reasons of a message that addresses nobody: a human's without a mention
 # (everyone answers by the rule) and an agent's without one (nobody answers by the rule)
-JUDGED_REASONS: Final = frozenset({"broadcast", "floor_to_human"})
+CHECKED_REASONS: Final = frozenset({"broadcast", "floor_to_human"})
 _ANSWER = re.compile(r"^\W*(yes|no)\b\W*(.*)$", re.IGNORECASE | re.DOTALL)
 _MAX_TOKENS: Final = 60  # a yes or no and one sentence
 
@@ -83,27 +83,27 @@ def parse_answer(text: str) -> tuple[bool, str]:
     return found.group(1).lower() == "yes", reason
 
 
-async def decide(site: RespondSite, role: Role, message: TranscriptMessage) -> bool:
+async def decide(session: RespondSite, role: Role, message: TranscriptMessage) -> bool:
     """Ask ``role``'s model whether it answers ``message``; publish the decision."""
-    settings = site.world.settings
-    if site.state.turn_counts.get(role.id, 0) >= settings.turn_limit:
-        _publish(site, role, message, False, "its turn limit is reached", None)
+    settings = session.world.settings
+    if session.state.turn_counts.get(role.id, 0) >= settings.turn_limit:
+        _publish(session, role, message, False, "its turn limit is reached", None)
         return False
-    judge = role.respond
-    size = judge.history if judge is not None else 6
-    transcript = site.state.transcript
+    rule = role.respond
+    size = rule.history if rule is not None else 6
+    transcript = session.state.transcript
     messages = transcript.messages
     end = len(messages)
     while end > 0 and messages[end - 1].id != message.id:  # it is the latest, or nearly
         end -= 1
-    # the one read (audiences.md): the judge's history is what the role saw
+    # the one read (audiences.md): the question's history is what the role saw
     history = latest_seen(messages, role.id, size, end=end, limit=role.sees)
-    model_name = site.model_name(role)
-    model = site.models.for_role(role.id, model_name, remote=role.transport == "nats")
+    model_name = session.model_name(role)
+    model = session.models.for_role(role.id, model_name, remote=role.transport == "nats")
     request = GenerationRequest(
         model=model_name,
         messages=(
-            ChatMessage("system", system_text(site.world, role)),
+            ChatMessage("system", system_text(session.world, role)),
             ChatMessage("user", question(role, message, history)),
         ),
         persona=persona(role),
@@ -113,7 +113,7 @@ async def decide(site: RespondSite, role: Role, message: TranscriptMessage) -> b
             speaker=role.id,
             target=message.sender,
             target_text=message.content,
-            topic=site.world.topic,
+            topic=session.world.topic,
             purpose="respond",
         ),
         temperature=0.0,
@@ -124,8 +124,8 @@ async def decide(site: RespondSite, role: Role, message: TranscriptMessage) -> b
         retries=settings.retries,
         client=settings.client,
         script=role.script_entries(),
-        world_title=site.world.title or site.world.name,
-        participants=tuple(site.world.role_ids),
+        world_title=session.world.title or session.world.name,
+        participants=tuple(session.world.role_ids),
     )
     parts: list[str] = []
     usage: Usage | None = None
@@ -136,25 +136,25 @@ async def decide(site: RespondSite, role: Role, message: TranscriptMessage) -> b
             elif isinstance(item, Usage):  # the question offers no tools
                 usage = item
     except ProviderError as exc:  # a failed question is a no; the session goes on
-        _publish(site, role, message, False, f"its model failed: {exc}", {"model": model_name})
+        _publish(session, role, message, False, f"its model failed: {exc}", {"model": model_name})
         return False
     respond, reason = parse_answer(well_formed("".join(parts)))  # the reason is an event's
     extra: dict[str, Any] = {"model": model_name}
     if usage is not None:
         extra |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
-    _publish(site, role, message, respond, reason, extra)
+    _publish(session, role, message, respond, reason, extra)
     return respond
 
 
 def _publish(
-    site: RespondSite,
+    session: RespondSite,
     role: Role,
     message: TranscriptMessage,
     respond: bool,
     reason: str,
     extra: dict[str, Any] | None,
 ) -> None:
-    site.bus.publish(
+    session.bus.publish(
         RespondEvent(
             agent=role.id, message_id=message.id, respond=respond, reason=reason, **(extra or {})
         )

@@ -7,7 +7,7 @@ decision per message (:meth:`Floor.decision`), which the driver's unknown-name n
 reads too. Once the message is delivered the driver calls :meth:`Floor.collect`: the
 requests in world role order, the order the routing table gives answerers. Agents take
 part in-process, so they have all answered when the delivery returns. An agent that
-decides with its model (``respond: {judge: true}``) defers its answer
+decides with its model (``respond: {ask_model: true}``) defers its answer
 (:meth:`Floor.defer`): :meth:`Floor.collect` runs the deferred decisions first, one at
 a time in role order, so they never overlap a generation.
 
@@ -39,7 +39,7 @@ class FloorRequest:
 
     agent: str
     message_id: str
-    reason: Reason | Literal["judged"]  # judged: its own model said yes (floor/respond.py)
+    reason: Reason | Literal["checked"]  # checked: its own model said yes (floor/respond.py)
 
 
 Deliberation: TypeAlias = Callable[[], Awaitable["FloorRequest | None"]]

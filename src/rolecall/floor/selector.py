@@ -158,7 +158,7 @@ def question(
 
 
 async def _ask(
-    site: SelectorSite,
+    session: SelectorSite,
     options: Sequence[str],
     last: TranscriptMessage | None,
     previous: str | None,
@@ -166,19 +166,19 @@ async def _ask(
 ) -> tuple[str | None, bool]:
     """One selector call: (its answer, or None when it failed; False when a budget
     forbade the call, after which the session is finished)."""
-    world = site.world
+    world = session.world
     settings = world.settings
     selector = settings.selector
     name = selector.model or world.model
-    model = site.models.get(name)
-    transcript = site.state.transcript
+    model = session.models.get(name)
+    transcript = session.state.transcript
     history = transcript.messages[-_HISTORY:]
     instructions = selector.instructions.strip() or DEFAULT_INSTRUCTIONS
     prompt = (
         ChatMessage("system", instructions),
         ChatMessage("user", question(world, history, options, previous)),
     )
-    stored = counters(site.state)
+    stored = counters(session.state)
     if settings.max_tokens is not None or settings.max_cost is not None:
         guess = await pricing.estimate(
             model,
@@ -192,7 +192,7 @@ async def _ask(
         why = pricing.unpriced(name) if guess.cost_usd is None else ""
         blocked = budget_block(settings, transcript, guess.input_tokens, guess.cost_usd, why)
         if blocked is not None:
-            site.finish(*blocked)
+            session.finish(*blocked)
             return None, False
     request = GenerationRequest(
         model=name,
@@ -235,7 +235,7 @@ async def _ask(
         failed = False
     if usage is None:
         usage = Usage(0, 0, 0.0)
-    charge(site.state, usage)
+    charge(session.state, usage)
     spent.input_tokens += usage.input_tokens
     spent.output_tokens += usage.output_tokens
     if spent.cost_usd is not None:
@@ -257,7 +257,7 @@ class Choice:
 
 
 async def choose(
-    site: SelectorSite,
+    session: SelectorSite,
     options: Sequence[str],
     last: TranscriptMessage | None,
     *,
@@ -268,11 +268,11 @@ async def choose(
     ``mention``: a role the message being answered addresses first; when it is a
     candidate it is chosen (``by: mention``) without asking anyone.
     """
-    world = site.world
+    world = session.world
     settings = world.settings
     role_ids = world.role_ids
     last_speaker = last.sender if last is not None else None
-    stored = counters(site.state)
+    stored = counters(session.state)
     index = int(stored["choices"])
     stored["choices"] = index + 1
     options = tuple(options)
@@ -292,7 +292,7 @@ async def choose(
     answers: list[str] = []
     answer: str | None = None
     for _ in range(2):  # the question, and once more when the answer named nobody
-        answer, allowed = await _ask(site, options, last, answer, spent)
+        answer, allowed = await _ask(session, options, last, answer, spent)
         if not allowed:
             return Choice(
                 Selection(options, None, "fallback", None, tuple(answers)),

@@ -57,6 +57,8 @@ class Summary:
 
 
 class SummarySite(Protocol):
+    """What a summary needs of the session (``runtime.Dialogue``)."""
+
     world: World
     state: SessionState
     models: ModelRegistry
@@ -104,7 +106,7 @@ def request_text(previous: Summary | None, messages: Sequence[TranscriptMessage]
 
 
 async def fold(
-    site: SummarySite, role: Role, start: int, fixed_tokens: int, budget: int
+    session: SummarySite, role: Role, start: int, fixed_tokens: int, budget: int
 ) -> tuple[int, Summary | None]:
     """Where ``role``'s memory starts (a transcript index) and the summary before it.
 
@@ -112,10 +114,10 @@ async def fold(
     the rest of the prompt. Over ``budget``, the oldest messages are folded into a new
     summary (one model call) so that the newest fill at most half the budget.
     """
-    current = site.summaries.get(role.id)
+    current = session.summaries.get(role.id)
     if current is not None:
         start = max(start, current.end)
-    messages = site.state.transcript.messages
+    messages = session.state.transcript.messages
     # the one read (audiences.md): only what this role saw is counted and folded
     visible = seen(messages, role.id, start=start, limit=role.sees)
     summary_cost = estimate_tokens(current.as_prompt()) + _OVERHEAD if current else 0
@@ -134,26 +136,26 @@ async def fold(
         end = start
         while messages[end] is not visible[cut]:
             end += 1
-    text = await _summarise(site, role, current, folded)
+    text = await _summarise(session, role, current, folded)
     if text is None:  # the call failed (an error event says so): the newest alone
         return end, current
     new = Summary(current.from_id if current else folded[0].id, folded[-1].id, text, end)
-    site.summaries[role.id] = new
+    session.summaries[role.id] = new
     return end, new
 
 
 async def _summarise(
-    site: SummarySite, role: Role, previous: Summary | None, folded: Sequence[TranscriptMessage]
+    session: SummarySite, role: Role, previous: Summary | None, folded: Sequence[TranscriptMessage]
 ) -> str | None:
-    world = site.world
+    world = session.world
     settings = world.settings
-    name = settings.summary_model or site.model_name(role)
+    name = settings.summary_model or session.model_name(role)
     model = (
-        site.models.get(name)
+        session.models.get(name)
         if settings.summary_model
-        else site.models.for_role(role.id, name, remote=role.transport == "nats")
+        else session.models.for_role(role.id, name, remote=role.transport == "nats")
     )
-    transcript = site.state.transcript
+    transcript = session.state.transcript
     request = GenerationRequest(
         model=name,
         messages=(
@@ -194,10 +196,12 @@ async def _summarise(
             elif isinstance(item, Usage):  # a summary request offers no tools: no ToolCall
                 usage = item
     except ProviderError as exc:
-        site.bus.publish(ErrorEvent(error=f"summary for {role.id} failed: {exc}", source="summary"))
+        session.bus.publish(
+            ErrorEvent(error=f"summary for {role.id} failed: {exc}", source="summary")
+        )
         return None
     text = well_formed("".join(parts)).strip()
-    site.bus.publish(
+    session.bus.publish(
         SummaryEvent.trusted(
             role=role.id,
             from_id=previous.from_id if previous else folded[0].id,

@@ -95,7 +95,7 @@ class TurnInfo:
     step_id: str | None = None
     target_name: str | None = None  # display name of the target's role, when it has one
     # "respond": not a turn but the question whether to answer target_text (chat.md,
-    # respond: {judge: true}); the reply is YES or NO and a reason
+    # respond: {ask_model: true}); the reply is YES or NO and a reason
     # "score": scoring a stored session after the fact (rolecall score, docs/compare.md):
     # target_text is the transcript, the instruction names the JSON verdict asked for
     # "select": the speaker selector's question (selection.md); the reply names a candidate

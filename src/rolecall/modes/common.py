@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from rolecall.errors import UnknownRoleError, UsageError
 from rolecall.mode_registry import Roles
 from rolecall.modes.judgments import Invalid, json_object
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 from rolecall.world.judge_block import option_problems as _option_problems
 
 M = TypeVar("M", bound=BaseModel)
@@ -179,12 +179,12 @@ def judge_role(
     return [{"template": judge, "id": judge}]
 
 
-def set_final_instruction(session: Host, text: str) -> None:
+def set_final_instruction(session: DriverSite, text: str) -> None:
     """Word the flow's closing (final) step, e.g. with the message ids to cite."""
     session.final_instruction = lambda _: text
 
 
-def cite_list(session: Host, ids: list[str], label: Mapping[str, str]) -> str:
+def cite_list(session: DriverSite, ids: list[str], label: Mapping[str, str]) -> str:
     by_id = session.state.transcript.by_id
     parts = []
     for mid in ids:
@@ -194,7 +194,7 @@ def cite_list(session: Host, ids: list[str], label: Mapping[str, str]) -> str:
     return "; ".join(parts)
 
 
-def mode_state(session: Host, key: str, model: type[S]) -> S:
+def mode_state(session: DriverSite, key: str, model: type[S]) -> S:
     """The mode's typed state, kept in ``session.state.extra[key]`` (stored as its JSON).
 
     A restored session holds the stored object there; it is validated on first use.

@@ -37,7 +37,7 @@ from rolecall.modes.common import (
 )
 from rolecall.modes.consensus_turns import ConsensusHook, attach, synthesis_instruction
 from rolecall.modes.install import register_mode
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 
 if TYPE_CHECKING:
     from rolecall.mode_registry import Roles
@@ -205,13 +205,13 @@ def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str
     return data
 
 
-def install(host: Host) -> None:
-    if host.world.flow is None:
+def install(session: DriverSite) -> None:
+    if session.world.flow is None:
         return
-    raw = dict(host.world.block("consensus") or {})
+    raw = dict(session.world.block("consensus") or {})
     people = participants_of(raw)
     opts = ConsensusOptions.model_validate({**raw, "participants": people})
-    attach(host, ConsensusHook(host, people, judge=opts.judge, max_rounds=opts.max_rounds))
+    attach(session, ConsensusHook(session, people, judge=opts.judge, max_rounds=opts.max_rounds))
 
 
 register_mode(

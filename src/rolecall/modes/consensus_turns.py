@@ -26,7 +26,7 @@ from rolecall.modes.common import (
 from rolecall.modes.judge import ask_judge, hooked_message, store_scores
 from rolecall.modes.judgments import Agreement, Parsed
 from rolecall.modes.termination import CONSENSUS, MAX_TURNS, consensus_decision
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 from rolecall.session.state import TranscriptMessage
 
 JUDGE_STEP: Final = "judge"
@@ -90,9 +90,9 @@ class ConsensusHook:
     """The consensus's message hook and its two stop checks, for one session."""
 
     def __init__(
-        self, host: Host, people: list[str], *, judge: str | None, max_rounds: int
+        self, session: DriverSite, people: list[str], *, judge: str | None, max_rounds: int
     ) -> None:
-        self.host = host
+        self.session = session
         self.people = people
         self.steps = {f"open_{p}" for p in people} | set(people)
         self.judge = judge
@@ -100,10 +100,10 @@ class ConsensusHook:
 
     @property
     def state(self) -> ConsensusState:
-        return mode_state(self.host, "consensus", ConsensusState)
+        return mode_state(self.session, "consensus", ConsensusState)
 
-    async def __call__(self, host: Host, message: TranscriptMessage) -> None:
-        message = hooked_message(host, message)
+    async def __call__(self, session: DriverSite, message: TranscriptMessage) -> None:
+        message = hooked_message(session, message)
         if message.step_id not in self.steps or message.sender not in self.people:
             return
         state = self.state
@@ -118,11 +118,11 @@ class ConsensusHook:
         if self.judge is not None:
             if round_done:
                 parsed = await self._ask(message, rounds)
-                if host.state.state == "paused":
+                if session.state.state == "paused":
                     return  # the judge's turn failed or was cancelled: resume judges again
                 state.verdicts.append(parsed.verdict if parsed is not None else None)
                 if parsed is not None:
-                    store_scores(host, self.judge, parsed.scores)
+                    store_scores(session, self.judge, parsed.scores)
                     holds = bool(parsed.verdict["consensus"])
                     detail = (
                         f"the judge says consensus after round {rounds}"
@@ -136,7 +136,7 @@ class ConsensusHook:
                 detail = f"round {rounds + 1} in progress; the judge rules after each round"
         state.turns.append((message.sender, message.id))
         if self.judge is None:
-            by_id = host.state.transcript.by_id
+            by_id = session.state.transcript.by_id
             window = [(s, by_id[m].content) for s, m in state.turns[-k:] if m in by_id]
             holds, detail, stances = consensus_decision(window, self.people)
             data["stances"] = [
@@ -155,7 +155,7 @@ class ConsensusHook:
     async def _ask(self, message: TranscriptMessage, rounds: int) -> Parsed | None:
         assert self.judge is not None
         return await ask_judge(
-            self.host,
+            self.session,
             self.judge,
             message,
             step_id=JUDGE_STEP,
@@ -180,8 +180,8 @@ class ConsensusHook:
             detail=decision.detail if decision else detail,
             message_id=message.id,
         )
-        self.host.bus.publish(ModeEvent(mode="consensus", name="check", data=data))
-        refresh_final(self.host)
+        self.session.bus.publish(ModeEvent(mode="consensus", name="check", data=data))
+        refresh_final(self.session)
 
     def check(self, reason: str, word: str) -> ModeCheck:
         """A stop check: holds once the decision's reason is ``reason``."""
@@ -196,21 +196,21 @@ class ConsensusHook:
         return run
 
 
-def attach(host: Host, hook: ConsensusHook) -> None:
+def attach(session: DriverSite, hook: ConsensusHook) -> None:
     """Attach the hook and its ``consensus`` and ``stalemate`` checks."""
-    mode_state(host, "consensus", ConsensusState)
-    host.ctx.mode_checks = {
-        **host.ctx.mode_checks,
+    mode_state(session, "consensus", ConsensusState)
+    session.ctx.mode_checks = {
+        **session.ctx.mode_checks,
         "consensus": hook.check(CONSENSUS, "consensus"),
         "stalemate": hook.check(MAX_TURNS, "stalemate"),
     }
-    host.message_hooks.append(hook)
-    refresh_final(host)
+    session.message_hooks.append(hook)
+    refresh_final(session)
 
 
-def refresh_final(host: Host) -> None:
+def refresh_final(session: DriverSite) -> None:
     """Word the synthesizer's summary with the decision and the discussion's message ids."""
-    state = mode_state(host, "consensus", ConsensusState)
-    label = {r.id: r.display_name for r in host.world.roles}
-    cites = cite_list(host, [mid for _, mid in state.turns], label)
-    set_final_instruction(host, synthesis_instruction(state.decision, cites))
+    state = mode_state(session, "consensus", ConsensusState)
+    label = {r.id: r.display_name for r in session.world.roles}
+    cites = cite_list(session, [mid for _, mid in state.turns], label)
+    set_final_instruction(session, synthesis_instruction(state.decision, cites))

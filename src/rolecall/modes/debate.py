@@ -50,7 +50,7 @@ from rolecall.modes.termination import (
     MAX_TURNS,
     REPETITION,
 )
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 
 if TYPE_CHECKING:
     from rolecall.mode_registry import Roles
@@ -215,14 +215,14 @@ def expand(raw: dict[str, Any], library: Roles, problems: list[str]) -> dict[str
     return data
 
 
-def install(host: Host) -> None:
-    if host.world.flow is None:
+def install(session: DriverSite) -> None:
+    if session.world.flow is None:
         return
-    opts = DebateOptions.model_validate(host.world.block("debate") or {})
+    opts = DebateOptions.model_validate(session.world.block("debate") or {})
     hook = DebateHook(
-        host, judge=opts.judge, max_turns=opts.max_turns, dynamic=opts.dynamic_termination
+        session, judge=opts.judge, max_turns=opts.max_turns, dynamic=opts.dynamic_termination
     )
-    attach(host, hook)
+    attach(session, hook)
 
 
 register_mode(

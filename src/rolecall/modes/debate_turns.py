@@ -35,7 +35,7 @@ from rolecall.modes.termination import (
     debate_decision,
     judged_debate_decision,
 )
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 from rolecall.session.state import TranscriptMessage
 
 DEBATER_STEPS: Final[frozenset[str]] = frozenset(("opening", "con", "pro"))
@@ -107,18 +107,20 @@ def parse_judgment(text: str) -> Parsed:
 class DebateHook:
     """The debate's message hook and its two stop checks, for one session."""
 
-    def __init__(self, host: Host, *, judge: str | None, max_turns: int, dynamic: bool) -> None:
-        self.host = host
+    def __init__(
+        self, session: DriverSite, *, judge: str | None, max_turns: int, dynamic: bool
+    ) -> None:
+        self.session = session
         self.judge = judge
         self.max_turns = max_turns
         self.dynamic = dynamic
 
     @property
     def state(self) -> DebateState:
-        return mode_state(self.host, "debate", DebateState)
+        return mode_state(self.session, "debate", DebateState)
 
-    async def __call__(self, host: Host, message: TranscriptMessage) -> None:
-        message = hooked_message(host, message)
+    async def __call__(self, session: DriverSite, message: TranscriptMessage) -> None:
+        message = hooked_message(session, message)
         if message.step_id not in DEBATER_STEPS or message.sender not in ("pro", "con"):
             return
         state = self.state
@@ -126,7 +128,7 @@ class DebateHook:
             return  # already decided: the hooks run again on resume after a failure
         if self.judge is not None:
             verdict = await self._verdict(message)
-            if host.state.state == "paused":
+            if session.state.state == "paused":
                 return  # the judge's turn failed or was cancelled: resume judges again
             state.turns.append(message.id)
             state.verdicts.append(verdict)
@@ -137,7 +139,7 @@ class DebateHook:
             )
         else:
             state.turns.append(message.id)
-            by_id = host.state.transcript.by_id
+            by_id = session.state.transcript.by_id
             texts = [by_id[mid].content for mid in state.turns if mid in by_id]
             decision, checks = debate_decision(
                 texts, max_turns=self.max_turns, dynamic=self.dynamic
@@ -147,10 +149,10 @@ class DebateHook:
     async def _verdict(self, message: TranscriptMessage) -> dict[str, float] | None:
         """Ask the judge about a debater turn; its numbers, or None when it was ignored."""
         assert self.judge is not None
-        host = self.host
-        speaker = f"{host.world.role(message.sender).display_name} (@{message.sender})"
+        session = self.session
+        speaker = f"{session.world.role(message.sender).display_name} (@{message.sender})"
         parsed = await ask_judge(
-            host,
+            session,
             self.judge,
             message,
             step_id=JUDGE_STEP,
@@ -163,9 +165,9 @@ class DebateHook:
             ),
             parse=parse_judgment,
         )
-        if parsed is None or host.state.state == "paused":
+        if parsed is None or session.state.state == "paused":
             return None
-        store_scores(host, self.judge, parsed.scores)
+        store_scores(session, self.judge, parsed.scores)
         return {
             "agreement": parsed.scores["agreement"],
             "new_arguments": int(parsed.scores["new_arguments"]),
@@ -181,7 +183,7 @@ class DebateHook:
             state.status = f"{decision.reason}: {decision.detail}"
         else:
             state.status = _status(checks)
-        self.host.bus.publish(
+        self.session.bus.publish(
             ModeEvent(
                 mode="debate",
                 name="termination",
@@ -196,7 +198,7 @@ class DebateHook:
                 },
             )
         )
-        refresh_final(self.host)
+        refresh_final(self.session)
 
     def check(self, group: str) -> ModeCheck:
         """The ``concession`` or ``stalemate`` condition: holds once the decision is one."""
@@ -217,8 +219,8 @@ def _verdict(v: dict[str, float] | None) -> DebateVerdict | None:
     return DebateVerdict(v["agreement"], int(v["new_arguments"]), int(v["concessions"]))
 
 
-def names_of(host: Host) -> dict[str, str]:
-    world = host.world
+def names_of(session: DriverSite) -> dict[str, str]:
+    world = session.world
     return {r: world.role(r).display_name for r in ("pro", "con") if r in world.role_ids}
 
 
@@ -238,25 +240,25 @@ def synthesis_instruction(names: Mapping[str, str], decision: Decided | None, ci
     )
 
 
-def attach(host: Host, hook: DebateHook) -> None:
+def attach(session: DriverSite, hook: DebateHook) -> None:
     """Attach the debate's hook and its ``concession`` and ``stalemate`` checks."""
-    mode_state(host, "debate", DebateState)
-    host.ctx.mode_checks = {
-        **host.ctx.mode_checks,
+    mode_state(session, "debate", DebateState)
+    session.ctx.mode_checks = {
+        **session.ctx.mode_checks,
         "concession": hook.check("concession"),
         "stalemate": hook.check("stalemate"),
     }
-    host.message_hooks.append(hook)
-    refresh_final(host)
+    session.message_hooks.append(hook)
+    refresh_final(session)
 
 
-def refresh_final(host: Host) -> None:
+def refresh_final(session: DriverSite) -> None:
     """Word the moderator's synthesis with the decision and the debate's message ids."""
-    state = mode_state(host, "debate", DebateState)
-    names = names_of(host)
+    state = mode_state(session, "debate", DebateState)
+    names = names_of(session)
     label = {side: f"{names.get(side, side)} ({side.upper()})" for side in ("pro", "con")}
-    cites = cite_list(host, state.turns, label)
-    set_final_instruction(host, synthesis_instruction(names, state.decision, cites))
+    cites = cite_list(session, state.turns, label)
+    set_final_instruction(session, synthesis_instruction(names, state.decision, cites))
 
 
 def _status(checks: Mapping[str, Any]) -> str:

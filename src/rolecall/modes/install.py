@@ -2,7 +2,7 @@
 
 Loading a world needs only :mod:`rolecall.mode_registry` (a mode's name, options,
 stop-condition words and ``expand``). Once a session is built, :func:`install` attaches
-its world's mode (conditions, hooks or a director, through :class:`rolecall.plans.Host`)
+its world's mode (conditions, hooks or a director, through :class:`rolecall.plans.DriverSite`)
 and every general installer (judge roles in any world). A mode's module registers both
 halves with one call, :func:`register_mode`.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rolecall.mode_registry import ModeSpec, forget, load, register, spec
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 
-Install = Callable[[Host], None]
+Install = Callable[[DriverSite], None]
 """Attaches a mode to a session, as drivers see it."""
 
 GENERAL: tuple[str, ...] = ("judge",)
@@ -46,14 +46,14 @@ def register_installer(install: Install) -> None:
         _GENERAL.append(install)
 
 
-def install(host: Host) -> None:
+def install(session: DriverSite) -> None:
     """Attach the world's mode (and every general installer) to a session."""
-    name = host.world.mode
+    name = session.world.mode
     if name is not None and spec(name) is not None:  # a built-in's module registers it
         found = _BY_MODE.get(name)
         if found is not None:
-            found(host)
+            found(session)
     for module in GENERAL:
         load(module)
     for installer in _GENERAL:
-        installer(host)
+        installer(session)

@@ -37,7 +37,7 @@ from rolecall.bus import JudgeEvent, WarningEvent
 from rolecall.errors import WorldError
 from rolecall.modes.install import register_installer
 from rolecall.modes.judgments import Invalid, Parsed, Parser, score_format, score_parser
-from rolecall.plans import Host
+from rolecall.plans import DriverSite
 from rolecall.turns import extra_turn
 from rolecall.world.judge_block import (
     DEFAULT_SCORES,
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from rolecall.session.state import TranscriptMessage
 
 
-def _judged(session: Host, judge: str, reply: TranscriptMessage) -> str:
+def _judged(session: DriverSite, judge: str, reply: TranscriptMessage) -> str:
     """What a judge's parser reads: with an ``output:`` schema, the reply's validated
     ``data`` (selection.md), never JSON found in its text; else the text."""
     if session.world.role(judge).output is None:
@@ -62,7 +62,7 @@ def _judged(session: Host, judge: str, reply: TranscriptMessage) -> str:
 
 
 async def ask_judge(
-    session: Host,
+    session: DriverSite,
     judge: str,
     about: TranscriptMessage,
     *,
@@ -116,7 +116,7 @@ async def ask_judge(
     return None
 
 
-def hooked_message(session: Host, message: TranscriptMessage) -> TranscriptMessage:
+def hooked_message(session: DriverSite, message: TranscriptMessage) -> TranscriptMessage:
     """The flow step's message a hook is about.
 
     When a hook's turn failed, resume reruns the hooks with the session's latest message,
@@ -128,7 +128,7 @@ def hooked_message(session: Host, message: TranscriptMessage) -> TranscriptMessa
     return message
 
 
-def store_scores(session: Host, judge: str, scores: Mapping[str, float]) -> None:
+def store_scores(session: DriverSite, judge: str, scores: Mapping[str, float]) -> None:
     """Keep the latest scores where ``{judge: NAME, at_least: N}`` conditions read them."""
     table = session.state.judge_scores
     table.setdefault(judge, {}).update(scores)
@@ -145,7 +145,7 @@ class _Plan:
     by_step: dict[str, list[str]]  # step id -> judge role ids
 
 
-def _plan(session: Host) -> _Plan | None:
+def _plan(session: DriverSite) -> _Plan | None:
     world = session.world
     block, _ = parse_block(world.block("judge"))
     if world.block("judge") is not None:
@@ -173,7 +173,7 @@ def _settings_for(plan: _Plan, judge: str) -> tuple[list[str], tuple[float, floa
 
 
 def _instruction(
-    session: Host,
+    session: DriverSite,
     about: TranscriptMessage,
     names: list[str],
     scale: tuple[float, float],
@@ -217,13 +217,13 @@ class Judged(BaseModel):
     def _stored(self) -> list[Any]:
         return [self.message_id, list(self.judges)]
 
-    def add(self, session: Host, judge: str) -> None:
+    def add(self, session: DriverSite, judge: str) -> None:
         """``judge`` is done with the message: kept in the session's state."""
         self.judges.append(judge)
         session.state.extra["judged"] = self
 
 
-def judged(session: Host, message_id: str) -> Judged:
+def judged(session: DriverSite, message_id: str) -> Judged:
     """The judges done with ``message_id`` (none for a newer message or a damaged entry);
     stored back in ``extra`` by :meth:`Judged.add`."""
     done = session.state.extra.get("judged")
@@ -237,13 +237,13 @@ def judged(session: Host, message_id: str) -> Judged:
     return done
 
 
-def install(session: Host) -> None:
+def install(session: DriverSite) -> None:
     """Attach the world's judges (top-level block and step ``judge:``) to the session."""
     plan = _plan(session)
     if plan is None:
         return
 
-    async def after_message(session: Host, message: TranscriptMessage) -> None:
+    async def after_message(session: DriverSite, message: TranscriptMessage) -> None:
         message = hooked_message(session, message)
         step_id = message.step_id
         if step_id is None or step_id not in plan.by_step:

@@ -8,7 +8,7 @@ the local store's commit, so nothing reaches the stream before it is stored here
 A delivery that holds more than streamed chunks carries a checkpoint header: the state
 after it, and the messages, execution records and drafts added since the previous
 checkpoint. With the world header on the first event, the stream alone holds what a
-resume needs (:mod:`rolecall.nats.replay`).
+resume needs (:mod:`rolecall.nats.readback`).
 
 The publisher sends a batch of messages without waiting for each: all but the last as
 plain publishes, the last with JetStream's acknowledgement, which comes back only once
@@ -28,7 +28,7 @@ message in it, a renewal that JetStream stores only if the last lease message is
 worker's previous one. A worker paused past the ack wait, whose job another worker took
 meanwhile, has its next renewal refused: it stops the session (:class:`LeaseLost`), and
 readers leave out the events it had on their way after the other's claim
-(:class:`~rolecall.nats.replay.SessionLog`). One renewal per batch, not a check per
+(:class:`~rolecall.nats.readback.SessionLog`). One renewal per batch, not a check per
 message: its acknowledgement is awaited with the batch's own, in the same round trip.
 """
 

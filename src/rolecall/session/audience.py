@@ -7,7 +7,7 @@ system notices, messages addressed to it, and messages from or to one of the lis
 
 Every reader of the transcript on behalf of a role asks here: the prompt's memory
 window (``prompt.memory_window``), the memory files (``MemoryFiles``), running summaries
-(``knowledge/summary.fold``), the respond judge's history (``floor/respond.py``), the
+(``knowledge/summary.fold``), the respond check's history (``floor/respond.py``), the
 lore scan, fork, resume, replay and remote agents. The human (``HUMAN``) sees everything.
 
 A world with no audiences and no ``sees:`` pays one attribute test per message read

@@ -212,7 +212,7 @@ def world_dict(world: World) -> dict[str, Any]:
     return world.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class Snapshotted(Protocol):
+class SnapshotSite(Protocol):
     """What a snapshot reads of a live session (``rolecall.runtime.Dialogue`` has it; named
     here so that the document stays below the runtime)."""
 
@@ -229,7 +229,7 @@ class Snapshotted(Protocol):
 
 
 def snapshot(
-    session: Snapshotted,
+    session: SnapshotSite,
     *,
     created_at: datetime,
     world_source: str | None = None,

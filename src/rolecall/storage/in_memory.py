@@ -39,7 +39,7 @@ class _Stored:
     last_seq: int = 0  # of the last event stored (streamed ones included)
 
 
-class MemoryStore:
+class InMemoryStore:
     """Sessions kept in a dict, one :class:`TurnBatch` at a time."""
 
     def __init__(self) -> None:
@@ -50,7 +50,7 @@ class MemoryStore:
     def location(self) -> str:
         return "memory"
 
-    async def __aenter__(self) -> MemoryStore:
+    async def __aenter__(self) -> InMemoryStore:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

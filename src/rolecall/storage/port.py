@@ -1,7 +1,7 @@
 """The store port: what rolecall needs from wherever sessions are kept.
 
 :class:`SessionStore` is the protocol; :class:`~rolecall.storage.sqlite.SqliteStore`
-(one SQLite file, WAL) and :class:`~rolecall.storage.in_memory.MemoryStore` (a process's
+(one SQLite file, WAL) and :class:`~rolecall.storage.in_memory.InMemoryStore` (a process's
 memory) implement it. Everything else (the composition root, the command line, the
 REPL) goes through these methods: no SQL outside the SQLite implementation.
 

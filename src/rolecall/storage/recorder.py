@@ -31,8 +31,8 @@ from rolecall.storage.port import (
 from rolecall.world.models import World
 
 
-class Recordable(Protocol):
-    """What the recorder reads of a live session."""
+class RecorderSite(Protocol):
+    """What the recorder reads of a live session (``runtime.Dialogue``)."""
 
     @property
     def session_id(self) -> str: ...
@@ -91,7 +91,7 @@ class Recorder:
 
     @classmethod
     async def attach(
-        cls, store: SessionStore, session: Recordable, *, world_source: str | None = None
+        cls, store: SessionStore, session: RecorderSite, *, world_source: str | None = None
     ) -> Recorder:
         """Record ``session`` into ``store`` from now on (creating its row if new).
 
@@ -109,7 +109,7 @@ class Recorder:
             raise
         return recorder
 
-    async def _start(self, session: Recordable, world_source: str | None) -> None:
+    async def _start(self, session: RecorderSite, world_source: str | None) -> None:
         store, sid = self.store, self.session_id
         session.bus.record_into(self.buffer)
         stored = await store.counts(sid)
@@ -146,7 +146,7 @@ class Recorder:
     def counted(self, stored: StoredCounts) -> None:
         self.messages, self.records, self.drafts = stored.messages, stored.records, stored.drafts
 
-    async def commit(self, session: Recordable) -> None:
+    async def commit(self, session: RecorderSite) -> None:
         """One transaction: the events stamped since the last one (delivered, or about to
         be), new messages, execution records and drafts, the session's state."""
         if self.failed is not None:
@@ -189,7 +189,7 @@ class Recorder:
         self.drafts += len(drafts)
         self.state_json = state_now
 
-    async def flush(self, session: Recordable) -> None:
+    async def flush(self, session: RecorderSite) -> None:
         """Store whatever happened since the last commit.
 
         Every change of a session's state comes with an event or a new row (a flag, a

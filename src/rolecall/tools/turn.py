@@ -84,9 +84,9 @@ def _offer(box: ToolBox, role: Role) -> tuple[NameMap, tuple[ToolDef, ...]]:
     return offer
 
 
-def _record(site: ToolSite, message_id: str, speaker: str) -> dict[str, Any]:
+def _record(session: ToolSite, message_id: str, speaker: str) -> dict[str, Any]:
     """The stored turn in progress for this message, or a new one."""
-    extra = site.state.extra
+    extra = session.state.extra
     record = extra.get(TURN_KEY)
     if (
         isinstance(record, dict)
@@ -130,7 +130,7 @@ def _round_messages(rounds: list[dict[str, Any]]) -> list[ChatMessage]:
 
 
 async def generate_with_tools(
-    site: ToolSite,
+    session: ToolSite,
     role: Role,
     model: ChatModel,
     request: GenerationRequest,
@@ -145,25 +145,25 @@ async def generate_with_tools(
 ) -> Generated:
     """The turn's generation with the role's tools; its final text, summed usage, and
     the ids of the calls made. Raises GenerationFailed as one generation does."""
-    box = site.tools
+    box = session.tools
     assert box is not None
-    settings = site.world.settings
+    settings = session.world.settings
     names, defs = _offer(box, role)
     if defs and not await _calls_tools(box, model, request, role):
         defs = ()
-    extra = site.state.extra
-    record = _record(site, message_id, role.id)
+    extra = session.state.extra
+    record = _record(session, message_id, role.id)
     rounds: list[dict[str, Any]] = record["rounds"]
-    await _finish_interrupted(site, record)
+    await _finish_interrupted(session, record)
     for stored in rounds:  # asked for, not started when the session stopped: run them now
         for entry in stored["calls"]:
             if entry.get("pending"):
-                await _one_call(site, role, box, names, entry, message_id)
+                await _one_call(session, role, box, names, entry, message_id)
     first = not rounds
     asked_before = False  # the session's call_model checked the fence before the first
     while True:
         if asked_before:
-            await _fence(site, "request")
+            await _fence(session, "request")
         asked_before = True
         made = sum(len(r["calls"]) for r in rounds)
         total = int(extra.get(TOTAL_KEY, 0))
@@ -175,7 +175,7 @@ async def generate_with_tools(
             messages=(*request.messages, *_round_messages(rounds)),
             tools=defs if room > 0 else (),
         )
-        generated = await site.generator.generate(
+        generated = await session.generator.generate(
             model,
             asked,
             message_id,
@@ -184,7 +184,7 @@ async def generate_with_tools(
             loop_iteration=loop_iteration,
             reply_to=reply_to,
             start=first,
-            draft_id=site.state.next_draft_id(),
+            draft_id=session.state.next_draft_id(),
             counted=(record["input_tokens"], record["output_tokens"]),
             audience=audience,
             hygiene=hygiene,
@@ -212,7 +212,7 @@ async def generate_with_tools(
             rnd["calls"].append(_entry(names, call, f"c{total}", room))
             room -= 1
         for entry in rnd["calls"]:
-            await _one_call(site, role, box, names, entry, message_id)
+            await _one_call(session, role, box, names, entry, message_id)
 
 
 def _entry(names: NameMap, call: ToolCall, call_id: str, room: int) -> dict[str, Any]:
@@ -232,7 +232,7 @@ def _entry(names: NameMap, call: ToolCall, call_id: str, room: int) -> dict[str,
 
 
 async def _one_call(
-    site: ToolSite,
+    session: ToolSite,
     role: Role,
     box: ToolBox,
     names: NameMap,
@@ -254,7 +254,7 @@ async def _one_call(
     elif problem is None:
         problem = "refused: the arguments are not a JSON object"
     entry.pop("pending", None)  # started: stored so with its tool_call event
-    await site.emit(
+    await session.emit(
         [
             ToolCallEvent(
                 call_id=call_id,
@@ -269,7 +269,7 @@ async def _one_call(
     if full is None:
         outcome = CallOutcome(f"no tool {entry['name']} (tools: {', '.join(names.to_full)})", True)
     elif room <= 0:
-        limit = site.world.settings
+        limit = session.world.settings
         outcome = CallOutcome(
             f"not run: the limit of tool calls is reached (max_tool_calls {limit.max_tool_calls}"
             + (
@@ -283,7 +283,9 @@ async def _one_call(
     elif problem is not None:
         outcome = CallOutcome(problem, True)
     else:
-        decision = await decide(role, PendingCall(call_id, role.id, full, arguments), site.approver)
+        decision = await decide(
+            role, PendingCall(call_id, role.id, full, arguments), session.approver
+        )
         approval = ToolApprovalEvent(
             call_id=call_id,
             decision=decision.decision,
@@ -297,18 +299,18 @@ async def _one_call(
                 events.append(
                     WarningEvent(message=f"tool call {call_id} refused: {decision.reason}")
                 )
-            await site.emit([approval, *events])
+            await session.emit([approval, *events])
             events = []
         else:
             if decision.arguments is not None:
                 arguments = decision.arguments
                 entry["arguments"] = json.dumps(arguments, ensure_ascii=False)
-            await site.emit([approval])
-            await _fence(site, "tool")  # the side effect happens only for a session still held
+            await session.emit([approval])
+            await _fence(session, "tool")  # the side effect happens only for a session still held
             outcome = await box.call(full, arguments)
     entry["content"] = outcome.content
     entry["is_error"] = outcome.is_error
-    await site.emit(
+    await session.emit(
         [
             *events,
             ToolResultEvent(
@@ -322,8 +324,8 @@ async def _one_call(
     )
 
 
-async def _fence(site: ToolSite, before: Literal["request", "tool"]) -> None:
-    for hook in site.fence_hooks:
+async def _fence(session: ToolSite, before: Literal["request", "tool"]) -> None:
+    for hook in session.fence_hooks:
         await hook(before)
 
 
@@ -349,11 +351,11 @@ async def _calls_tools(
     return False
 
 
-async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
+async def _finish_interrupted(session: ToolSite, record: dict[str, Any]) -> None:
     """A call stored without a result (the process stopped while it ran) gets an error
     result now: it is never run again. Recording (``--record``), that result is kept as
     the call's, so a replay of the recording gives the same transcript."""
-    tape = site.tools.tape if site.tools is not None else None
+    tape = session.tools.tape if session.tools is not None else None
     for rnd in record["rounds"]:
         for c in rnd["calls"]:
             if c.get("content") is None and not c.get("pending"):
@@ -363,7 +365,7 @@ async def _finish_interrupted(site: ToolSite, record: dict[str, Any]) -> None:
                     arguments = json.loads(c.get("arguments") or "{}")
                     if isinstance(arguments, dict):
                         tape.keep_unrecorded(c["tool"], arguments, CallOutcome(INTERRUPTED, True))
-                await site.emit(
+                await session.emit(
                     [
                         ToolResultEvent(
                             call_id=c["call_id"], tool=c["tool"], content=INTERRUPTED, is_error=True

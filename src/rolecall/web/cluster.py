@@ -35,7 +35,7 @@ from rolecall.nats.link import (
     log_filter,
     session_filter,
 )
-from rolecall.nats.replay import Fence, Reorder, SessionLog, StreamEvent, follow, is_final
+from rolecall.nats.readback import Fence, Reorder, SessionLog, StreamEvent, follow, is_final
 from rolecall.session.state import TranscriptMessage
 from rolecall.storage.browse import SessionSummary
 from rolecall.storage.document import SessionDocument

@@ -22,7 +22,7 @@ from rolecall.flows.model import Branch, FinalStep, Flow, Loop, Step
 from rolecall.paths import read_text
 from rolecall.world import yamlfile
 from rolecall.world.library import RoleFileError, RoleLibrary, reserved_id, suggest
-from rolecall.world.models import Role, Settings, World
+from rolecall.world.models import Respond, Role, Settings, World
 from rolecall.world.positions import positions
 
 _FIELDS: dict[str, tuple[str, ...]] = {
@@ -33,7 +33,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "loop": tuple(Loop.model_fields),
     "branch": tuple(Branch.model_fields),
     "final step": tuple(FinalStep.model_fields),
+    "respond": tuple(Respond.model_fields),
 }
+# keys a kind of thing had under another name: (kind, old) -> new
+_RENAMED: dict[tuple[str, str], str] = {("respond", "judge"): "ask_model"}
 _COND_FIELDS: tuple[str, ...] = conditions.fields()
 
 
@@ -370,7 +373,7 @@ def _kind_of(loc: tuple[Any, ...]) -> str:
         return "role"
     if last == "steps":
         return "step"
-    if last in ("settings", "flow", "loop"):
+    if last in ("settings", "flow", "loop", "respond"):
         return last
     if last == "next":
         return "branch"
@@ -447,6 +450,10 @@ def _format_validation(
                     f"{where}: unknown field; a reply target is previous, none, or one of "
                     "{role: R}, {step: S}, {message: mK}"
                 )
+                continue
+            renamed = _RENAMED.get((kind, key))
+            if renamed is not None:
+                out.append(f"{where}: unknown field; it is called {renamed} now")
                 continue
             known = {**_FIELDS, **(fields or {})}
             names = _world_fields() if kind == "world" else known.get(kind, _COND_FIELDS)

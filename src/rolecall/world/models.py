@@ -157,10 +157,11 @@ class Settings(_Model):
 
 
 class Respond(_Model):
-    """How an agent decides whether to answer a message nobody was addressed in (chat.md)."""
+    """How an agent decides whether to answer a message nobody was addressed in (chat.md):
+    the respond check."""
 
     # ask its own model, yes or no with a reason, instead of the routing rule alone
-    judge: StrictBool = False
+    ask_model: StrictBool = False
     history: Annotated[Whole, Field(ge=1, le=50)] = 6  # recent messages it is shown
 
 

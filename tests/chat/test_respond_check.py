@@ -1,4 +1,4 @@
-"""An agent's own decision to answer (issue 15, chat.md): with ``respond: {judge: true}``
+"""An agent's own decision to answer (issue 15, chat.md): with ``respond: {ask_model: true}``
 a message that addresses nobody is answered only if the agent's model says yes, each
 decision a ``system/respond`` event; deterministic on the offline model, bounded by the
 turn limit; the routing rules stay the default."""
@@ -22,8 +22,8 @@ from tests.helpers import Recorder, world_from
 QUESTION = "What should the budget for next year be?"
 
 
-def council(judge: bool = True, **settings: Any) -> dict[str, Any]:
-    respond = {"respond": {"judge": True}} if judge else {}
+def council(ask_model: bool = True, **settings: Any) -> dict[str, Any]:
+    respond = {"respond": {"ask_model": True}} if ask_model else {}
     return {
         "name": "council",
         "topic": "running the town",
@@ -75,7 +75,7 @@ def test_judging_agents_answer_a_broadcast_only_when_their_model_says_yes(tmp_pa
 
 
 def test_rules_stay_the_default(tmp_path: Path) -> None:
-    events = chat(tmp_path, council(judge=False))
+    events = chat(tmp_path, council(ask_model=False))
     assert decisions(events) == []
     assert replies_to(events, "m1") == ["treasurer", "gardener", "clerk"]
 
@@ -90,15 +90,25 @@ def test_an_agent_at_its_turn_limit_is_not_asked(tmp_path: Path) -> None:
     assert spoken.count("treasurer") == 1
 
 
-def test_a_misspelt_respond_field_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        ("jugde", "roles[0].respond.jugde: unknown field (fields: ask_model, history)"),
+        # the key's name before issue 52 (a judge is a role that scores, modes.md)
+        ("judge", "roles[0].respond.judge: unknown field; it is called ask_model now"),
+    ],
+)
+def test_a_wrong_respond_field_is_named_with_the_fields_it_takes(
+    tmp_path: Path, key: str, said: str
+) -> None:
     world = council()
-    world["roles"][0]["respond"] = {"jugde": True}
+    world["roles"][0]["respond"] = {key: True}
     folder = tmp_path / "council"
     folder.mkdir()
     (folder / "world.yaml").write_text(yaml.safe_dump(world), encoding="utf-8")
     done = rolecall("worlds", "validate", str(folder))
     assert done.returncode != 0
-    assert "roles[0].respond.jugde" in done.stderr and "Traceback" not in done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr
 
 
 class Asked:
