@@ -618,6 +618,11 @@ def bench_first_token(quick: bool, bench_cls: Any) -> Any:
     b.target("litellm_added_p99_ms", 5.0, "issue 39: litellm adds ≤ 5 ms at p99")
     b.target("http_cpu_ratio_to_floor", 1.5, "issue 39: http ≤ 1.5 × the floor's CPU a reply")
     b.target("litellm_cpu_ms_per_reply", 6.0, "issue 39: litellm ≤ 6 ms of CPU a reply")
+    b.target(
+        "http_start_ratio_to_floor",
+        1.5,
+        "issue 50: `rolecall chat` to its first token ≤ 1.5× raw aiohttp's",
+    )
     for variant in ("http", "litellm"):
         b.target(
             f"{variant}_start_to_first_token_s",

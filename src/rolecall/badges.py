@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rolecall.world.models import World
+if TYPE_CHECKING:
+    from rolecall.world.models import World
 
 
 @dataclass(frozen=True)

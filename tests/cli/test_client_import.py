@@ -103,6 +103,8 @@ def test_piped_chat_starts_without_the_terminal_repl_or_litellm(
     terminal = {"rolecall.cli.repl.app", "rolecall.cli.repl.completion", "prompt_toolkit"}
     assert terminal & imported == set()
     assert "litellm" not in imported
+    # nor the exports' helpers: only the terminal display's quoted replies use them (issue 50)
+    assert "rolecall.export.common" not in imported
 
 
 def test_openai_models_take_the_lean_client_by_default_with_the_sdks_variables(

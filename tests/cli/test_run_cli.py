@@ -208,19 +208,42 @@ def test_help_and_offline_runs_never_import_litellm(argv: list[str], data_dir: P
 def test_an_offline_run_loads_only_what_its_world_uses(data_dir: Path) -> None:
     """The first message comes sooner (issue 18: <= 0.3 s): a world without a mode, a
     `regex:` condition, a remote role or tracing, run with --json, imports none of the
-    modules those need (each was imported by every run before)."""
+    modules those need (each was imported by every run before); nor the exports'
+    helpers, which only the terminal display's quoted replies use (issue 50)."""
     code = (
         "import sys\n"
         "from rolecall.cli.main import main\n"
         "main(['run', 'worlds/classroom', '--json', '--max-turns', '1'])\n"
         "unused = ('rolecall.modes.debate', 'rolecall.modes.consensus', 'rolecall.modes.study',\n"
         "          'rolecall.nats.agents', 'rolecall.export.html', 'regex', 'wcwidth',\n"
-        "          'opentelemetry.trace')\n"
+        "          'opentelemetry.trace', 'rolecall.export.common')\n"
         "sys.stderr.write('LOADED=%s' % sorted(m for m in unused if m in sys.modules))\n"
     )
     result = run_probe(code)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "LOADED=[]" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["sessions", "list"], ["worlds", "validate", "worlds/classroom"]],
+    ids=["sessions-list", "worlds-validate"],
+)
+def test_a_command_without_a_display_imports_neither_display_nor_bus(
+    argv: list[str], data_dir: Path
+) -> None:
+    """Every command's dispatcher notes stdout's failures (issue 50): it does so without
+    importing the terminal display, and through it the bus and the event models, which a
+    command that shows no session never uses (about 55 modules of each such start)."""
+    code = (
+        "import sys\n"
+        "from rolecall.cli.main import main\n"
+        f"code = main({argv!r})\n"
+        "heavy = ('rolecall.cli.display', 'rolecall.bus', 'rolecall.bus.events')\n"
+        "sys.stderr.write('CODE=%s LOADED=%s' % (code, sorted(m for m in heavy if m in sys.modules)))\n"
+    )
+    result = run_probe(code)
+    assert "CODE=0 LOADED=[]" in result.stderr, result.stderr[-2000:]
 
 
 def test_structlog_is_imported_by_the_first_line_logged(data_dir: Path) -> None:

@@ -45,8 +45,8 @@ def dispatch(args: argparse.Namespace, target: str) -> int:
     except UsageError as exc:
         print(f"rolecall: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from rolecall.cli.display import silence_stdout, stdout_failed
     from rolecall.cli.registry import handler
+    from rolecall.cli.stdout import silence_stdout, stdout_failed
 
     try:
         try:

@@ -8,7 +8,6 @@ with one colour per role on a terminal (plain text when stdout is not a terminal
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -26,7 +25,7 @@ from rolecall.cli.render import (
     respond_note,
     summary_lines,
 )
-from rolecall.export.common import answered, pretty_data, snippet
+from rolecall.cli.stdout import silence_stdout, stdout_failed
 from rolecall.money import money
 from rolecall.session.audience import audience_label
 
@@ -150,6 +149,8 @@ class TerminalDisplay(Renderer):
     ) -> str:
         answering = None
         if reply_to:
+            from rolecall.export.common import answered, snippet  # only a reply quotes
+
             quoted = self.said.get(reply_to)
             if quoted is None and reply_to in self.earlier:
                 quoted = self.said[reply_to] = snippet(self.earlier[reply_to].content)
@@ -208,6 +209,8 @@ class TerminalDisplay(Renderer):
                 self._line(self.dim(f"(published as: {event.content})"))
                 self._line()
             if event.data is not None:  # a structured reply, readably (selection.md)
+                from rolecall.export.common import pretty_data
+
                 self._line(pretty_data(event.data))
                 self._line()
             return
@@ -224,7 +227,12 @@ class TerminalDisplay(Renderer):
                 event.audience,
             )
         )
-        self._line(event.content if event.data is None else pretty_data(event.data))
+        if event.data is None:
+            self._line(event.content)
+        else:
+            from rolecall.export.common import pretty_data
+
+            self._line(pretty_data(event.data))
         self._citations(event.message_id, event.content)
         if not self.quiet:
             self._line(self.dim(tokens(event.input_tokens, event.output_tokens)))
@@ -325,31 +333,6 @@ class TerminalDisplay(Renderer):
         self._line(f"stopped: {event.reason}{detail}")
         cost = f" · {money(self.cost)}" if self.cost else ""  # known and not free
         self._line(f"session total {tokens(self.total_in, self.total_out)}{cost}")
-
-
-_STDOUT_ERRORS: list[OSError] = []
-
-
-def stdout_failed(exc: OSError | None = None) -> OSError | None:
-    """Note that writing to stdout failed (not EPIPE); the first such error, if any.
-
-    Standard output is then pointed at /dev/null, so nothing more fails on it.
-    """
-    if exc is not None:
-        if not _STDOUT_ERRORS:
-            _STDOUT_ERRORS.append(exc)
-        silence_stdout()
-    return _STDOUT_ERRORS[0] if _STDOUT_ERRORS else None
-
-
-def silence_stdout() -> None:
-    """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
 
 
 def display_sink(
