@@ -8,7 +8,7 @@ import sys
 
 import anyio
 
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 EXAMPLES = [
@@ -20,9 +20,9 @@ EXAMPLES = [
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag, add_service_flags
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "agent",
-        help=summary("agent"),
         description=(
             "Serve the generations of ROLE of world W to every session that runs W with "
             "--nats and marks ROLE with `transport: nats`: one NATS request per turn, the "
@@ -31,8 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "keys come from this process's environment. Prints one line starting 'ready:' "
             "on stderr once it takes work; Ctrl-C or SIGTERM stops it."
         ),
-        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     p.add_argument("role", metavar="ROLE", help="the role's id in the world")
     p.add_argument("--world", required=True, metavar="W", help="a world name or path")

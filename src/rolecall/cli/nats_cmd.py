@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from rolecall.cli.exits import EXIT_FAILURE
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -25,19 +25,19 @@ if TYPE_CHECKING:
 def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "watch",
-        help=summary("watch"),
         description=(
             "Follow the events of sessions run with --nats, from any machine. SESSION ends "
             "after that session's stop (or pause), --batch NAME after the batch's last run, "
             "--all never (Ctrl-C ends it)."
         ),
-        epilog="examples:\n"
-        "  rolecall watch 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222 --from-start\n"
-        "  rolecall watch --batch sweep1 --nats nats://127.0.0.1:4222\n"
-        "  rolecall watch --all --nats nats://127.0.0.1:4222 --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall watch 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222 --from-start",
+            "rolecall watch --batch sweep1 --nats nats://127.0.0.1:4222",
+            "rolecall watch --all --nats nats://127.0.0.1:4222 --json",
+        ],
     )
     p.add_argument("session", metavar="SESSION", nargs="?", help="a session id")
     p.add_argument("--batch", metavar="NAME", help="the runs of the batch NAME (batch --nats)")
@@ -167,7 +167,7 @@ async def _batch_total(url: str, batch: str) -> int:
 
 def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag
-    from rolecall.cli.manage.common import add_command, add_manage_flags
+    from rolecall.cli.manage.common import add_manage_flags
 
     p = add_command(
         ssub,
@@ -224,7 +224,9 @@ async def _import(args: argparse.Namespace, url: str) -> int:
 
     imported = updated = 0
     held: list[str] = []  # what another live session here goes on with: left as it is
-    async with open_store(args) as store:
+    from rolecall.cli.options import Options
+
+    async with open_store(Options.of(args)) as store:
         for doc in sorted(docs, key=lambda d: d.created_at):
             try:
                 claim = store.claim(doc.session_id)  # no resume between delete and import
@@ -327,18 +329,18 @@ async def _record_batches(
 def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag, add_service_flags
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "worker",
-        help=summary("worker"),
         description=(
             "Pull runs from the ROLECALL_JOBS work queue and run them, storing each session "
             "in this data directory and publishing every event. Prints one line starting "
             "'ready:' on stderr once it takes work. Any number of workers on any machines."
         ),
-        epilog="examples:\n"
-        "  rolecall worker --nats nats://127.0.0.1:4222\n"
-        "  rolecall worker --nats nats://127.0.0.1:4222 --concurrency 16 --ack-wait 60",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worker --nats nats://127.0.0.1:4222",
+            "rolecall worker --nats nats://127.0.0.1:4222 --concurrency 16 --ack-wait 60",
+        ],
     )
     add_nats_flag(p)
     p.add_argument(
@@ -402,12 +404,15 @@ async def _work(args: argparse.Namespace, url: str) -> int:
             flush=True,
         )
 
+    from rolecall.cli.options import Options
+
+    opts = Options.of(args)
     async with (
         open_transport(url, name="rolecall-worker") as transport,
-        open_store(args) as store,
+        open_store(opts) as store,
     ):
         ctx = BatchContext(
-            store=store, memory=memory_files(args), models=ModelRegistry(**stream_pacing(True))
+            store=store, memory=memory_files(opts), models=ModelRegistry(**stream_pacing(True))
         )
         worker = Worker(
             ctx,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.shortcuts import PromptSession
 
     from rolecall.api.session import Session
+    from rolecall.cli.options import SessionOptions
     from rolecall.memory import MemoryFiles
     from rolecall.storage.data_store import DataStore
     from rolecall.tools.approval import Decision, PendingCall
@@ -104,7 +104,7 @@ class Repl:
 
     def __init__(
         self,
-        args: argparse.Namespace,
+        args: SessionOptions,
         store: DataStore | None,
         *,
         memory: MemoryFiles | None = None,
@@ -122,15 +122,15 @@ class Repl:
 
         self.args = args
         self.store = store  # None while booting: set before run()
-        self.data_dir = data_dir(getattr(args, "data_dir", None))
+        self.data_dir = data_dir(args.data_dir)
         self._memory = memory
         self.color = (not os.environ.get("NO_COLOR")) if color is None else color
         self.handle_signals = handle_signals
         self.patch_output = patch_output
-        self.step_mode = getattr(args, "mode", "auto") == "step"
-        self.verbose = int(getattr(args, "verbose", 0) or 0)
-        self.quiet = bool(getattr(args, "quiet", False))
-        self.stream_mode: StreamMode = getattr(args, "stream", None) or "preview"
+        self.step_mode = args.mode == "step"
+        self.verbose = args.verbose
+        self.quiet = args.quiet
+        self.stream_mode: StreamMode = args.stream or "preview"
         self.cwd = cwd
         self._width = width or terminal_width
         self._sink = sink
