@@ -240,8 +240,8 @@ def test_results_that_cannot_be_written_at_the_end_say_how_to_write_them(
     import time
 
     from rolecall.batch.results import RunResult
-    from rolecall.cli.batch_cmd import BatchOptions
     from rolecall.cli.batch_report import finish
+    from rolecall.cli.options import BatchOptions
 
     (tmp_path / "late").mkdir()
     args = BatchOptions(out=str(tmp_path / "late"), json=False, quiet=True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import dataclass
 
 import anyio
 
+from rolecall.cli.options import Options
 from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
@@ -15,6 +17,15 @@ EXAMPLES = [
     "rolecall agent con --world debate --nats nats://127.0.0.1:4222",
     "rolecall agent expert --world ./worlds/panel --nats nats://10.0.0.5:4222 --concurrency 4",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentOptions(Options):
+    """``rolecall agent ROLE --world W``."""
+
+    role: str  # ROLE
+    world: str  # --world W
+    concurrency: int = 8  # --concurrency K
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,29 +55,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    opts = AgentOptions.of(args)
     from rolecall.api.entry import load_world
     from rolecall.cli.flags import at_least_one
     from rolecall.nats.link import required_nats_url
     from rolecall.paths import data_dir
 
-    url = required_nats_url(args.nats, "agent")
-    at_least_one(args.concurrency, "--concurrency")
-    world = load_world(args.world, data_dir=data_dir(args.data_dir))
-    if args.role not in world.role_ids:
+    url = required_nats_url(opts.nats, "agent")
+    at_least_one(opts.concurrency, "--concurrency")
+    world = load_world(opts.world, data_dir=data_dir(opts.data_dir))
+    if opts.role not in world.role_ids:
         raise UsageError(
-            f"world '{world.name}' has no role '{args.role}' (roles: {', '.join(world.role_ids)})"
+            f"world '{world.name}' has no role '{opts.role}' (roles: {', '.join(world.role_ids)})"
         )
-    if world.role(args.role).transport != "nats":
+    if world.role(opts.role).transport != "nats":
         print(
-            f"note: role '{args.role}' of world '{world.name}' has no `transport: nats`, so "
+            f"note: role '{opts.role}' of world '{world.name}' has no `transport: nats`, so "
             "sessions generate it themselves until the world says so",
             file=sys.stderr,
         )
-    anyio.run(_serve, args, url, world.name)
+    anyio.run(_serve, opts, url, world.name)
     return 0
 
 
-async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
+async def _serve(opts: AgentOptions, url: str, world: str) -> None:
     from rolecall.cli.wiring import stream_pacing
     from rolecall.llm.registry import ModelRegistry
     from rolecall.nats.agents import agent_subject, serve
@@ -75,16 +87,16 @@ async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
     models = ModelRegistry(**stream_pacing(True))
 
     def ready() -> None:
-        if not args.quiet:
+        if not opts.quiet:
             print(
-                f"ready: agent for role {args.role} of world {world} on "
-                f"{agent_subject(world, args.role)} at {url} ({args.concurrency} at once)",
+                f"ready: agent for role {opts.role} of world {world} on "
+                f"{agent_subject(world, opts.role)} at {url} ({opts.concurrency} at once)",
                 file=sys.stderr,
                 flush=True,
             )
 
     async with (
-        connect(url, name=f"rolecall-agent-{args.role}") as link,
+        connect(url, name=f"rolecall-agent-{opts.role}") as link,
         anyio.create_task_group() as tg,
     ):
 
@@ -95,4 +107,4 @@ async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
                     return
 
         tg.start_soon(stop_on_signal)
-        await serve(link, world, args.role, models.get, concurrency=args.concurrency, ready=ready)
+        await serve(link, world, opts.role, models.get, concurrency=opts.concurrency, ready=ready)

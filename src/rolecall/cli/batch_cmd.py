@@ -7,13 +7,12 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.cli.options import SessionOptions
+from rolecall.cli.options import BatchOptions
 from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
@@ -33,20 +32,6 @@ EXAMPLES = [
     "rolecall sessions list --batch sweep1",
     "rolecall batch debate --vary topic=@topics.txt --nats nats://127.0.0.1:4222",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchOptions(SessionOptions):
-    """``rolecall batch``: the common flags of a command that runs sessions, and its own."""
-
-    world: str | None = None  # WORLD (none with --resume)
-    vary: list[str] = field(default_factory=list)  # --vary KEY=V1,V2, repeated
-    runs: int = 1  # --runs N
-    concurrency: int = 8  # --concurrency K
-    name: str | None = None  # --name
-    resume: str | None = None  # --resume NAME
-    out: str | None = None  # --out FILE
-    wait: bool = True  # --wait / --no-wait (with --nats)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -28,7 +28,7 @@ from rolecall.batch.results import RunResult
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
-    from rolecall.cli.batch_cmd import BatchOptions
+    from rolecall.cli.options import BatchOptions
     from rolecall.nats.link import Link
     from rolecall.nats.replay import Reorder
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rolecall.batch.results import RunResult
 
 if TYPE_CHECKING:
-    from rolecall.cli.batch_cmd import BatchOptions
+    from rolecall.cli.options import BatchOptions
 
 
 def finish(

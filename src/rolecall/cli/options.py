@@ -6,13 +6,16 @@ what runs a session (the store, the display, the hints it prints) reads typed fi
 never the ``Namespace``, and nothing changes a value after it is made (a choice made
 later, as ``resume`` choosing its mode, is a new value: :func:`dataclasses.replace`).
 
-Kept light: ``rolecall --help`` and every parser import this module's neighbours only.
+Here are the values several modules share: the common flags, those of a command that runs
+a session, ``run``/``chat``/``resume``'s, ``batch``'s and ``sessions``'. A command's own
+value is beside its handler (``RolesOptions`` in manage/roles.py, ``StudyOptions`` in
+study_cmd.py, ...). Kept light: it imports nothing of rolecall's.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Literal, Self
 
 
@@ -69,3 +72,41 @@ class ResumeOptions(SessionOptions):
     """``rolecall resume SESSION``."""
 
     session: str  # SESSION: a session id (or prefix, or last) or a session file path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchOptions(SessionOptions):
+    """``rolecall batch``: the common flags of a command that runs sessions, and its own."""
+
+    world: str | None = None  # WORLD (none with --resume)
+    vary: list[str] = field(default_factory=list)  # --vary KEY=V1,V2, repeated
+    runs: int = 1  # --runs N
+    concurrency: int = 8  # --concurrency K
+    name: str | None = None  # --name
+    resume: str | None = None  # --resume NAME
+    out: str | None = None  # --out FILE
+    wait: bool = True  # --wait / --no-wait (with --nats)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionsOptions(Options):
+    """``rolecall sessions ACTION`` (but ``import``, nats_cmd's): each action's
+    arguments (None where it has none)."""
+
+    sessions_command: str  # list, show, trace, export, delete, fork
+    session: str = ""  # ID (every action but list has one)
+    batch: str | None = None  # list --batch
+    world: str | None = None  # list --world
+    status: str | None = None  # list --status
+    search: str | None = None  # list, show, export --search
+    limit: int | None = None  # list --limit
+    all: bool = False  # list --all
+    tree: bool = False  # list --tree
+    at: str = ""  # fork --at (required there)
+    edit: str | None = None  # fork --edit
+    model: str | None = None  # fork --model
+    summaries: bool = False  # show --summaries
+    format: str | None = None  # export --format
+    out: str | None = None  # export --out
+    role: str | None = None  # show, export --role
+    as_role: str | None = None  # show, export --as

@@ -209,33 +209,12 @@ def _new_session(
     return outcome(holder[0], opts)
 
 
-def pause_after(session: Session, turns: int) -> None:
-    """Pause ``session`` (reason ``more_turns``) once its agents have sent ``turns`` more
-    messages: the cap of one ``resume --more-turns``, which leaves the session resumable."""
-    from rolecall.bus import Envelope
-    from rolecall.bus.events import MessageEvent
-    from rolecall.cli.running import MORE_TURNS
-
-    agents = set(session.world.role_ids)
-    sent = 0
-
-    def count(envelope: Envelope) -> None:
-        nonlocal sent
-        event = envelope.event
-        if isinstance(event, MessageEvent) and event.sender in agents:
-            sent += 1
-            if sent == turns:
-                session.pause(MORE_TURNS)
-
-    session.bus.subscribe(count, "messages", types=["message"], name="resume-more-turns")
-
-
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stored session (an id) or a session file, regenerating nothing."""
     import anyio
 
     from rolecall.api.entry import find_session, session_file_of
-    from rolecall.cli.running import apply_overrides, drive, outcome, stepped
+    from rolecall.cli.running import apply_overrides, drive, outcome, pause_after, stepped
     from rolecall.cli.wiring import live_session, open_store, session_transport
 
     given = ResumeOptions.of(args)

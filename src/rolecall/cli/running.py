@@ -120,6 +120,27 @@ def outcome(session: Session, opts: SessionOptions | None = None) -> int:
 # max_turns (the world's budget, which finishes the session); another resume goes on
 MORE_TURNS = "more_turns"
 
+
+def pause_after(session: Session, turns: int) -> None:
+    """Pause ``session`` (reason ``more_turns``) once its agents have sent ``turns`` more
+    messages: the cap of one ``resume --more-turns``, which leaves the session resumable."""
+    from rolecall.bus import Envelope
+    from rolecall.bus.events import MessageEvent
+
+    agents = set(session.world.role_ids)
+    sent = 0
+
+    def count(envelope: Envelope) -> None:
+        nonlocal sent
+        event = envelope.event
+        if isinstance(event, MessageEvent) and event.sender in agents:
+            sent += 1
+            if sent == turns:
+                session.pause(MORE_TURNS)
+
+    session.bus.subscribe(count, "messages", types=["message"], name="resume-more-turns")
+
+
 MODE_KEY = "run_mode"  # state.extra[MODE_KEY] == "step": run or resumed with --mode step
 
 

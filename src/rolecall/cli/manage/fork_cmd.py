@@ -9,7 +9,7 @@ from rolecall.api.fork import fork_session
 from rolecall.cli.manage.common import confirm, data_dir_of, resolve_session_id, with_store
 
 if TYPE_CHECKING:
-    from rolecall.cli.manage.sessions import SessionsOptions
+    from rolecall.cli.options import SessionsOptions
     from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.fork import ForkPlan

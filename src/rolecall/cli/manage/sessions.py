@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import (
@@ -19,7 +18,7 @@ from rolecall.cli.manage.common import (
     with_store,
     write_file,
 )
-from rolecall.cli.options import Options
+from rolecall.cli.options import SessionsOptions
 from rolecall.cli.registry import add_command, summary
 
 if TYPE_CHECKING:
@@ -27,30 +26,6 @@ if TYPE_CHECKING:
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
     from rolecall.storage.scores import StoredScore
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionsOptions(Options):
-    """``rolecall sessions ACTION`` (but ``import``, nats_cmd's): each action's
-    arguments (None where it has none)."""
-
-    sessions_command: str  # list, show, trace, export, delete, fork
-    session: str = ""  # ID (every action but list has one)
-    batch: str | None = None  # list --batch
-    world: str | None = None  # list --world
-    status: str | None = None  # list --status
-    search: str | None = None  # list, show, export --search
-    limit: int | None = None  # list --limit
-    all: bool = False  # list --all
-    tree: bool = False  # list --tree
-    at: str = ""  # fork --at (required there)
-    edit: str | None = None  # fork --edit
-    model: str | None = None  # fork --model
-    summaries: bool = False  # show --summaries
-    format: str | None = None  # export --format
-    out: str | None = None  # export --out
-    role: str | None = None  # show, export --role
-    as_role: str | None = None  # show, export --as
 
 
 def _list_keys() -> tuple[str, ...]:

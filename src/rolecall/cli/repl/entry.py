@@ -87,7 +87,7 @@ async def resume_repl(opts: SessionOptions, store: DataStore, doc: SessionDocume
     world = apply_overrides(doc.world_model(), opts)
     async with open_live_session(opts, world, store, doc=doc) as session:
         if opts.more_turns is not None:  # resume --more-turns N: N more, then paused
-            from rolecall.cli.run_cmd import pause_after
+            from rolecall.cli.running import pause_after
 
             pause_after(session, opts.more_turns)
         return await Repl(opts, store).run(session)
