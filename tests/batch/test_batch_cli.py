@@ -237,14 +237,14 @@ def test_results_that_cannot_be_written_at_the_end_say_how_to_write_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A folder made at --out while the batch ran (or a full disk): a message, exit 1."""
-    import argparse
     import time
 
     from rolecall.batch.results import RunResult
     from rolecall.cli.batch_report import finish
+    from rolecall.cli.options import BatchOptions
 
     (tmp_path / "late").mkdir()
-    args = argparse.Namespace(out=str(tmp_path / "late"), json=False, quiet=True)
+    args = BatchOptions(out=str(tmp_path / "late"), json=False, quiet=True)
     done = RunResult(batch="b", run=1, session_id="s", stop_reason="flow_end", turns=3)
     assert finish(args, "b", 1, [done], False, time.monotonic()) == 1
     err = capsys.readouterr().err

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options
+from rolecall.cli.registry import add_command
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HelloOptions(Options):
+    name: str  # NAME
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("hello", help=summary("hello"), description="Say hello to NAME.")
+    p = add_command(sub, "hello", description="Say hello to NAME.", examples=["rolecall hello you"])
     p.add_argument("name", metavar="NAME")
 
 
 def cmd_hello(args: argparse.Namespace) -> int:
-    print(f"hello {args.name}")
-    return 0 if args.name != "nobody" else 3
+    opts = HelloOptions.of(args)
+    print(f"hello {opts.name}")
+    return 0 if opts.name != "nobody" else 3

@@ -6,6 +6,7 @@ import argparse
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,45 @@ def test_a_command_named_after_a_flag_is_parsed_with_every_command(
     # not the first word: parsed as before, with every command's parser
     assert cli_main.main(["--version", "worlds", "list"]) == 0
     assert capsys.readouterr().out.startswith("rolecall ")
+
+
+def test_every_command_keeps_its_parser_and_its_handler_in_one_module() -> None:
+    apart = [c.name for c in COMMANDS if c.parser.partition(":")[0] != c.handler.partition(":")[0]]
+    assert apart == []
+
+
+def test_every_parser_of_the_command_line_is_made_one_way() -> None:
+    # registry.add_command makes every parser, a command's or an action's (sessions list):
+    # no other module of the command line calls argparse's add_parser itself
+    import rolecall.cli
+
+    root = Path(rolecall.cli.__file__).parent
+    raw = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "registry.py"
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "add_parser"
+    ]
+    assert raw == []
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += _parsers(child, f"{path} {name}")
+    return found
+
+
+def test_every_command_and_action_help_opens_with_a_sentence_and_ends_with_examples() -> None:
+    # made one way, they read one way: `rolecall worlds list --help` as `sessions list`
+    for path, parser in _parsers(cli_main.build_parser(), "rolecall")[1:]:
+        page = parser.format_help()
+        assert parser.description and parser.description.endswith("."), path
+        assert "\nexamples:\n  rolecall " in page or "\nexamples:\n  printf " in page, path

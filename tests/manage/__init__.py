@@ -1,15 +1,13 @@
 """Helpers for the management-command tests (``rolecall sessions|roles|memory``).
 
-``call`` runs a command in-process through :func:`rolecall.cli.manage.register` with the
-same error-to-exit-code mapping as ``rolecall.cli.commands.dispatch`` (without configuring
-logging, which is process-wide). ``rolecall`` runs any command in a subprocess: through
-``rolecall.cli.main`` once the management commands are wired into it, through a small
-shim before that.
+``call`` runs a command in-process through the command line's own parser and handler
+(:mod:`rolecall.cli.registry`) with the same error-to-exit-code mapping as
+``rolecall.cli.commands.dispatch`` (without configuring logging, which is process-wide).
+``rolecall`` runs any command in a subprocess through ``rolecall.cli.main``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -21,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from rolecall.cli.manage import register
 from rolecall.errors import RuntimeFailure, UsageError
 
 RELAY = """
@@ -40,47 +37,12 @@ flow:
     - {id: four, speaker: b}
 """
 
-# Before main.py knows the management commands, the shim builds a parser from
-# ``register`` for them and loads worlds with the data directory's role library for the
-# others (what ``rolecall.cli.commands._load`` does once wired). Once wired it is just
-# ``rolecall.cli.main.main``: the real command line, nothing patched.
+# ``rolecall ARGV...`` as the installed command runs it: the real command line, nothing
+# patched (``python -c`` rather than the console script: the test's own interpreter).
 SHIM = r"""
-import argparse, sys
-from rolecall.cli import main as cli_main
-
-def wired():
-    parser = cli_main.build_parser()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return "sessions" in action.choices
-    return False
-
-argv = sys.argv[1:]
-if wired():
-    sys.exit(cli_main.main(argv))
-from rolecall.cli import commands, logs, manage
-from rolecall.errors import RuntimeFailure, UsageError
-if argv and argv[0] in ("sessions", "roles", "memory"):
-    parser = argparse.ArgumentParser(prog="rolecall")
-    handlers = manage.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    logs.configure(-1 if args.quiet else args.verbose, args.log_file)
-    try:
-        code = handlers[args.command](args)
-    except UsageError as exc:
-        print(f"rolecall: {exc}", file=sys.stderr)
-        code = 2
-    except RuntimeFailure as exc:
-        print(f"rolecall: {exc}", file=sys.stderr)
-        code = 1
-    sys.exit(code)
-import rolecall.world.loader as loader
-from rolecall.paths import data_dir
-_Library = loader.RoleLibrary
-def _with_user_roles(user_dir=None):
-    return _Library(user_dir if user_dir is not None else data_dir(None) / "roles")
-loader.RoleLibrary = _with_user_roles
-sys.exit(cli_main.main(argv))
+import sys
+from rolecall.cli.main import main
+sys.exit(main(sys.argv[1:]))
 """
 
 
@@ -107,12 +69,15 @@ def rolecall(
 
 def call(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """``rolecall ARGV...`` in-process: (exit code, stdout, stderr)."""
-    parser = argparse.ArgumentParser(prog="rolecall")
-    handlers = register(parser.add_subparsers(dest="command", required=True))
+    from rolecall.cli.main import build_parser
+    from rolecall.cli.registry import COMMANDS, handler
+
+    parser = build_parser()
     capsys.readouterr()
     args = parser.parse_args(list(argv))
+    target = next(command.handler for command in COMMANDS if command.name == args.command)
     try:
-        code = handlers[args.command](args)
+        code = handler(target)(args)
     except UsageError as exc:
         print(f"rolecall: {exc}", file=sys.stderr)
         code = 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from rolecall.cli.manage import role_library
+from rolecall.cli.options import Options
 from rolecall.errors import WorldError
 from rolecall.world.library import RoleLibrary, builtin_roles
 from rolecall.world.loader import load_world
@@ -227,7 +227,7 @@ def test_a_user_role_is_a_template_in_a_world(
         "name: w\nroles:\n  - template: tutor\n  - {template: student, id: sam}\n"
         "flow: {steps: [{id: one, speaker: tutor}, {id: two, speaker: sam}]}\n"
     )
-    library = role_library(argparse.Namespace(data_dir=None))
+    library = role_library(Options())
     loaded = load_world(world, library)
     tutor = loaded.world.role("tutor")
     assert tutor.name == "Tina"

@@ -6,7 +6,6 @@ prints above the prompt is captured through its ``sink``.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from rolecall.bus import (
     StreamStart,
     WarningEvent,
 )
+from rolecall.cli.options import SessionOptions
 from rolecall.cli.repl import (
     COMMANDS,
     CommandError,
@@ -304,20 +304,9 @@ def test_repl_colours_follow_no_color(monkeypatch: pytest.MonkeyPatch, tmp_path:
 # ------------------------------------------------------------------------------ commands
 
 
-def make_args(tmp_path: Path, **extra: Any) -> argparse.Namespace:
-    values: dict[str, Any] = {
-        "data_dir": str(tmp_path / "home"),
-        "model": None,
-        "json": False,
-        "quiet": False,
-        "verbose": 0,
-        "session_file": None,
-        "mode": "auto",
-        "max_turns": None,
-        "topic": None,
-    }
-    values.update(extra)
-    return argparse.Namespace(**values)
+def make_args(tmp_path: Path, **extra: Any) -> SessionOptions:
+    """The options `rolecall chat` gives the REPL: the data dir under ``tmp_path``."""
+    return SessionOptions(data_dir=str(tmp_path / "home"), mode="auto", **extra)
 
 
 @pytest.fixture(autouse=True)

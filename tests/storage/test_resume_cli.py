@@ -200,6 +200,15 @@ def test_session_files_from_other_versions_are_refused_clearly(tmp_path: Path) -
     assert result.returncode == 2 and "invalid JSON at line 1" in result.stderr
 
 
+def test_resume_more_turns_below_one_is_a_usage_error(world: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert run("run", str(world), "--mode", "step", home=home, stdin="\n").returncode == 0
+    for flag in ("--more-turns", "--max-turns"):
+        refused = run("resume", "last", flag, "0", home=home)
+        assert refused.returncode == 2
+        assert "--more-turns (--max-turns) must be at least 1, got 0" in refused.stderr
+
+
 def test_unknown_session_id(tmp_path: Path) -> None:
     result = run("resume", "20260101-000000-abcdef", home=tmp_path / "h")
     assert result.returncode == 2
@@ -209,21 +218,26 @@ def test_unknown_session_id(tmp_path: Path) -> None:
     assert "not safe in a file name" in result.stderr
 
 
-def test_resume_max_turns_pauses_and_says_how_to_go_on(world: Path, tmp_path: Path) -> None:
+def test_resume_more_turns_pauses_and_says_how_to_go_on(world: Path, tmp_path: Path) -> None:
+    """`resume --more-turns N` (its first name `--max-turns` kept): N more agent messages,
+    then paused with its own reason, `more_turns` (not `max_turns`, the world's budget,
+    which finishes a session)."""
     from tests.faults import stored
 
     home = tmp_path / "home"
     first = run("run", str(world), "--mode", "step", home=home, stdin="\n")  # 1 turn, EOF pauses
     assert first.returncode == 0, first.stderr
     assert len(stored(home).messages) == 1
-    capped = run("resume", "last", "--mode", "auto", "--max-turns", "2", home=home)
+    capped = run("resume", "last", "--mode", "auto", "--more-turns", "2", home=home)
     assert capped.returncode == 0, capped.stderr
     s = stored(home)
-    assert (s.state, s.pause_reason, len(s.messages)) == ("paused", "max_turns", 3)
+    assert (s.state, s.pause_reason, len(s.messages)) == ("paused", "more_turns", 3)
+    assert "paused after --more-turns 2 more turns" in capped.stderr
     assert f"`rolecall resume {s.id}` goes on" in capped.stderr
-    again = run("resume", "last", "--max-turns", "2", home=home)
+    again = run("resume", "last", "--max-turns", "2", home=home)  # the flag's first name
     assert again.returncode == 0, again.stderr
-    assert len(stored(home).messages) == 5  # a cap is not "already finished"
+    s = stored(home)
+    assert (s.pause_reason, len(s.messages)) == ("more_turns", 5)  # a cap is not "finished"
     rest = run("resume", "last", home=home)
     assert rest.returncode == 0, rest.stderr
     s = stored(home)

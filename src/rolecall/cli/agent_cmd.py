@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import dataclass
 
 import anyio
 
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 EXAMPLES = [
@@ -17,12 +19,21 @@ EXAMPLES = [
 ]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentOptions(Options):
+    """``rolecall agent ROLE --world W``."""
+
+    role: str  # ROLE
+    world: str  # --world W
+    concurrency: int = 8  # --concurrency K
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag, add_service_flags
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "agent",
-        help=summary("agent"),
         description=(
             "Serve the generations of ROLE of world W to every session that runs W with "
             "--nats and marks ROLE with `transport: nats`: one NATS request per turn, the "
@@ -31,8 +42,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "keys come from this process's environment. Prints one line starting 'ready:' "
             "on stderr once it takes work; Ctrl-C or SIGTERM stops it."
         ),
-        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     p.add_argument("role", metavar="ROLE", help="the role's id in the world")
     p.add_argument("--world", required=True, metavar="W", help="a world name or path")
@@ -45,29 +55,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    opts = AgentOptions.of(args)
     from rolecall.api.entry import load_world
     from rolecall.cli.flags import at_least_one
     from rolecall.nats.link import required_nats_url
     from rolecall.paths import data_dir
 
-    url = required_nats_url(args.nats, "agent")
-    at_least_one(args.concurrency, "--concurrency")
-    world = load_world(args.world, data_dir=data_dir(args.data_dir))
-    if args.role not in world.role_ids:
+    url = required_nats_url(opts.nats, "agent")
+    at_least_one(opts.concurrency, "--concurrency")
+    world = load_world(opts.world, data_dir=data_dir(opts.data_dir))
+    if opts.role not in world.role_ids:
         raise UsageError(
-            f"world '{world.name}' has no role '{args.role}' (roles: {', '.join(world.role_ids)})"
+            f"world '{world.name}' has no role '{opts.role}' (roles: {', '.join(world.role_ids)})"
         )
-    if world.role(args.role).transport != "nats":
+    if world.role(opts.role).transport != "nats":
         print(
-            f"note: role '{args.role}' of world '{world.name}' has no `transport: nats`, so "
+            f"note: role '{opts.role}' of world '{world.name}' has no `transport: nats`, so "
             "sessions generate it themselves until the world says so",
             file=sys.stderr,
         )
-    anyio.run(_serve, args, url, world.name)
+    anyio.run(_serve, opts, url, world.name)
     return 0
 
 
-async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
+async def _serve(opts: AgentOptions, url: str, world: str) -> None:
     from rolecall.cli.wiring import stream_pacing
     from rolecall.llm.registry import ModelRegistry
     from rolecall.nats.agents import agent_subject, serve
@@ -76,16 +87,16 @@ async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
     models = ModelRegistry(**stream_pacing(True))
 
     def ready() -> None:
-        if not args.quiet:
+        if not opts.quiet:
             print(
-                f"ready: agent for role {args.role} of world {world} on "
-                f"{agent_subject(world, args.role)} at {url} ({args.concurrency} at once)",
+                f"ready: agent for role {opts.role} of world {world} on "
+                f"{agent_subject(world, opts.role)} at {url} ({opts.concurrency} at once)",
                 file=sys.stderr,
                 flush=True,
             )
 
     async with (
-        connect(url, name=f"rolecall-agent-{args.role}") as link,
+        connect(url, name=f"rolecall-agent-{opts.role}") as link,
         anyio.create_task_group() as tg,
     ):
 
@@ -96,4 +107,4 @@ async def _serve(args: argparse.Namespace, url: str, world: str) -> None:
                     return
 
         tg.start_soon(stop_on_signal)
-        await serve(link, world, args.role, models.get, concurrency=args.concurrency, ready=ready)
+        await serve(link, world, opts.role, models.get, concurrency=opts.concurrency, ready=ready)

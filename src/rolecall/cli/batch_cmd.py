@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rolecall.cli.registry import summary
+from rolecall.cli.options import BatchOptions
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -37,15 +38,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     from rolecall.batch import KEYS_HELP
     from rolecall.cli.flags import add_common_flags, add_nats_flag
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "batch",
-        help=summary("batch"),
         description=(
             "Run a world many times: every combination of the --vary values, --runs times "
             "each, --concurrency sessions at once. Every run is a stored session."
         ),
-        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     p.add_argument(
         "world", metavar="WORLD", nargs="?", help="a folder, a world.yaml path, or a name"
@@ -76,39 +76,39 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_common_flags(p, topic_help="replace the world's topic in every run")
 
 
-def _check_args(args: argparse.Namespace) -> None:
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    if args.resume:
+def _check_args(opts: BatchOptions) -> None:
+    if opts.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {opts.concurrency}")
+    if opts.resume:
         given = [
             flag
             for flag, value in (
-                ("WORLD", args.world),
-                ("--vary", args.vary),
-                ("--name", args.name),
-                ("--topic", args.topic),
-                ("--max-turns", args.max_turns),
-                ("--model", args.model),
+                ("WORLD", opts.world),
+                ("--vary", opts.vary),
+                ("--name", opts.name),
+                ("--topic", opts.topic),
+                ("--max-turns", opts.max_turns),
+                ("--model", opts.model),
             )
             if value
         ]
-        if given or args.runs != 1:
-            given += ["--runs"] if args.runs != 1 else []
+        if given or opts.runs != 1:
+            given += ["--runs"] if opts.runs != 1 else []
             raise UsageError(
-                f"--resume {args.resume} runs the batch as it was planned; leave out "
+                f"--resume {opts.resume} runs the batch as it was planned; leave out "
                 + ", ".join(given)
             )
-    elif not args.world:
+    elif not opts.world:
         raise UsageError("batch needs a WORLD (or --resume NAME)")
-    if args.session_file:
+    if opts.session_file:
         raise UsageError("--session-file is for one session; export batch runs afterwards")
-    if args.out:
+    if opts.out:
         from rolecall.cli.flags import file_to_write
 
-        file_to_write(args.out, "--out")  # written at the end: refused before anything runs
+        file_to_write(opts.out, "--out")  # written at the end: refused before anything runs
 
 
-def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
+def _raw_world(opts: BatchOptions) -> dict[str, Any]:
     """A new batch's plan document: the world file as written plus the overrides."""
     import yaml
 
@@ -116,34 +116,35 @@ def _raw_world(args: argparse.Namespace) -> dict[str, Any]:
     from rolecall.paths import read_text
     from rolecall.world.loader import load_world
 
-    loaded = load_world(args.world, role_library(args))  # every problem, exit 2
+    assert opts.world is not None  # _check_args: a new batch has its WORLD
+    loaded = load_world(opts.world, role_library(opts))  # every problem, exit 2
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     assert loaded.path is not None
     raw = yaml.safe_load(read_text(loaded.path))
-    if args.topic:
-        raw["topic"] = args.topic
-    if args.max_turns is not None:
-        if args.max_turns < 1:
-            raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
-        raw["settings"] = {**(raw.get("settings") or {}), "max_turns": args.max_turns}
-    model = args.model or os.environ.get("ROLECALL_MODEL") or None
+    if opts.topic:
+        raw["topic"] = opts.topic
+    if opts.max_turns is not None:
+        if opts.max_turns < 1:
+            raise UsageError(f"--max-turns must be at least 1, got {opts.max_turns}")
+        raw["settings"] = {**(raw.get("settings") or {}), "max_turns": opts.max_turns}
+    model = opts.model or os.environ.get("ROLECALL_MODEL") or None
     return {
         "world": raw,
         "source": str(loaded.path),
-        "vary": list(args.vary),
-        "runs": args.runs,
+        "vary": list(opts.vary),
+        "runs": opts.runs,
         "model_override": model,
-        "approve": args.approve,  # --approve: what a worker answers `ask` calls with
+        "approve": opts.approve,  # --approve: what a worker answers `ask` calls with
     }
 
 
-def _plan_of(doc: dict[str, Any], args: argparse.Namespace) -> BatchPlan:
+def _plan_of(doc: dict[str, Any], opts: BatchOptions) -> BatchPlan:
     from rolecall.batch.plan import build_plan, read_vary
     from rolecall.cli.manage import role_library
     from rolecall.world.loader import build_world
 
-    library = role_library(args)
+    library = role_library(opts)
     path = Path(doc["source"])
     base = build_world(doc["world"], source=doc["source"], library=library, path=path).world
     axes, problems = read_vary(doc["vary"])
@@ -169,28 +170,29 @@ def cmd_batch(args: argparse.Namespace) -> int:
     from rolecall.nats.link import nats_url
     from rolecall.paths import safe_id
 
-    _check_args(args)
-    if args.resume:
-        name = safe_id(args.resume, "batch name")
+    opts = BatchOptions.of(args)
+    _check_args(opts)
+    if opts.resume:
+        name = safe_id(opts.resume, "batch name")
         doc: dict[str, Any] | None = None
         plan = None
     else:
-        doc = _raw_world(args)
-        plan = _plan_of(doc, args)  # --vary problems: exit 2 before anything runs
-        name = safe_id(args.name or _default_name(plan.worlds[0].name), "batch name")
-    if url := nats_url(args.nats):
+        doc = _raw_world(opts)
+        plan = _plan_of(doc, opts)  # --vary problems: exit 2 before anything runs
+        name = safe_id(opts.name or _default_name(plan.worlds[0].name), "batch name")
+    if url := nats_url(opts.nats):
         from rolecall.cli.batch_nats import resume_batch, submit_batch
         from rolecall.nats.link import subject_token
 
         subject_token(name, "batch name")  # a usage error before anything is submitted
 
-        if args.resume:
-            return anyio.run(resume_batch, args, name, url)
+        if opts.resume:
+            return anyio.run(resume_batch, opts, name, url)
         assert doc is not None
         assert plan is not None
-        return anyio.run(submit_batch, args, name, doc, plan, url)
+        return anyio.run(submit_batch, opts, name, doc, plan, url)
     try:
-        return anyio.run(_main, args, name, doc, plan)
+        return anyio.run(_main, opts, name, doc, plan)
     except KeyboardInterrupt:  # before the batch listens for Ctrl-C: nothing ran yet
         from rolecall.cli.exits import EXIT_INTERRUPTED
 
@@ -199,19 +201,19 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 async def _main(
-    args: argparse.Namespace, name: str, doc: dict[str, Any] | None, plan: BatchPlan | None
+    opts: BatchOptions, name: str, doc: dict[str, Any] | None, plan: BatchPlan | None
 ) -> int:
     from rolecall.batch.tables import BatchTables
     from rolecall.cli.wiring import open_store
     from rolecall.storage.data_store import sqlite_only
 
-    async with anyio.create_task_group() as tg, open_store(args) as store:
+    async with anyio.create_task_group() as tg, open_store(opts) as store:
         interrupts = Interrupts()
         await tg.start(interrupts.watch)  # from here on Ctrl-C is heard, never a traceback
         tables = BatchTables(sqlite_only(store, "rolecall batch"))
         claim = tables.claim(name)  # a second process running it: exit 1, nothing run
         try:
-            code = await _claimed(args, name, doc, plan, store, tables, interrupts)
+            code = await _claimed(opts, name, doc, plan, store, tables, interrupts)
         finally:
             claim.release()
             tg.cancel_scope.cancel()
@@ -241,7 +243,7 @@ class Interrupts:
 
 
 async def _claimed(
-    args: argparse.Namespace,
+    opts: BatchOptions,
     name: str,
     doc: dict[str, Any] | None,
     plan: BatchPlan | None,
@@ -266,17 +268,17 @@ async def _claimed(
                 f"batch {name!r} ran on the NATS cluster at {cluster} (its sessions were "
                 f"imported here): `{again}` finishes it there"
             )
-        plan = _plan_of(doc, args)
+        plan = _plan_of(doc, opts)
     else:
         await tables.create(name, doc)
     assert plan is not None
     stored = await tables.runs(name)
-    memory = memory_files(args)
-    return await _run(args, name, doc, plan, store, tables, stored, memory, interrupts)
+    memory = memory_files(opts)
+    return await _run(opts, name, doc, plan, store, tables, stored, memory, interrupts)
 
 
 async def _run(
-    args: argparse.Namespace,
+    opts: BatchOptions,
     name: str,
     doc: dict[str, Any],
     plan: BatchPlan,
@@ -297,18 +299,18 @@ async def _run(
     ctx = BatchContext(
         store=store,
         memory=memory,
-        models=ModelRegistry(**stream_pacing(True), replay=replay_setup(args, None)),
+        models=ModelRegistry(**stream_pacing(True), replay=replay_setup(opts, None)),
         model_override=doc.get("model_override"),
         world_source=doc["source"],
-        on_event=JsonSink(sys.stdout) if args.json else None,
-        approver=approver_of(args),
+        on_event=JsonSink(sys.stdout) if opts.json else None,
+        approver=approver_of(opts),
     )
-    show_bar = not args.json and not args.quiet and sys.stdout.isatty()
-    if not args.json and not args.quiet:
-        verb = "resuming" if args.resume else "running"
+    show_bar = not opts.json and not opts.quiet and sys.stdout.isatty()
+    if not opts.json and not opts.quiet:
+        verb = "resuming" if opts.resume else "running"
         print(
             f"batch {name}: {verb} {plan.total - len(done)} of {plan.total} runs, "
-            f"{args.concurrency} at once",
+            f"{opts.concurrency} at once",
             file=sys.stderr,
         )
     started = time.monotonic()
@@ -319,7 +321,7 @@ async def _run(
         progress = TerminalProgress(name, plan.total, earlier)
     from rolecall.cli.batch_report import finish
 
-    runner = BatchRunner(name, plan, ctx, tables, concurrency=args.concurrency, listener=progress)
+    runner = BatchRunner(name, plan, ctx, tables, concurrency=opts.concurrency, listener=progress)
     interrupts.attach(runner)
     if progress is not None:
         with progress:
@@ -331,4 +333,4 @@ async def _run(
 
     scored = await scores_of(store, [r.session_id for r in results if r.session_id])
     by_session = {sid: [(s.judge, s.scores) for s in items] for sid, items in scored.items()}
-    return finish(args, name, plan.total, results, runner.interrupted, started, scores=by_session)
+    return finish(opts, name, plan.total, results, runner.interrupted, started, scores=by_session)

@@ -14,7 +14,6 @@ generated twice) and waits for them like a new batch.
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import sys
 import time
@@ -29,6 +28,7 @@ from rolecall.batch.results import RunResult
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
+    from rolecall.cli.options import BatchOptions
     from rolecall.nats.link import Link
     from rolecall.nats.readback import Reorder
 
@@ -62,7 +62,7 @@ def jobs_of(name: str, doc: dict[str, Any], plan: BatchPlan) -> list[Any]:
 
 
 async def submit_batch(
-    args: argparse.Namespace, name: str, doc: dict[str, Any], plan: BatchPlan, url: str
+    opts: BatchOptions, name: str, doc: dict[str, Any], plan: BatchPlan, url: str
 ) -> int:
     from nats.js.errors import NotFoundError
 
@@ -81,25 +81,25 @@ async def submit_batch(
                 f"a batch named {name!r} was already submitted to {url}; choose another --name"
             )
         jobs = jobs_of(name, doc, plan)
-        async with json_events(link, name, enabled=args.json and args.wait) as events:
+        async with json_events(link, name, enabled=opts.json and opts.wait) as events:
             await submit(
                 link, BatchPlanMessage(batch=name, runs=plan.total, world=plan.worlds[0].name), jobs
             )
-            if not args.quiet:
+            if not opts.quiet:
                 print(f"batch {name}: submitted {plan.total} runs to {url}", file=sys.stderr)
-            if not args.wait:
+            if not opts.wait:
                 print(
                     f"`rolecall watch --batch {name} --nats {url}` follows it; workers run it "
                     f"(`rolecall worker --nats {url}`)",
                     file=sys.stderr,
                 )
                 return 0
-            results = await wait_for(args, link, name, plan.total, {j.run for j in jobs}, [], 0)
+            results = await wait_for(opts, link, name, plan.total, {j.run for j in jobs}, [], 0)
             await events.settle(results.values())
-    return finish(args, name, plan.total, list(results.values()), False, started, nats=url)
+    return finish(opts, name, plan.total, list(results.values()), False, started, nats=url)
 
 
-async def resume_batch(args: argparse.Namespace, name: str, url: str) -> int:
+async def resume_batch(opts: BatchOptions, name: str, url: str) -> int:
     """Submit the failed runs of batch ``name`` again and wait for every run to end."""
     from rolecall.cli.batch_report import finish
     from rolecall.cluster.jobs import queued_jobs, resubmit, stored_batch
@@ -123,23 +123,23 @@ async def resume_batch(args: argparse.Namespace, name: str, url: str) -> int:
         again = sorted([*failed, *lost], key=lambda j: j.run)
         earlier = [r for r in stored.results.values() if r.ok]
         waiting = {j.run for j in again} | {j.run for j in missing}
-        if not args.quiet:
+        if not opts.quiet:
             print(
                 f"batch {name}: {len(earlier)} of {total} runs finished; submitting "
                 f"{len(again)} again"
                 + (f"; {len(missing) - len(lost)} still queued or running" if queued else ""),
                 file=sys.stderr,
             )
-        async with json_events(link, name, enabled=args.json) as events:
+        async with json_events(link, name, enabled=opts.json) as events:
             await resubmit(link, again, secrets.token_hex(4))
-            results = await wait_for(args, link, name, total, waiting, earlier, stored.last_seq)
+            results = await wait_for(opts, link, name, total, waiting, earlier, stored.last_seq)
             await events.settle(results.values())
     every = {r.run: r for r in earlier} | results
-    return finish(args, name, total, list(every.values()), False, started, nats=url)
+    return finish(opts, name, total, list(every.values()), False, started, nats=url)
 
 
 async def wait_for(
-    args: argparse.Namespace,
+    opts: BatchOptions,
     link: Link,
     name: str,
     total: int,
@@ -153,7 +153,7 @@ async def wait_for(
 
     results: dict[int, RunResult] = {}
     progress = None
-    if not args.json and not args.quiet and sys.stdout.isatty():
+    if not opts.json and not opts.quiet and sys.stdout.isatty():
         from rolecall.batch.progress import TerminalProgress
 
         progress = TerminalProgress(name, total, earlier)

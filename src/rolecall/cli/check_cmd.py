@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from rolecall.check import Report, check
@@ -77,7 +76,8 @@ def table(report: Report) -> str:
     return "\n".join(lines)
 
 
-def cmd_check(args: argparse.Namespace, world: World) -> int:
+def cmd_check(world: World, *, json_out: bool) -> int:
+    """``rolecall worlds check``: the worst case of ``world``, as a table or JSON."""
     report = worst_case(world)
-    print(json.dumps(report.as_json()) if args.json else table(report))
+    print(json.dumps(report.as_json()) if json_out else table(report))
     return 0

@@ -7,8 +7,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from rolecall.cli.manage.common import add_command, add_manage_flags, text_table, with_store
-from rolecall.cli.registry import summary
+from rolecall.cli.manage.common import add_manage_flags, text_table, with_store
+from rolecall.cli.registry import add_command, summary
 
 if TYPE_CHECKING:
     from rolecall.compare.runs import Difference, RunFigures
@@ -55,8 +55,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return await compare_batch(store, args.batch)
         return await compare_sessions(store, names)
 
+    from rolecall.cli.options import Options
+
     missing = f"no batch '{args.batch}'" if args.batch else f"no session '{names[0]}'"
-    result = with_store(args, body, missing=missing)
+    result = with_store(Options.of(args), body, missing=missing)
     if args.json:
         print(json.dumps(_document(result), ensure_ascii=False, indent=2))
     else:

@@ -5,21 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub.add_parser(
+    add_command(
+        sub,
         "models",
-        help=summary("models"),
         description=(
             "The model implementations a world's model: string can name: the built-in "
             "offline and scripted models, installed plugins (entry-point group "
             "rolecall.models; the model string is PREFIX or PREFIX/...), and litellm for "
             "every other string."
         ),
-        epilog="example:\n  rolecall models",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=["rolecall models"],
     )
 
 
@@ -40,7 +39,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
+def cmd_schema() -> int:
+    """``rolecall worlds schema``: the JSON Schema of world.yaml on stdout."""
     from rolecall.world.schema import world_schema
 
     print(json.dumps(world_schema(), indent=2, ensure_ascii=False))

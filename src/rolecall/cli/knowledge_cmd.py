@@ -7,10 +7,12 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rolecall.cli.flags import add_common_flags, at_least_one
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,35 +22,51 @@ if TYPE_CHECKING:
 _WORLD_HELP = "a folder, a world.yaml path, or a name under ./worlds/"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KnowledgeOptions(Options):
+    """``rolecall knowledge ACTION WORLD``."""
+
+    knowledge_command: str  # index, search, list
+    world: str  # WORLD
+    query: str = ""  # search QUERY
+    role: str | None = None  # search --role
+    top_k: int | None = None  # search --top-k
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    knowledge = sub.add_parser(
+    knowledge = add_command(
+        sub,
         "knowledge",
-        help=summary("knowledge"),
         description=(
-            "A world's knowledge collections (its knowledge: block): index them, search "
-            "them as a role's turn would, list what is indexed. Indexing reads again only "
-            "the files whose content changed."
+            "A world's knowledge collections (its knowledge: block): index them, search them "
+            "as a role's turn would, list what is indexed. Indexing reads again only the "
+            "files whose content changed."
         ),
-        epilog="examples:\n  rolecall knowledge index library\n"
-        "  rolecall knowledge search library 'why are leaves green' --role botanist\n"
-        "  rolecall knowledge list library",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall knowledge index library",
+            "rolecall knowledge search library 'why are leaves green' --role botanist",
+            "rolecall knowledge list library",
+        ],
     )
     ksub = knowledge.add_subparsers(dest="knowledge_command", metavar="ACTION", required=True)
-    index = ksub.add_parser(
+    index = add_command(
+        ksub,
         "index",
         help="index the world's collections (only files whose content changed)",
-        epilog="example:\n  rolecall knowledge index library",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall knowledge index library",
+        ],
     )
     index.add_argument("world", metavar="WORLD", help=_WORLD_HELP)
     add_common_flags(index, run_flags=False, data_dir_help="the data directory (its index)")
-    search = ksub.add_parser(
+    search = add_command(
+        ksub,
         "search",
         help="the passages a query finds, best first (BM25)",
-        epilog="examples:\n  rolecall knowledge search library chlorophyll\n"
-        "  rolecall knowledge search library 'root hairs' --role botanist --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall knowledge search library chlorophyll",
+            "rolecall knowledge search library 'root hairs' --role botanist --json",
+        ],
     )
     search.add_argument("world", metavar="WORLD", help=_WORLD_HELP)
     search.add_argument("query", metavar="QUERY", help="free text, as a message would say it")
@@ -63,17 +81,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     search.add_argument("--json", action="store_true", help="one JSON object on stdout")
     add_common_flags(search, run_flags=False, data_dir_help="the data directory (its index)")
-    listing = ksub.add_parser(
+    listing = add_command(
+        ksub,
         "list",
         help="each collection's files: passages, size, when indexed; the roles using it",
-        epilog="example:\n  rolecall knowledge list library",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall knowledge list library",
+        ],
     )
     listing.add_argument("world", metavar="WORLD", help=_WORLD_HELP)
     add_common_flags(listing, run_flags=False, data_dir_help="the data directory (its index)")
 
 
-def open_base(args: argparse.Namespace, world: World) -> KnowledgeBase:
+def open_base(opts: Options, world: World) -> KnowledgeBase:
     from rolecall.knowledge.base import KnowledgeBase
     from rolecall.paths import data_dir, knowledge_path
     from rolecall.world.folders import world_folder
@@ -83,7 +103,7 @@ def open_base(args: argparse.Namespace, world: World) -> KnowledgeBase:
             f"world {world.name} has no knowledge collections (add a knowledge: block; "
             "see docs/knowledge.md)"
         )
-    db = knowledge_path(data_dir(getattr(args, "data_dir", None)))
+    db = knowledge_path(data_dir(opts.data_dir))
     return KnowledgeBase.open(world, db, world_folder(world))
 
 
@@ -91,13 +111,14 @@ def cmd_knowledge(args: argparse.Namespace) -> int:
     from rolecall.cli.manage import role_library
     from rolecall.world.loader import load_world
 
-    world = load_world(args.world, role_library(args)).world
+    opts = KnowledgeOptions.of(args)
+    world = load_world(opts.world, role_library(opts)).world
     started = time.perf_counter()
-    with open_base(args, world) as kb:
-        if args.knowledge_command == "index":
+    with open_base(opts, world) as kb:
+        if opts.knowledge_command == "index":
             return _index(kb, time.perf_counter() - started)
-        if args.knowledge_command == "search":
-            return _search(args, world, kb)
+        if opts.knowledge_command == "search":
+            return _search(opts, world, kb)
         return _list(world, kb)
 
 
@@ -118,27 +139,27 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _search(args: argparse.Namespace, world: World, kb: KnowledgeBase) -> int:
+def _search(opts: KnowledgeOptions, world: World, kb: KnowledgeBase) -> int:
     from rolecall.errors import UnknownRoleError
 
     collections = kb.collections
     top_k = 4
-    if args.role is not None:
+    if opts.role is not None:
         try:
-            role = world.role(args.role)
+            role = world.role(opts.role)
         except KeyError:
             raise UnknownRoleError(
-                f"no role '{args.role}' in world {world.name} (roles: "
+                f"no role '{opts.role}' in world {world.name} (roles: "
                 + ", ".join(world.role_ids)
                 + ")"
             ) from None
         if not role.knowledge:
             raise UsageError(f"role '{role.id}' has no knowledge: collections to search")
         collections, top_k = role.knowledge, role.knowledge_top_k
-    found = kb.search(collections, args.query, args.top_k or top_k)
-    if args.json:
+    found = kb.search(collections, opts.query, opts.top_k or top_k)
+    if opts.json:
         out = {
-            "query": args.query,
+            "query": opts.query,
             "collections": collections,
             "passages": [
                 {
@@ -159,7 +180,7 @@ def _search(args: argparse.Namespace, world: World, kb: KnowledgeBase) -> int:
     if not found:
         from rolecall.cli.exits import EXIT_FAILURE
 
-        print(f"no passage of {', '.join(collections)} matches {args.query!r}", file=sys.stderr)
+        print(f"no passage of {', '.join(collections)} matches {opts.query!r}", file=sys.stderr)
         return EXIT_FAILURE
     for i, p in enumerate(found, start=1):
         title = f" ({p.heading})" if p.heading else ""

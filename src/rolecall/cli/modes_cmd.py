@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rolecall.cli.flags import add_common_flags
-from rolecall.cli.registry import summary
+from rolecall.cli.options import SessionOptions
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,19 +24,45 @@ if TYPE_CHECKING:
 
 _ID = re.compile(r"^[a-z][a-z0-9_-]*$")
 
-DEBATE_EPILOG = """examples:
-  rolecall debate "Cities should ban cars from their centres"
-  rolecall debate "Adopt microservices" --profile technical --max-turns 6
-  rolecall debate "Tax sugar" --pro "a public-health doctor" --con "a small grocer"
-  rolecall debate "Nuclear power is green" --judge --model openai/gpt-4o-mini
-  rolecall debate "Ban cars downtown" --context brief.md   both sides cite the brief
-"""
+DEBATE_EXAMPLES = [
+    'rolecall debate "Cities should ban cars from their centres"',
+    'rolecall debate "Adopt microservices" --profile technical --max-turns 6',
+    'rolecall debate "Tax sugar" --pro "a public-health doctor" --con "a small grocer"',
+    'rolecall debate "Nuclear power is green" --judge --model openai/gpt-4o-mini',
+    'rolecall debate "Ban cars downtown" --context brief.md   both sides cite the brief',
+]
 
-CONSENSUS_EPILOG = """examples:
-  rolecall consensus "Which database should we adopt?"
-  rolecall consensus "Redesign the onboarding flow" --profile brainstorm --max-rounds 3
-  rolecall consensus "Ship the v2 API?" --profile technical-review --json
-"""
+CONSENSUS_EXAMPLES = [
+    'rolecall consensus "Which database should we adopt?"',
+    'rolecall consensus "Redesign the onboarding flow" --profile brainstorm --max-rounds 3',
+    'rolecall consensus "Ship the v2 API?" --profile technical-review --json',
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PresetOptions(SessionOptions):
+    """``rolecall debate`` and ``rolecall consensus``: TOPIC, ``--profile``."""
+
+    topic_arg: str | None = None  # TOPIC (or --topic: the common flag)
+    profile: str | None = None  # --profile ("" is an unknown profile, not the default)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DebateOptions(PresetOptions):
+    """``rolecall debate``: its ``--max-turns`` (``max_turns``) counts debater turns."""
+
+    pro: str | None = None  # --pro: PRO's persona text
+    con: str | None = None  # --con
+    no_dynamic: bool = False  # --no-dynamic
+    judge: bool = False  # --judge
+    context: list[str] | None = None  # --context FILE, repeated
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsensusOptions(PresetOptions):
+    """``rolecall consensus``."""
+
+    max_rounds: int | None = None  # --max-rounds
 
 
 def _common(p: argparse.ArgumentParser, *, max_turns: bool = True) -> None:
@@ -60,16 +88,15 @@ def add_parsers(sub: Any) -> None:
 
 def add_debate(sub: Any) -> None:
     """Add ``rolecall debate``."""
-    debate = sub.add_parser(
+    debate = add_command(
+        sub,
         "debate",
-        help=summary("debate"),
         description=(
             "Debate TOPIC: PRO and CON alternate (PRO on odd turns, CON on even ones), each "
             "answering the other; the debate stops on a concession, a stalemate or after "
             "--max-turns debater turns, and a neutral moderator writes the synthesis."
         ),
-        epilog=DEBATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=DEBATE_EXAMPLES,
     )
     debate.add_argument(
         "topic_arg", metavar="TOPIC", nargs="?", help="the proposition to debate (or --topic)"
@@ -106,16 +133,15 @@ def add_debate(sub: Any) -> None:
 
 def add_consensus(sub: Any) -> None:
     """Add ``rolecall consensus``."""
-    consensus = sub.add_parser(
+    consensus = add_command(
+        sub,
         "consensus",
-        help=summary("consensus"),
         description=(
             "Seek consensus on TOPIC: the profile's participants speak in round-robin until "
             "every one of them agrees over a full round (or --max-rounds), then the "
             "synthesizer writes the group's result."
         ),
-        epilog=CONSENSUS_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=CONSENSUS_EXAMPLES,
     )
     consensus.add_argument(
         "topic_arg", metavar="TOPIC", nargs="?", help="the question to decide (or --topic)"
@@ -135,10 +161,10 @@ _EXAMPLE_TOPIC = {
 }
 
 
-def _topic(args: argparse.Namespace, command: str) -> str:
+def _topic(opts: PresetOptions, command: str) -> str:
     """The topic of ``rolecall debate|consensus``: TOPIC or ``--topic`` (both: the same)."""
-    given: str | None = getattr(args, "topic_arg", None)
-    flag: str | None = getattr(args, "topic", None)
+    given = opts.topic_arg
+    flag = opts.topic
     example = f'rolecall {command} "{_EXAMPLE_TOPIC[command]}"'
     if flag is not None:
         if not flag.strip():
@@ -153,38 +179,39 @@ def _topic(args: argparse.Namespace, command: str) -> str:
     return given
 
 
-def debate_world(args: argparse.Namespace) -> dict[str, Any]:
+def debate_world(opts: DebateOptions) -> dict[str, Any]:
     """The world mapping of ``rolecall debate`` (what a world.yaml would hold)."""
     options: dict[str, Any] = {}
-    if getattr(args, "profile", None) is not None:  # "" is an unknown profile, not classic
-        options["profile"] = args.profile
-    for side in ("pro", "con"):
-        if getattr(args, side, None) is not None:  # "" is refused by the loader
-            options[side] = getattr(args, side)
-    if getattr(args, "max_turns", None) is not None:
-        options["max_turns"] = args.max_turns
-    if getattr(args, "no_dynamic", False):
+    if opts.profile is not None:  # "" is an unknown profile, not classic
+        options["profile"] = opts.profile
+    if opts.pro is not None:  # "" is refused by the loader
+        options["pro"] = opts.pro
+    if opts.con is not None:
+        options["con"] = opts.con
+    if opts.max_turns is not None:
+        options["max_turns"] = opts.max_turns
+    if opts.no_dynamic:
         options["dynamic_termination"] = False
-    if getattr(args, "judge", False):
+    if opts.judge:
         options["judge"] = "judge"
-    if getattr(args, "context", None):  # relative to where the command runs
+    if opts.context:  # relative to where the command runs
         from pathlib import Path
 
-        options["context"] = [str(Path(p).absolute()) for p in args.context]
-    return {"name": "debate", "mode": "debate", "topic": _topic(args, "debate"), "debate": options}
+        options["context"] = [str(Path(p).absolute()) for p in opts.context]
+    return {"name": "debate", "mode": "debate", "topic": _topic(opts, "debate"), "debate": options}
 
 
-def consensus_world(args: argparse.Namespace) -> dict[str, Any]:
+def consensus_world(opts: ConsensusOptions) -> dict[str, Any]:
     """The world mapping of ``rolecall consensus``."""
     options: dict[str, Any] = {}
-    if getattr(args, "profile", None) is not None:  # "" is an unknown profile
-        options["profile"] = args.profile
-    if getattr(args, "max_rounds", None) is not None:
-        options["max_rounds"] = args.max_rounds
+    if opts.profile is not None:  # "" is an unknown profile
+        options["profile"] = opts.profile
+    if opts.max_rounds is not None:
+        options["max_rounds"] = opts.max_rounds
     return {
         "name": "consensus",
         "mode": "consensus",
-        "topic": _topic(args, "consensus"),
+        "topic": _topic(opts, "consensus"),
         "consensus": options,
     }
 
@@ -202,7 +229,7 @@ def load_preset(raw: dict[str, Any], source: str) -> World:
     return loaded.world
 
 
-def _run(args: argparse.Namespace, world: World) -> int:
+def _run(opts: SessionOptions, world: World) -> int:
     """Run ``world`` exactly like ``rolecall run`` does (store, display, drive, exit code)."""
     import anyio
 
@@ -212,12 +239,12 @@ def _run(args: argparse.Namespace, world: World) -> int:
     holder: list[Session] = []
 
     async def main() -> None:
-        async with open_store(args) as store, live_session(args, world, store) as session:
+        async with open_store(opts) as store, live_session(opts, world, store) as session:
             holder.append(session)
-            await drive(session, getattr(args, "mode", "auto") or "auto")
+            await drive(session, opts.mode or "auto")
 
     anyio.run(main)
-    return outcome(holder[0], args)
+    return outcome(holder[0], opts)
 
 
 _DEBATE_FLAGS = {
@@ -236,9 +263,10 @@ def run_debate(args: argparse.Namespace) -> int:
     from rolecall.cli.running import apply_overrides
     from rolecall.cli.suggest import flags_named
 
+    opts = DebateOptions.of(args)
     with flags_named(_DEBATE_FLAGS):
-        world = load_preset(debate_world(args), "debate")
-    return _run(args, apply_overrides(world, args, max_turns=False))
+        world = load_preset(debate_world(opts), "debate")
+    return _run(opts, apply_overrides(world, opts, max_turns=False))
 
 
 def run_consensus(args: argparse.Namespace) -> int:
@@ -247,9 +275,10 @@ def run_consensus(args: argparse.Namespace) -> int:
     from rolecall.cli.running import apply_overrides
     from rolecall.cli.suggest import flags_named
 
+    opts = ConsensusOptions.of(args)
     with flags_named({"consensus.max_rounds": "--max-rounds", "consensus.profile": "--profile"}):
-        world = load_preset(consensus_world(args), "consensus")
-    return _run(args, apply_overrides(world, args))
+        world = load_preset(consensus_world(opts), "consensus")
+    return _run(opts, apply_overrides(world, opts))
 
 
 # -------------------------------------------------------------- worlds new

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 
 from rolecall.cli.exits import EXIT_FAILURE
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,22 +24,48 @@ if TYPE_CHECKING:
     from rolecall.storage.port import SessionStore
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchOptions(Options):
+    """``rolecall watch``."""
+
+    session: str | None = None  # SESSION
+    batch: str | None = None  # --batch NAME
+    all: bool = False  # --all
+    from_start: bool = False  # --from-start
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportOptions(Options):
+    """``rolecall sessions import``."""
+
+    session: str | None = None  # SESSION (default: all)
+    batch: str | None = None  # --batch NAME
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerOptions(Options):
+    """``rolecall worker``."""
+
+    concurrency: int = 8  # --concurrency K
+    ack_wait: float | None = None  # --ack-wait S
+
+
 def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "watch",
-        help=summary("watch"),
         description=(
             "Follow the events of sessions run with --nats, from any machine. SESSION ends "
             "after that session's stop (or pause), --batch NAME after the batch's last run, "
             "--all never (Ctrl-C ends it)."
         ),
-        epilog="examples:\n"
-        "  rolecall watch 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222 --from-start\n"
-        "  rolecall watch --batch sweep1 --nats nats://127.0.0.1:4222\n"
-        "  rolecall watch --all --nats nats://127.0.0.1:4222 --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall watch 20261122-101500-a1b2c3 --nats nats://127.0.0.1:4222 --from-start",
+            "rolecall watch --batch sweep1 --nats nats://127.0.0.1:4222",
+            "rolecall watch --all --nats nats://127.0.0.1:4222 --json",
+        ],
     )
     p.add_argument("session", metavar="SESSION", nargs="?", help="a session id")
     p.add_argument("--batch", metavar="NAME", help="the runs of the batch NAME (batch --nats)")
@@ -51,21 +79,22 @@ def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    opts = WatchOptions.of(args)
     from rolecall.nats.link import required_nats_url
 
-    if sum(1 for x in (args.session, args.batch, args.all) if x) != 1:
+    if sum(1 for x in (opts.session, opts.batch, opts.all) if x) != 1:
         raise UsageError("watch needs one of SESSION, --batch NAME or --all")
     from rolecall.cli.exits import EXIT_INTERRUPTED
 
-    url = required_nats_url(args.nats, "watch")
+    url = required_nats_url(opts.nats, "watch")
     try:
-        anyio.run(_watch, args, url)
+        anyio.run(_watch, opts, url)
     except KeyboardInterrupt:  # Ctrl-C is how --all ends: no traceback, the shell's 130
         return EXIT_INTERRUPTED
     return 0
 
 
-async def _watch(args: argparse.Namespace, url: str) -> None:
+async def _watch(opts: WatchOptions, url: str) -> None:
     from rolecall.bus import Envelope, EventBus
     from rolecall.cli.display import display_sink
     from rolecall.nats.link import H_BATCH, connect, log_filter
@@ -74,7 +103,7 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
     buses: dict[str, tuple[EventBus, Reorder]] = {}
     fence = Fence()  # a worker that lost a session may still have appended to it
     done: set[str] = set()
-    total = await _batch_total(url, args.batch) if args.batch is not None else 0
+    total = await _batch_total(url, opts.batch) if opts.batch is not None else 0
     read = _Progress()
 
     def bus_of(event: StreamEvent) -> tuple[EventBus, Reorder]:
@@ -82,32 +111,32 @@ async def _watch(args: argparse.Namespace, url: str) -> None:
         if found is None:
             bus = EventBus(event.session_id, first_seq=event.seq)
             display_sink(
-                json_mode=args.json, role_order=[], quiet=args.quiet, verbose=args.verbose
+                json_mode=opts.json, role_order=[], quiet=opts.quiet, verbose=opts.verbose
             ).attach(bus)
-            found = buses[event.session_id] = (bus, Reorder(1 if args.from_start else event.seq))
+            found = buses[event.session_id] = (bus, Reorder(1 if opts.from_start else event.seq))
         return found
 
     # --batch replays the batch from its start: its last run may have ended already
-    from_start = args.from_start or args.batch is not None
+    from_start = opts.from_start or opts.batch is not None
     async with (
         connect(url, name="rolecall-watch") as link,
         anyio.create_task_group() as tg,
-        aclosing(follow(link, log_filter(args.session), from_start=from_start)) as events,
+        aclosing(follow(link, log_filter(opts.session), from_start=from_start)) as events,
     ):
-        if args.batch is not None:
-            tg.start_soon(_end_with_batch, link, args.batch, total, read, tg.cancel_scope)
+        if opts.batch is not None:
+            tg.start_soon(_end_with_batch, link, opts.batch, total, read, tg.cancel_scope)
         async for event in events:
             read.note(event.stream_seq)
             if not fence.admits(event):
                 continue
-            if args.batch is not None and event.headers.get(H_BATCH) != args.batch:
+            if opts.batch is not None and event.headers.get(H_BATCH) != opts.batch:
                 continue
             bus, order = bus_of(event)
             for ready in order.push(event):
                 bus.deliver(Envelope.from_record(ready.record))
                 if is_final(ready.record):
                     done.add(ready.session_id)
-            if args.session is not None and args.session in done:
+            if opts.session is not None and opts.session in done:
                 return
 
 
@@ -167,7 +196,7 @@ async def _batch_total(url: str, batch: str) -> int:
 
 def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag
-    from rolecall.cli.manage.common import add_command, add_manage_flags
+    from rolecall.cli.manage.common import add_manage_flags
 
     p = add_command(
         ssub,
@@ -190,24 +219,25 @@ def add_import_parser(ssub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    opts = ImportOptions.of(args)
     from rolecall.nats.link import required_nats_url
 
-    url = required_nats_url(args.nats, "sessions import")
-    if args.session and args.batch:
+    url = required_nats_url(opts.nats, "sessions import")
+    if opts.session and opts.batch:
         raise UsageError("give SESSION or --batch NAME, not both")
-    return anyio.run(_import, args, url)
+    return anyio.run(_import, opts, url)
 
 
-async def _import(args: argparse.Namespace, url: str) -> int:
+async def _import(opts: ImportOptions, url: str) -> int:
     from rolecall.cli.wiring import open_store
     from rolecall.cluster.jobs import stored_batch
     from rolecall.nats.link import connect, log_filter
     from rolecall.nats.readback import session_logs
 
     async with connect(url, name="rolecall-import") as link:
-        logs = await session_logs(link, log_filter(args.session))
-        if args.batch is not None:
-            logs = {sid: log for sid, log in logs.items() if log.batch == args.batch}
+        logs = await session_logs(link, log_filter(opts.session))
+        if opts.batch is not None:
+            logs = {sid: log for sid, log in logs.items() if log.batch == opts.batch}
         docs, skipped = _importable(logs, url)
         imported_ids = {doc.session_id for doc in docs}
         names = sorted(
@@ -217,14 +247,14 @@ async def _import(args: argparse.Namespace, url: str) -> int:
     if not docs:
         for said in skipped:
             print(f"rolecall: not imported: {said}", file=sys.stderr)
-        what = args.session or (f"batch {args.batch}" if args.batch else "any session")
+        what = opts.session or (f"batch {opts.batch}" if opts.batch else "any session")
         print(f"rolecall: the stream at {url} holds no events of {what}", file=sys.stderr)
         return EXIT_FAILURE
     from rolecall.errors import SessionInUse
 
     imported = updated = 0
     held: list[str] = []  # what another live session here goes on with: left as it is
-    async with open_store(args) as store:
+    async with open_store(opts) as store:
         for doc in sorted(docs, key=lambda d: d.created_at):
             try:
                 claim = store.claim(doc.session_id)  # no resume between delete and import
@@ -244,7 +274,7 @@ async def _import(args: argparse.Namespace, url: str) -> int:
             finally:
                 claim.release()
         listed = await _record_batches(store, url, batches, logs)
-    if not args.quiet:
+    if not opts.quiet:
         print(
             f"imported {imported} session{'s' if imported != 1 else ''}, updated {updated}, "
             f"{len(docs) - imported - updated - len(held)} already up to date"
@@ -327,18 +357,18 @@ async def _record_batches(
 def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_nats_flag, add_service_flags
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "worker",
-        help=summary("worker"),
         description=(
             "Pull runs from the ROLECALL_JOBS work queue and run them, storing each session "
             "in this data directory and publishing every event. Prints one line starting "
             "'ready:' on stderr once it takes work. Any number of workers on any machines."
         ),
-        epilog="examples:\n"
-        "  rolecall worker --nats nats://127.0.0.1:4222\n"
-        "  rolecall worker --nats nats://127.0.0.1:4222 --concurrency 16 --ack-wait 60",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worker --nats nats://127.0.0.1:4222",
+            "rolecall worker --nats nats://127.0.0.1:4222 --concurrency 16 --ack-wait 60",
+        ],
     )
     add_nats_flag(p)
     p.add_argument(
@@ -357,22 +387,23 @@ def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    opts = WorkerOptions.of(args)
     from rolecall.cli.flags import at_least_one
     from rolecall.cluster.jobs import ACK_WAIT_RANGE
     from rolecall.nats.link import required_nats_url
 
-    url = required_nats_url(args.nats, "worker")
-    at_least_one(args.concurrency, "--concurrency")
-    if args.ack_wait is not None:
+    url = required_nats_url(opts.nats, "worker")
+    at_least_one(opts.concurrency, "--concurrency")
+    if opts.ack_wait is not None:
         low, high = ACK_WAIT_RANGE
-        if not low <= args.ack_wait <= high:  # also NaN, which compares false
+        if not low <= opts.ack_wait <= high:  # also NaN, which compares false
             raise UsageError(
-                f"--ack-wait must be from {low:g} to {high:g} seconds, got {args.ack_wait:g}"
+                f"--ack-wait must be from {low:g} to {high:g} seconds, got {opts.ack_wait:g}"
             )
-    return anyio.run(_work, args, url)
+    return anyio.run(_work, opts, url)
 
 
-async def _work(args: argparse.Namespace, url: str) -> int:
+async def _work(opts: WorkerOptions, url: str) -> int:
     import signal
 
     from rolecall.batch.runner import BatchContext
@@ -385,9 +416,9 @@ async def _work(args: argparse.Namespace, url: str) -> int:
 
     def ready() -> None:
         in_force = worker.ack_wait
-        if args.ack_wait is not None and abs(args.ack_wait - in_force) > 1e-6:
+        if opts.ack_wait is not None and abs(opts.ack_wait - in_force) > 1e-6:
             print(
-                f"rolecall worker: --ack-wait {args.ack_wait:g} not applied: the workers' "
+                f"rolecall worker: --ack-wait {opts.ack_wait:g} not applied: the workers' "
                 f"shared consumer {WORKERS} already has an ack wait of {in_force:g} s, set by "
                 "the worker that created it; this worker keeps its jobs alive by that one. To "
                 f"change it, stop every worker and delete the consumer {WORKERS} of "
@@ -396,7 +427,7 @@ async def _work(args: argparse.Namespace, url: str) -> int:
                 flush=True,
             )
         print(
-            f"ready: worker pulling {JOBS_STREAM} from {url} ({args.concurrency} at once, "
+            f"ready: worker pulling {JOBS_STREAM} from {url} ({opts.concurrency} at once, "
             f"ack wait {in_force:g} s)",
             file=sys.stderr,
             flush=True,
@@ -404,16 +435,16 @@ async def _work(args: argparse.Namespace, url: str) -> int:
 
     async with (
         open_transport(url, name="rolecall-worker") as transport,
-        open_store(args) as store,
+        open_store(opts) as store,
     ):
         ctx = BatchContext(
-            store=store, memory=memory_files(args), models=ModelRegistry(**stream_pacing(True))
+            store=store, memory=memory_files(opts), models=ModelRegistry(**stream_pacing(True))
         )
         worker = Worker(
             ctx,
             transport,
-            concurrency=args.concurrency,
-            ack_wait=ACK_WAIT_S if args.ack_wait is None else args.ack_wait,
+            concurrency=opts.concurrency,
+            ack_wait=ACK_WAIT_S if opts.ack_wait is None else opts.ack_wait,
         )
         async with anyio.create_task_group() as tg:
 

@@ -6,9 +6,8 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    import argparse
-
     from rolecall.api.session import Session
+    from rolecall.cli.options import Options
     from rolecall.memory import MemoryFiles
     from rolecall.storage.data_store import DataStore
 
@@ -23,12 +22,12 @@ async def run_piped(
     *,
     store: DataStore | None = None,
     memory: MemoryFiles | None = None,
-    args: argparse.Namespace | None = None,
+    opts: Options | None = None,
 ) -> None:
     """Handle each line after every reply it triggered is complete; settle at the end
     (unless paused), then pause with ``end_of_input`` (``quit`` after ``/quit``).
 
-    ``/commands`` are the REPL's (one parser for both), answered on stderr; ``args``
+    ``/commands`` are the REPL's (one parser for both), answered on stderr; ``opts``
     (the command's) give the hints they print their ``--data-dir``.
     """
     from rolecall.cli.lines import LineReader
@@ -47,7 +46,7 @@ async def run_piped(
             # imported by the first /command: a chat that has none starts sooner
             from rolecall.cli.repl.runner import run_command_line
 
-            if not await run_command_line(session, text, store=store, memory=memory, args=args):
+            if not await run_command_line(session, text, store=store, memory=memory, opts=opts):
                 reason = "quit"  # /quit: as in the REPL
                 break
             continue

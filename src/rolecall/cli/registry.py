@@ -3,18 +3,19 @@
 A line names the command, the one-line help ``rolecall --help`` lists it with, the
 function adding its parser (called when the parser is built) and its handler (imported
 only when the command runs). The functions are ``module:function``. A handler takes the
-parsed arguments and returns the exit code; :func:`rolecall.cli.commands.dispatch`
-turns its errors into messages and exit codes. Adding a command is a module with those
-two functions plus one line here; its parser takes its help from here
-(:func:`summary`), so ``rolecall --help`` lists every command without importing one
-(:func:`list_commands`).
+parsed arguments, turns them into its typed value (:mod:`rolecall.cli.options`) and
+returns the exit code; :func:`rolecall.cli.commands.dispatch` turns its errors into
+messages and exit codes. Adding a command is a module with those two functions plus one
+line here; its parser is made by :func:`add_command` (as every action of a command with
+actions is), which takes its help from here (:func:`summary`), so ``rolecall --help``
+lists every command without importing one (:func:`list_commands`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,19 +40,19 @@ COMMANDS: tuple[Subcommand, ...] = (
         "run",
         "run a world's flow to its stop, streaming every message",
         "rolecall.cli.run_cmd:add_run",
-        "rolecall.cli.commands:cmd_run",
+        "rolecall.cli.run_cmd:cmd_run",
     ),
     Subcommand(
         "chat",
         "talk to a world (REPL on a terminal, piped mode otherwise)",
         "rolecall.cli.run_cmd:add_chat",
-        "rolecall.cli.commands:cmd_chat",
+        "rolecall.cli.run_cmd:cmd_chat",
     ),
     Subcommand(
         "resume",
         "continue a saved session (an id or a session file)",
         "rolecall.cli.run_cmd:add_resume",
-        "rolecall.cli.commands:cmd_resume",
+        "rolecall.cli.run_cmd:cmd_resume",
     ),
     Subcommand(
         "sessions",
@@ -170,6 +171,32 @@ def summary(name: str) -> str:
         if command.name == name:
             return command.summary
     raise KeyError(name)
+
+
+def add_command(
+    sub: Sub,
+    name: str,
+    *,
+    help: str | None = None,
+    description: str | None = None,
+    examples: Sequence[str] = (),
+) -> argparse.ArgumentParser:
+    """The parser of ``rolecall NAME`` (or of an action, ``rolecall sessions NAME``), added
+    to ``sub``: the one way every parser of the command line is made.
+
+    ``help`` is its line in its parent's listing (a command's: its :func:`summary`, the
+    default); ``description`` what its ``--help`` opens with (the help as a sentence when
+    not given); ``examples`` the command lines listed under ``examples:`` at its end
+    (kept as written: a line may carry its own comment).
+    """
+    line = summary(name) if help is None else help
+    return sub.add_parser(
+        name,
+        help=line,
+        description=description or line[:1].upper() + line[1:] + ".",
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in examples) if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _resolve(target: str) -> Any:

@@ -7,7 +7,6 @@ importing the dispatcher back.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from typing import TYPE_CHECKING
@@ -23,41 +22,43 @@ from rolecall.errors import UsageError
 if TYPE_CHECKING:
     from rolecall.api.session import Session
     from rolecall.cli.lines import KeyReader
+    from rolecall.cli.options import SessionOptions
     from rolecall.world.models import World
 
 
-def _load(args: argparse.Namespace) -> tuple[World, str | None]:
-    """The world of WORLD with the command-line overrides applied (nothing written yet)."""
+def _load(spec: str, opts: SessionOptions) -> tuple[World, str | None]:
+    """The world of WORLD (``spec``) with the command-line overrides applied (nothing
+    written yet)."""
     from rolecall.cli.manage import role_library
     from rolecall.world.loader import load_world
 
-    loaded = load_world(args.world, role_library(args))
+    loaded = load_world(spec, role_library(opts))
     world = loaded.world
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return apply_overrides(world, args), str(loaded.path) if loaded.path else None
+    return apply_overrides(world, opts), str(loaded.path) if loaded.path else None
 
 
-def apply_overrides(world: World, args: argparse.Namespace, *, max_turns: bool = True) -> World:
+def apply_overrides(world: World, opts: SessionOptions, *, max_turns: bool = True) -> World:
     """``world`` with the common flags ``--max-turns``, ``--max-cost`` and ``--topic``
     applied (each checked: a bad value is a usage error). Every command that runs a
     world applies them here; ``max_turns=False`` for a command whose ``--max-turns``
     means something of its own (``rolecall debate``: debater turns)."""
     update: dict[str, object] = {}
     settings: dict[str, object] = {}
-    if max_turns and getattr(args, "max_turns", None) is not None:
-        if args.max_turns < 1:
-            raise UsageError(f"--max-turns must be at least 1, got {args.max_turns}")
-        settings["max_turns"] = args.max_turns
-    if getattr(args, "max_cost", None) is not None:
-        if not 0 < args.max_cost < math.inf:
+    if max_turns and opts.max_turns is not None:
+        if opts.max_turns < 1:
+            raise UsageError(f"--max-turns must be at least 1, got {opts.max_turns}")
+        settings["max_turns"] = opts.max_turns
+    if opts.max_cost is not None:
+        if not 0 < opts.max_cost < math.inf:
             raise UsageError(
-                f"--max-cost must be more than 0 (USD) and finite, got {args.max_cost:g}"
+                f"--max-cost must be more than 0 (USD) and finite, got {opts.max_cost:g}"
             )
-        settings["max_cost"] = args.max_cost
+        settings["max_cost"] = opts.max_cost
     if settings:
         update["settings"] = world.settings.model_copy(update=settings)
-    topic = getattr(args, "topic", None)
+    topic = opts.topic
     if topic is not None:
         if not topic.strip():
             raise UsageError("--topic is empty: give the topic's text (or leave the flag out)")
@@ -65,7 +66,7 @@ def apply_overrides(world: World, args: argparse.Namespace, *, max_turns: bool =
     return world.model_copy(update=update) if update else world
 
 
-def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
+def outcome(session: Session, opts: SessionOptions | None = None) -> int:
     """The exit code for how the session ended (sessions.md, Exit codes).
 
     The last thing printed says how to go on, pasteable as printed (:mod:`.hints`): a
@@ -77,10 +78,10 @@ def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
 
     state = session.result
     sid = session.session_id
-    resume = resume_command(sid, args)
+    resume = resume_command(sid, opts)
     if state.state != "paused":
-        if state.state == "finished" and args is not None and not getattr(args, "json", False):
-            print(f"session {sid} · export it: {export_command(sid, args)}", flush=True)
+        if state.state == "finished" and opts is not None and not opts.json:
+            print(f"session {sid} · export it: {export_command(sid, opts)}", flush=True)
         return EXIT_OK
     if state.pause_reason == "error":
         print(
@@ -103,16 +104,41 @@ def outcome(session: Session, args: argparse.Namespace | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    if state.pause_reason == "max_turns" and args is not None:
+    if state.pause_reason == MORE_TURNS and opts is not None:
         print(
-            f"paused after --max-turns {args.max_turns} more turns; `{resume}` goes on "
-            "(add --max-turns N for N more)",
+            f"paused after --more-turns {opts.more_turns} more turns; `{resume}` goes on "
+            "(add --more-turns N for N more)",
             file=sys.stderr,
         )
         return EXIT_OK
-    if state.pause_reason != "quit" and args is not None:
+    if state.pause_reason != "quit" and opts is not None:
         print(f"continue it with: {resume}", file=sys.stderr)
     return EXIT_OK
+
+
+# the pause reason of `resume --more-turns N` once the agents sent N more messages: not
+# max_turns (the world's budget, which finishes the session); another resume goes on
+MORE_TURNS = "more_turns"
+
+
+def pause_after(session: Session, turns: int) -> None:
+    """Pause ``session`` (reason ``more_turns``) once its agents have sent ``turns`` more
+    messages: the cap of one ``resume --more-turns``, which leaves the session resumable."""
+    from rolecall.bus import Envelope
+    from rolecall.bus.events import MessageEvent
+
+    agents = set(session.world.role_ids)
+    sent = 0
+
+    def count(envelope: Envelope) -> None:
+        nonlocal sent
+        event = envelope.event
+        if isinstance(event, MessageEvent) and event.sender in agents:
+            sent += 1
+            if sent == turns:
+                session.pause(MORE_TURNS)
+
+    session.bus.subscribe(count, "messages", types=["message"], name="resume-more-turns")
 
 
 MODE_KEY = "run_mode"  # state.extra[MODE_KEY] == "step": run or resumed with --mode step

@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from rolecall.cli.flags import add_replay_flags, model_name
 from rolecall.cli.manage.common import (
-    add_command,
     add_manage_flags,
     resolve_session_id,
     with_store,
 )
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command, summary
 
 if TYPE_CHECKING:
     from rolecall.storage.data_store import DataStore
@@ -50,15 +49,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def cmd_score(args: argparse.Namespace) -> int:
     from rolecall.cli.manage.common import data_dir_of
+    from rolecall.cli.options import SessionOptions
     from rolecall.cli.wiring import replay_setup
     from rolecall.llm.registry import ModelRegistry
     from rolecall.scoring.judges import resolve
     from rolecall.world.library import RoleLibrary
 
-    library = RoleLibrary(data_dir_of(args) / "roles")
-    judge = resolve(args.judge, model=args.model, library=library)
-    ids = [resolve_session_id(s, args) for s in args.sessions]
-    models = ModelRegistry(replay=replay_setup(args, judge.world))
+    opts = SessionOptions.of(args)  # the common flags; its own (JUDGE, SESSION...) below
+    library = RoleLibrary(data_dir_of(opts) / "roles")
+    judge = resolve(args.judge, model=opts.model, library=library)
+    ids = [resolve_session_id(s, opts) for s in args.sessions]
+    models = ModelRegistry(replay=replay_setup(opts, judge.world))
 
     async def body(store: DataStore) -> list[StoredScore]:
         from datetime import UTC, datetime
@@ -84,7 +85,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             )
         return done
 
-    stored = with_store(args, body, missing=f"no session '{ids[0]}'", read_only=False)
+    stored = with_store(opts, body, missing=f"no session '{ids[0]}'", read_only=False)
     for item in stored:
         if args.json:
             record: dict[str, Any] = {"session_id": item.session_id, **item.record()}

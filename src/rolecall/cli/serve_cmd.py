@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from rolecall.cli.exits import EXIT_INTERRUPTED, EXIT_OK
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command
 
 EXAMPLES = [
     "rolecall serve --mcp                         stdio (an MCP client starts it)",
@@ -19,17 +19,16 @@ EXAMPLES = [
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_common_flags
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "serve",
-        help=summary("serve"),
         description=(
             "Serve rolecall to MCP clients: tools list_worlds, start_session, say, "
             "read_session, debate and consensus. Over stdio, or with --port over "
             "streamable HTTP on 127.0.0.1. Sessions are stored in the data directory "
             "like any other."
         ),
-        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     p.add_argument("--mcp", action="store_true", help="speak the Model Context Protocol")
     p.add_argument(
@@ -61,7 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from rolecall.serve.mcp_server import Served, serve
 
     served = Served(
-        data_dir(getattr(args, "data_dir", None)),
+        data_dir(args.data_dir),
         approve=args.approve,
         local=Path.cwd() / "worlds",
     )

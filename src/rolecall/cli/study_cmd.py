@@ -9,38 +9,39 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rolecall.cli.registry import summary
+from rolecall.cli.options import SessionOptions
+from rolecall.cli.registry import add_command
 
 if TYPE_CHECKING:
     from rolecall.api.session import Session
     from rolecall.world.models import World
 
-EPILOG = """examples:
-  rolecall study worlds/study/notes.md                 five roles discuss the notes, offline
-  rolecall study paper.pdf --json > events.jsonl       the event stream as JSON lines
-  rolecall study notes.md --delay 2 --lock 5 --max-turns 10
-  rolecall study notes.md --model openai/gpt-4o-mini   a real model (temperature 0)
-  rolecall study notes.md --knowledge refs/            the roles cite refs/ as [k1]
-"""
+EXAMPLES = [
+    "rolecall study worlds/study/notes.md                 five roles discuss the notes, offline",
+    "rolecall study paper.pdf --json > events.jsonl       the event stream as JSON lines",
+    "rolecall study notes.md --delay 2 --lock 5 --max-turns 10",
+    "rolecall study notes.md --model openai/gpt-4o-mini   a real model (temperature 0)",
+    "rolecall study notes.md --knowledge refs/            the roles cite refs/ as [k1]",
+]
 
 
 def add_parser(sub: Any) -> None:
     """Add the ``study`` subcommand to the ``rolecall`` subparsers ``sub``."""
     from rolecall.cli.flags import add_common_flags
 
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = add_command(
+        sub,
         "study",
-        help=summary("study"),
         description=(
             "Study a document (TXT, Markdown or PDF): it is split into units and five roles "
             "(explainer, challenger, summarizer, example_generator, misconception_spotter) "
             "discuss each unit in turn, one turn per role, until every slot has spoken."
         ),
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     p.add_argument("document", metavar="DOC", help="the document: .txt, .md or .pdf")
     p.add_argument(
@@ -145,16 +146,24 @@ def new_study_files(name: str) -> dict[str, str]:
     return {"world.yaml": STUDY_YAML.replace("{name}", name), "notes.md": STARTER_NOTES}
 
 
-def load_study_world(args: argparse.Namespace) -> World:
-    """The study world for ``args.document``, with ``--max-turns``/``--topic`` applied."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StudyOptions(SessionOptions):
+    """``rolecall study DOC``."""
+
+    document: str  # DOC
+    delay: int | None = None  # --delay D
+    lock: int | None = None  # --lock H
+    knowledge: list[str] | None = None  # --knowledge FILE, repeated
+
+
+def load_study_world(opts: StudyOptions) -> World:
+    """The study world for ``opts.document``, with ``--max-turns``/``--topic`` applied."""
     from rolecall.cli.running import apply_overrides
     from rolecall.world.library import RoleLibrary
     from rolecall.world.loader import build_world
 
-    path = Path(args.document)
-    raw = study_world(
-        path, delay=args.delay, lock=args.lock, knowledge=getattr(args, "knowledge", None)
-    )
+    path = Path(opts.document)
+    raw = study_world(path, delay=opts.delay, lock=opts.lock, knowledge=opts.knowledge)
     from rolecall.cli.suggest import flags_named
 
     flags = {"study.delay": "--delay", "study.lock": "--lock", "study.knowledge": "--knowledge"}
@@ -162,7 +171,7 @@ def load_study_world(args: argparse.Namespace) -> World:
         loaded = build_world(raw, source=str(path), library=RoleLibrary())
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return apply_overrides(loaded.world, args)
+    return apply_overrides(loaded.world, opts)
 
 
 def run_study(args: argparse.Namespace) -> int:
@@ -172,16 +181,17 @@ def run_study(args: argparse.Namespace) -> int:
     from rolecall.cli.running import drive, outcome
     from rolecall.cli.wiring import live_session, open_store
 
-    world = load_study_world(args)
+    opts = StudyOptions.of(args)
+    world = load_study_world(opts)
     holder: list[Session] = []
 
     async def main() -> None:
         async with (
-            open_store(args) as store,
-            live_session(args, world, store, world_source=str(Path(args.document))) as session,
+            open_store(opts) as store,
+            live_session(opts, world, store, world_source=str(Path(opts.document))) as session,
         ):
             holder.append(session)
-            await drive(session, args.mode)
+            await drive(session, opts.mode or "auto")
 
     anyio.run(main)
-    return outcome(holder[0], args)
+    return outcome(holder[0], opts)

@@ -6,26 +6,29 @@ import argparse
 import json
 
 from rolecall.cli.flags import add_common_flags
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command
 
 EXIT_OK = 0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    tools = sub.add_parser(
+    tools = add_command(
+        sub,
         "tools",
-        help=summary("tools"),
         description="The tools of a world's roles: MCP servers, Python callables, built-ins.",
-        epilog="examples:\n  rolecall tools list worlds/research\n"
-        "  rolecall tools list worlds/research --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall tools list worlds/research",
+            "rolecall tools list worlds/research --json",
+        ],
     )
     tsub = tools.add_subparsers(dest="tools_command", metavar="ACTION", required=True)
-    tl = tsub.add_parser(
+    tl = add_command(
+        tsub,
         "list",
         help="every tool each role may call, with where it comes from (starts the servers)",
-        epilog="example:\n  rolecall tools list worlds/research --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall tools list worlds/research --json",
+        ],
     )
     tl.add_argument("world", metavar="WORLD")
     tl.add_argument("--json", action="store_true", help="one JSON object: roles and their tools")
@@ -38,10 +41,11 @@ def cmd_tools(args: argparse.Namespace) -> int:
     import anyio
 
     from rolecall.cli.manage.roles import role_library
+    from rolecall.cli.options import Options
     from rolecall.tools.box import open_toolbox
     from rolecall.world.loader import load_world
 
-    loaded = load_world(args.world, role_library(args))
+    loaded = load_world(args.world, role_library(Options.of(args)))
     world = loaded.world
 
     async def listing() -> dict[str, list[dict[str, object]]]:

@@ -6,11 +6,13 @@ import argparse
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options, WorldOptions
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError
 
 EXAMPLES = [
@@ -28,9 +30,9 @@ INSTALL = (
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rolecall.cli.flags import add_common_flags, add_nats_flag
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "web",
-        help=summary("web"),
         description=(
             "Serve a local web page: every stored session with search and filters, a "
             "session's thread with reply links, live tokens of running sessions, talking "
@@ -38,8 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "--nats URL, also every session on that NATS cluster, followed chunk by chunk, "
             "and the sessions it runs run on it (remote agents included)."
         ),
-        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     add_web_flags(p)
     add_common_flags(p, run_flags=False)
@@ -50,6 +51,15 @@ def add_web_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
     p.add_argument("--token", help="required for a non-loopback --host (env ROLECALL_WEB_TOKEN)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebOptions(Options):
+    """``rolecall web`` (and ``rolecall chat --web``): where the page is served."""
+
+    host: str = "127.0.0.1"  # --host
+    port: int = 8765  # --port (0: any free port)
+    token: str | None = None  # --token (else ROLECALL_WEB_TOKEN)
 
 
 def missing_dependencies() -> list[str]:
@@ -74,13 +84,13 @@ def missing_dependencies() -> list[str]:
     return out
 
 
-def _check(args: argparse.Namespace) -> str | None:
+def _check(web: WebOptions) -> str | None:
     missing = missing_dependencies()
     if missing:
         raise UsageError(INSTALL.format(missing=", ".join(missing)))
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be from 0 to 65535, got {args.port}")
-    token: str | None = args.token or os.environ.get("ROLECALL_WEB_TOKEN") or None
+    if not 0 <= web.port <= 65535:
+        raise UsageError(f"--port must be from 0 to 65535, got {web.port}")
+    token: str | None = web.token or os.environ.get("ROLECALL_WEB_TOKEN") or None
     return token
 
 
@@ -92,19 +102,20 @@ def cmd_web(args: argparse.Namespace) -> int:
     from rolecall.nats.link import nats_url
     from rolecall.paths import data_dir
 
-    token = _check(args)
-    nats = nats_url(args.nats)
+    web = WebOptions.of(args)
+    token = _check(web)
+    nats = nats_url(web.nats)
     from rolecall.web.server import check_host, serve
 
-    check_host(args.host, token)
-    folder = data_dir(getattr(args, "data_dir", None))
+    check_host(web.host, token)
+    folder = data_dir(web.data_dir)
 
     async def main() -> int | None:
         return await serve(
             data_dir=folder,
             worlds_dir=Path.cwd() / "worlds",
-            host=args.host,
-            port=args.port,
+            host=web.host,
+            port=web.port,
             token=token,
             announce=_announce,
             nats=nats,
@@ -132,29 +143,30 @@ def cmd_chat_web(args: argparse.Namespace) -> int:
     from rolecall.nats.link import nats_url
     from rolecall.paths import data_dir
 
-    token = _check(args)
+    web, chat = WebOptions.of(args), WorldOptions.of(args)
+    token = _check(web)
     from rolecall.web.server import check_host, serve
 
-    check_host(args.host, token)
-    folder = data_dir(getattr(args, "data_dir", None))
-    world = load_world(args.world, data_dir=folder)
+    check_host(web.host, token)
+    folder = data_dir(chat.data_dir)
+    world = load_world(chat.world, data_dir=folder)
 
     async def main() -> int | None:
         from rolecall.web.context import WebContext
         from rolecall.web.runs import LiveRun
 
         async def first(ctx: WebContext) -> LiveRun:
-            return await ctx.runs.start(world, topic=args.topic, model=args.model)
+            return await ctx.runs.start(world, topic=chat.topic, model=chat.model)
 
         return await serve(
             data_dir=folder,
             worlds_dir=Path.cwd() / "worlds",
-            host=args.host,
-            port=args.port,
+            host=web.host,
+            port=web.port,
             token=token,
             announce=_announce,
             first=first,
-            nats=nats_url(getattr(args, "nats", None)),
+            nats=nats_url(chat.nats),
         )
 
     return _run(main)

@@ -7,7 +7,6 @@ display; on the way out the last events are stored whatever happened.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -42,6 +41,7 @@ from rolecall.storage.port import SessionStore
 from rolecall.world.models import World
 
 if TYPE_CHECKING:
+    from rolecall.cli.options import Options, SessionOptions
     from rolecall.llm.replay import ReplaySetup
     from rolecall.nats.transport import Transport
     from rolecall.tools.approval import Approver
@@ -50,13 +50,13 @@ log = get_logger(__name__)
 
 
 @asynccontextmanager
-async def open_store(args: argparse.Namespace) -> AsyncIterator[DataStore]:
-    async with open_data_store(data_dir(getattr(args, "data_dir", None))) as store:
+async def open_store(opts: Options) -> AsyncIterator[DataStore]:
+    async with open_data_store(data_dir(opts.data_dir)) as store:
         yield store
 
 
-def memory_files(args: argparse.Namespace) -> MemoryFiles:
-    return MemoryFiles.in_data_dir(data_dir(getattr(args, "data_dir", None)))
+def memory_files(opts: Options) -> MemoryFiles:
+    return MemoryFiles.in_data_dir(data_dir(opts.data_dir))
 
 
 class Pacing(TypedDict, total=False):
@@ -81,11 +81,11 @@ def stream_pacing(json_mode: bool) -> Pacing:
 
 
 @asynccontextmanager
-async def session_transport(args: argparse.Namespace) -> AsyncIterator[Transport | None]:
+async def session_transport(opts: Options) -> AsyncIterator[Transport | None]:
     """The NATS transport of ``--nats URL`` (or ``ROLECALL_NATS_URL``); None for in-process."""
     from rolecall.nats.link import nats_url
 
-    url = nats_url(getattr(args, "nats", None))
+    url = nats_url(opts.nats)
     if url is None:
         yield None
         return
@@ -97,7 +97,7 @@ async def session_transport(args: argparse.Namespace) -> AsyncIterator[Transport
 
 @asynccontextmanager
 async def live_session(
-    args: argparse.Namespace,
+    opts: SessionOptions,
     world: World,
     store: SessionStore,
     *,
@@ -112,9 +112,9 @@ async def live_session(
     the plain terminal display or the JSON stream is attached. With a ``transport``
     (``--nats``) every event also goes to the cluster's stream.
     """
-    json_mode = bool(getattr(args, "json", False))
-    models = ModelRegistry(**stream_pacing(json_mode), replay=replay_setup(args, world))
-    override = getattr(args, "model", None) or os.environ.get("ROLECALL_MODEL") or None
+    json_mode = opts.json
+    models = ModelRegistry(**stream_pacing(json_mode), replay=replay_setup(opts, world))
+    override = opts.model or os.environ.get("ROLECALL_MODEL") or None
     from rolecall import debuglog, tracing
 
     tracers: list[tracing.SessionTracer] = []
@@ -129,8 +129,8 @@ async def live_session(
                 session.bus,
                 json_mode=json_mode,
                 role_order=world.role_ids,
-                quiet=bool(getattr(args, "quiet", False)),
-                verbose=int(getattr(args, "verbose", 0) or 0),
+                quiet=opts.quiet,
+                verbose=opts.verbose,
                 totals=(spent.input_tokens, spent.output_tokens),
                 cost=spent.cost,
                 labels=labels_of(world),
@@ -142,17 +142,17 @@ async def live_session(
         if tracing.configured():
             tracers.append(tracing.trace_session(session))
 
-    session_file = getattr(args, "session_file", None)
+    session_file = opts.session_file
     opening = Opening(
         store=store,
-        memory=memory_files(args),
+        memory=memory_files(opts),
         models=models,
         model_override=override,
         doc=doc,
         world_source=world_source,
         session_file=Path(session_file) if session_file else None,
         transport=transport,
-        approver=approver_of(args),
+        approver=approver_of(opts),
     )
     # a write that fails pauses the session (reason error) after a system/error event:
     # the JSON stream ends with them (events.md), the store keeps them when it still
@@ -166,9 +166,9 @@ async def live_session(
             tracer.close()
 
 
-def approver_of(args: argparse.Namespace) -> Approver | None:
+def approver_of(opts: SessionOptions) -> Approver | None:
     """``--approve auto|deny`` (tools.md); None: an ``ask`` call is refused."""
-    value = getattr(args, "approve", None)
+    value = opts.approve
     if value is None:
         return None
     from rolecall.tools.approval import flag_approver
@@ -176,18 +176,18 @@ def approver_of(args: argparse.Namespace) -> Approver | None:
     return flag_approver(value)
 
 
-def replay_setup(args: argparse.Namespace, world: World | None) -> ReplaySetup | None:
+def replay_setup(opts: SessionOptions, world: World | None) -> ReplaySetup | None:
     """Record or replay model calls: the CLI flags win over ``settings.replay``."""
-    mode = getattr(args, "replay", None)
+    mode = opts.replay
     settings = world.settings if world is not None else None
     if mode is None and settings is not None and settings.replay != "off":
         mode = settings.replay
-    if mode is None or mode == "off":
+    if mode is None:  # neither a flag nor settings.replay (other than off)
         return None
     from rolecall.llm.replay import ReplaySetup, ReplayStore
 
-    file = getattr(args, "replay_file", None) or (settings.replay_file if settings else None)
-    path = Path(file) if file else data_dir(getattr(args, "data_dir", None)) / "replay.jsonl"
+    file = opts.replay_file or (settings.replay_file if settings else None)
+    path = Path(file) if file else data_dir(opts.data_dir) / "replay.jsonl"
     store = ReplayStore(path)
     store.load()  # a corrupt store is a usage error now, not in the middle of a turn
     return ReplaySetup(mode, store)

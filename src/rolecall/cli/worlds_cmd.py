@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rolecall.cli.flags import add_common_flags
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options
+from rolecall.cli.registry import add_command
 from rolecall.errors import UsageError, WorldError
 
 if TYPE_CHECKING:
@@ -16,66 +18,92 @@ if TYPE_CHECKING:
     from rolecall.world.models import World
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorldsOptions(Options):
+    """``rolecall worlds ACTION``: each action's arguments (defaults where it has none)."""
+
+    worlds_command: str  # list, validate, show, check, new, schema
+    world: str = ""  # validate, show, check WORLD
+    dir: str = "worlds"  # list, new --dir
+    name: str = ""  # new NAME
+    preset: str = ""  # new --from
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    worlds = sub.add_parser(
+    worlds = add_command(
+        sub,
         "worlds",
-        help=summary("worlds"),
         description="List, validate, check and create world folders.",
-        epilog="examples:\n  rolecall worlds list\n"
-        "  rolecall worlds validate worlds/classroom\n"
-        "  rolecall worlds check worlds/classroom\n"
-        "  rolecall worlds new my-study --from study",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worlds list",
+            "rolecall worlds validate worlds/classroom",
+            "rolecall worlds check worlds/classroom",
+            "rolecall worlds new my-study --from study",
+        ],
     )
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION", required=True)
-    wl = wsub.add_parser(
+    wl = add_command(
+        wsub,
         "list",
         help="list the shipped worlds and those under ./worlds/ (marked local; a local one wins)",
-        epilog="examples:\n  rolecall worlds list\n  rolecall worlds list --dir ~/my-worlds",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worlds list",
+            "rolecall worlds list --dir ~/my-worlds",
+        ],
     )
     wl.add_argument("--dir", default="worlds", help="folder holding worlds (default ./worlds)")
     add_common_flags(wl, run_flags=False, data_dir_help="the data directory (its role library)")
-    wv = wsub.add_parser(
+    wv = add_command(
+        wsub,
         "validate",
         help="check a world file and list every problem",
-        epilog="example:\n  rolecall worlds validate worlds/classroom",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worlds validate worlds/classroom",
+        ],
     )
     wv.add_argument("world", metavar="WORLD")
     add_common_flags(
         wv, run_flags=False, data_dir_help="the data directory (its role library for template:)"
     )
-    ws = wsub.add_parser(
+    ws = add_command(
+        wsub,
         "show",
-        help="a world's roles and its flow: each step's speaker and reply target, loops, branches",
-        epilog="example:\n  rolecall worlds show classroom",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help=(
+            "a world's roles and its flow: each step's speaker and reply target, loops, branches"
+        ),
+        examples=[
+            "rolecall worlds show classroom",
+        ],
     )
     ws.add_argument("world", metavar="WORLD")
     add_common_flags(
         ws, run_flags=False, data_dir_help="the data directory (its role library for template:)"
     )
-    wc = wsub.add_parser(
+    wc = add_command(
+        wsub,
         "check",
         help="a world's worst case before it runs: turns, tokens, cost, caps (no model call)",
-        epilog="examples:\n  rolecall worlds check tutoring\n  rolecall worlds check debate --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worlds check tutoring",
+            "rolecall worlds check debate --json",
+        ],
     )
     wc.add_argument("world", metavar="WORLD")
     wc.add_argument("--json", action="store_true", help="one JSON object on stdout")
     add_common_flags(
         wc, run_flags=False, data_dir_help="the data directory (its role library for template:)"
     )
-    wn = wsub.add_parser(
+    wn = add_command(
+        wsub,
         "new",
         help="write a ready-to-edit world folder from a preset or a copy of any world",
-        epilog="examples:\n  rolecall worlds new my-debate --from debate\n"
-        "  rolecall worlds new my-class --from classroom   (a copy of a shipped world)\n"
-        "  rolecall worlds new mine --from tutoring --dir my-worlds   (in a checkout)\n"
-        "  rolecall worlds new panel2 --from consensus\n"
-        "  rolecall worlds new my-study --from study   (world.yaml and a starter notes.md)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worlds new my-debate --from debate",
+            "rolecall worlds new my-class --from classroom   (a copy of a shipped world)",
+            "rolecall worlds new mine --from tutoring --dir my-worlds   (in a checkout)",
+            "rolecall worlds new panel2 --from consensus",
+            "rolecall worlds new my-study --from study   (world.yaml and a starter notes.md)",
+        ],
     )
     wn.add_argument("name", metavar="NAME", help="the new world's name (folder under --dir)")
     wn.add_argument(
@@ -93,11 +121,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "never inside the rolecall package)",
     )
     add_common_flags(wn, run_flags=False, data_dir_help="the data directory (unused by new)")
-    wsc = wsub.add_parser(
+    wsc = add_command(
+        wsub,
         "schema",
         help="print the JSON Schema of world.yaml (for editors: see docs/worlds.md)",
-        epilog="example:\n  rolecall worlds schema > world.schema.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "rolecall worlds schema > world.schema.json",
+        ],
     )
     add_common_flags(wsc, run_flags=False, data_dir_help="the data directory (unused by schema)")
 
@@ -107,15 +137,16 @@ def cmd_worlds(args: argparse.Namespace) -> int:
     from rolecall.cli.manage import role_library
     from rolecall.world.loader import load_world
 
-    library = role_library(args)
-    if args.worlds_command == "new":
-        return _new_world(args)
-    if args.worlds_command == "schema":
+    opts = WorldsOptions.of(args)
+    library = role_library(opts)
+    if opts.worlds_command == "new":
+        return _new_world(opts)
+    if opts.worlds_command == "schema":
         from rolecall.cli.ecosystem_cmd import cmd_schema
 
-        return cmd_schema(args)
-    if args.worlds_command == "validate":
-        loaded = load_world(args.world, library)
+        return cmd_schema()
+    if opts.worlds_command == "validate":
+        loaded = load_world(opts.world, library)
         world = loaded.world
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -130,18 +161,18 @@ def cmd_worlds(args: argparse.Namespace) -> int:
 
         print(summary(worst_case(world)))
         return EXIT_OK
-    if args.worlds_command == "show":
-        return _show_world(args, library)
-    if args.worlds_command == "check":
+    if opts.worlds_command == "show":
+        return _show_world(opts, library)
+    if opts.worlds_command == "check":
         from rolecall.cli.check_cmd import cmd_check
 
-        loaded = load_world(args.world, library)
+        loaded = load_world(opts.world, library)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        return cmd_check(args, loaded.world)
+        return cmd_check(loaded.world, json_out=opts.json)
     from rolecall.world import catalog
 
-    for entry in catalog.available(Path(args.dir)):
+    for entry in catalog.available(Path(opts.dir)):
         note = " (instead of the shipped one)" if entry.shadows else ""
         try:
             world = load_world(entry.path, library).world
@@ -172,13 +203,13 @@ def _check_tools(world: World, source: str) -> None:
     anyio.run(started)
 
 
-def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
+def _show_world(opts: WorldsOptions, library: RoleLibrary) -> int:
     """``worlds show``: the roles, then the flow (speaker → reply target per step)."""
     from rolecall.cli.exits import EXIT_OK
     from rolecall.world.loader import load_world
     from rolecall.world.view import flow_lines
 
-    loaded = load_world(args.world, library)
+    loaded = load_world(opts.world, library)
     world = loaded.world
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -198,14 +229,14 @@ def _show_world(args: argparse.Namespace, library: RoleLibrary) -> int:
     return EXIT_OK
 
 
-def _new_world(args: argparse.Namespace) -> int:
+def _new_world(opts: WorldsOptions) -> int:
     """Write ``<dir>/<name>/`` from a preset or a copy of any world; never overwrite a
     world, never write into the rolecall package (a checkout's ``./worlds`` links there)."""
     from rolecall.cli.exits import EXIT_OK
     from rolecall.cli.modes_cmd import PRESET_YAML, check_world_name, new_world_yaml
     from rolecall.cli.study_cmd import new_study_files
 
-    name, start = args.name, args.preset
+    name, start = opts.name, opts.preset
     check_world_name(name)
     files: dict[str, str | bytes]
     if start == "study":
@@ -214,8 +245,8 @@ def _new_world(args: argparse.Namespace) -> int:
         files = {"world.yaml": new_world_yaml(start, name)}
     else:
         files = _copied_world(start, name)
-    folder = Path(args.dir) / name
-    _refuse_the_package(folder, args)
+    folder = Path(opts.dir) / name
+    _refuse_the_package(folder, opts)
     if (folder / "world.yaml").exists():
         raise UsageError(f"{folder / 'world.yaml'} already exists; choose another name")
     for relative, data in files.items():
@@ -262,7 +293,7 @@ def _copied_world(spec: str, name: str) -> dict[str, str | bytes]:
     return files
 
 
-def _refuse_the_package(folder: Path, args: argparse.Namespace) -> None:
+def _refuse_the_package(folder: Path, opts: WorldsOptions) -> None:
     """UsageError when ``folder`` is inside the installed rolecall package (its shipped
     worlds are package data: an upgrade replaces them, and they are listed as shipped)."""
     import rolecall
@@ -270,8 +301,8 @@ def _refuse_the_package(folder: Path, args: argparse.Namespace) -> None:
     package = Path(rolecall.__file__).resolve().parent
     if folder.resolve().is_relative_to(package):
         raise UsageError(
-            f"--dir {args.dir}: {folder} is inside the rolecall package ({package}); "
+            f"--dir {opts.dir}: {folder} is inside the rolecall package ({package}); "
             "`worlds new` never writes there (in a checkout ./worlds links to the shipped "
-            f"worlds). Give a folder of your own: rolecall worlds new {args.name} "
-            f"--from {args.preset} --dir my-worlds"
+            f"worlds). Give a folder of your own: rolecall worlds new {opts.name} "
+            f"--from {opts.preset} --dir my-worlds"
         )

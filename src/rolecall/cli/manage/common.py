@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
+    from rolecall.cli.options import Options
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
 
@@ -28,52 +29,35 @@ def add_manage_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    *,
-    help: str,
-    description: str | None = None,
-    examples: list[str],
-) -> argparse.ArgumentParser:
-    return sub.add_parser(
-        name,
-        help=help,
-        description=description or help[:1].upper() + help[1:] + ".",
-        epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
-def confirm(args: argparse.Namespace, text: str) -> None:
+def confirm(opts: Options, text: str) -> None:
     """A confirmation (not the command's result): silent with -q."""
-    if not getattr(args, "quiet", False):
+    if not opts.quiet:
         print(text, flush=True)
 
 
-def data_dir_of(args: argparse.Namespace) -> Path:
+def data_dir_of(opts: Options) -> Path:
     from rolecall.paths import data_dir
 
-    return data_dir(getattr(args, "data_dir", None))
+    return data_dir(opts.data_dir)
 
 
-def resolve_session_id(value: str, args: argparse.Namespace | None = None) -> str:
-    """The session id ``value`` stands for: checked safe, then (with ``args``) resolved in
+def resolve_session_id(value: str, opts: Options | None = None) -> str:
+    """The session id ``value`` stands for: checked safe, then (with ``opts``) resolved in
     the data directory's store: ``last`` or a unique prefix names the whole id."""
     from rolecall.paths import db_path, safe_id
 
     sid = safe_id(value, "session id")
-    if args is None or not db_path(data_dir_of(args)).is_file():
+    if opts is None or not db_path(data_dir_of(opts)).is_file():
         return sid
 
     async def body(store: DataStore) -> str:
         return await store.resolve_id(sid)
 
-    return with_store(args, body, missing=f"no session '{sid}'")
+    return with_store(opts, body, missing=f"no session '{sid}'")
 
 
 def with_store(
-    args: argparse.Namespace,
+    opts: Options,
     body: Callable[[DataStore], Awaitable[T]],
     *,
     missing: str,
@@ -90,7 +74,7 @@ def with_store(
     from rolecall.errors import UsageError
     from rolecall.storage.data_store import has_store, open_data_store
 
-    data = data_dir_of(args)
+    data = data_dir_of(opts)
     store = open_data_store(data, read_only=read_only)
     if not has_store(data):
         raise UsageError(f"{missing} in {store.location} (no sessions stored yet)")

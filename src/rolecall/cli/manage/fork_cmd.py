@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import TYPE_CHECKING
 
@@ -10,32 +9,33 @@ from rolecall.api.fork import fork_session
 from rolecall.cli.manage.common import confirm, data_dir_of, resolve_session_id, with_store
 
 if TYPE_CHECKING:
+    from rolecall.cli.options import SessionsOptions
     from rolecall.storage.catalog import SessionRow
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.fork import ForkPlan
 
 
-def sessions_fork(args: argparse.Namespace) -> int:
+def sessions_fork(opts: SessionsOptions) -> int:
     from rolecall.memory import MemoryFiles
 
-    parent = resolve_session_id(args.session)
-    memory = MemoryFiles.in_data_dir(data_dir_of(args))
+    parent = resolve_session_id(opts.session)
+    memory = MemoryFiles.in_data_dir(data_dir_of(opts))
 
     async def body(store: DataStore) -> ForkPlan:
-        return await fork_session(store, memory, parent, args.at, edit=args.edit, model=args.model)
+        return await fork_session(store, memory, parent, opts.at, edit=opts.edit, model=opts.model)
 
     try:
-        new = with_store(args, body, missing=f"no session '{parent}'", read_only=False)
+        new = with_store(opts, body, missing=f"no session '{parent}'", read_only=False)
     finally:
         memory.close()
-    if args.json:
-        print(json.dumps({"session_id": new.new_id, "parent": parent, "at": args.at}))
+    if opts.json:
+        print(json.dumps({"session_id": new.new_id, "parent": parent, "at": opts.at}))
     else:
         print(new.new_id)
         from rolecall.cli.hints import resume_command
 
-        resume = resume_command(new.new_id, args)
-        confirm(args, f"forked {parent} at {args.at}: `{resume}` continues it")
+        resume = resume_command(new.new_id, opts)
+        confirm(opts, f"forked {parent} at {opts.at}: `{resume}` continues it")
     return 0
 
 

@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import (
-    add_command,
     add_manage_flags,
     confirm,
     data_dir_of,
@@ -14,7 +13,7 @@ from rolecall.cli.manage.common import (
     role_ids_of,
     with_store,
 )
-from rolecall.cli.registry import summary
+from rolecall.cli.registry import add_command, summary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,14 +56,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 # =================================================================== memory
 def cmd_memory(args: argparse.Namespace) -> int:
+    from rolecall.cli.options import Options
     from rolecall.errors import UsageError
     from rolecall.memory import MemoryFiles
     from rolecall.paths import safe_id
     from rolecall.world.library import suggest
 
-    sid = resolve_session_id(args.session, args)
+    opts = Options.of(args)
+    sid = resolve_session_id(args.session, opts)
     agent = safe_id(args.agent, "agent id")
-    memory = MemoryFiles.in_data_dir(data_dir_of(args))
+    memory = MemoryFiles.in_data_dir(data_dir_of(opts))
     clearing = args.memory_command == "clear"
 
     async def body(store: DataStore) -> tuple[SessionDocument, int, Path | None]:
@@ -82,13 +83,13 @@ def cmd_memory(args: argparse.Namespace) -> int:
             claim.release()
 
     doc, start, archive = with_store(
-        args, body, missing=f"no session '{sid}'", read_only=not clearing
+        opts, body, missing=f"no session '{sid}'", read_only=not clearing
     )
     path = memory.path(sid, agent)
     if clearing:
         what = f"archived {path.name} as {archive.name}" if archive else "no memory file yet"
         confirm(
-            args,
+            opts,
             f"cleared the memory of {agent} in session {sid}: {what}; turn count reset; "
             f"its prompts start after message {start}",
         )

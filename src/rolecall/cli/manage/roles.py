@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rolecall.cli.manage.common import (
-    add_command,
     add_manage_flags,
     clip_cell,
     confirm,
@@ -15,7 +15,8 @@ from rolecall.cli.manage.common import (
     text_table,
     write_file,
 )
-from rolecall.cli.registry import summary
+from rolecall.cli.options import Options
+from rolecall.cli.registry import add_command, summary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,18 +25,36 @@ if TYPE_CHECKING:
 
 
 ROLE_ID_PATTERN = r"^[a-z][a-z0-9_-]*$"
-ROLE_FIELD_FLAGS = ("name", "description", "system_prompt", "style", "constraints")
 
 
-def _copy_command(role_id: str, args: argparse.Namespace) -> str:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolesOptions(Options):
+    """``rolecall roles ACTION``: each action's arguments (None where it has none)."""
+
+    roles_command: str  # list, show, create, edit, import, export, delete
+    id: str = ""  # ID (every action but list and import has one)
+    from_template: str | None = None  # create --from
+    name: str | None = None  # --name
+    description: str | None = None  # --description
+    system_prompt: str | None = None  # --system-prompt
+    style: str | None = None  # --style
+    constraints: list[str] | None = None  # --constraint, repeated
+    no_constraints: bool = False  # edit --no-constraints
+    file: str = ""  # import FILE
+    role_id: str | None = None  # import --id
+    format: str = "card"  # export --format
+    out: str | None = None  # export --out
+
+
+def _copy_command(role_id: str, opts: RolesOptions) -> str:
     """The command that copies a built-in role into the data directory's roles."""
     from rolecall.cli.hints import command
 
-    return command(f"roles create my-{role_id} --from {role_id}", args)
+    return command(f"roles create my-{role_id} --from {role_id}", opts)
 
 
-def _readonly(role_id: str, args: argparse.Namespace) -> str:
-    return f"role '{role_id}' is built in and read-only; copy it: {_copy_command(role_id, args)}"
+def _readonly(role_id: str, opts: RolesOptions) -> str:
+    return f"role '{role_id}' is built in and read-only; copy it: {_copy_command(role_id, opts)}"
 
 
 def _role_field_flags(p: argparse.ArgumentParser, *, editing: bool) -> None:
@@ -180,14 +199,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 # =================================================================== roles
-def role_library(args: argparse.Namespace) -> RoleLibrary:
+def role_library(opts: Options) -> RoleLibrary:
     """The role library of the data directory: built-ins plus ``<data dir>/roles/*.yaml``.
 
     ``run``/``chat`` should load worlds with it so user roles work as ``template:``.
     """
     from rolecall.world.library import RoleLibrary
 
-    return RoleLibrary(data_dir_of(args) / "roles")
+    return RoleLibrary(data_dir_of(opts) / "roles")
 
 
 def _role_id(value: str, what: str = "role id") -> str:
@@ -205,14 +224,20 @@ def _role_id(value: str, what: str = "role id") -> str:
     return value
 
 
-def _field_updates(args: argparse.Namespace) -> dict[str, Any]:
+def _field_updates(opts: RolesOptions) -> dict[str, Any]:
     updates: dict[str, Any] = {}
-    for key in ROLE_FIELD_FLAGS:
-        value = getattr(args, key, None)
-        if value is None:
-            continue
-        updates[key] = [c.strip() for c in value] if key == "constraints" else value.strip()
-    if getattr(args, "no_constraints", False):
+    given = {
+        "name": opts.name,
+        "description": opts.description,
+        "system_prompt": opts.system_prompt,
+        "style": opts.style,
+    }
+    for key, value in given.items():
+        if value is not None:
+            updates[key] = value.strip()
+    if opts.constraints is not None:
+        updates["constraints"] = [c.strip() for c in opts.constraints]
+    if opts.no_constraints:
         from rolecall.errors import UsageError
 
         if "constraints" in updates:
@@ -276,22 +301,23 @@ def _create_file(path: Path, text: str) -> None:
 
 
 def cmd_roles(args: argparse.Namespace) -> int:
-    action: str = args.roles_command
-    library = role_library(args)
+    opts = RolesOptions.of(args)
+    action = opts.roles_command
+    library = role_library(opts)
     if action == "list":
-        return _roles_list(args, library)
+        return _roles_list(opts, library)
     if action == "import":
-        return _roles_import(args, library)
-    role_id = _role_id(args.id)
+        return _roles_import(opts, library)
+    role_id = _role_id(opts.id)
     if action == "export":
-        return _roles_export(args, library, role_id)
+        return _roles_export(opts, library, role_id)
     if action == "show":
-        return _roles_show(args, library, role_id)
+        return _roles_show(opts, library, role_id)
     if action == "create":
-        return _roles_create(args, library, role_id)
+        return _roles_create(opts, library, role_id)
     if action == "edit":
-        return _roles_edit(args, library, role_id)
-    return _roles_delete(args, library, role_id)
+        return _roles_edit(opts, library, role_id)
+    return _roles_delete(opts, library, role_id)
 
 
 def _shown(text: str) -> str:
@@ -307,7 +333,7 @@ def _shown(text: str) -> str:
     return " ".join(visible(text).split())
 
 
-def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
+def _roles_list(opts: RolesOptions, library: RoleLibrary) -> int:
     """Every role; a user role file that cannot be used is listed as invalid (its
     problems on stderr, naming the file) and the others are listed as usual: exit 0."""
     from rolecall.errors import RolecallError
@@ -350,7 +376,7 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
     rows.sort(key=lambda r: (r[1] != "user", r[0]))
     print(text_table(("ID", "KIND", "NAME", "DESCRIPTION"), rows, right=set()))
     confirm(
-        args,
+        opts,
         f"\n{len(builtin_roles())} built-in (read-only), {len(user)} user "
         f"({library.user_dir}); use one in a world as `template: <id>`",
     )
@@ -359,7 +385,7 @@ def _roles_list(args: argparse.Namespace, library: RoleLibrary) -> int:
     return 0
 
 
-def _roles_import(args: argparse.Namespace, library: RoleLibrary) -> int:
+def _roles_import(opts: RolesOptions, library: RoleLibrary) -> int:
     """``roles import FILE``: a character card as a new user role."""
     from pathlib import Path
 
@@ -368,8 +394,8 @@ def _roles_import(args: argparse.Namespace, library: RoleLibrary) -> int:
     from rolecall.world.library import reserved_id
 
     assert library.user_dir is not None
-    card = read_card(Path(args.file))
-    role_id = _role_id(args.role_id or role_id_for(str(card["name"])))
+    card = read_card(Path(opts.file))
+    role_id = _role_id(opts.role_id or role_id_for(str(card["name"])))
     reserved = reserved_id(role_id)
     if reserved is not None or library.is_builtin(role_id):
         raise UsageError(
@@ -378,17 +404,17 @@ def _roles_import(args: argparse.Namespace, library: RoleLibrary) -> int:
     path = library.user_dir / f"{role_id}.yaml"
     if path.exists():
         raise UsageError(f"role '{role_id}' already exists ({path}); choose another with --id")
-    data = _validated(role_of_card(card, role_id), f"{args.file}")
+    data = _validated(role_of_card(card, role_id), f"{opts.file}")
     _create_file(path, _dump_yaml(data))
     confirm(
-        args,
+        opts,
         f"imported {_shown(str(card['name']))} as role {role_id}: {path}; use it in a world "
         f"as `template: {role_id}`",
     )
     return 0
 
 
-def _roles_export(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+def _roles_export(opts: RolesOptions, library: RoleLibrary, role_id: str) -> int:
     """``roles export ID --format card``: the role as a V2 character card."""
     import json
     from pathlib import Path
@@ -399,20 +425,20 @@ def _roles_export(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     data = role_template(library, role_id)
     data.setdefault("id", role_id)
     text = json.dumps(card_of_role(data), ensure_ascii=False, indent=2) + "\n"
-    if args.out is None or args.out == "-":
+    if opts.out is None or opts.out == "-":
         sys.stdout.write(text)
         return 0
-    write_file(Path(args.out), text)
-    confirm(args, f"wrote role {role_id} as a V2 character card: {args.out}")
+    write_file(Path(opts.out), text)
+    confirm(opts, f"wrote role {role_id} as a V2 character card: {opts.out}")
     return 0
 
 
-def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+def _roles_show(opts: RolesOptions, library: RoleLibrary, role_id: str) -> int:
     from rolecall.world.loader import role_template
 
     data = role_template(library, role_id)  # a broken role file: RoleFileError, exit 2
     if library.is_builtin(role_id):
-        copy = _copy_command(role_id, args)
+        copy = _copy_command(role_id, opts)
         head = f"# {role_id}: built in, read-only (copy it: {copy})"
     else:
         head = f"# {role_id}: user role, {library.user_dir}/{role_id}.yaml"
@@ -421,7 +447,7 @@ def _roles_show(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
     return 0
 
 
-def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+def _roles_create(opts: RolesOptions, library: RoleLibrary, role_id: str) -> int:
     from rolecall.cli.hints import command
     from rolecall.errors import UsageError
     from rolecall.world.library import reserved_id
@@ -433,17 +459,17 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     if library.is_builtin(role_id):
         raise UsageError(
             f"role '{role_id}' is built in; pick another id, or copy it: "
-            f"{_copy_command(role_id, args)}"
+            f"{_copy_command(role_id, opts)}"
         )
     path = library.user_dir / f"{role_id}.yaml"
     if path.exists():
         raise UsageError(
             f"role '{role_id}' already exists ({path}); change it with "
-            f"`{command(f'roles edit {role_id}', args)} ...` or delete it first"
+            f"`{command(f'roles edit {role_id}', opts)} ...` or delete it first"
         )
-    updates = _field_updates(args)
+    updates = _field_updates(opts)
     data: dict[str, Any] = {}
-    template = getattr(args, "from_template", None)
+    template = opts.from_template
     if template is not None:
         from rolecall.world.loader import role_template
 
@@ -458,18 +484,18 @@ def _roles_create(args: argparse.Namespace, library: RoleLibrary, role_id: str) 
     _create_file(path, text)
     origin = f" from {template}" if template else ""
     confirm(
-        args, f"created role {role_id}{origin}: {path}; use it in a world as `template: {role_id}`"
+        opts, f"created role {role_id}{origin}: {path}; use it in a world as `template: {role_id}`"
     )
     return 0
 
 
-def _user_role_path(library: RoleLibrary, role_id: str, args: argparse.Namespace) -> Path:
+def _user_role_path(library: RoleLibrary, role_id: str, opts: RolesOptions) -> Path:
     from rolecall.errors import UsageError
     from rolecall.world.library import suggest
 
     assert library.user_dir is not None
     if library.is_builtin(role_id):
-        raise UsageError(_readonly(role_id, args))
+        raise UsageError(_readonly(role_id, opts))
     path = library.user_dir / f"{role_id}.yaml"
     if not path.is_file():
         users = library.user_ids()
@@ -482,11 +508,11 @@ def _user_role_path(library: RoleLibrary, role_id: str, args: argparse.Namespace
     return path
 
 
-def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+def _roles_edit(opts: RolesOptions, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import UsageError
 
-    path = _user_role_path(library, role_id, args)
-    updates = _field_updates(args)
+    path = _user_role_path(library, role_id, opts)
+    updates = _field_updates(opts)
     if not updates:
         raise UsageError(
             "nothing to change: give at least one of --name, --description, --system-prompt, "
@@ -497,20 +523,20 @@ def _roles_edit(args: argparse.Namespace, library: RoleLibrary, role_id: str) ->
     data["id"] = role_id
     write_file(path, _dump_yaml(_validated(data, str(path))))
     confirm(
-        args,
+        opts,
         f"updated role {role_id} ({', '.join(updates)}); sessions already saved keep the "
         "roles they ran with",
     )
     return 0
 
 
-def _roles_delete(args: argparse.Namespace, library: RoleLibrary, role_id: str) -> int:
+def _roles_delete(opts: RolesOptions, library: RoleLibrary, role_id: str) -> int:
     from rolecall.errors import StorageError
 
-    path = _user_role_path(library, role_id, args)
+    path = _user_role_path(library, role_id, opts)
     try:
         path.unlink()
     except OSError as exc:
         raise StorageError(f"cannot delete {path}: {exc.strerror or exc}") from exc
-    confirm(args, f"deleted role {role_id} ({path}); saved sessions keep their copy")
+    confirm(opts, f"deleted role {role_id} ({path}); saved sessions keep their copy")
     return 0

@@ -7,7 +7,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from rolecall.cli.manage.common import (
-    add_command,
     add_manage_flags,
     check_role_filter,
     clip_cell,
@@ -19,7 +18,8 @@ from rolecall.cli.manage.common import (
     with_store,
     write_file,
 )
-from rolecall.cli.registry import summary
+from rolecall.cli.options import SessionsOptions
+from rolecall.cli.registry import add_command, summary
 
 if TYPE_CHECKING:
     from rolecall.storage.catalog import SessionRow
@@ -214,38 +214,39 @@ def _positive(text: str) -> int:
 # =================================================================== sessions
 def cmd_sessions(args: argparse.Namespace) -> int:
     action: str = args.sessions_command
-    if action == "list":
-        return _sessions_list(args)
-    if action == "delete":
-        return _sessions_delete(args)
     if action == "import":
         from rolecall.cli.nats_cmd import cmd_import
 
         return cmd_import(args)
+    opts = SessionsOptions.of(args)
+    if action == "list":
+        return _sessions_list(opts)
+    if action == "delete":
+        return _sessions_delete(opts)
     if action == "fork":
         from rolecall.cli.manage.fork_cmd import sessions_fork
 
-        return sessions_fork(args)
-    return _sessions_read(args)
+        return sessions_fork(opts)
+    return _sessions_read(opts)
 
 
-def _sessions_list(args: argparse.Namespace) -> int:
+def _sessions_list(opts: SessionsOptions) -> int:
     from rolecall.paths import db_path
     from rolecall.storage.catalog import SessionFilter
 
-    data = data_dir_of(args)
+    data = data_dir_of(opts)
     if not db_path(data).is_file():
-        _empty(args, data)
+        _empty(opts, data)
         return 0
 
-    batch: str | None = getattr(args, "batch", None)
+    batch = opts.batch
     where = SessionFilter(
-        world=args.world,
-        status=args.status,
-        search=args.search,
+        world=opts.world,
+        status=opts.status,
+        search=opts.search,
         batch=batch,
-        limit=args.limit,
-        with_empty=args.all or batch is not None,  # a batch lists all of its runs
+        limit=opts.limit,
+        with_empty=opts.all or batch is not None,  # a batch lists all of its runs
     )
 
     async def body(store: DataStore) -> tuple[list[SessionRow], dict[str, tuple[str, str]]]:
@@ -262,17 +263,17 @@ def _sessions_list(args: argparse.Namespace) -> int:
                 raise UsageError(f"no batch named {batch!r} (batches: {listed})")
         return await store.list_sessions(where), await store.forks()
 
-    rows, forks = with_store(args, body, missing="no sessions")
-    tree = bool(getattr(args, "tree", False))
+    rows, forks = with_store(opts, body, missing="no sessions")
+    tree = opts.tree
     if tree:
         from rolecall.cli.manage.fork_cmd import tree_order
 
         rows = tree_order(rows, forks)
-    if args.json:
+    if opts.json:
         _print_json([_record(r) for r in rows])
         return 0
     if not rows:
-        _empty(args, data)
+        _empty(opts, data)
         return 0
     print(_list_table(rows, forks if tree else {}))
     return 0
@@ -315,13 +316,13 @@ def _list_table(rows: list[SessionRow], forks: dict[str, tuple[str, str]]) -> st
     return text_table(header, table, right={5, 6, 7})
 
 
-def _empty(args: argparse.Namespace, data: object) -> None:
-    if getattr(args, "json", False):
+def _empty(opts: SessionsOptions, data: object) -> None:
+    if opts.json:
         _print_json([])
         return
-    filtered = any(getattr(args, k, None) for k in ("world", "status", "search", "limit", "batch"))
+    filtered = any((opts.world, opts.status, opts.search, opts.limit, opts.batch))
     confirm(
-        args, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet"
+        opts, f"no sessions match in {data}" if filtered else f"no sessions stored in {data} yet"
     )
 
 
@@ -334,16 +335,13 @@ def _depth(sid: str, forks: dict[str, tuple[str, str]]) -> int:
     return depth - 1
 
 
-def _sessions_read(args: argparse.Namespace) -> int:
+def _sessions_read(opts: SessionsOptions) -> int:
     """``show``, ``trace`` and ``export``: load the document, render it."""
     from rolecall.errors import UsageError
 
-    sid = resolve_session_id(args.session, args)
-    action: str = args.sessions_command
-    fmt: str | None = getattr(args, "format", None)
-    role: str | None = getattr(args, "role", None)
-    search: str | None = getattr(args, "search", None)
-    as_role: str | None = getattr(args, "as_role", None)
+    sid = resolve_session_id(opts.session, opts)
+    action: str = opts.sessions_command
+    fmt, role, search, as_role = opts.format, opts.role, opts.search, opts.as_role
     if fmt == "json" and as_role is not None:
         raise UsageError("--as shows md, html and pdf exports; --format json is the whole session")
     if fmt == "json" and (role is not None or search is not None):
@@ -363,7 +361,7 @@ def _sessions_read(args: argparse.Namespace) -> int:
             scored.extend((await scores_of(store, [doc.session_id])).get(doc.session_id, ()))
         return doc
 
-    doc = with_store(args, body, missing=f"no session '{sid}'")
+    doc = with_store(opts, body, missing=f"no session '{sid}'")
     check_role_filter(doc, role)
     if as_role is not None and as_role != "human" and as_role not in role_ids_of(doc):
         from rolecall.world.library import suggest
@@ -381,8 +379,8 @@ def _sessions_read(args: argparse.Namespace) -> int:
             doc,
             role=role,
             search=search,
-            times=args.verbose > 0,
-            summaries=args.summaries,
+            times=opts.verbose > 0,
+            summaries=opts.summaries,
             seen_by=as_role,
         )
         print(text, end="")
@@ -397,16 +395,16 @@ def _sessions_read(args: argparse.Namespace) -> int:
     if fmt == "json":
         from rolecall.memory import MemoryFiles
 
-        memory = MemoryFiles.in_data_dir(data_dir_of(args))
+        memory = MemoryFiles.in_data_dir(data_dir_of(opts))
         doc.memory = {rid: memory.read(sid, rid) for rid in role_ids_of(doc)}
         # the session file leaves streaming chunks out: the messages hold their text
         doc.events = [e for e in doc.events if e.get("topic") != "sse"]
-        if args.out:
+        if opts.out:
             from pathlib import Path
 
             from rolecall.storage.document import write_session_file
 
-            write_session_file(Path(args.out), doc)
+            write_session_file(Path(opts.out), doc)
         else:
             print(doc.model_dump_json())
     elif fmt == "pdf":
@@ -414,38 +412,38 @@ def _sessions_read(args: argparse.Namespace) -> int:
 
         from rolecall.export.pdf import to_pdf
 
-        if not args.out:
+        if not opts.out:
             raise UsageError("--format pdf writes a file: give --out FILE.pdf")
 
         def warn(text: str) -> None:
             print(f"warning: {text}", file=sys.stderr)
 
         pdf = to_pdf(doc, role=role, search=search, warn=warn, seen_by=as_role)
-        write_file(Path(args.out), pdf)
+        write_file(Path(opts.out), pdf)
     else:
         text = (export.to_markdown if fmt == "md" else export.to_html)(
             doc, role=role, search=search, seen_by=as_role
         )
-        if args.out:
+        if opts.out:
             from pathlib import Path
 
-            write_file(Path(args.out), text)
+            write_file(Path(opts.out), text)
         else:
             print(text, end="")
-    if args.out:
+    if opts.out:
         shown = export.select(doc, role=role, search=search, seen_by=as_role).describe()
-        confirm(args, f"exported session {sid} as {fmt} to {args.out}: {shown}")
+        confirm(opts, f"exported session {sid} as {fmt} to {opts.out}: {shown}")
     return 0
 
 
-def _sessions_delete(args: argparse.Namespace) -> int:
+def _sessions_delete(opts: SessionsOptions) -> int:
     import shutil
 
     from rolecall.errors import StorageError, UsageError
     from rolecall.memory import MemoryFiles
 
-    sid = resolve_session_id(args.session, args)
-    data = data_dir_of(args)
+    sid = resolve_session_id(opts.session, opts)
+    data = data_dir_of(opts)
     folder = MemoryFiles.in_data_dir(data).root / sid
 
     def remove_folder(count: int | None) -> bool:
@@ -472,13 +470,13 @@ def _sessions_delete(args: argparse.Namespace) -> int:
     count: int | None = None
     has_folder = False
     if db_path(data).is_file():
-        count, has_folder = with_store(args, body, missing=f"no session '{sid}'", read_only=False)
+        count, has_folder = with_store(opts, body, missing=f"no session '{sid}'", read_only=False)
     else:
         has_folder = remove_folder(None)
     if count is None and not has_folder:
         from rolecall.cli.hints import command
 
-        listing = command("sessions list", args)
+        listing = command("sessions list", opts)
         raise UsageError(f"no session '{sid}' in {db_path(data)} (see `{listing}`)")
     parts = []
     if count is not None:
@@ -486,5 +484,5 @@ def _sessions_delete(args: argparse.Namespace) -> int:
         parts.append(f"{count} {noun} with their events, execution log and drafts")
     if has_folder:
         parts.append(f"memory folder {folder}")
-    confirm(args, f"deleted session {sid}: {'; '.join(parts)}")
+    confirm(opts, f"deleted session {sid}: {'; '.join(parts)}")
     return 0

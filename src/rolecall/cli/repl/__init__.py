@@ -48,7 +48,13 @@ if TYPE_CHECKING:
     )
     from rolecall.cli.repl.completion import Candidate, ReplCompleter
     from rolecall.cli.repl.display import ReplDisplay
-    from rolecall.cli.repl.entry import cmd_repl, cmd_resume_repl, resume_repl, run_repl
+    from rolecall.cli.repl.entry import (
+        chat_repl,
+        cmd_repl,
+        cmd_resume_repl,
+        resume_repl,
+        run_repl,
+    )
     from rolecall.cli.repl.live import mark_quit, open_live_session
     from rolecall.cli.repl.runner import CommandRunner, LoopControl, run_command_line
 
@@ -65,6 +71,7 @@ _WHERE = {
     "Candidate": "completion",
     "ReplCompleter": "completion",
     "ReplDisplay": "display",
+    "chat_repl": "entry",
     "cmd_repl": "entry",
     "cmd_resume_repl": "entry",
     "resume_repl": "entry",
@@ -104,6 +111,7 @@ __all__ = [
     "ReplCompleter",
     "ReplDisplay",
     "SlashCommand",
+    "chat_repl",
     "cmd_repl",
     "cmd_resume_repl",
     "help_lines",

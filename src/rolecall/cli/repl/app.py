@@ -11,7 +11,6 @@ display and its command runner), opens and switches sessions, and runs the input
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.shortcuts import PromptSession
 
     from rolecall.api.session import Session
+    from rolecall.cli.options import SessionOptions
     from rolecall.memory import MemoryFiles
     from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
@@ -74,7 +74,7 @@ class Repl:
 
     def __init__(
         self,
-        args: argparse.Namespace,
+        args: SessionOptions,
         store: DataStore | None,
         *,
         memory: MemoryFiles | None = None,
@@ -92,14 +92,14 @@ class Repl:
 
         self.args = args
         self.store = store  # None while booting: set before run()
-        self.data_dir = data_dir(getattr(args, "data_dir", None))
+        self.data_dir = data_dir(args.data_dir)
         self._memory = memory
         self.color = (not os.environ.get("NO_COLOR")) if color is None else color
         self.handle_signals = handle_signals
-        self.step_mode = getattr(args, "mode", "auto") == "step"
-        self.verbose = int(getattr(args, "verbose", 0) or 0)
-        self.quiet = bool(getattr(args, "quiet", False))
-        self.stream_mode: StreamMode = getattr(args, "stream", None) or "preview"
+        self.step_mode = args.mode == "step"
+        self.verbose = args.verbose
+        self.quiet = args.quiet
+        self.stream_mode: StreamMode = args.stream or "preview"
         self.cwd = cwd
         self._width = width or terminal_width
         self._input = input

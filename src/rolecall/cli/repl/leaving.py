@@ -8,7 +8,6 @@ dropped from the store if nothing was said in it.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ from rolecall.cli.wrap import width_of
 
 if TYPE_CHECKING:
     from rolecall.api.session import Session
+    from rolecall.cli.options import SessionOptions
     from rolecall.cli.repl.background import Background
     from rolecall.cli.repl.display import ReplDisplay
     from rolecall.storage.data_store import DataStore
@@ -33,7 +33,7 @@ async def leave(
     background: Background,
     store: DataStore | None,
     step_mode: bool,
-    args: argparse.Namespace,
+    args: SessionOptions,
     width: Callable[[], int],
 ) -> None:
     """Stop what runs, then keep the session paused (reason ``quit``).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rolecall.api.session import Session
     from rolecall.bus import Bus
+    from rolecall.cli.options import SessionOptions
     from rolecall.storage.data_store import DataStore
     from rolecall.storage.document import SessionDocument
     from rolecall.world.models import World
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 @asynccontextmanager
 async def open_live_session(
-    args: argparse.Namespace,
+    opts: SessionOptions,
     world: World,
     store: DataStore,
     *,
@@ -33,9 +33,9 @@ async def open_live_session(
         return None  # the REPL subscribes its own display
 
     async with (
-        wiring.session_transport(args) as transport,
+        wiring.session_transport(opts) as transport,
         wiring.live_session(
-            args,
+            opts,
             world,
             store,
             world_source=world_source,
@@ -70,11 +70,11 @@ def _logs_above_prompt(verbose: int) -> Iterator[None]:
             handler.setLevel(level)
 
 
-def _quiet_args(args: argparse.Namespace) -> argparse.Namespace:
-    """``args`` for a session switched to with /load: no --session-file of the first one."""
-    values = dict(vars(args))
-    values["session_file"] = None
-    return argparse.Namespace(**values)
+def _quiet_args(opts: SessionOptions) -> SessionOptions:
+    """``opts`` for a session switched to with /load: no --session-file of the first one."""
+    from dataclasses import replace
+
+    return replace(opts, session_file=None)
 
 
 REPL_KEY = "repl"  # state.extra[REPL_KEY]: {"mode": "auto"|"step"} of a session left from the REPL

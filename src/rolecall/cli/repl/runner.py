@@ -26,9 +26,8 @@ from rolecall.cli.repl.views import _count, _resolve_agent
 from rolecall.paths import write_atomically
 
 if TYPE_CHECKING:
-    import argparse
-
     from rolecall.api.session import Session
+    from rolecall.cli.options import Options
     from rolecall.memory import MemoryFiles
     from rolecall.storage.data_store import DataStore
     from rolecall.world.models import World
@@ -401,12 +400,12 @@ async def run_command_line(
     store: DataStore | None = None,
     memory: MemoryFiles | None = None,
     out: TextIO | None = None,
-    args: argparse.Namespace | None = None,
+    opts: Options | None = None,
 ) -> bool:
     """One ``/command`` line in the piped mode; False means quit (like ``piped.command``).
 
     Jobs (``/run``, ``/next``, ``/resume``) are awaited in place; messages for the user
-    go to ``out`` (stderr by default) so the transcript on stdout stays clean. ``args``
+    go to ``out`` (stderr by default) so the transcript on stdout stays clean. ``opts``
     are the command's: a printed ``rolecall resume`` carries its ``--data-dir``.
     """
     stream = out or sys.stderr
@@ -427,7 +426,7 @@ async def run_command_line(
         else:  # /fork, /retry, /branch: the session is there, to resume
             from rolecall.cli.hints import resume_command
 
-            resume = resume_command(result.doc.session_id, args)
+            resume = resume_command(result.doc.session_id, opts)
             echo(f"`{resume}` continues it (switching works in the interactive REPL only)")
         return True
     return result is not LoopControl.QUIT
