@@ -34,6 +34,7 @@ MODEL_NAME = "smollm2"  # the name the server answers to (--model_alias)
 # with the capped replies of the tests; 4096 leaves room for a long memory window
 N_CTX = 4096
 N_THREADS = int(os.environ.get("ROLECALL_MODEL_THREADS", "1"))
+CACHE_BYTES = 96 << 20  # the prompt states the server keeps (LlamaServer.argv says why)
 
 
 class ModelMissing(RuntimeError):
@@ -168,6 +169,12 @@ class LlamaServer:
             # is evaluated from where that one ended
             "--cache",
             "true",
+            # bounded: the server counts a state's llama.cpp bytes (about 23 KB a prompt
+            # token) against it, not the copy of its logits it keeps beside (up to 100 MB
+            # a state, ten times more): 96 MiB is the last 6-10 requests, about 1 GB in
+            # all, enough for a test and the one before it (its twin on the other client)
+            "--cache_size",
+            str(CACHE_BYTES),
             # the logits of the last token only (the server's default keeps every
             # token's, which nothing here reads, and copies them with each saved state)
             "--logits_all",
