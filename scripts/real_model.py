@@ -170,11 +170,18 @@ class LlamaServer:
             "--cache",
             "true",
             # bounded: the server counts a state's llama.cpp bytes (about 23 KB a prompt
-            # token) against it, not the copy of its logits it keeps beside (up to 100 MB
-            # a state, ten times more): 96 MiB is the last 6-10 requests, about 1 GB in
-            # all, enough for a test and the one before it (its twin on the other client)
+            # token) against it, not the copy of its logits it keeps beside (up to 25 MB
+            # a state with --n_batch 128): 96 MiB is the last 6-10 requests, about 300 MB
+            # in all, enough for a test and the one before it (its twin on the other client)
             "--cache_size",
             str(CACHE_BYTES),
+            # the prompt evaluated 128 tokens at a time, not 512: the same CPU a token here,
+            # and the logits array each saved state copies is a quarter of the size (25 MB,
+            # not 100: a saved state took 0.11 s of CPU, not 0.26)
+            "--n_batch",
+            "128",
+            "--n_ubatch",
+            "128",
             # the logits of the last token only (the server's default keeps every
             # token's, which nothing here reads, and copies them with each saved state)
             "--logits_all",
