@@ -34,6 +34,7 @@ MODEL_NAME = "smollm2"  # the name the server answers to (--model_alias)
 # with the capped replies of the tests; 4096 leaves room for a long memory window
 N_CTX = 4096
 N_THREADS = int(os.environ.get("ROLECALL_MODEL_THREADS", "1"))
+CACHE_BYTES = 96 << 20  # the prompt states the server keeps (LlamaServer.argv says why)
 
 
 class ModelMissing(RuntimeError):
@@ -161,6 +162,30 @@ class LlamaServer:
             str(N_THREADS),
             "--n_threads_batch",
             str(N_THREADS),
+            # the prompt is most of the CPU (about 12 ms a token here, against 20 ms a
+            # generated token, and a request's prompt is 200-750 tokens): each request's
+            # state is kept in memory, so a prompt that begins with an earlier one (a
+            # role's next turn, a resumed run, the same world through the other client)
+            # is evaluated from where that one ended
+            "--cache",
+            "true",
+            # bounded: the server counts a state's llama.cpp bytes (about 23 KB a prompt
+            # token) against it, not the copy of its logits it keeps beside (up to 25 MB
+            # a state with --n_batch 128): 96 MiB is the last 6-10 requests, about 300 MB
+            # in all, enough for a test and the one before it (its twin on the other client)
+            "--cache_size",
+            str(CACHE_BYTES),
+            # the prompt evaluated 128 tokens at a time, not 512: the same CPU a token here,
+            # and the logits array each saved state copies is a quarter of the size (25 MB,
+            # not 100: a saved state took 0.11 s of CPU, not 0.26)
+            "--n_batch",
+            "128",
+            "--n_ubatch",
+            "128",
+            # the logits of the last token only (the server's default keeps every
+            # token's, which nothing here reads, and copies them with each saved state)
+            "--logits_all",
+            "false",
             # the chat template is the GGUF's own (SmolLM2's ChatML)
         ]
 

@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest -n 2 --dist loadscope --junitxml=/tmp/run.xml
     .venv/bin/python scripts/tiers.py /tmp/run.xml            # writes tests/full_tier.txt
     .venv/bin/python scripts/tiers.py /tmp/run.xml --budget 200 --dry-run
+    .venv/bin/python scripts/tiers.py /tmp/run.xml /tmp/realmodel.xml   # a part measured again
 
 A module's cost is the sum of its tests' times in the JUnit XML of a whole run (setup
 and teardown included, so a module-scoped server counts once). The fast tier takes the
@@ -10,7 +11,11 @@ cheapest modules first until their summed cost reaches ``--budget`` seconds of w
 time (both pytest workers together: 200 s of it is about 100 s on two CPUs); every
 other module is listed in ``tests/full_tier.txt``, which ``tests/conftest.py`` marks
 ``full`` and ``./scripts/test --fast`` leaves out. A module that is not in the run
-(a new one) is in the fast tier until the next measurement.
+(a new one) is in the fast tier until the next measurement. Reports after the first
+replace the figures of the modules they hold (some modules measured again, or moved); a
+module no longer in the tree is left out.
+The figures also order the run: tests/conftest.py hands the costliest modules to the
+pytest workers first.
 """
 
 from __future__ import annotations
@@ -62,13 +67,23 @@ def split(costs: dict[str, float], budget: float) -> tuple[list[str], list[str]]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("report", type=Path, help="JUnit XML of a whole run")
+    parser.add_argument(
+        "again", type=Path, nargs="*", help="JUnit XML of modules measured again (they replace)"
+    )
     parser.add_argument("--budget", type=float, default=200.0, help="seconds of worker time")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
-    costs = module_costs(args.report)
-    if not costs:
-        print(f"{args.report}: no test cases in it", file=sys.stderr)
-        return 2
+    costs: dict[str, float] = {}
+    for report in (args.report, *args.again):
+        measured = module_costs(report)
+        if not measured:
+            print(f"{report}: no test cases in it", file=sys.stderr)
+            return 2
+        costs.update(measured)
+    gone = sorted(m for m in costs if not (ROOT / m).exists())
+    if gone:  # moved or removed since the run
+        print(f"not in the tree any more, left out: {', '.join(gone)}", file=sys.stderr)
+        costs = {m: c for m, c in costs.items() if m not in gone}
     fast, rest = split(costs, args.budget)
     lines = [f"{module}  # {costs[module]:.1f} s" for module in rest]
     text = HEADER + "\n".join(lines) + "\n"

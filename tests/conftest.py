@@ -38,12 +38,36 @@ def full_tier_modules() -> frozenset[str]:
     )
 
 
+def full_tier_costs() -> dict[str, float]:
+    """Each full-tier module's measured seconds (the ``# N s`` tests/full_tier.txt gives it)."""
+    costs: dict[str, float] = {}
+    if not FULL_TIER.exists():
+        return costs
+    for line in FULL_TIER.read_text("utf-8").splitlines():
+        module, _, note = line.partition("#")
+        if module.strip() and note.strip().endswith(" s"):
+            try:
+                costs[module.strip()] = float(note.strip().removesuffix(" s"))
+            except ValueError:
+                continue
+    return costs
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test of a full-tier module ``full`` (``-m "not full"`` is the fast tier)."""
+    """Mark every test of a full-tier module ``full`` (``-m "not full"`` is the fast tier).
+
+    Under pytest-xdist the costliest modules are also collected first (their measured
+    seconds in tests/full_tier.txt; a module's own tests keep their order): with
+    ``--dist loadscope --no-loadscope-reorder`` (./scripts/test) a worker takes the next
+    module when it is free, so the long ones start early and the short ones fill the end,
+    instead of a long module starting last and one CPU waiting for it alone."""
     modules = full_tier_modules()
     for item in items:
         if item.path.relative_to(ROOT).as_posix() in modules:
             item.add_marker(pytest.mark.full)
+    if hasattr(config, "workerinput"):
+        costs = full_tier_costs()
+        items.sort(key=lambda item: -costs.get(item.path.relative_to(ROOT).as_posix(), 0.0))
 
 
 @pytest.fixture(scope="session")
