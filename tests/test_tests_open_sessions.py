@@ -4,9 +4,10 @@ use), with ``rolecall.testing.FunctionModel`` or the world's ``scripted``/``offl
 models standing in for a provider, and read them through the public ``rolecall.Session``.
 
 None builds the runtime's session (``rolecall.runtime.Dialogue``, internal) itself, or
-imports ``rolecall.runtime`` to: a test that did would test wiring no user has (a store
-attached by hand, a hook set on the runtime) and read members the public session does
-not offer. ``tests/helpers.py`` has ``opened()`` and ``run_flow()`` for the common case.
+imports ``rolecall.runtime`` to, or wires one from the composition root's parts
+(``rolecall.api.compose.assemble``, ``attach_store``): a test that did would test wiring
+no user has (a store attached by hand, a hook set on the runtime) and read members the
+public session does not offer. ``tests/helpers.py`` has ``opened()`` and ``run_flow()`` for the common case.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 RUNTIME = "rolecall.runtime"
 CLASS = "Dialogue"
+COMPOSE = "rolecall.api.compose"
+WIRING = frozenset({"assemble", "attach_store"})  # the composition root's parts
 ALLOWED = {
     "test_private_access.py": "reads the runtime class's name, to find it built in src/",
 }
@@ -48,6 +51,10 @@ def runtime_sessions(root: Path = TESTS) -> list[str]:
             what = None
             if _imports_runtime(node) and rel not in ALLOWED:
                 what = f"imports {RUNTIME}"
+            elif isinstance(node, ast.ImportFrom) and node.module == COMPOSE:
+                wired = sorted(a.name for a in node.names if a.name in WIRING)
+                if wired:
+                    what = f"imports {', '.join(wired)} from {COMPOSE}"
             elif isinstance(node, ast.Call):
                 func = node.func
                 if (isinstance(func, ast.Name) and func.id in names) or (
@@ -59,7 +66,7 @@ def runtime_sessions(root: Path = TESTS) -> list[str]:
     return [f"{rel}:{line}: {what}" for rel, line, what in sorted(found)]
 
 
-def test_no_test_builds_the_runtimes_session() -> None:
+def test_no_test_builds_or_wires_the_runtimes_session() -> None:
     assert runtime_sessions() == []
 
 
@@ -76,6 +83,7 @@ def test_the_scan_finds_the_runtimes_session_built_or_imported(tmp_path: Path) -
         "from rolecall.runtime import Dialogue as Live\n"
         "import rolecall.runtime\n"
         "from rolecall import runtime, testing\n"
+        "from rolecall.api.compose import HandlerSink, assemble, attach_store\n"
         "async def test_x(world):\n"
         "    session = Dialogue(world)\n"
         "    Live(world, models=None)\n"
@@ -96,8 +104,9 @@ def test_the_scan_finds_the_runtimes_session_built_or_imported(tmp_path: Path) -
         "chat/test_a.py:2: imports rolecall.runtime",
         "chat/test_a.py:3: imports rolecall.runtime",
         "chat/test_a.py:4: imports rolecall.runtime",
-        "chat/test_a.py:6: Dialogue(...)",
-        "chat/test_a.py:7: Live(...)",
-        "chat/test_a.py:8: rolecall.runtime.Dialogue(...)",
-        "chat/test_a.py:9: runtime.Dialogue(...)",
+        "chat/test_a.py:5: imports assemble, attach_store from rolecall.api.compose",
+        "chat/test_a.py:7: Dialogue(...)",
+        "chat/test_a.py:8: Live(...)",
+        "chat/test_a.py:9: rolecall.runtime.Dialogue(...)",
+        "chat/test_a.py:10: runtime.Dialogue(...)",
     ]
