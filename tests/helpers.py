@@ -41,13 +41,11 @@ def scripted_world(
 
 
 class Recorder:
-    """Collects every envelope a session publishes: a sink (``sinks=[Recorder()]``), or
-    subscribed to an open session's bus (``Recorder(session)``)."""
+    """Collects every envelope a session publishes: a sink (``sinks=[Recorder()]``,
+    attached before anything is published; :func:`opened` attaches one)."""
 
-    def __init__(self, session: rolecall.Session | None = None) -> None:
+    def __init__(self) -> None:
         self.events: list[Envelope] = []
-        if session is not None:
-            self.attach(session.bus)
 
     def attach(self, bus: Bus) -> None:
         bus.subscribe(self.events.append, name="recorder")
