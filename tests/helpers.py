@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import yaml
 
-from rolecall.bus import Envelope
-from rolecall.runtime import Dialogue
+import rolecall
+from rolecall.bus import Bus, Envelope
+from rolecall.llm.protocol import ChatModel
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
 
@@ -38,11 +41,14 @@ def scripted_world(
 
 
 class Recorder:
-    """Collects every envelope a session publishes."""
+    """Collects every envelope a session publishes: a sink (``sinks=[Recorder()]``,
+    attached before anything is published; :func:`opened` attaches one)."""
 
-    def __init__(self, session: Dialogue) -> None:
+    def __init__(self) -> None:
         self.events: list[Envelope] = []
-        session.bus.subscribe(self.events.append, name="recorder")
+
+    def attach(self, bus: Bus) -> None:
+        bus.subscribe(self.events.append, name="recorder")
 
     def of(self, topic: str, kind: str | None = None) -> list[Any]:
         return [
@@ -60,10 +66,26 @@ class Recorder:
         return stops[0]
 
 
-async def run_flow(world: World, **kwargs: Any) -> tuple[Dialogue, Recorder]:
-    session = Dialogue(world, **kwargs)
-    rec = Recorder(session)
-    await session.run()
+@asynccontextmanager
+async def opened(
+    world: World, *, models: Mapping[str, ChatModel] | None = None, **kwargs: Any
+) -> AsyncIterator[tuple[rolecall.Session, Recorder]]:
+    """``world`` opened as a user opens it (:func:`rolecall.open_session`, in memory unless
+    ``data_dir``/``store`` is given), with a :class:`Recorder` attached before anything is
+    published. ``models`` replaces the built-in models of those names
+    (``{"offline": FunctionModel(fn)}``)."""
+    rec = Recorder()
+    async with rolecall.open_session(world, models=models, sinks=[rec], **kwargs) as session:
+        yield session, rec
+
+
+async def run_flow(
+    world: World, *, models: Mapping[str, ChatModel] | None = None, **kwargs: Any
+) -> tuple[rolecall.Session, Recorder]:
+    """``world`` opened (:func:`opened`) and run until it finishes or pauses; the session
+    (closed: read its ``transcript``, ``status``, ``result``) and what it published."""
+    async with opened(world, models=models, **kwargs) as (session, rec):
+        await session.run()
     return session, rec
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rolecall.llm.litellm_model import LiteLLMModel
 from rolecall.llm.pricing import estimate
-from rolecall.llm.registry import ModelRegistry, aclose_clients
+from rolecall.llm.registry import aclose_clients
 from rolecall.llm.types import (
     ChatMessage,
     GenerationRequest,
@@ -56,7 +56,7 @@ async def test_each_message_carries_its_cost_and_the_session_sums_them() -> None
     assert a.cost_usd == pytest.approx((a.input_tokens * 1000 + a.output_tokens * 2000) / 1e6)
     assert a.cost_usd > 0
     assert b.cost_usd == 0.0  # scripted without a price: free
-    assert session.state.transcript.cost_usd == pytest.approx(a.cost_usd)
+    assert session.result.cost == pytest.approx(a.cost_usd)
 
 
 class Unpriced:
@@ -74,14 +74,12 @@ async def test_an_unknown_cost_is_null_never_a_guess() -> None:
     data = priced_world()
     data["roles"][1]["model"] = "unpriced"
     del data["roles"][1]["script"]
-    models = ModelRegistry()
-    models.register("unpriced", Unpriced())
-    session, rec = await run_flow(world_from(data), models=models)
+    session, rec = await run_flow(world_from(data), models={"unpriced": Unpriced()})
 
     costs = [m.cost_usd for m in rec.of("messages", "message")]
     assert costs[0] is not None and costs[0] > 0
     assert costs[1] is None
-    assert session.state.transcript.cost_usd is None
+    assert session.result.cost is None
 
 
 @pytest.mark.anyio
@@ -94,7 +92,7 @@ async def test_max_cost_stops_before_the_call_that_would_pass_it() -> None:
     stop = rec.stop()
     assert stop.reason == "max_cost"
     assert "exceeds max_cost $0.5" in stop.detail
-    spent = session.state.transcript.cost_usd
+    spent = session.result.cost
     assert spent is not None and 0 < spent <= 0.5
     assert 1 < len(rec.of("messages", "message")) < 50
 
@@ -104,9 +102,7 @@ async def test_max_cost_with_an_unknown_price_refuses_to_spend() -> None:
     data = priced_world(max_cost=1.0)
     data["flow"]["steps"] = [{"id": "two", "speaker": "b"}]
     data["roles"][1] = {"id": "b", "model": "unpriced"}
-    models = ModelRegistry()
-    models.register("unpriced", Unpriced())
-    _, rec = await run_flow(world_from(data), models=models)
+    _, rec = await run_flow(world_from(data), models={"unpriced": Unpriced()})
 
     stop = rec.stop()
     assert stop.reason == "max_cost"
@@ -141,7 +137,7 @@ async def test_a_litellm_role_is_priced_from_litellms_map(loopback: OpenAITestSe
 
     (message,) = rec.of("messages", "message")
     assert message.cost_usd == pytest.approx(0.00015 + 0.00006)  # 1,000 in and 100 out
-    assert session.state.transcript.cost_usd == pytest.approx(0.00021)
+    assert session.result.cost == pytest.approx(0.00021)
 
 
 @pytest.mark.anyio

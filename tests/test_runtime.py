@@ -6,11 +6,9 @@ import anyio
 import pytest
 
 from rolecall.errors import ProviderUnavailable
-from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Dialogue
 from tests.backends import anyio_backend  # noqa: F401 - asyncio and trio
-from tests.helpers import Recorder, run_flow, scripted_world, world_from
+from tests.helpers import opened, run_flow, scripted_world, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -35,12 +33,6 @@ class CapturingModel:
             await anyio.sleep(30)
         yield TextDelta(f"ok {call}")
         yield Usage(10, 2)
-
-
-def registry_with(model: CapturingModel) -> ModelRegistry:
-    registry = ModelRegistry()
-    registry.register("capture", model)
-    return registry
 
 
 async def test_scripted_roles_say_their_script_with_placeholders() -> None:
@@ -113,7 +105,7 @@ async def test_reply_targets_are_recorded_and_quoted_once() -> None:
             },
         }
     )
-    _, rec = await run_flow(world, models=registry_with(model))
+    _, rec = await run_flow(world, models={"capture": model})
     msgs = rec.of("messages", "message")
     assert [(m.reply_to, m.target) for m in msgs] == [
         (None, None),
@@ -158,17 +150,15 @@ async def test_one_generation_at_a_time_even_with_concurrent_callers() -> None:
             active -= 1
             yield Usage(1, 1)
 
-    registry = ModelRegistry()
-    registry.register("slow", Slow())
     world = world_from(
         {"name": "c", "model": "slow", "roles": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}
     )
-    session = Dialogue(world, models=registry)
-    async with anyio.create_task_group() as tg:
-        for text in ("one", "two", "three"):
-            tg.start_soon(session.say, text)
-    assert peak == 1
-    assert session.state.transcript.agent_turns == 9
+    async with opened(world, models={"slow": Slow()}) as (session, _):
+        async with anyio.create_task_group() as tg:
+            for text in ("one", "two", "three"):
+                tg.start_soon(session.say, text)
+        assert peak == 1
+        assert session.result.turns == 9
 
 
 async def test_provider_failure_pauses_with_error_and_resume_continues() -> None:
@@ -187,19 +177,18 @@ async def test_provider_failure_pauses_with_error_and_resume_continues() -> None
             },
         }
     )
-    session = Dialogue(world, models=registry_with(model))
-    rec = Recorder(session)
-    await session.run()
-    assert session.state.state == "paused"
-    assert rec.of("world", "session")[-1].reason == "error"
-    assert rec.of("sse", "error")[0].partial == "partial "
-    assert [d.content for d in session.state.drafts] == ["partial "]
-    assert len(session.state.transcript) == 1  # the failed message is not in the history
-    assert rec.of("system", "error")[0].error == "capture: provider went away"
-    await session.run()
-    assert rec.steps() == ["s1", "s2", "s3"]
-    assert [m.message_id for m in rec.of("messages", "message")] == ["m1", "m2", "m3"]
-    assert rec.stop().reason == "flow_end"
+    async with opened(world, models={"capture": model}) as (session, rec):
+        await session.run()
+        assert session.status.state == "paused"
+        assert rec.of("world", "session")[-1].reason == "error"
+        assert rec.of("sse", "error")[0].partial == "partial "
+        assert [d.content for d in session.drafts] == ["partial "]
+        assert len(session.transcript) == 1  # the failed message is not in the history
+        assert rec.of("system", "error")[0].error == "capture: provider went away"
+        await session.run()
+        assert rec.steps() == ["s1", "s2", "s3"]
+        assert [m.message_id for m in rec.of("messages", "message")] == ["m1", "m2", "m3"]
+        assert rec.stop().reason == "flow_end"
 
 
 async def test_cancelling_a_generation_keeps_a_draft_and_pauses() -> None:
@@ -212,58 +201,55 @@ async def test_cancelling_a_generation_keeps_a_draft_and_pauses() -> None:
             "flow": {"steps": [{"id": "s1", "speaker": "a"}]},
         }
     )
-    session = Dialogue(world, models=registry_with(model))
-    rec = Recorder(session)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(session.run)
-        while not session.generator.busy:  # noqa: ASYNC110 - polling a plain attribute
-            await anyio.sleep(0.001)
-        await anyio.sleep(0.01)
-        assert session.cancel_generation()
-    assert session.state.state == "paused"
-    assert session.state.drafts[0].reason == "cancelled"
-    assert session.state.drafts[0].content == "partial "
-    assert len(session.state.transcript) == 0
-    await session.run()
-    assert rec.stop().reason == "flow_end"
-    assert [m.content for m in rec.of("messages", "message")] == ["partial ok 2"]
+    async with opened(world, models={"capture": model}) as (session, rec):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(session.run)
+            while not session.generating:  # noqa: ASYNC110 - polling a plain attribute
+                await anyio.sleep(0.001)
+            await anyio.sleep(0.01)
+            assert session.interrupt()  # a reply was cut
+        assert (session.status.state, session.status.pause_reason) == ("paused", "cancelled")
+        assert session.drafts[0].reason == "cancelled"
+        assert session.drafts[0].content == "partial "
+        assert len(session.transcript) == 0
+        await session.run()
+        assert rec.stop().reason == "flow_end"
+        assert [m.content for m in rec.of("messages", "message")] == ["partial ok 2"]
 
 
 async def test_human_mention_during_a_flow_is_one_interjection() -> None:
     world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 4)], roles=["a", "b"])
-    session = Dialogue(world)
-    rec = Recorder(session)
-    await session.step()
-    await session.say("hey @b what do you think?")
-    await session.run()
-    msgs = rec.of("messages", "message")
-    assert [(m.sender, m.step_id) for m in msgs] == [
-        ("a", "s1"),
-        ("human", None),
-        ("b", "interjection"),
-        ("a", "s2"),
-        ("a", "s3"),
-    ]
-    assert msgs[2].reply_to == "m2" and msgs[2].target == "human"
-    assert rec.steps() == ["s1", "interjection", "s2", "s3"]
+    async with opened(world) as (session, rec):
+        await session.step()
+        await session.say("hey @b what do you think?")
+        await session.run()
+        msgs = rec.of("messages", "message")
+        assert [(m.sender, m.step_id) for m in msgs] == [
+            ("a", "s1"),
+            ("human", None),
+            ("b", "interjection"),
+            ("a", "s2"),
+            ("a", "s3"),
+        ]
+        assert msgs[2].reply_to == "m2" and msgs[2].target == "human"
+        assert rec.steps() == ["s1", "interjection", "s2", "s3"]
 
 
 async def test_pause_and_stop_take_effect_after_the_current_turn() -> None:
     world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 6)])
-    session = Dialogue(world)
-    rec = Recorder(session)
+    async with opened(world) as (session, rec):
 
-    def pause_after_two(env) -> None:  # type: ignore[no-untyped-def]
-        if env.event.type == "message" and env.event.message_id == "m2":
-            session.pause()
+        def pause_after_two(env) -> None:  # type: ignore[no-untyped-def]
+            if env.event.type == "message" and env.event.message_id == "m2":
+                session.pause()
 
-    session.bus.subscribe(pause_after_two, "messages")
-    await session.run()
-    assert session.state.state == "paused" and len(rec.steps()) == 2
-    session.stop()
-    assert rec.stop().reason == "manual"
-    await session.run()
-    assert len(rec.steps()) == 2
+        session.bus.subscribe(pause_after_two, "messages")
+        await session.run()
+        assert session.status.state == "paused" and len(rec.steps()) == 2
+        session.stop()
+        assert rec.stop().reason == "manual"
+        await session.run()
+        assert len(rec.steps()) == 2
 
 
 async def test_hard_cap_applies_in_chat_too() -> None:
@@ -275,8 +261,7 @@ async def test_hard_cap_applies_in_chat_too() -> None:
             "roles": [{"id": "a", "script": ["@b go"]}, {"id": "b", "script": ["@a go"]}],
         }
     )
-    session = Dialogue(world)
-    rec = Recorder(session)
-    await session.say("@a start")
-    assert session.state.transcript.agent_turns == 3
-    assert rec.stop().reason == "max_turns"
+    async with opened(world) as (session, rec):
+        await session.say("@a start")
+        assert session.result.turns == 3
+        assert rec.stop().reason == "max_turns"

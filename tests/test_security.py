@@ -31,10 +31,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rolecall
 from rolecall.errors import UnsafeIdError, WorldError
 from rolecall.paths import safe_id
-from rolecall.runtime import Dialogue
-from rolecall.storage.document import SessionDocument, snapshot
+from rolecall.storage.document import SessionDocument
+from rolecall.storage.in_memory import InMemoryStore
 from rolecall.world.library import RoleLibrary
 from rolecall.world.loader import parse_world
 from tests.faults import (
@@ -254,15 +255,13 @@ def hostile_document() -> SessionDocument:
         "    - {id: two, speaker: b, loop: {to: one, max: 4}}\n"
     ).world
 
-    async def run() -> Dialogue:
-        session = Dialogue(world)
-        await session.run()
-        return session
+    async def run() -> SessionDocument:
+        store = InMemoryStore()
+        result = await rolecall.run(world, store=store)
+        return await store.load(result.session_id)
 
-    session = anyio.run(run)
-    data = json.loads(
-        snapshot(session, created_at=datetime(2026, 1, 1, tzinfo=UTC)).model_dump_json()
-    )
+    data = json.loads(anyio.run(run).model_dump_json())
+    data["created_at"] = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
     # what a damaged or forged session file could carry
     data["session_id"] = PAYLOADS[1]
     data["world"]["name"] = PAYLOADS[0]

@@ -169,7 +169,7 @@ async def test_leaving_the_block_mid_run_pauses_the_session(tmp_path: Path) -> N
                 break
     # as Ctrl-C does on the command line: the generation cut is kept as a draft
     assert s.result.state == "paused" and s.result.pause_reason == "cancelled"
-    assert [d.message_id for d in s._inner.state.drafts] == ["m2"]
+    assert [d.message_id for d in s.drafts] == ["m2"]
     async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
         assert [m.content for m in again.transcript] == ["fine"]
 
@@ -226,23 +226,31 @@ async def test_a_finished_session_takes_no_message_and_stays_as_it_was() -> None
 
 async def test_say_waiting_for_a_turn_that_finishes_the_session_adds_nothing() -> None:
     world = {"name": "help", "model": "offline", "roles": [{"id": "doc"}]}
-    async with rolecall.open_session(world, models={"offline": FunctionModel(numbered)}) as s:
-        inner = s._inner  # the runtime underneath: its turn lock
+    answer = anyio.Event()
+
+    async def held(request: GenerationRequest) -> str:
+        await answer.wait()
+        return "the last turn"
+
+    async with rolecall.open_session(world, models={"offline": FunctionModel(held)}) as s:
         failed: list[BaseException] = []
 
         async def say() -> None:
             try:
-                await s.say("@doc hello")
+                await s.say("@doc and one more thing")
             except rolecall.UsageError as exc:
                 failed.append(exc)
 
-        # inner._lock held: a turn under way, which say() waits for
-        async with anyio.create_task_group() as tg, inner._lock:
-            tg.start_soon(say)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.say, "@doc hello")
+            await anyio.wait_all_tasks_blocked()  # doc's reply under way
+            assert s.generating
+            tg.start_soon(say)  # waits for that turn
             await anyio.wait_all_tasks_blocked()
-            inner.finish("max_turns", "the turn finished it")
-        assert len(failed) == 1 and "is finished (max_turns)" in str(failed[0])
-        assert s.transcript == []
+            s.stop()  # after the turn under way: it finishes the session
+            answer.set()
+        assert len(failed) == 1 and "is finished (manual)" in str(failed[0])
+        assert [m.content for m in s.transcript] == ["@doc hello", "the last turn"]
 
 
 async def test_stop_and_pause_are_stored_when_they_happen() -> None:

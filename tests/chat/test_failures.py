@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 import pytest
 
+import rolecall
 from rolecall.errors import ProviderUnavailable
-from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Dialogue
-from tests.helpers import Recorder, world_from
+from tests.helpers import Recorder, opened, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -34,21 +34,21 @@ class Flaky:
         yield Usage(1, 1)
 
 
-def flaky_session(model: Flaky) -> tuple[Dialogue, Recorder]:
-    registry = ModelRegistry()
-    registry.register("flaky", model)
+def flaky_session(model: Flaky) -> AbstractAsyncContextManager[tuple[rolecall.Session, Recorder]]:
     world = world_from({"name": "f", "model": "flaky", "roles": [{"id": "a"}, {"id": "b"}]})
-    session = Dialogue(world, models=registry)
-    return session, Recorder(session)
+    return opened(world, models={"flaky": model})
 
 
 async def test_a_failed_generation_pauses_and_is_not_retried_in_a_loop() -> None:
     model = Flaky(failures=10**9)
-    session, rec = flaky_session(model)
-    with anyio.fail_after(2):
-        await session.say("hello")
-    assert model.calls == 1
-    assert session.state.state == "paused" and session.state.pause_reason == "error"
-    assert [(p.agent, p.message_id) for p in session.state.pending] == [("a", "m1"), ("b", "m1")]
-    assert len(rec.of("sse", "error")) == 1
-    assert session.state.turn_counts.get("a", 0) == 0  # a failed call is not counted
+    async with flaky_session(model) as (session, rec):
+        with anyio.fail_after(2):
+            await session.say("hello")
+        assert model.calls == 1
+        assert session.status.state == "paused" and session.status.pause_reason == "error"
+        assert [(p.agent, p.message_id) for p in session.status.pending] == [
+            ("a", "m1"),
+            ("b", "m1"),
+        ]
+        assert len(rec.of("sse", "error")) == 1
+        assert session.status.turn_counts.get("a", 0) == 0  # a failed call is not counted

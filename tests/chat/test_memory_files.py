@@ -8,6 +8,8 @@ import os
 import re
 import stat
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,11 @@ from typing import Any
 import anyio
 import pytest
 
+import rolecall
 from rolecall.errors import StorageError, UnsafeIdError
 from rolecall.memory import MemoryFiles
-from rolecall.runtime import Dialogue
 from rolecall.session.state import TranscriptMessage
+from rolecall.storage.in_memory import InMemoryStore
 from tests.helpers import logged, world_from
 
 pytestmark = pytest.mark.anyio
@@ -35,6 +38,19 @@ def chat_world(scripts: dict[str, list[str]], **settings: Any) -> Any:
             "roles": [{"id": rid, "script": lines} for rid, lines in scripts.items()],
         }
     )
+
+
+@asynccontextmanager
+async def with_memory(
+    world: Any, data_dir: Path, *, store: InMemoryStore | None = None, session_id: str | None = None
+) -> AsyncIterator[rolecall.Session]:
+    """``world`` opened with ``data_dir``: its agents' memory files in ``data_dir/memory``,
+    the session in ``store`` (a new in-memory one: the SQLite store is asyncio's only)."""
+    store = store or InMemoryStore()
+    async with rolecall.open_session(
+        world, data_dir=data_dir, store=store, session_id=session_id
+    ) as session:
+        yield session
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
@@ -59,10 +75,10 @@ async def test_every_agent_saves_every_message_once_in_order_with_the_published_
     tmp_path: Path,
 ) -> None:
     memory = MemoryFiles(tmp_path / "memory")
-    session = Dialogue(chat_world({"a": ["a: hello"], "b": ["b: hi"], "c": ["c: hey"]}))
-    memory.attach(session)
-    await session.say("good morning")
-    transcript = session.state.transcript.messages
+    world = chat_world({"a": ["a: hello"], "b": ["b: hi"], "c": ["c: hey"]})
+    async with with_memory(world, tmp_path) as session:
+        await session.say("good morning")
+    transcript = session.transcript
     assert [m.id for m in transcript] == ["m1", "m2", "m3", "m4"]
     for agent in ("a", "b", "c"):
         path = tmp_path / "memory" / session.session_id / f"{agent}.jsonl"
@@ -81,11 +97,9 @@ async def test_every_agent_saves_every_message_once_in_order_with_the_published_
 
 async def test_memory_holds_the_text_as_published_and_system_messages(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path / "memory")
-    session = Dialogue(
-        chat_world({"a": ["@b ping"], "b": ["@b: pong"]}, turn_limit=1)  # b's self-mention stripped
-    )
-    memory.attach(session)
-    await session.say("@a go")
+    world = chat_world({"a": ["@b ping"], "b": ["@b: pong"]}, turn_limit=1)  # b's @b stripped
+    async with with_memory(world, tmp_path) as session:
+        await session.say("@a go")
     b_entries = memory.read(session.session_id, "b")
     assert [role_of(e) for e in b_entries] == [
         ("user", "human", "@a go"),
@@ -105,13 +119,16 @@ async def test_content_with_newlines_and_unicode_separators_stays_one_line(tmp_p
     assert memory.read("s1", "a")[0]["content"] == text
 
 
-async def test_attaching_twice_saves_nothing_twice(tmp_path: Path) -> None:
-    memory = MemoryFiles(tmp_path)
-    session = Dialogue(chat_world({"a": ["hi"]}))
-    memory.attach(session)
-    memory.attach(session)
-    await session.say("hello")
-    assert [e["message_id"] for e in memory.read(session.session_id, "a")] == ["m1", "m2"]
+async def test_a_session_opened_again_saves_nothing_twice(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    world = chat_world({"a": ["hi"]})
+    async with with_memory(world, tmp_path, store=store) as session:
+        await session.say("hello")
+    async with rolecall.resume(session.session_id, data_dir=tmp_path, store=store) as again:
+        await again.say("@a again")
+    memory = MemoryFiles.in_data_dir(tmp_path)
+    ids = [e["message_id"] for e in memory.read(session.session_id, "a")]
+    assert ids == ["m1", "m2", "m3", "m4"]
 
 
 async def test_unsafe_ids_never_become_paths(tmp_path: Path) -> None:
@@ -133,25 +150,27 @@ def test_reading_or_clearing_a_missing_file(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- concurrency
 async def test_fifty_sessions_at_once_lose_and_duplicate_nothing(tmp_path: Path) -> None:
-    memory = MemoryFiles.in_data_dir(tmp_path)
     scripts = {"a": ["@b ping {n}", "done {n}"], "b": ["pong {n}"], "c": ["c {n}"]}
-    sessions = [Dialogue(chat_world(scripts), session_id=f"s{i:02d}") for i in range(50)]
-    for session in sessions:
-        memory.attach(session)
+    store = InMemoryStore()
+    sessions: list[rolecall.Session] = []
 
-    async def talk(session: Dialogue) -> None:
-        await session.say("hello everyone")
-        await session.say("@c and you?")
-        await session.say("@a once more")
+    async def talk(session_id: str) -> None:
+        world = chat_world(scripts)
+        async with with_memory(world, tmp_path, store=store, session_id=session_id) as session:
+            sessions.append(session)
+            await session.say("hello everyone")
+            await session.say("@c and you?")
+            await session.say("@a once more")
 
     async with anyio.create_task_group() as tg:
-        for session in sessions:
-            tg.start_soon(talk, session)
+        for i in range(50):
+            tg.start_soon(talk, f"s{i:02d}")
+    sessions.sort(key=lambda s: s.session_id)
 
     folders = sorted(p.name for p in (tmp_path / "memory").iterdir())
     assert folders == [s.session_id for s in sessions]
     for session in sessions:
-        expected = [m.id for m in session.state.transcript.messages]
+        expected = [m.id for m in session.transcript]
         assert len(expected) > 8
         files = sorted(p.name for p in (tmp_path / "memory" / session.session_id).iterdir())
         assert files == ["a.jsonl", "b.jsonl", "c.jsonl"]
@@ -162,7 +181,7 @@ async def test_fifty_sessions_at_once_lose_and_duplicate_nothing(tmp_path: Path)
             assert ids == expected
             assert Counter(ids).most_common(1)[0][1] == 1
             assert sum(e["role"] == "assistant" for e in entries) == sum(
-                m.sender == agent for m in session.state.transcript.messages
+                m.sender == agent for m in session.transcript
             )
 
 
@@ -343,11 +362,9 @@ async def test_a_blocked_folder_raises_storage_error_not_os_error(tmp_path: Path
 
 async def test_a_storage_error_reaches_the_caller_of_say(tmp_path: Path) -> None:
     (tmp_path / "memory").write_text("not a folder")
-    memory = MemoryFiles(tmp_path / "memory")
-    session = Dialogue(chat_world({"a": ["hi"]}))
-    memory.attach(session)
     with pytest.raises(StorageError):
-        await session.say("hello")
+        async with with_memory(chat_world({"a": ["hi"]}), tmp_path) as session:
+            await session.say("hello")
 
 
 def test_how_many_files_stay_open_follows_the_descriptor_limit(

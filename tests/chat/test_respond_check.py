@@ -13,11 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-from rolecall.runtime import Dialogue
 from tests.cli.test_run_cli import rolecall
-from tests.helpers import Recorder, world_from
+from tests.helpers import opened, world_from
 
 QUESTION = "What should the budget for next year be?"
 
@@ -142,22 +140,19 @@ async def test_the_model_is_asked_with_the_recent_history(
     world = council()
     world["roles"] = world["roles"][:1]
     model = Asked(answer)
-    registry = ModelRegistry()
-    registry.register("asked", model)
-    session = Dialogue(world_from(world), models=registry, model_override="asked")
-    rec = Recorder(session)
-    await session.say("Good morning, everyone.")
-    await session.say(QUESTION)
-    question = [r for r in model.requests if r.info.purpose == "respond"][-1]
-    assert question.max_tokens == 60 and question.info.target_text == QUESTION
-    asked = question.messages[-1].content
-    asked_id = "m3" if speaks else "m2"  # after the treasurer's reply to m1, or not
-    assert "[m1] human: Good morning, everyone." in asked  # the recent history
-    assert f"[{asked_id}] human: {QUESTION}" in asked
-    assert f"The latest message, {asked_id} from human, is not addressed" in asked
-    assert "Should you, Treasurer, answer it?" in asked
-    last = rec.of("system", "respond")[-1]
-    assert (last.message_id, last.respond, last.reason) == (asked_id, speaks, reason)
-    assert (last.input_tokens, last.output_tokens) == (7, 3)
-    said = [m.sender for m in session.state.transcript.messages]
-    assert ("treasurer" in said[-1:]) is speaks
+    async with opened(world_from(world), models={"asked": model}, model="asked") as (session, rec):
+        await session.say("Good morning, everyone.")
+        await session.say(QUESTION)
+        question = [r for r in model.requests if r.info.purpose == "respond"][-1]
+        assert question.max_tokens == 60 and question.info.target_text == QUESTION
+        asked = question.messages[-1].content
+        asked_id = "m3" if speaks else "m2"  # after the treasurer's reply to m1, or not
+        assert "[m1] human: Good morning, everyone." in asked  # the recent history
+        assert f"[{asked_id}] human: {QUESTION}" in asked
+        assert f"The latest message, {asked_id} from human, is not addressed" in asked
+        assert "Should you, Treasurer, answer it?" in asked
+        last = rec.of("system", "respond")[-1]
+        assert (last.message_id, last.respond, last.reason) == (asked_id, speaks, reason)
+        assert (last.input_tokens, last.output_tokens) == (7, 3)
+        said = [m.sender for m in session.transcript]
+        assert ("treasurer" in said[-1:]) is speaks

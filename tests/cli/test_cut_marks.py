@@ -8,10 +8,11 @@ from typing import Literal
 
 import pytest
 
+import rolecall
 from rolecall.cli.display import TerminalDisplay
 from rolecall.cli.palette import Palette
 from rolecall.cli.repl.display import ReplDisplay
-from rolecall.runtime import Dialogue
+from rolecall.world.models import World
 from tests.helpers import world_from
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +22,7 @@ KEPT = "It is late and we should go. It is late and we should go."
 MARK = "✂ cut (repeated text): the last"
 
 
-def looping() -> Dialogue:
+def looping() -> World:
     world = world_from(
         {
             "name": "loop",
@@ -30,27 +31,24 @@ def looping() -> Dialogue:
             "flow": {"steps": [{"id": "one", "speaker": "a"}]},
         }
     )
-    return Dialogue(world)
+    return world
 
 
 async def test_the_run_display_marks_a_cut_it_showed_live() -> None:
-    session = looping()
     out = io.StringIO()
     display = TerminalDisplay(out, io.StringIO(), role_order=["a", "b"], live=True, color=False)
-    display.attach(session.bus)
-    await session.run()
+    async with rolecall.open_session(looping(), sinks=[display]) as session:
+        await session.run()
     text = out.getvalue()
-    assert session.state.transcript.messages[0].content == KEPT
+    assert session.transcript[0].content == KEPT
     assert text.count(MARK) == 1
     assert "published as" not in text  # the mark says it; the message is what was kept
 
 
 async def test_a_display_of_published_messages_shows_only_the_message() -> None:
-    session = looping()
     out = io.StringIO()
     display = TerminalDisplay(out, io.StringIO(), role_order=["a", "b"], live=False, color=False)
-    display.attach(session.bus)
-    await session.run()
+    await rolecall.run(looping(), sinks=[display])
     text = out.getvalue()
     assert KEPT in text and "✂" not in text
     assert text.count("It is late") == 2
@@ -66,10 +64,10 @@ async def test_the_repl_marks_a_cut_it_printed_and_takes_back_one_it_held(
     """Streamed in full and narrow, the cut words were printed (wrapped) before the cut
     was known: marked; wide, they were still the line's unprinted end, and in preview
     the reply is printed when complete: taken back, nothing to mark."""
-    session = looping()
     display = ReplDisplay(Palette(["a", "b"], color=False), width=lambda: width, stream=stream)
-    session.bus.subscribe(display)
-    await session.run()
+    async with rolecall.open_session(looping()) as session:
+        session.bus.subscribe(display)
+        await session.run()
     lines = display.take_output().splitlines()
     # the REPL wraps its notes between words, as its replies (a narrow mark spans lines)
     flat = " ".join(line.removeprefix("│").strip() for line in lines)

@@ -279,22 +279,20 @@ def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
     right before the request; the turn's events are sent as soon as it ends)."""
     from nats.js.errors import NotFoundError
 
-    from rolecall.api.compose import attach_store
-    from rolecall.llm.registry import ModelRegistry
+    from rolecall.api.entry import open_served
     from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-    from rolecall.nats.bus import attach
     from rolecall.nats.link import EVENTS_STREAM
-    from rolecall.runtime import Dialogue
     from rolecall.storage.sqlite import SqliteStore
     from tests.helpers import world_from
 
-    sid = "asked-after-stored"
+    sid = ""  # the session's, once it is opened
     # at each request: what the stream acknowledged of the events put to it so far, and
     # the last message it holds
     acked: list[tuple[int, int]] = []
     seen: list[str | None] = []
 
     async def main() -> None:
+        nonlocal sid
         async with open_transport(nats.url) as transport, SqliteStore(tmp_path / "r.db") as store:
             js = transport.link.js
 
@@ -313,19 +311,16 @@ def test_the_model_is_asked_only_once_the_stream_holds_every_turn_before(
                     yield TextDelta(f"turn {len(seen)}")
                     yield Usage(5, 2)
 
-            models = ModelRegistry()
-            models.register("watching", Watching())
             world = world_from(
                 {"name": "w", "topic": "t", "model": "watching", "roles": [{"id": "a"}, {"id": "b"}],
                  "settings": {"max_turns": 4},
                  "flow": {"steps": [{"id": "s1", "speaker": "a"},
                                     {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 9}}]}}
             )  # fmt: skip
-            bus = transport.bus(sid)
-            session = Dialogue(world, session_id=sid, models=models, bus=bus)
-            attach(session, bus)
-            await attach_store(session, store)
-            await session.run()
+            models = {"watching": Watching()}
+            async with open_served(world, store=store, models=models, transport=transport) as s:
+                sid = s.session_id
+                await s.run()
 
     anyio.run(main)
     # everything but the sse/start of the generation itself, published as it begins
@@ -342,16 +337,12 @@ def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_sti
     awaited for it). A provider's request in the same session still comes only once the
     stream holds every turn before it, the scripted ones included; and in the end the
     stream holds every event, in order."""
-    from rolecall.api.compose import attach_store
-    from rolecall.llm.registry import ModelRegistry
+    from rolecall.api.entry import open_served
     from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
-    from rolecall.nats.bus import attach
     from rolecall.nats.link import EVENTS_STREAM
-    from rolecall.runtime import Dialogue
     from rolecall.storage.sqlite import SqliteStore
-    from tests.helpers import world_from
+    from tests.helpers import Recorder, world_from
 
-    sid = "scripted-and-provider"
     at_requests: list[tuple[int, int]] = []  # (acknowledged, put) at each provider request
     hooks_run: list[int] = []
     last_seq = 0
@@ -369,8 +360,6 @@ def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_sti
                     yield TextDelta("from the provider")
                     yield Usage(5, 3)
 
-            models = ModelRegistry()
-            models.register("provider", Provider())
             world = world_from(
                 {"name": "w", "topic": "t", "model": "scripted",
                  "roles": [{"id": "a", "script": ["one two three four"]},
@@ -380,18 +369,25 @@ def test_a_scripted_turn_does_not_wait_for_the_stream_and_a_provider_request_sti
                  "flow": {"steps": [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "c"},
                                     {"id": "s3", "speaker": "b", "loop": {"to": "s1", "max": 9}}]}}
             )  # fmt: skip
-            bus = transport.bus(sid)
-            session = Dialogue(world, session_id=sid, models=models, bus=bus)
-            attach(session, bus)
+            models = {"provider": Provider()}
+            rec = Recorder()
+            async with open_served(
+                world, store=store, models=models, transport=transport, sinks=[rec]
+            ) as session:
+                sid = session.session_id
+                flush = publisher.flush
 
-            async def counted() -> None:
-                hooks_run.append(len(session.state.transcript.messages))
+                async def counted(session_id: str | None = None) -> None:
+                    # the wait before a model is asked: until the stream holds every turn
+                    if session_id == sid:
+                        hooks_run.append(len(session.transcript))
+                    await flush(session_id)
 
-            session.request_hooks.append(counted)
-            await attach_store(session, store)
-            await session.run()
+                publisher.flush = counted  # type: ignore[method-assign]
+                await session.run()
+                publisher.flush = flush  # type: ignore[method-assign]
             await publisher.flush()
-            last_seq = session.bus.last_seq
+            last_seq = rec.events[-1].seq
             seqs: list[int] = []
             sub = await transport.link.js.subscribe(
                 f"rolecall.{sid}.>", stream=EVENTS_STREAM, ordered_consumer=True

@@ -67,7 +67,7 @@ async def test_max_cost_with_a_plugin_model_says_the_plugin_gives_no_price() -> 
             "flow": {"steps": [{"id": "one", "speaker": "a"}]},
         }
     )
-    _, rec = await run_flow(world, models=ModelRegistry())
+    _, rec = await run_flow(world)
     stop = rec.stop()
     assert stop.reason == "max_cost"
     assert "litellm" not in stop.detail

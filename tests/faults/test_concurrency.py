@@ -1,8 +1,8 @@
 """50 sessions at once over one data directory, in one process.
 
-The sessions are wired as ``rolecall.cli.wiring.live_session`` wires one (one
-``SqliteStore`` and one ``MemoryFiles`` shared by all, ``attach_store`` then
-``memory.attach``) and run in one anyio task group: flows and chats mixed, some flows
+The sessions are opened as a program opens them, ``rolecall.open_session`` with one open
+``SqliteStore`` shared by all and the data directory for their memory files, and run in
+one anyio task group: flows and chats mixed, some flows
 with a model whose stream breaks once (the session pauses with ``error`` and is run
 again). Afterwards the store holds, per session, exactly the messages of the same world
 run alone and undisturbed, events gap-free, and every memory file agrees with the store.
@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from rolecall.api.compose import attach_store, flush
+import rolecall
 from rolecall.errors import ProviderUnavailable, StorageError
-from rolecall.llm.registry import ModelRegistry
+from rolecall.llm.protocol import ChatModel
 from rolecall.llm.scripted import ScriptedModel
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta
 from rolecall.memory import MemoryFiles
 from rolecall.paths import db_path
-from rolecall.runtime import Dialogue
 from rolecall.storage import writer as store_writer
 from rolecall.storage.sqlite import SqliteStore
 from rolecall.world.loader import parse_world
@@ -82,33 +82,45 @@ class FlakyModel:
                 raise ProviderUnavailable("flaky: the stream broke", model="flaky")
 
 
-def new_session(world: World, sid: str, *, fail_on: int | None) -> Dialogue:
-    models = ModelRegistry(scripted_delay=0.001)
-    models.register("flaky", FlakyModel(fail_on) if fail_on else ScriptedModel(delay=0.001))
-    return Dialogue(world, session_id=sid, models=models)
+def new_session(
+    world: World,
+    sid: str,
+    *,
+    fail_on: int | None,
+    store: SqliteStore | None = None,
+    home: Path | None = None,
+) -> AbstractAsyncContextManager[rolecall.Session]:
+    """Session ``sid`` of ``world`` opened on ``store`` with its memory files in ``home``
+    (neither: in memory); its ``flaky`` role's stream breaks at call ``fail_on``."""
+    models: dict[str, ChatModel] = {
+        "scripted": ScriptedModel(delay=0.001),
+        "flaky": FlakyModel(fail_on) if fail_on else ScriptedModel(delay=0.001),
+    }
+    where: dict[str, Any] = {} if store is None else {"store": store, "data_dir": home}
+    return rolecall.open_session(world, session_id=sid, models=models, **where)
 
 
-async def drive(session: Dialogue) -> int:
+async def drive(session: rolecall.Session) -> int:
     """Run a flow to its end (again after each error pause) or play the chat; the pauses."""
-    if session.engine is None:
+    if session.chat:
         for line in HUMAN:
             await session.say(line)
         return 0
     pauses = 0
     await session.run()
-    while session.state.state == "paused":
-        assert session.state.pause_reason == "error"
+    while session.status.state == "paused":
+        assert session.status.pause_reason == "error"
         pauses += 1
         await session.run()
-    assert session.state.stop_reason == "flow_end"
+    assert session.status.stop_reason == "flow_end"
     return pauses
 
 
 async def alone(world: World) -> list[tuple[str, str, str]]:
     """What the world says when run by itself, with nothing stored."""
-    session = new_session(world, "reference", fail_on=None)
-    await drive(session)
-    return [(m.id, m.sender, m.content) for m in session.state.transcript.messages]
+    async with new_session(world, "reference", fail_on=None) as session:
+        await drive(session)
+    return [(m.id, m.sender, m.content) for m in session.transcript]
 
 
 def plan(i: int) -> tuple[World, int | None]:
@@ -123,7 +135,7 @@ async def test_fifty_sessions_at_once_keep_every_message_once(tmp_path: Path) ->
     assert len(expected["chatroom"]) > len(HUMAN)  # the agents did answer
     home = tmp_path / "home"
     memory = MemoryFiles.in_data_dir(home)
-    sessions: dict[str, Dialogue] = {}
+    sessions: dict[str, rolecall.Session] = {}
     pauses: dict[str, int] = {}
     running = [0, 0]  # now, most at once
 
@@ -131,15 +143,13 @@ async def test_fifty_sessions_at_once_keep_every_message_once(tmp_path: Path) ->
 
         async def one(i: int) -> None:
             world, fail_on = plan(i)
-            session = new_session(world, f"conc-{i:02d}", fail_on=fail_on)
-            await attach_store(session, store)
-            memory.attach(session)
-            sessions[session.session_id] = session
-            running[0] += 1
-            running[1] = max(running)
-            pauses[session.session_id] = await drive(session)
-            running[0] -= 1
-            await flush(session)
+            sid = f"conc-{i:02d}"
+            async with new_session(world, sid, fail_on=fail_on, store=store, home=home) as session:
+                sessions[session.session_id] = session
+                running[0] += 1
+                running[1] = max(running)
+                pauses[session.session_id] = await drive(session)
+                running[0] -= 1
 
         with anyio.fail_after(50):
             async with anyio.create_task_group() as tg:
@@ -189,20 +199,22 @@ async def test_a_failed_memory_write_leaves_the_store_in_step(
         time.sleep(1.0)  # on the database thread: still writing when memory fails
         write_batch(conn, batch)
 
-    async def failing_memory(message: Any) -> None:
+    async def failing_memory(self: MemoryFiles, session_id: str, *args: Any) -> None:
         await anyio.sleep(0.01)
+        message = args[1]
         raise StorageError(f"cannot append to memory file for {message.id}: No space left")
 
+    monkeypatch.setattr(MemoryFiles, "record", failing_memory)  # a full disk, for memory
     home = tmp_path / "home"
-    async with SqliteStore(db_path(home)) as store:
-        session = new_session(CHAT, "desync", fail_on=None)
-        await attach_store(session, store)
-        session.commit_hooks.append(failing_memory)
+    async with (
+        SqliteStore(db_path(home)) as store,
+        new_session(CHAT, "desync", fail_on=None, store=store, home=home) as session,
+    ):
         monkeypatch.setattr(store_writer, "write_batch", slow_write)
         with pytest.raises(StorageError, match="memory file"):
             await session.say("hello everyone")
         monkeypatch.setattr(store_writer, "write_batch", write_batch)
-        await flush(session)  # what live_session does on the way out
+    # leaving the session stored what it owed
 
     s = stored(home, "desync")
     assert_intact(s)

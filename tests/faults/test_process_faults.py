@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rolecall.runtime import Dialogue
+import rolecall
 from rolecall.storage.document import read_session_file
 from rolecall.world.loader import parse_world
 from tests.faults import (
@@ -71,14 +71,14 @@ def reference(world_text: str) -> list[str]:
     """The contents of an uninterrupted in-process run of the world."""
     world = parse_world(world_text).world
 
-    async def go() -> Dialogue:
-        session = Dialogue(world)
-        await session.run()
+    async def go() -> rolecall.Session:
+        async with rolecall.open_session(world) as session:
+            await session.run()
         return session
 
     session = anyio.run(go)
-    assert session.state.stop_reason == "flow_end"
-    return [m.content for m in session.state.transcript.messages]
+    assert session.status.stop_reason == "flow_end"
+    return [m.content for m in session.transcript]
 
 
 def write_world(folder: Path, text: str) -> Path:

@@ -15,8 +15,7 @@ import pytest
 
 from rolecall.errors import ConditionTimeout, WorldError
 from rolecall.flows import patterns
-from rolecall.runtime import Dialogue
-from tests.helpers import Recorder, world_from
+from tests.helpers import opened, run_flow, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -75,28 +74,25 @@ def quick_bound(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_backtracking_pattern_pauses_with_the_condition_named(
     flow: dict[str, Any], where: str
 ) -> None:
-    session = Dialogue(world_from(evil_world(flow)))
-    rec = Recorder(session)
-    with pytest.raises(ConditionTimeout) as caught:
-        await session.run()
-    message = str(caught.value)
-    assert message.startswith(where), message
-    assert "latest message (m1)" in message and "took longer than 0.05 s" in message
-    # the message is kept, the session paused; the error was published
-    assert [m.content for m in session.state.transcript.messages] == [EVIL]
-    assert session.state.state == "paused" and session.state.pause_reason == "error"
-    assert [e.error for e in rec.of("system", "error")] == [message]
-    # resuming decides again, without a new generation, and fails the same way at once
-    with pytest.raises(ConditionTimeout):
-        await session.run()
-    assert len(session.state.transcript.messages) == 1
+    async with opened(world_from(evil_world(flow))) as (session, rec):
+        with pytest.raises(ConditionTimeout) as caught:
+            await session.run()
+        message = str(caught.value)
+        assert message.startswith(where), message
+        assert "latest message (m1)" in message and "took longer than 0.05 s" in message
+        # the message is kept, the session paused; the error was published
+        assert [m.content for m in session.transcript] == [EVIL]
+        assert session.status.state == "paused" and session.status.pause_reason == "error"
+        assert [e.error for e in rec.of("system", "error")] == [message]
+        # resuming decides again, without a new generation, and fails the same way at once
+        with pytest.raises(ConditionTimeout):
+            await session.run()
+        assert len(session.transcript) == 1
 
 
 async def test_a_pattern_that_terminates_still_decides() -> None:
     flow = {"stop": [{"regex": "^a+!$"}], "steps": [{"id": "s", "speaker": "a"}]}
-    session = Dialogue(world_from(evil_world(flow)))
-    rec = Recorder(session)
-    await session.run()
+    _, rec = await run_flow(world_from(evil_world(flow)))
     assert rec.stop().reason == "keyword"
 
 
@@ -128,10 +124,9 @@ async def test_a_human_message_that_times_out_the_stop_pauses_the_session() -> N
         "stop": [{"regex": "(a|aa)+$", "role": "human"}],
         "steps": [{"id": "s", "speaker": "b"}],
     }
-    session = Dialogue(world_from(evil_world(flow)))
-    rec = Recorder(session)
-    message = await session.say(EVIL)
-    assert message.content == EVIL
-    assert session.state.state == "paused" and session.state.pause_reason == "error"
-    (error,) = rec.of("system", "error")
-    assert error.error.startswith("flow stop condition {regex: (a|aa)+$, role: human}")
+    async with opened(world_from(evil_world(flow))) as (session, rec):
+        message = await session.say(EVIL)
+        assert message.content == EVIL
+        assert session.status.state == "paused" and session.status.pause_reason == "error"
+        (error,) = rec.of("system", "error")
+        assert error.error.startswith("flow stop condition {regex: (a|aa)+$, role: human}")

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from rolecall.runtime import Dialogue
-from tests.helpers import Recorder, run_flow, scripted_world
+from tests.helpers import Recorder, opened, run_flow, scripted_world
 
 pytestmark = pytest.mark.anyio
 
@@ -58,12 +57,13 @@ async def test_counters_are_per_step_and_never_reset() -> None:
 
 
 async def test_loop_iteration_matches_earlier_executions() -> None:
-    session, rec = await run_flow(scripted_world(four(s3={"to": "s2", "max": 3})))
+    _, rec = await run_flow(scripted_world(four(s3={"to": "s2", "max": 3})))
     counts: dict[str, int] = {}
-    for record in session.state.execution_log:
+    log = rec.of("system", "step")  # the execution log, a record a step
+    for record in log:
         assert record.loop_iteration == counts.get(record.step_id, 0)
         counts[record.step_id] = counts.get(record.step_id, 0) + 1
-    assert [r.execution_order for r in session.state.execution_log] == list(range(1, 9))
+    assert [r.execution_order for r in log] == list(range(1, 9))
     assert [e.loop_iteration for e in rec.of("system", "step")] == [0, 0, 0, 1, 1, 2, 2, 0]
     messages = rec.of("messages", "message")
     assert [m.loop_iteration for m in messages] == [0, 0, 0, 1, 1, 2, 2, 0]
@@ -149,7 +149,7 @@ async def test_max_turns_cuts_a_loop_short() -> None:
     assert numbers(rec) == [1, 2, 3, 2, 3]
     stop = rec.stop()
     assert stop.reason == "max_turns"
-    assert session.state.transcript.agent_turns == 5
+    assert session.result.turns == 5
 
 
 async def test_keyword_stop_inside_a_loop() -> None:
@@ -175,12 +175,11 @@ async def test_max_turns_condition_and_flag_stop() -> None:
     assert len(rec.steps()) == 4 and rec.stop().reason == "max_turns"
 
     world = scripted_world(four(s3={"to": "s2", "max": 50}), stop=[{"flag": "done"}])
-    session = Dialogue(world)
-    rec = Recorder(session)
-    for _ in range(3):
-        await session.step()
-    session.set_flag("done")
-    await session.run()
+    async with opened(world) as (session, rec):
+        for _ in range(3):
+            await session.step()
+        session.set_flag("done")
+        await session.run()
     assert len(rec.steps()) == 4
     assert rec.stop().reason == "flag"
 
@@ -190,17 +189,16 @@ async def test_max_tokens_budget_is_checked_before_the_call() -> None:
     session, rec = await run_flow(world)
     assert rec.stop().reason == "max_tokens"
     # no turn started that could not fit: the total stays within the budget
-    assert session.state.transcript.tokens <= 400
+    assert session.result.tokens <= 400
     assert len(rec.of("sse", "start")) == len(rec.of("messages", "message"))
 
 
 async def test_step_mode_and_auto_mode_give_the_same_sequence() -> None:
     world = scripted_world(four(s3={"to": "s2", "max": 3}, s4={"to": "s1", "max": 2}))
     _, auto = await run_flow(world)
-    session = Dialogue(world)
-    stepped = Recorder(session)
-    while await session.step():
-        pass
+    async with opened(world) as (session, stepped):
+        while await session.step():
+            pass
     assert stepped.steps() == auto.steps()
     assert [m.content for m in stepped.of("messages", "message")] == [
         m.content for m in auto.of("messages", "message")

@@ -29,6 +29,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import rolecall
 from rolecall.errors import UsageError, WorldError
 from rolecall.routing import (
     auto_mention,
@@ -39,8 +40,8 @@ from rolecall.routing import (
     strip_self_mentions,
     unknown_mention_notice,
 )
-from rolecall.runtime import Dialogue
-from rolecall.storage.document import SessionDocument, parse_document, snapshot
+from rolecall.storage.document import SessionDocument, parse_document
+from rolecall.storage.in_memory import InMemoryStore
 from rolecall.world.loader import parse_world
 from rolecall.world.models import World
 
@@ -299,14 +300,13 @@ def real_document() -> dict[str, Any]:
         "    - {id: two, speaker: b, loop: {to: one, max: 2}}\n"
     ).world
 
-    async def run() -> Dialogue:
-        session = Dialogue(world)
-        await session.run()
-        return session
+    async def run() -> SessionDocument:
+        store = InMemoryStore()
+        result = await rolecall.run(world, store=store)
+        return await store.load(result.session_id, with_events=False)
 
-    session = anyio.run(run)
-    doc = snapshot(session, created_at=datetime(2026, 1, 1, tzinfo=UTC), events=[])
-    data: dict[str, Any] = json.loads(doc.model_dump_json())
+    data: dict[str, Any] = json.loads(anyio.run(run).model_dump_json())
+    data["created_at"] = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
     parse_document(json.dumps(data), "real")  # the unmutated document loads
     return data
 

@@ -78,7 +78,6 @@ async def test_a_long_session_keeps_its_thread_and_resumes(tmp_path: Path) -> No
             await session.step()
             folds.append(straight.summaries)
         transcript = session.transcript
-        summaries = dict(session._inner.summaries)
     assert len(transcript) == 2000  # nothing dropped
     assert straight.summaries > 50
     for request in straight.turns:  # every prompt within the budget
@@ -87,7 +86,9 @@ async def test_a_long_session_keeps_its_thread_and_resumes(tmp_path: Path) -> No
     first_system = last.messages[1].content
     assert first_system.startswith("Summary of the conversation so far (m1 to m")
     assert "It began with: Let us plan the zanzibar orchid bed by the west fence." in first_system
-    assert summaries["alice"].from_id == "m1" and summaries["bob"].from_id == "m1"
+    for role in ("alice", "bob"):  # each role's own summary, from the first message on
+        own = [r for r in straight.turns if r.info.speaker == role][-1]
+        assert own.messages[1].content.startswith("Summary of the conversation so far (m1 to m")
 
     # stop after a step whose next step asks no summary, resume, take that step
     n = next(i for i in range(300, 400) if folds[i] == folds[i - 1])
@@ -101,7 +102,6 @@ async def test_a_long_session_keeps_its_thread_and_resumes(tmp_path: Path) -> No
         sid = session.session_id
     after = Counting()
     async with rolecall.resume(sid, data_dir=data, models={"offline": after}, mode="step") as again:
-        assert set(again._inner.summaries) == {"alice", "bob"}
         await again.step()
     assert after.summaries == 0  # the stored summaries are used, none asked for
     assert after.turns[0].messages == straight.turns[n - 1].messages  # the same prompt

@@ -10,14 +10,15 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import rolecall
 from rolecall.llm.registry import aclose_clients
-from rolecall.runtime import Dialogue
-from tests.helpers import Recorder, world_from
+from tests.helpers import Recorder, opened, world_from
 from tests.llm.openai_server import OpenAITestServer, Reply
 from tests.llm.test_litellm_model import (  # noqa: F401 (fixtures)
     KEY_ENV,
@@ -32,8 +33,10 @@ pytestmark = pytest.mark.anyio
 TAGGED = "[teacher] Rome fell slowly.\nSam: When I was a young boy of 16 I went there."
 
 
-def classroom(srv: OpenAITestServer, client: str, **settings: Any) -> Dialogue:
-    return Dialogue(
+def classroom(
+    srv: OpenAITestServer, client: str, **settings: Any
+) -> AbstractAsyncContextManager[tuple[rolecall.Session, Recorder]]:
+    return opened(
         world_from(
             {
                 "name": "classroom",
@@ -65,31 +68,30 @@ async def test_a_reply_speaking_for_another_is_cut_and_its_tag_removed(
     """The server ignores the stop sequences (as some do): the cut is applied to the
     stream anyway; neither the tag nor the student's line is shown or stored."""
     srv.queue(Reply(TAGGED, honour_stop=False))
-    session = classroom(srv, client)
-    rec = Recorder(session)
-    try:
-        await session.say("@teacher why did Rome fall?")
-    finally:
-        await aclose_clients()
+    async with classroom(srv, client) as (session, rec):
+        try:
+            await session.say("@teacher why did Rome fall?")
+        finally:
+            await aclose_clients()
 
-    (sent,) = srv.requests
-    assert sent.body["max_tokens"] == 1024  # the default cap, on every request
-    assert "\nhuman:" in sent.body["stop"] and "\n[student]" in sent.body["stop"]
-    reply = session.state.transcript.messages[-1]
-    assert (reply.sender, reply.content) == ("teacher", "Rome fell slowly.")
-    assert reply.finish_reason == "other_speaker"
-    trims = [(t.message_id, t.kind, t.removed, t.shown) for t in rec.of("system", "trim")]
-    assert trims[0] == (reply.id, "tag", "[teacher] ", 0)
-    # the student's line: what had arrived when the cut was known (the stream then closed)
-    (_, kind, removed, shown) = trims[1]
-    assert (kind, shown) == ("other_speaker", 0)
-    assert removed.startswith("\nSam:")
-    assert TAGGED[len("[teacher] Rome fell slowly.") :].startswith(removed)
-    (end,) = rec.of("sse", "end")
-    assert end.finish_reason == "other_speaker"
-    assert streamed(rec, reply.id) == "Rome fell slowly."
-    (message,) = [m for m in rec.of("messages", "message") if m.sender == "teacher"]
-    assert message.finish_reason == "other_speaker"
+        (sent,) = srv.requests
+        assert sent.body["max_tokens"] == 1024  # the default cap, on every request
+        assert "\nhuman:" in sent.body["stop"] and "\n[student]" in sent.body["stop"]
+        reply = session.transcript[-1]
+        assert (reply.sender, reply.content) == ("teacher", "Rome fell slowly.")
+        assert reply.finish_reason == "other_speaker"
+        trims = [(t.message_id, t.kind, t.removed, t.shown) for t in rec.of("system", "trim")]
+        assert trims[0] == (reply.id, "tag", "[teacher] ", 0)
+        # the student's line: what had arrived when the cut was known (the stream then closed)
+        (_, kind, removed, shown) = trims[1]
+        assert (kind, shown) == ("other_speaker", 0)
+        assert removed.startswith("\nSam:")
+        assert TAGGED[len("[teacher] Rome fell slowly.") :].startswith(removed)
+        (end,) = rec.of("sse", "end")
+        assert end.finish_reason == "other_speaker"
+        assert streamed(rec, reply.id) == "Rome fell slowly."
+        (message,) = [m for m in rec.of("messages", "message") if m.sender == "teacher"]
+        assert message.finish_reason == "other_speaker"
 
 
 @pytest.mark.parametrize("client", ["http", "litellm"])
@@ -97,37 +99,35 @@ async def test_a_server_honouring_the_stop_sequence_ends_the_reply_itself(
     srv: OpenAITestServer, client: str
 ) -> None:
     srv.queue(Reply("Rome fell slowly.\nSam: and I was there.", completion_tokens=4))
-    session = classroom(srv, client)
-    rec = Recorder(session)
-    try:
-        await session.say("@teacher why did Rome fall?")
-    finally:
-        await aclose_clients()
+    async with classroom(srv, client) as (session, rec):
+        try:
+            await session.say("@teacher why did Rome fall?")
+        finally:
+            await aclose_clients()
 
-    reply = session.state.transcript.messages[-1]
-    assert reply.content == "Rome fell slowly."
-    assert reply.finish_reason is None  # it ended by itself (the server's "stop")
-    assert rec.of("system", "trim") == []  # nothing reached rolecall to take out
-    assert reply.output_tokens == 4  # the server's usage
+        reply = session.transcript[-1]
+        assert reply.content == "Rome fell slowly."
+        assert reply.finish_reason is None  # it ended by itself (the server's "stop")
+        assert rec.of("system", "trim") == []  # nothing reached rolecall to take out
+        assert reply.output_tokens == 4  # the server's usage
 
 
 @pytest.mark.parametrize("client", ["http", "litellm"])
 async def test_a_reply_cut_by_its_cap_says_length(srv: OpenAITestServer, client: str) -> None:
     srv.queue(Reply(" ".join(f"word{i}" for i in range(40)), completion_tokens=40))
-    session = classroom(srv, client, max_reply_tokens=5)
-    rec = Recorder(session)
-    try:
-        await session.say("@teacher go on")
-    finally:
-        await aclose_clients()
+    async with classroom(srv, client, max_reply_tokens=5) as (session, rec):
+        try:
+            await session.say("@teacher go on")
+        finally:
+            await aclose_clients()
 
-    (sent,) = srv.requests
-    assert sent.body["max_tokens"] == 5
-    reply = session.state.transcript.messages[-1]
-    assert reply.content.split() == ["word0", "word1", "word2", "word3", "word4"]
-    assert (reply.finish_reason, reply.output_tokens) == ("length", 5)
-    (end,) = rec.of("sse", "end")
-    assert end.finish_reason == "length"
+        (sent,) = srv.requests
+        assert sent.body["max_tokens"] == 5
+        reply = session.transcript[-1]
+        assert reply.content.split() == ["word0", "word1", "word2", "word3", "word4"]
+        assert (reply.finish_reason, reply.output_tokens) == ("length", 5)
+        (end,) = rec.of("sse", "end")
+        assert end.finish_reason == "length"
 
 
 @pytest.mark.parametrize("client", ["http", "litellm"])
@@ -135,17 +135,16 @@ async def test_hygiene_off_stores_the_reply_as_the_model_wrote_it(
     srv: OpenAITestServer, client: str
 ) -> None:
     srv.queue(Reply(TAGGED, honour_stop=False))
-    session = classroom(srv, client, reply_hygiene="off")
-    rec = Recorder(session)
-    try:
-        await session.say("@teacher why did Rome fall?")
-    finally:
-        await aclose_clients()
+    async with classroom(srv, client, reply_hygiene="off") as (session, rec):
+        try:
+            await session.say("@teacher why did Rome fall?")
+        finally:
+            await aclose_clients()
 
-    (sent,) = srv.requests
-    assert "stop" not in sent.body
-    assert session.state.transcript.messages[-1].content == TAGGED
-    assert rec.of("system", "trim") == []
+        (sent,) = srv.requests
+        assert "stop" not in sent.body
+        assert session.transcript[-1].content == TAGGED
+        assert rec.of("system", "trim") == []
 
 
 @pytest.mark.parametrize("client", ["http", "litellm"])
@@ -154,24 +153,23 @@ async def test_a_looping_reply_is_ended_after_its_second_occurrence_and_the_stre
 ) -> None:
     loop = "The motion is sound and I stand by it. " * 30
     srv.queue(Reply(loop, delay=0.01))
-    session = classroom(srv, client)
-    rec = Recorder(session)
-    try:
-        await session.say("@teacher again?")
-    finally:
-        await aclose_clients()
+    async with classroom(srv, client) as (session, rec):
+        try:
+            await session.say("@teacher again?")
+        finally:
+            await aclose_clients()
 
-    reply = session.state.transcript.messages[-1]
-    said = "The motion is sound and I stand by it."
-    assert reply.content == f"{said} {said}"
-    assert reply.finish_reason == "repetition"
-    (trim,) = rec.of("system", "trim")
-    assert trim.kind == "repetition" and trim.removed.lstrip().startswith(said)
-    # the third occurrence was streamed before it was known: the trim says how much
-    assert streamed(rec, reply.id) == f"{said} {said}" + trim.removed[: trim.shown]
-    assert trim.shown > 0
-    # the model was not read to its end: far fewer words than the 270 it would send
-    assert len(trim.removed.split()) < 40
+        reply = session.transcript[-1]
+        said = "The motion is sound and I stand by it."
+        assert reply.content == f"{said} {said}"
+        assert reply.finish_reason == "repetition"
+        (trim,) = rec.of("system", "trim")
+        assert trim.kind == "repetition" and trim.removed.lstrip().startswith(said)
+        # the third occurrence was streamed before it was known: the trim says how much
+        assert streamed(rec, reply.id) == f"{said} {said}" + trim.removed[: trim.shown]
+        assert trim.shown > 0
+        # the model was not read to its end: far fewer words than the 270 it would send
+        assert len(trim.removed.split()) < 40
 
 
 # -- the built-in models ----------------------------------------------------------------------
@@ -194,15 +192,14 @@ async def test_scripted_replies_are_filtered_and_capped() -> None:
             "flow": {"steps": [{"id": "one", "speaker": "a"}, {"id": "two", "speaker": "b"}]},
         }
     )
-    session = Dialogue(world)
-    rec = Recorder(session)
-    await session.run()
-    first, second = session.state.transcript.messages
-    assert (first.content, first.finish_reason) == ("fine.", "other_speaker")
-    assert first.cost_usd == 0.0  # closed before its usage, still priced (a budget counts it)
-    assert [t.kind for t in rec.of("system", "trim")] == ["tag", "other_speaker"]
-    assert second.content == "a reply much"  # 12 characters: 3 tokens by the estimate
-    assert (second.finish_reason, second.output_tokens) == ("length", 3)
+    async with opened(world) as (session, rec):
+        await session.run()
+        first, second = session.transcript
+        assert (first.content, first.finish_reason) == ("fine.", "other_speaker")
+        assert first.cost_usd == 0.0  # closed before its usage, still priced (a budget counts it)
+        assert [t.kind for t in rec.of("system", "trim")] == ["tag", "other_speaker"]
+        assert second.content == "a reply much"  # 12 characters: 3 tokens by the estimate
+        assert (second.finish_reason, second.output_tokens) == ("length", 3)
 
 
 async def test_offline_replies_honour_the_cap() -> None:
@@ -215,13 +212,12 @@ async def test_offline_replies_honour_the_cap() -> None:
             "flow": {"steps": [{"id": "one", "speaker": "a"}]},
         }
     )
-    session = Dialogue(world)
-    rec = Recorder(session)
-    await session.run()
-    (reply,) = session.state.transcript.messages
-    assert reply.output_tokens <= 6
-    assert reply.finish_reason == "length"
-    assert [e.finish_reason for e in rec.of("sse", "end")] == ["length"]
+    async with opened(world) as (session, rec):
+        await session.run()
+        (reply,) = session.transcript
+        assert reply.output_tokens <= 6
+        assert reply.finish_reason == "length"
+        assert [e.finish_reason for e in rec.of("sse", "end")] == ["length"]
 
 
 # -- the command ------------------------------------------------------------------------------

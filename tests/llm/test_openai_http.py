@@ -129,10 +129,9 @@ def _lean_program(server: OpenAITestServer, roles: str, body: str) -> str:  # no
     """The last line a fresh interpreter prints, running ``body`` (the lines of ``async def
     main()``, given ``session``: a ``client: http`` world of ``roles`` on ``server``) as a
     user's program would."""
-    main = textwrap.indent(textwrap.dedent(body).strip(), " " * 16)
+    main = textwrap.indent(textwrap.dedent(body).strip(), " " * 20)
     code = f"""
-        import sys, anyio
-        from rolecall.runtime import Dialogue
+        import sys, anyio, rolecall
         from rolecall.llm.registry import aclose_clients
         from rolecall.world.loader import parse_world
 
@@ -149,11 +148,11 @@ def _lean_program(server: OpenAITestServer, roles: str, body: str) -> str:  # no
         ''').world
 
         async def main():
-            session = Dialogue(world)
-            try:
+            async with rolecall.open_session(world) as session:
+                try:
 {main}
-            finally:
-                await aclose_clients()
+                finally:
+                    await aclose_clients()
 
         anyio.run(main)
     """
@@ -172,7 +171,7 @@ def test_a_client_http_session_never_imports_litellm(server: OpenAITestServer) -
         f"roles: [{{id: a}}, {{id: b}}]\n        {flow}",
         """
         await session.run()
-        print(session.state.state, len(session.state.transcript), "litellm" in sys.modules)
+        print(session.status.state, len(session.transcript), "litellm" in sys.modules)
         """,
     )
     assert last == "finished 2 False"

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from rolecall.llm.registry import ModelRegistry
 from tests.conftest import ROOT
 from tests.helpers import run_flow, world_from
 from tests.modes.test_debate import Capture
@@ -56,8 +55,6 @@ def test_the_offline_synthesis_is_a_closing_that_cites_the_debate(tmp_path: Path
 @pytest.mark.anyio
 async def test_the_synthesis_prompt_closes_and_hands_nothing_on() -> None:
     capture = Capture()
-    registry = ModelRegistry()
-    registry.register("capture", capture)
     world = world_from(
         {
             "name": "d",
@@ -67,7 +64,7 @@ async def test_the_synthesis_prompt_closes_and_hands_nothing_on() -> None:
             "roles": [{"id": "moderator", "model": "capture"}],
         }
     )
-    await run_flow(world, models=registry)
+    await run_flow(world, models={"capture": capture})
     prompt = "\n".join(m.content for m in capture.requests[-1].messages)
     assert "closing synthesis" in prompt and "hand the floor to no one" in prompt
     assert "hand the floor to a specific participant" not in prompt

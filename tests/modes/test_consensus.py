@@ -197,7 +197,7 @@ async def test_a_judge_may_declare_consensus_after_a_round() -> None:
     (judge,) = rec.of("system", "judge")
     assert judge.valid and judge.about == "m3"
     assert judge.scores == {"consensus": 1.0, "agreement": 0.9, "open_objections": 0.0}
-    assert session.state.judge_scores["judge"]["agreement"] == 0.9
+    assert session.status.extra["judge_scores"]["judge"]["agreement"] == 0.9
 
 
 async def test_a_judge_saying_no_keeps_the_rounds_going() -> None:
@@ -229,7 +229,7 @@ async def test_a_hostile_or_boolean_agreement_verdict_is_ignored() -> None:
         "the JSON nests deeper than 32 levels",
     ]
     assert len(rec.of("system", "warning")) == 1
-    assert rec.stop().reason == "max_turns" and session.state.state == "finished"
+    assert rec.stop().reason == "max_turns" and session.status.state == "finished"
 
 
 def test_settings_fit_every_round_and_the_synthesis() -> None:

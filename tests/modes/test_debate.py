@@ -5,21 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import rolecall
 from rolecall.errors import ProviderUnavailable, WorldError
-from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.modes.debate import PROFILES
 from rolecall.modes.debate_turns import parse_judgment
 from rolecall.modes.judgments import Invalid
-from rolecall.runtime import Dialogue
-from rolecall.storage.document import parse_document, restore_state, snapshot
 from rolecall.world.library import builtin_roles
 from rolecall.world.models import World
-from tests.helpers import Recorder, run_flow, world_from
+from tests.helpers import Recorder, opened, run_flow, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +72,7 @@ async def test_offline_model_plays_a_complete_debate_to_a_synthesis() -> None:
     assert stop_at > last_message  # the closing world/stop comes after the synthesis
     assert rec.stop().reason == "max_turns"
     assert rec.stop().detail == "6 of 6 debater turns"
-    assert session.state.state == "finished"
+    assert session.status.state == "finished"
     modes = rec.of("system", "mode")
     assert [e.data["turn"] for e in modes] == [1, 2, 3, 4, 5, 6]
     assert modes[-1].data["stop"] is True and modes[-1].data["reason"] == "max_turns"
@@ -147,10 +146,8 @@ async def test_no_dynamic_termination_runs_to_max_turns() -> None:
 
 async def test_the_synthesis_instruction_lists_the_message_ids_to_cite() -> None:
     capture = Capture()
-    registry = ModelRegistry()
-    registry.register("capture", capture)
     world = debate({"max_turns": 4}, roles=[{"id": "moderator", "model": "capture"}])
-    _, rec = await run_flow(world, models=registry)
+    _, rec = await run_flow(world, models={"capture": capture})
     assert messages(rec)[-1].sender == "moderator"
     instruction = capture.requests[-1].info.instruction or ""
     for mid in ("[m1]", "[m2]", "[m3]", "[m4]"):
@@ -311,7 +308,7 @@ async def test_a_judge_decides_termination_with_json_verdicts() -> None:
     assert [j.message_id for j in judges] == ["m2", "m4", "m6", "m8"]
     assert judges[-1].scores == {"agreement": 0.85, "new_arguments": 1.0, "concessions": 0.0}
     assert judges[-1].verdict["stance"] == "undecided"
-    assert session.state.judge_scores["judge"]["agreement"] == 0.85
+    assert session.status.extra["judge_scores"]["judge"]["agreement"] == 0.85
     senders = [m.sender for m in messages(rec)]
     assert senders == ["pro", "judge", "con", "judge", "pro", "judge", "con", "judge", "moderator"]
     assert all(m.step_id == "judge" for m in messages(rec) if m.sender == "judge")
@@ -362,7 +359,7 @@ async def test_a_malformed_verdict_is_retried_once_then_ignored_with_a_warning()
     ]
     retry = [m for m in messages(rec) if m.sender == "judge"][1]
     assert retry.reply_to == "m1"
-    assert session.state.extra["debate"].verdicts[1] is None
+    assert session.status.extra["debate"]["verdicts"][1] is None
     assert stop_reason_of(rec) == "max_turns"
     assert messages(rec)[-1].sender == "moderator"
 
@@ -376,7 +373,7 @@ async def test_a_deeply_nested_verdict_breaks_the_contract_and_the_debate_ends()
     assert len(rec.of("system", "warning")) == 4
     assert stop_reason_of(rec) == "max_turns" and len(rec.of("world", "stop")) == 1
     assert messages(rec)[-1].sender == "moderator"
-    assert session.state.state == "finished"
+    assert session.status.state == "finished"
 
 
 @pytest.mark.parametrize(
@@ -420,7 +417,7 @@ async def test_with_dynamic_termination_off_the_judge_never_ends_the_debate() ->
     assert rec.stop().detail == "8 of 8 debater turns"
     judges = rec.of("system", "judge")
     assert len(judges) == 8 and all(j.valid for j in judges)  # the judge still runs
-    assert session.state.judge_scores["judge"]["agreement"] == 0.9
+    assert session.status.extra["judge_scores"]["judge"]["agreement"] == 0.9
     modes = rec.of("system", "mode")
     assert modes[4].data["checks"]["dynamic"] is False
     assert modes[4].data["checks"]["agreement"] == 0.9
@@ -436,21 +433,28 @@ async def test_the_offline_judge_writes_prose_so_its_verdicts_are_ignored() -> N
 
 
 # ---------------------------------------------------------------------- resume
-async def test_a_restored_debate_continues_counting_where_it_stopped() -> None:
-    world = debate({"max_turns": 6}, roles=scripted([long_line("p{n}")], [long_line("c{n}")]))
-    first = Dialogue(world)
-    for _ in range(3):
-        await first.step()
-    doc = snapshot(first, created_at=first.clock())
-    doc = parse_document(doc.model_dump_json(), "test")
-    second = Dialogue(world, state=restore_state(doc))
-    rec = Recorder(second)
-    await second.run()
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SQLite store: asyncio only
+async def test_a_restored_debate_continues_counting_where_it_stopped(tmp_path: Path) -> None:
+    capture = Capture()
+    roles = [
+        *scripted([long_line("p{n}")], [long_line("c{n}")]),
+        {"id": "moderator", "model": "capture"},
+    ]
+    world = debate({"max_turns": 6}, roles=roles)
+    async with rolecall.open_session(world, data_dir=tmp_path) as first:
+        for _ in range(3):
+            await first.step()
+    rec = Recorder()
+    models = {"capture": capture}
+    async with rolecall.resume(
+        first.session_id, data_dir=tmp_path, models=models, sinks=[rec]
+    ) as second:
+        await second.run()
     assert [e.data["turn"] for e in rec.of("system", "mode")] == [4, 5, 6]
     assert rec.stop().reason == "max_turns"
-    assert second.state.transcript.messages[-1].sender == "moderator"
-    assert second.final_instruction is not None
-    assert "[m1]" in (second.final_instruction(second) or "")
+    assert second.transcript[-1].sender == "moderator"
+    # the synthesis after the resume cites the messages said before it
+    assert "[m1]" in (capture.requests[-1].info.instruction or "")
 
 
 class FlakyJudge:
@@ -482,8 +486,6 @@ class FlakyJudge:
 async def test_a_failed_judge_turn_pauses_and_resume_judges_the_same_turn_once(
     fail_on: int, prose_on: int, senders: list[str]
 ) -> None:
-    registry = ModelRegistry()
-    registry.register("flaky", FlakyJudge(fail_on, prose_on))
     world = debate(
         {"max_turns": 2, "judge": "judge"},
         roles=[
@@ -491,14 +493,13 @@ async def test_a_failed_judge_turn_pauses_and_resume_judges_the_same_turn_once(
             {"id": "judge", "model": "flaky"},
         ],
     )
-    session = Dialogue(world, models=registry)
-    rec = Recorder(session)
-    await session.run()
-    assert session.state.state == "paused" and session.state.pause_reason == "error"
-    assert session.state.extra["debate"].turns == []
-    await session.run()
+    async with opened(world, models={"flaky": FlakyJudge(fail_on, prose_on)}) as (session, rec):
+        await session.run()
+        assert session.status.state == "paused" and session.status.pause_reason == "error"
+        assert session.status.extra["debate"]["turns"] == []
+        await session.run()
     assert rec.stop().reason == "max_turns"
-    debaters = [m.id for m in session.state.transcript.messages if m.sender in ("pro", "con")]
-    assert session.state.extra["debate"].turns == debaters
+    debaters = [m.id for m in session.transcript if m.sender in ("pro", "con")]
+    assert session.status.extra["debate"]["turns"] == debaters
     assert [e.data["turn"] for e in rec.of("system", "mode")] == [1, 2]
-    assert [m.sender for m in session.state.transcript.messages] == senders
+    assert [m.sender for m in session.transcript] == senders

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from rolecall.errors import ProviderUnavailable, WorldError
-from rolecall.llm.registry import ModelRegistry
 from rolecall.llm.types import GenerationRequest, StreamItem, TextDelta, Usage
 from rolecall.modes.judgments import (
     MAX_REPLY_CHARS,
@@ -18,11 +18,10 @@ from rolecall.modes.judgments import (
     json_object,
     score_parser,
 )
-from rolecall.runtime import Dialogue
 from rolecall.world.judge_block import check_world
 from rolecall.world.loader import load_world
 from tests.conftest import ROOT
-from tests.helpers import Recorder, run_flow, world_from
+from tests.helpers import opened, run_flow, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -131,7 +130,7 @@ async def test_a_deeply_nested_judge_reply_is_retried_then_ignored() -> None:
     assert judges and not any(j.valid for j in judges)
     assert judges[0].verdict["error"] == "the JSON nests deeper than 32 levels"
     assert len(rec.of("system", "warning")) == len(judges) // 2
-    assert session.state.state == "finished" and len(rec.of("world", "stop")) == 1
+    assert session.status.state == "finished" and len(rec.of("world", "stop")) == 1
 
 
 # --------------------------------------------------------------------- worlds
@@ -181,7 +180,7 @@ async def test_a_judge_scores_after_chosen_steps_and_conditions_read_the_scores(
     ]
     assert judges[1].verdict == {"scores": {"score": 8}, "comment": "good"}
     assert rec.stop().reason == "good_enough"  # fresh scores, before the flow moved on
-    assert session.state.judge_scores == {"judge": {"score": 8.0}}
+    assert session.status.extra["judge_scores"] == {"judge": {"score": 8.0}}
 
 
 async def test_judge_on_a_step_uses_the_default_score() -> None:
@@ -215,7 +214,7 @@ async def test_a_malformed_score_is_retried_once_then_ignored() -> None:
     ]
     retry = rec.of("messages", "message")[2]
     assert retry.sender == "judge" and retry.reply_to == "m1"
-    assert session.state.judge_scores == {}
+    assert session.status.extra["judge_scores"] == {}
 
 
 class Replies:
@@ -239,10 +238,8 @@ async def test_the_judge_is_asked_for_json_and_reminded_of_the_format_on_retry()
     )
     data["roles"][2] = {"id": "judge", "model": "replies"}
     judge = Replies("prose", '{"score": 4}')
-    registry = ModelRegistry()
-    registry.register("replies", judge)
-    session = Dialogue(world_from(data), models=registry)
-    await session.step()
+    async with opened(world_from(data), models={"replies": judge}) as (session, _):
+        await session.step()
     first, retry = (r.info.instruction or "" for r in judge.requests)
     assert first.startswith(
         "Be fair. As the judge, score the whole exchange so far, up to A (@a)'s message m1"
@@ -250,15 +247,15 @@ async def test_the_judge_is_asked_for_json_and_reminded_of_the_format_on_retry()
     assert first.endswith('{"scores": {"score": <number 0-10>}, "comment": "<one sentence>"}')
     assert retry.startswith("Reply again with ONLY the JSON object, exactly in this format:")
     assert retry.endswith("(Your previous reply m2: no JSON object found.)")
-    assert session.state.judge_scores["judge"] == {"score": 4.0}
+    assert session.status.extra["judge_scores"]["judge"] == {"score": 4.0}
 
 
 async def test_scores_empty_means_comments_only() -> None:
     world = world_from(judged_world(["Nicely put."], {"after": ["one"], "scores": []}))
-    session = Dialogue(world)
-    await session.step()
-    (judge,) = [e for e in session.bus.history if e.event.type == "judge"]
-    assert judge.event.verdict == {"comment": "Nicely put."} and judge.event.scores == {}
+    async with opened(world) as (session, rec):
+        await session.step()
+    (judge,) = rec.of("system", "judge")
+    assert judge.verdict == {"comment": "Nicely put."} and judge.scores == {}
 
 
 @pytest.mark.parametrize(
@@ -299,7 +296,7 @@ async def test_the_courtroom_world_runs_offline_to_a_ruling() -> None:
     last = rec.of("messages", "message")[-1]
     assert last.sender == "judge" and last.step_id == "ruling"
     assert last.content.startswith("Ruling:")
-    assert session.state.judge_scores["judge"]["plaintiff_case"] == 8.0
+    assert session.status.extra["judge_scores"]["judge"]["plaintiff_case"] == 8.0
 
 
 class FlakyJudge:
@@ -323,15 +320,12 @@ async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() 
     data["roles"].append({"id": "second", "model": "flaky"})
     data["flow"]["steps"] = [{"id": "one", "speaker": "a", "judge": "second"}]
     data["judge"] = {"after": ["one"]}
-    registry = ModelRegistry()
-    registry.register("flaky", FlakyJudge())
-    session = Dialogue(world_from(data), models=registry)
-    rec = Recorder(session)
-    await session.run()
-    assert session.state.pause_reason == "error"
-    await session.run()
+    async with opened(world_from(data), models={"flaky": FlakyJudge()}) as (session, rec):
+        await session.run()
+        assert session.status.pause_reason == "error"
+        await session.run()
     assert rec.stop().reason == "flow_end"
-    assert [m.sender for m in session.state.transcript.messages] == ["a", "judge", "second"]
+    assert [m.sender for m in session.transcript] == ["a", "judge", "second"]
     assert [(j.judge, j.about) for j in rec.of("system", "judge")] == [
         ("judge", "m1"),
         ("second", "m1"),
@@ -339,19 +333,15 @@ async def test_resume_after_a_failed_judge_turn_runs_only_the_judges_not_done() 
 
 
 async def test_the_judges_done_are_typed_state_stored_in_their_layout() -> None:
-    from rolecall.modes.judge import Judged, judged
-    from rolecall.storage.document import restore_state, snapshot
+    from rolecall.modes.judge import judged
 
     world = world_from(
         judged_world(['{"scores": {"score": 9}}'], {"role": "judge", "after": ["two"]})
     )
     session, _ = await run_flow(world)
-    last = [m.id for m in session.state.transcript.messages if m.step_id == "two"][-1]
-    done = session.state.extra["judged"]
-    assert isinstance(done, Judged) and (done.message_id, done.judges) == (last, ["judge"])
-    doc = snapshot(session, created_at=session.clock())
-    assert doc.state.extra["judged"] == [last, ["judge"]]  # the layout stored sessions have
-    restored = restore_state(doc)
-    again = Dialogue(world, state=restored)
+    last = [m.id for m in session.transcript if m.step_id == "two"][-1]
+    stored = session.status.extra["judged"]  # the session document's state.extra
+    assert stored == [last, ["judge"]]  # the layout stored sessions have
+    again = SimpleNamespace(state=SimpleNamespace(extra={"judged": stored}))  # read back
     assert judged(again, last).judges == ["judge"]  # validated from the stored list
     assert judged(again, "m999").judges == []  # another message starts afresh

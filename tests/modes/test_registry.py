@@ -12,8 +12,7 @@ from rolecall.errors import WorldError
 from rolecall.flows import conditions
 from rolecall.modes import ModeSpec, register_mode, unregister_mode
 from rolecall.plans import DriverSite
-from rolecall.runtime import Dialogue
-from tests.helpers import Recorder, world_from
+from tests.helpers import run_flow, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -63,12 +62,10 @@ def quorum_mode() -> Iterator[None]:
 async def test_a_registered_mode_and_its_condition_run_end_to_end(quorum_mode: None) -> None:
     world = world_from("name: q\nmode: quorum\nmodel: scripted\n")
     assert world.mode == "quorum"
-    session = Dialogue(world)
-    rec = Recorder(session)
-    await session.run()
+    session, rec = await run_flow(world)
     stop = rec.stop()
     assert (stop.reason, stop.detail) == ("quorum", "3 of 3 voices")
-    assert [m.content for m in session.state.transcript.messages] == ["a 1", "b 1", "a 2"]
+    assert [m.content for m in session.transcript] == ["a 1", "b 1", "a 2"]
 
 
 def test_an_unregistered_mode_and_its_words_are_refused() -> None:

@@ -58,6 +58,6 @@ def test_resume_regenerates_nothing(
     started = [e["message_id"] for e in resumed if (e["topic"], e["type"]) == ("sse", "start")]
     assert started == [m["id"] for m in new if m["kind"] == "agent"]
     assert len(record.record.exchanges) == len(started)  # nothing asked again
-    assert after.state == "paused" and after.pause_reason == "max_turns"
+    assert after.state == "paused" and after.pause_reason == "more_turns"
     assert all(count == 1 for count in after.generations.values())
     check_stored(cli.home, world)

@@ -9,8 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rolecall.api.compose import assemble
-from rolecall.api.opening import Opening
+import rolecall
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage.checkpointer import Checkpointer
 from rolecall.storage.sqlite import SqliteStore
@@ -54,11 +53,11 @@ async def test_turns_go_on_while_a_checkpoint_runs(
 
     monkeypatch.setattr(Checkpointer, "_checkpoint", held)
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        async with assemble(world_from(world(40)), Opening(store=store)) as session:
+        async with rolecall.open_session(world_from(world(40)), store=store) as session:
             await session.run()
             # every turn was committed while the first checkpoint was still held
             assert started.is_set() and not release.is_set()
-            assert session.state.transcript.agent_turns == 40
+            assert session.result.turns == 40
             counts = await store.counts(session.session_id)
             assert counts is not None and counts.messages == 40
         release.set()
@@ -78,7 +77,7 @@ async def test_the_wal_stops_growing_under_continuous_turns(
     async with SqliteStore(tmp_path / "rolecall.db") as store:
         sizes, restarts = [], [times_started_over(wal)]
         for _ in range(4):
-            async with assemble(world_from(world(300)), Opening(store=store)) as session:
+            async with rolecall.open_session(world_from(world(300)), store=store) as session:
                 await session.run()
             sizes.append(wal.stat().st_size)
             restarts.append(times_started_over(wal))
@@ -109,14 +108,14 @@ def test_the_wal_starts_over_with_two_writers_on_one_database(
     async def writer(turns: int) -> None:
         async with (
             SqliteStore(db) as store,
-            assemble(world_from(world(turns)), Opening(store=store)) as s,
+            rolecall.open_session(world_from(world(turns)), store=store) as s,
         ):
 
-            async def measure(_: object) -> None:
+            def measure(_: object) -> None:  # each message is published once it is stored
                 sizes.append(wal.stat().st_size)
                 restarts.add(times_started_over(wal))
 
-            s.commit_hooks.append(measure)
+            s.bus.subscribe(measure, "messages")
             await s.run()
             counts = await store.counts(s.session_id)
             assert counts is not None and counts.messages == turns

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 import rolecall
-from rolecall.api.compose import assemble
+from rolecall.api.entry import open_live
 from rolecall.api.opening import Opening
 from rolecall.errors import SessionInUse
 from rolecall.storage.in_memory import InMemoryStore
@@ -155,7 +155,7 @@ async def test_a_copy_read_before_another_went_on_is_refused(world: Path, tmp_pa
         async with rolecall.resume(sid, store=store, mode="step") as other:
             await other.step()
         with pytest.raises(SessionInUse, match="changed in the store after it was read here"):
-            async with assemble(stale.world_model(), Opening(store=store, doc=stale)):
+            async with open_live(stale.world_model(), Opening(store=store, doc=stale)):
                 pass
         # refused before it wrote anything, and without keeping the claim
         assert len((await store.load(sid)).messages) == 3
@@ -170,9 +170,9 @@ async def test_a_memory_store_holds_one_live_session_per_id(world: Path) -> None
         await s.step()
         doc = await store.load("one")
         with pytest.raises(SessionInUse, match="session one is open in this process"):
-            async with assemble(doc.world_model(), Opening(store=store, doc=doc)):
+            async with open_live(doc.world_model(), Opening(store=store, doc=doc)):
                 pass
-    async with assemble(doc.world_model(), Opening(store=store, doc=doc)) as again:
+    async with open_live(doc.world_model(), Opening(store=store, doc=doc)) as again:
         await again.step()
     assert len((await store.load("one")).messages) == 2
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from rolecall.api.compose import assemble, flush
-from rolecall.api.opening import Opening
+import rolecall
 from rolecall.storage import fts
 from rolecall.storage.catalog import SessionFilter
 from rolecall.storage.sqlite import SqliteStore
@@ -36,10 +35,10 @@ async def indexed(db: aiosqlite.Connection) -> int:
 async def test_turns_do_not_index_a_search_or_the_close_does(tmp_path: Path) -> None:
     path = tmp_path / "rolecall.db"
     async with SqliteStore(path) as store:
-        async with assemble(world_from(WORLD), Opening(store=store)) as session:
+        async with rolecall.open_session(world_from(WORLD), store=store) as session:
             await session.run()
-            await flush(session)
-        assert len(session.state.transcript) == 3
+            await session.flush()
+        assert len(session.transcript) == 3
         assert await indexed(store.db) == 0  # the turns stored their messages only
         # a connection that cannot write the index still finds them
         async with aiosqlite.connect(f"{path.as_uri()}?mode=ro", uri=True) as ro:
@@ -59,7 +58,7 @@ async def test_closing_the_store_indexes_what_the_turns_stored(tmp_path: Path) -
     path = tmp_path / "rolecall.db"
     async with (
         SqliteStore(path) as store,
-        assemble(world_from(WORLD), Opening(store=store)) as session,
+        rolecall.open_session(world_from(WORLD), store=store) as session,
     ):
         await session.run()
     async with aiosqlite.connect(path) as db:
@@ -75,12 +74,12 @@ async def test_closing_a_store_indexes_the_sessions_it_wrote_only(tmp_path: Path
     path = tmp_path / "rolecall.db"
     async with (
         SqliteStore(path) as other,
-        assemble(world_from(WORLD), Opening(store=other)) as theirs,
+        rolecall.open_session(world_from(WORLD), store=other) as theirs,
     ):
         await theirs.run()
         async with (
             SqliteStore(path) as store,
-            assemble(world_from(WORLD), Opening(store=store)) as mine,
+            rolecall.open_session(world_from(WORLD), store=store) as mine,
         ):
             await mine.run()
         async with aiosqlite.connect(path) as db:

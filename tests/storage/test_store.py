@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
-from rolecall.api.compose import attach_store, flush
 from rolecall.errors import UsageError
-from rolecall.runtime import Dialogue
 from rolecall.session.state import PendingReply, SessionState
 from rolecall.storage.document import StateDoc, restore_state, state_doc, state_json
 from rolecall.storage.schema import SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
-from tests.helpers import scripted_world
+from tests.helpers import opened, scripted_world
 
 pytestmark = pytest.mark.anyio
 
@@ -41,20 +39,19 @@ async def test_a_stored_session_reloads_exactly(tmp_path: Path) -> None:
     world = scripted_world(
         [{"id": "s1", "speaker": "a"}, {"id": "s2", "speaker": "b", "loop": {"to": "s1", "max": 3}}]
     )
-    async with SqliteStore(tmp_path / "rolecall.db") as store:
-        session = Dialogue(world)
-        await attach_store(session, store)
+    path = tmp_path / "rolecall.db"
+    async with SqliteStore(path) as store, opened(world, store=store) as (session, rec):
         await session.run()
-        await flush(session)
+        await session.flush()
         doc = await store.load(session.session_id)
-    assert [m.content for m in doc.messages] == [
-        m.content for m in session.state.transcript.messages
-    ]
-    assert doc.execution_log == session.state.execution_log
+        last_seq = rec.events[-1].seq
+    assert [m.content for m in doc.messages] == [m.content for m in session.transcript]
+    published = [e.model_dump(exclude={"topic", "type"}) for e in rec.of("system", "step")]
+    assert [r.model_dump() for r in doc.execution_log] == published
     assert doc.state.state == "finished" and doc.state.stop_reason == "flow_end"
-    assert doc.last_seq == session.bus.last_seq
+    assert doc.last_seq == last_seq
     restored = restore_state(doc)
-    assert restored.pointer.exec_counts == session.state.pointer.exec_counts
+    assert restored.pointer.exec_counts == session.status.pointer.exec_counts
     assert restored.transcript.agent_turns == 6
     # every event but the streaming ones comes back, in order
     kinds = [(e["topic"], e["type"]) for e in doc.events]
@@ -62,15 +59,19 @@ async def test_a_stored_session_reloads_exactly(tmp_path: Path) -> None:
     assert kinds[-1] == ("world", "stop")
     with sqlite3.connect(tmp_path / "rolecall.db") as db:
         seqs = [s for (s,) in db.execute("SELECT seq FROM events ORDER BY seq")]
-    assert seqs == list(range(1, session.bus.last_seq + 1))  # chunks included, no gaps
+    assert seqs == list(range(1, last_seq + 1))  # chunks included, no gaps
 
 
 async def test_each_turn_is_one_transaction_with_its_message_and_decision(tmp_path: Path) -> None:
     world = scripted_world([{"id": f"s{i}", "speaker": "a"} for i in range(1, 4)])
     statements: list[str] = []
-    async with SqliteStore(tmp_path / "rolecall.db") as store:
-        session = Dialogue(world)
-        await attach_store(session, store)
+    async with (
+        SqliteStore(tmp_path / "rolecall.db") as store,
+        opened(world, store=store) as (
+            session,
+            _,
+        ),
+    ):
         await session.begin(running=True)  # the opening: stored on its own, before
         store.writer.set_trace_callback(statements.append)
         await session.step()
@@ -90,9 +91,13 @@ async def test_the_opening_is_stored_before_a_reader_sees_it(tmp_path: Path) -> 
     the first reply starts streaming, created, the agents joining and running are in
     the store."""
     world = scripted_world([{"id": "s1", "speaker": "a"}])
-    async with SqliteStore(tmp_path / "rolecall.db") as store:
-        session = Dialogue(world)
-        await attach_store(session, store)
+    async with (
+        SqliteStore(tmp_path / "rolecall.db") as store,
+        opened(world, store=store) as (
+            session,
+            _,
+        ),
+    ):
         seen: list[tuple[str, str]] = []
         stored_then: list[list[tuple[str, str]]] = []
 

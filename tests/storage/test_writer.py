@@ -1,5 +1,10 @@
 """How the store commits turns: inline on the event loop, on a thread when it must wait,
-nothing more after a failed write, checkpoints it runs itself, and schema version 2."""
+nothing more after a failed write, checkpoints it runs itself, sessions taking turns at
+once committing together, and the schema's migrations.
+
+Every session here is opened as a user opens one, :func:`rolecall.open_session` with
+``store=`` an open :class:`SqliteStore`: the opener stores each turn before it is
+published."""
 
 from __future__ import annotations
 
@@ -9,22 +14,23 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from rolecall.api.compose import attach_store, flush
+import rolecall
 from rolecall.bus.events import StreamChunk
 from rolecall.errors import StorageError
-from rolecall.runtime import Dialogue
+from rolecall.session.state import TranscriptMessage
 from rolecall.storage import sqlite as sqlite_store
 from rolecall.storage import writer as store_writer
 from rolecall.storage.browse import events_after
 from rolecall.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from rolecall.storage.sqlite import SqliteStore
-from tests.helpers import scripted_world, world_from
+from tests.helpers import Recorder, opened, scripted_world, world_from
 
 pytestmark = pytest.mark.anyio
 
@@ -32,12 +38,14 @@ THREE_STEPS = [{"id": f"s{i}", "speaker": "a" if i % 2 else "b"} for i in range(
 
 
 @asynccontextmanager
-async def attached(path: Path) -> AsyncIterator[tuple[SqliteStore, Dialogue]]:
-    """A store at ``path`` with a three-step scripted session attached."""
-    async with SqliteStore(path) as store:
-        session = Dialogue(scripted_world(THREE_STEPS))
-        await attach_store(session, store)
-        yield store, session
+async def attached(path: Path) -> AsyncIterator[tuple[SqliteStore, rolecall.Session, Recorder]]:
+    """A store at ``path``, a three-step scripted session opened on it, and a recorder of
+    every event it publishes (streamed chunks too)."""
+    async with (
+        SqliteStore(path) as store,
+        opened(scripted_world(THREE_STEPS), store=store) as (session, rec),
+    ):
+        yield store, session, rec
 
 
 def rows(path: Path, query: str, *params: Any) -> list[Any]:
@@ -49,7 +57,7 @@ async def test_a_turn_waits_for_another_process_lock_without_freezing_the_loop(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "rolecall.db"
-    async with attached(path) as (_store, session):
+    async with attached(path) as (_store, session, _rec):
         other = sqlite3.connect(path, check_same_thread=False)
         other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
         released = threading.Event()
@@ -86,15 +94,22 @@ async def test_a_lock_held_past_the_timeout_fails_the_turn_clearly(
 ) -> None:
     monkeypatch.setattr(store_writer, "BUSY_TIMEOUT_S", 0.2)
     path = tmp_path / "rolecall.db"
-    async with attached(path) as (_store, session):
-        other = sqlite3.connect(path)
-        other.execute("BEGIN IMMEDIATE")
-        try:
-            with pytest.raises(StorageError, match=r"cannot write to the session store .*locked"):
-                await session.step()
-        finally:
-            other.rollback()
-            other.close()
+
+    async def locked_out() -> None:
+        async with attached(path) as (_store, session, _rec):
+            other = sqlite3.connect(path)
+            other.execute("BEGIN IMMEDIATE")
+            try:
+                with pytest.raises(
+                    StorageError, match=r"cannot write to the session store .*locked"
+                ):
+                    await session.step()
+            finally:
+                other.rollback()
+                other.close()
+
+    with pytest.raises(StorageError, match="no longer written"):  # leaving says so again
+        await locked_out()
     assert rows(path, "SELECT id FROM messages") == []
 
 
@@ -134,7 +149,7 @@ async def test_closing_the_store_does_not_wait_for_a_reader_of_an_older_snapshot
     path = tmp_path / "rolecall.db"
     reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     released = threading.Event()
-    async with attached(path) as (_store, session):
+    async with attached(path) as (_store, session, _rec):
         assert await session.step()
         reader.execute("BEGIN")
         assert reader.execute("SELECT COUNT(*) FROM messages").fetchone() == (1,)
@@ -174,17 +189,22 @@ async def test_after_a_failed_write_nothing_more_of_the_session_is_written(
         write_batch(conn, batch)
 
     monkeypatch.setattr(store_writer, "write_batch", second_write_fails)
-    async with attached(path) as (_store, session):
-        assert await session.step()
-        with pytest.raises(StorageError, match="disk is full"):
-            await session.step()
-        # the session in memory holds m2, whose events were never published: storing it
-        # now would leave a message without its event
-        assert [m.id for m in session.state.transcript.messages] == ["m1", "m2"]
-        with pytest.raises(StorageError, match=r"no longer written .* since a write failed"):
-            await flush(session)
-        with pytest.raises(StorageError, match="no longer written"):
-            await session.step()
+
+    async def disk_full() -> None:
+        async with attached(path) as (_store, session, _rec):
+            assert await session.step()
+            with pytest.raises(StorageError, match="disk is full"):
+                await session.step()
+            # the session in memory holds m2, whose events were never published: storing it
+            # now would leave a message without its event
+            assert [m.id for m in session.transcript] == ["m1", "m2"]
+            with pytest.raises(StorageError, match=r"no longer written .* since a write failed"):
+                await session.flush()
+            with pytest.raises(StorageError, match="no longer written"):
+                await session.step()
+
+    with pytest.raises(StorageError, match="no longer written"):  # leaving says so again
+        await disk_full()
     assert [m for (m,) in rows(path, "SELECT id FROM messages ORDER BY idx")] == ["m1"]
     stored = [
         json.loads(r)["message_id"]
@@ -203,10 +223,9 @@ async def test_the_store_checkpoints_so_the_wal_stays_small(
 
     async def wal_after(every: int, home: Path) -> int:
         monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", every)
+        world = scripted_world(steps, settings={"max_turns": 600})
         async with SqliteStore(home / "rolecall.db") as store:
-            session = Dialogue(scripted_world(steps, settings={"max_turns": 600}))
-            await attach_store(session, store)
-            await session.run()
+            await rolecall.run(world, store=store)
             return (home / "rolecall.db-wal").stat().st_size
 
     checkpointed = await wal_after(10, tmp_path / "often")
@@ -222,22 +241,25 @@ async def test_a_turns_chunks_are_one_compact_row_and_every_event_reads_back(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "rolecall.db"
-    async with attached(path) as (store, session):
+    async with attached(path) as (store, session, rec):
         await session.step()
         await session.step()
-        await flush(session)
+        await session.flush()
         doc = await store.load(session.session_id)
         stored = await events_after(store, session.session_id)
-    packed = rows(path, "SELECT topic, type, count FROM events_packed WHERE seq > 2 ORDER BY seq")
+        last_seq = rec.events[-1].seq
+        packed = rows(
+            path, "SELECT topic, type, count FROM events_packed WHERE seq > 2 ORDER BY seq"
+        )
+        listed = rows(path, "SELECT seq, topic, type, record FROM events ORDER BY seq")
     # per turn: sse/start, one row of all the chunks, sse/end; then the message and its step
     turn = [("sse", "start"), ("sse", "chunks"), ("sse", "end"), ("*", "*")]
     assert [(topic, kind) for topic, kind, _ in packed] == turn * 2
-    chunks = [e for e in session.bus.history if e.event.type == "chunk"]
+    chunks = [e for e in rec.events if e.event.type == "chunk"]
     assert sum(count for _, kind, count in packed if kind == "chunks") == len(chunks) > 2
     # read back from the store, every event is the line `--json` printed, byte for byte
-    assert stored == [(e.seq, e.to_json()) for e in session.bus.history]
-    listed = rows(path, "SELECT seq, topic, type, record FROM events ORDER BY seq")
-    assert [seq for seq, *_ in listed] == list(range(1, session.bus.last_seq + 1))
+    assert stored == [(e.seq, e.to_json()) for e in rec.events if e.seq <= last_seq]
+    assert [seq for seq, *_ in listed] == list(range(1, last_seq + 1))
     for seq, topic, kind, record in listed:
         event = json.loads(record)
         assert (event["seq"], event["topic"], event["type"]) == (seq, topic, kind)
@@ -259,14 +281,13 @@ async def test_a_chunks_row_holds_any_text_exactly_as_json_writes_it(tmp_path: P
             "flow": {"steps": [{"id": "s", "speaker": "a"}]},
         }
     )
-    async with SqliteStore(path) as store:
-        session = Dialogue(world)
-        await attach_store(session, store)
+    async with SqliteStore(path) as store, opened(world, store=store) as (session, rec):
         await session.step()
-        await flush(session)
+        await session.flush()
         stored = await events_after(store, session.session_id)
+        published = list(rec.events)
     [(record,)] = rows(path, "SELECT record FROM events_packed WHERE type = 'chunks'")
-    chunk_envelopes = [e for e in session.bus.history if isinstance(e.event, StreamChunk)]
+    chunk_envelopes = [e for e in published if isinstance(e.event, StreamChunk)]
     assert "".join(e.event.delta for e in chunk_envelopes) == text
     assert len(chunk_envelopes) > 2
     assert json.loads(record)["chunks"] == [
@@ -275,7 +296,7 @@ async def test_a_chunks_row_holds_any_text_exactly_as_json_writes_it(tmp_path: P
     ]
     assert record == json.dumps(json.loads(record), ensure_ascii=False, separators=(",", ":"))
     # read back (the web view's event API), every event is the line `--json` printed
-    assert stored == [(e.seq, e.to_json()) for e in session.bus.history]
+    assert stored == [(e.seq, e.to_json()) for e in published]
 
 
 async def test_a_version_1_store_is_migrated_and_keeps_its_events(tmp_path: Path) -> None:
@@ -328,16 +349,11 @@ async def test_checkpoints_keep_the_wal_small_with_many_sessions_at_once(
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_COMMITS", 20)
 
     async def wal_after(sessions: int, home: Path) -> int:
+        world = scripted_world(steps, settings={"max_turns": 400 // sessions})
         async with SqliteStore(home / "rolecall.db") as store:
-            running = [
-                Dialogue(scripted_world(steps, settings={"max_turns": 400 // sessions}))
-                for _ in range(sessions)
-            ]
-            for session in running:
-                await attach_store(session, store)
             async with anyio.create_task_group() as tg:
-                for session in running:
-                    tg.start_soon(session.run)
+                for _ in range(sessions):
+                    tg.start_soon(partial(rolecall.run, world, store=store))
             return (home / "rolecall.db-wal").stat().st_size
 
     alone = await wal_after(1, tmp_path / "alone")
@@ -368,12 +384,10 @@ async def test_a_turn_writes_as_many_pages_with_a_large_world_as_with_a_small_on
                        for r in ("a", "b")]}
         )  # fmt: skip
         async with SqliteStore(home / "rolecall.db") as store:
-            session = Dialogue(world)
-            await attach_store(session, store)
             start = (home / "rolecall.db-wal").stat().st_size
-            await session.run()
+            result = await rolecall.run(world, store=store)
             end = (home / "rolecall.db-wal").stat().st_size
-            doc = await store.load(session.session_id)
+            doc = await store.load(result.session_id)
         return (end - start) // (4096 + 24), doc.world["roles"][0]["description"]
 
     small, kept_small = await wal_pages("a tutor", tmp_path / "small")
@@ -392,14 +406,6 @@ LOOPING = [
 ]
 
 
-def looping(ids: list[str], turns: int) -> list[Dialogue]:
-    """Sessions of the looping scripted world, ``turns`` turns each."""
-    return [
-        Dialogue(scripted_world(LOOPING, settings={"max_turns": turns}), session_id=sid)
-        for sid in ids
-    ]
-
-
 def before_each_write(monkeypatch: pytest.MonkeyPatch, look: Callable[[list[Any]], None]) -> None:
     """Call ``look`` with the batches of each group transaction before it is written (it
     may raise instead, as a failing disk would)."""
@@ -412,24 +418,44 @@ def before_each_write(monkeypatch: pytest.MonkeyPatch, look: Callable[[list[Any]
     monkeypatch.setattr(store_writer, "write_group", looked_at)
 
 
-async def run_together(store: SqliteStore, sessions: list[Dialogue]) -> dict[str, str]:
-    """Run ``sessions`` at once on ``store``; what each ended with (its stop reason, or
-    the storage error that stopped it)."""
+async def run_together(
+    store: SqliteStore, ids: list[str], turns: int
+) -> tuple[dict[str, str], dict[str, list[TranscriptMessage]]]:
+    """Sessions of the looping scripted world (ids ``ids``, ``turns`` turns each) opened
+    and run at once on ``store``: what each ended with (its stop reason, or the error
+    that stopped it), and each one's transcript as it was when it ended."""
+    world = scripted_world(LOOPING, settings={"max_turns": turns})
     ended: dict[str, str] = {}
+    live: dict[str, list[TranscriptMessage]] = {}
 
-    async def run(session: Dialogue) -> None:
+    opening = len(ids)
+    all_open = anyio.Event()
+
+    async def run(session_id: str) -> None:
+        nonlocal opening
         try:
-            await session.run()
-            ended[session.session_id] = str(session.state.stop_reason)
-        except (StorageError, RuntimeError) as exc:
-            ended[session.session_id] = f"error: {exc}"
+            async with rolecall.open_session(world, store=store, session_id=session_id) as s:
+                opening -= 1
+                if not opening:
+                    all_open.set()
+                await all_open.wait()  # they start together, taking turns from the first
+                try:
+                    await s.run()
+                    ended[session_id] = str(s.status.stop_reason)
+                except (StorageError, RuntimeError) as exc:
+                    ended[session_id] = f"error: {exc}"
+                finally:
+                    live[session_id] = s.transcript
+        except StorageError as exc:  # leaving a session no longer stored says so again
+            closing[session_id] = str(exc)
 
-    for session in sessions:
-        await attach_store(session, store)
+    closing: dict[str, str] = {}
     async with anyio.create_task_group() as tg:
-        for session in sessions:
-            tg.start_soon(run, session)
-    return ended
+        for session_id in ids:
+            tg.start_soon(run, session_id)
+    assert all("no longer written" in error for error in closing.values()), closing
+    assert all(ended[sid].startswith("error") for sid in closing), (closing, ended)
+    return ended, live
 
 
 async def test_sessions_taking_turns_commit_together_and_each_is_stored_whole(
@@ -437,14 +463,13 @@ async def test_sessions_taking_turns_commit_together_and_each_is_stored_whole(
 ) -> None:
     groups: list[int] = []
     before_each_write(monkeypatch, lambda batches: groups.append(len(batches)))
-    sessions = looping([f"s{i}" for i in range(10)], 20)
+    ids = [f"s{i}" for i in range(10)]
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        ended = await run_together(store, sessions)
-        for session in sessions:
-            doc = await store.load(session.session_id)
-            live = [(m.id, m.sender, m.content) for m in session.state.transcript.messages]
-            assert [(m.id, m.sender, m.content) for m in doc.messages] == live
-            assert doc.last_seq == session.bus.last_seq
+        ended, live = await run_together(store, ids, 20)
+        for sid in ids:
+            doc = await store.load(sid)
+            said = [(m.id, m.sender, m.content) for m in live[sid]]
+            assert [(m.id, m.sender, m.content) for m in doc.messages] == said
     assert ended == {f"s{i}": "max_turns" for i in range(10)}
     # the sessions' turns shared transactions: far fewer than the 200 turns' commits
     assert max(groups) == 10 and len(groups) < 60, groups
@@ -461,10 +486,10 @@ async def test_a_turn_that_cannot_be_written_stops_its_own_session_only(
             raise sqlite3.OperationalError("disk I/O error")
 
     before_each_write(monkeypatch, refusing)
-    sessions = looping(["good-1", "bad", "good-2"], 8)
+    ids = ["good-1", "bad", "good-2"]
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        ended = await run_together(store, sessions)
-        counts = {s.session_id: await store.counts(s.session_id) for s in sessions}
+        ended, _ = await run_together(store, ids, 8)
+        counts = {sid: await store.counts(sid) for sid in ids}
     assert ended["good-1"] == ended["good-2"] == "max_turns"
     assert ended["bad"].startswith("error: cannot write to the session store"), ended
     assert "disk I/O error" in ended["bad"]
@@ -489,15 +514,14 @@ async def test_a_group_that_cannot_be_written_again_leaves_no_session_going_on_w
                 raise RuntimeError("the writer broke")
 
     before_each_write(monkeypatch, failing)
-    sessions = looping([f"s{i}" for i in range(3)], 6)
+    ids = [f"s{i}" for i in range(3)]
     async with SqliteStore(tmp_path / "rolecall.db") as store:
-        ended = await run_together(store, sessions)
-        for session in sessions:
-            doc = await store.load(session.session_id)
+        ended, live = await run_together(store, ids, 6)
+        for sid in ids:
+            doc = await store.load(sid)
             stored = [m.id for m in doc.messages]
-            live = [m.id for m in session.state.transcript.messages]
-            if not ended[session.session_id].startswith("error"):
-                assert stored == live, (session.session_id, ended)
+            if not ended[sid].startswith("error"):
+                assert stored == [m.id for m in live[sid]], (sid, ended)
     assert broke and ended[broke[0]] == "error: the writer broke", ended
     # the group's turns after the broken one were never written: their sessions stopped
     assert sum(e == "error: the writer broke" for e in ended.values()) == 3, ended

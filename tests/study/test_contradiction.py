@@ -69,11 +69,8 @@ def test_a_contradiction_is_an_event_and_the_challenger_addresses_it_next(tmp_pa
 
 @pytest.mark.anyio
 async def test_the_addressing_turn_is_told_what_contradicts_what(tmp_path: Path) -> None:
-    from rolecall.llm.registry import ModelRegistry
+    import rolecall as api
     from rolecall.llm.types import GenerationRequest, TextDelta, Usage
-    from rolecall.modes.study import load_study
-    from rolecall.runtime import Dialogue
-    from rolecall.world.loader import load_world
 
     class Capture:
         name = "capture"
@@ -91,11 +88,9 @@ async def test_the_addressing_turn_is_told_what_contradicts_what(tmp_path: Path)
     raw["roles"][2] = {"id": "challenger", "model": "capture"}
     (folder / "world.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     capture = Capture()
-    registry = ModelRegistry()
-    registry.register("capture", capture)
-    session = Dialogue(load_study(folder, load_world(folder).world), models=registry)
-    for _ in range(3):
-        await session.step()
+    async with api.open_session(folder, models={"capture": capture}) as session:
+        for _ in range(3):
+            await session.step()
     (request,) = capture.requests
     assert request.info.instruction is not None
     assert request.info.instruction.startswith(

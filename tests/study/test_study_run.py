@@ -8,25 +8,25 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from rolecall.bus import EventBus
+import rolecall
 from rolecall.cli.study_cmd import add_parser, run_study, study_world
 from rolecall.errors import UsageError, WorldError
-from rolecall.modes.study import FOLDER_KEY, load_study
+from rolecall.modes.study import FOLDER_KEY, director, load_study
 from rolecall.modes.study_turns import STOP_REASON
-from rolecall.runtime import Dialogue
-from rolecall.storage.document import parse_document, restore_state, snapshot
+from rolecall.storage.document import SessionDocument
+from rolecall.storage.in_memory import InMemoryStore
 from rolecall.study.queue import ROLES
 from rolecall.world.library import RoleLibrary
 from rolecall.world.loader import build_world, load_world
 from rolecall.world.models import World
 from tests.conftest import ROOT
-from tests.helpers import Recorder
+from tests.helpers import Recorder, opened, run_flow
 
 FOLDER = ROOT / "worlds" / "study"
 UNITS = 9  # worlds/study/notes.md
@@ -49,18 +49,26 @@ def mode_events(rec: Recorder, name: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-async def full_run(world: World | None = None) -> tuple[Dialogue, Recorder]:
-    session = Dialogue(world or study())
-    rec = Recorder(session)
-    await session.run()
-    return session, rec
+async def full_run(world: World | None = None) -> tuple[rolecall.Session, Recorder]:
+    return await run_flow(world or study())
 
 
-def transcript(session: Dialogue) -> list[tuple[str, str, str | None, str | None, str | None]]:
-    return [
-        (m.id, m.sender, m.step_id, m.reply_to, m.content)
-        for m in session.state.transcript.messages
-    ]
+def transcript(
+    session: rolecall.Session,
+) -> list[tuple[str, str, str | None, str | None, str | None]]:
+    return [(m.id, m.sender, m.step_id, m.reply_to, m.content) for m in session.transcript]
+
+
+async def stepped_file(turns: int, path: Path) -> SessionDocument:
+    """A study session stepped ``turns`` times, then kept (closed, as the command line
+    leaves it) and written to the session file ``path``: its document."""
+    store = InMemoryStore()
+    async with rolecall.open_session(study(), store=store) as session:
+        for _ in range(turns):
+            await session.step()
+    doc = await store.load(session.session_id)
+    await anyio.Path(path).write_text(doc.model_dump_json(), "utf-8")
+    return doc
 
 
 # ------------------------------------------------------------------- world
@@ -167,14 +175,14 @@ def test_loading_reads_the_document_and_a_world_without_it_cannot_start() -> Non
     assert (block := world.block("study")) is not None and "spaced" in block["text"].lower()
     unread = world.with_block("study", {"document": "notes.md"})
     with pytest.raises(UsageError, match="was not read"):
-        Dialogue(unread)
+        anyio.run(rolecall.run, unread)
 
 
 # --------------------------------------------------------------------- run
 @pytest.mark.anyio
 async def test_every_unit_role_slot_speaks_exactly_once_then_study_complete() -> None:
     session, rec = await full_run()
-    messages = session.state.transcript.messages
+    messages = session.transcript
     slots = Counter(m.step_id for m in messages)
     expected = {f"u{k}:{r}" for k in range(1, UNITS + 1) for r in ROLES}
     assert set(slots) == expected
@@ -197,7 +205,6 @@ async def test_every_unit_role_slot_speaks_exactly_once_then_study_complete() ->
 
 @pytest.mark.anyio
 async def test_unit_text_is_in_the_turn_instruction() -> None:
-    from rolecall.llm.registry import ModelRegistry
     from rolecall.llm.types import GenerationRequest, TextDelta, Usage
 
     class Capture:
@@ -212,10 +219,8 @@ async def test_unit_text_is_in_the_turn_instruction() -> None:
             yield Usage(1, 1)
 
     model = Capture()
-    registry = ModelRegistry()
-    registry.register("capture", model)
-    session = Dialogue(study(), models=registry, model_override="capture")
-    await session.step()
+    async with opened(study(), models={"capture": model}, model="capture") as (session, _):
+        await session.step()
     info = model.requests[0].info
     assert info.step_id == "u1:explainer"
     assert info.instruction is not None
@@ -228,65 +233,55 @@ async def test_same_document_twice_same_segments_queues_speakers_and_transcript(
     first, rec1 = await full_run()
     second, rec2 = await full_run()
     assert mode_events(rec1, "plan") == mode_events(rec2, "plan")  # segments, scores, queues
-    assert [m.sender for m in first.state.transcript.messages] == [
-        m.sender for m in second.state.transcript.messages
-    ]
+    assert [m.sender for m in first.transcript] == [m.sender for m in second.transcript]
     assert transcript(first) == transcript(second)
     assert mode_events(rec1) == mode_events(rec2)
-    assert first.state.extra["study"] == second.state.extra["study"]
+    assert first.status.extra["study"] == second.status.extra["study"]
 
 
 @pytest.mark.anyio
 async def test_human_interruption_is_classified_and_reallocates() -> None:
-    session = Dialogue(study())
-    rec = Recorder(session)
-    for _ in range(3):
-        await session.step()
-    low = await session.say("Can you clarify with an example?")  # a tie: 0.65
-    ask = await session.say("Give me an example, for instance from a real classroom")
-    late = await session.say("Give me a summary please")  # too soon: one pending at a time
-    await session.run()
-    assert rec.stop().reason == STOP_REASON
-    events = mode_events(rec)
-    classified = [e for e in events if e["name"] == "classification"]
-    assert [(e["message_id"], e["intent"], e["confidence"]) for e in classified] == [
-        (low.id, "clarification", 0.65),
-        (ask.id, "example_request", 1.0),
-        (late.id, "summary_request", 0.8),
-    ]
-    skipped = {e["message_id"]: e["reason"] for e in events if e["name"] == "reallocation_skipped"}
-    assert skipped == {low.id: "low_confidence", late.id: "too_soon"}
-    (accepted,) = [e for e in events if e["name"] == "reallocation"]
-    assert accepted["message_id"] == ask.id and accepted["turn"] == 3
-    assert accepted["due_turn"] == 6 and accepted["new"][0] == "example_generator"
-    assert "reasons" in accepted and accepted["distance"] >= 2
-    (applied,) = [e for e in events if e["name"] == "reallocation_applied"]
-    assert applied["turn"] == 6 and applied["answers"] == ask.id
-    # the first turn under the new order answers the learner's message
-    agents = [m for m in session.state.transcript.messages if m.kind == "agent"]
-    assert (agents[6].step_id, agents[6].reply_to) == ("u2:example_generator", ask.id)
-    # human messages are consumed by the director: no interjection, every slot still once
-    assert not any(m.step_id == "interjection" for m in session.state.transcript.messages)
-    assert len(agents) == UNITS * len(ROLES)
-    assert Counter(a.step_id for a in agents).most_common(1)[0][1] == 1
+    async with opened(study()) as (session, rec):
+        for _ in range(3):
+            await session.step()
+        low = await session.say("Can you clarify with an example?")  # a tie: 0.65
+        ask = await session.say("Give me an example, for instance from a real classroom")
+        late = await session.say("Give me a summary please")  # too soon: one pending at a time
+        await session.run()
+        assert rec.stop().reason == STOP_REASON
+        events = mode_events(rec)
+        classified = [e for e in events if e["name"] == "classification"]
+        assert [(e["message_id"], e["intent"], e["confidence"]) for e in classified] == [
+            (low.id, "clarification", 0.65),
+            (ask.id, "example_request", 1.0),
+            (late.id, "summary_request", 0.8),
+        ]
+        skipped = {
+            e["message_id"]: e["reason"] for e in events if e["name"] == "reallocation_skipped"
+        }
+        assert skipped == {low.id: "low_confidence", late.id: "too_soon"}
+        (accepted,) = [e for e in events if e["name"] == "reallocation"]
+        assert accepted["message_id"] == ask.id and accepted["turn"] == 3
+        assert accepted["due_turn"] == 6 and accepted["new"][0] == "example_generator"
+        assert "reasons" in accepted and accepted["distance"] >= 2
+        (applied,) = [e for e in events if e["name"] == "reallocation_applied"]
+        assert applied["turn"] == 6 and applied["answers"] == ask.id
+        # the first turn under the new order answers the learner's message
+        agents = [m for m in session.transcript if m.kind == "agent"]
+        assert (agents[6].step_id, agents[6].reply_to) == ("u2:example_generator", ask.id)
+        # human messages are consumed by the director: no interjection, every slot still once
+        assert not any(m.step_id == "interjection" for m in session.transcript)
+        assert len(agents) == UNITS * len(ROLES)
+        assert Counter(a.step_id for a in agents).most_common(1)[0][1] == 1
 
 
 @pytest.mark.anyio
-async def test_save_and_restore_continue_exactly() -> None:
+async def test_save_and_restore_continue_exactly(tmp_path: Path) -> None:
     straight, _ = await full_run()
-
-    session = Dialogue(study())
-    for _ in range(7):
-        await session.step()
-    doc = snapshot(session, created_at=datetime(2026, 1, 1, tzinfo=UTC))
-    doc = parse_document(doc.model_dump_json(), "session.json")  # through JSON, as a file
-    restored = Dialogue(
-        doc.world_model(),
-        state=restore_state(doc),
-        bus=EventBus(doc.session_id, first_seq=doc.last_seq + 1),
-    )
-    rec = Recorder(restored)
-    await restored.run()
+    await stepped_file(7, tmp_path / "session.json")  # through JSON, as a file
+    rec = Recorder()
+    async with rolecall.resume(tmp_path / "session.json", sinks=[rec]) as restored:
+        await restored.run()
     assert rec.stop().reason == STOP_REASON
     assert transcript(restored) == transcript(straight)
 
@@ -363,7 +358,6 @@ def test_study_world_mapping_is_a_plain_world(tmp_path: Path) -> None:
 
 def test_new_study_world_files_load_and_plan(tmp_path: Path) -> None:
     from rolecall.cli.study_cmd import new_study_files
-    from rolecall.modes.study import director
 
     for name, text in new_study_files("mine").items():
         (tmp_path / name).write_text(text, "utf-8")
@@ -375,33 +369,27 @@ def test_new_study_world_files_load_and_plan(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_changed_document_stops_instead_of_guessing() -> None:
-    session = Dialogue(study())
-    rec = Recorder(session)
-    await session.step()
-    study_state = session.state.extra["study"]
-    session.state.extra["study"] = study_state.model_copy(update={"fingerprint": "0" * 64})
-    await session.run()
+async def test_a_changed_document_stops_instead_of_guessing(tmp_path: Path) -> None:
+    doc = await stepped_file(1, tmp_path / "session.json")
+    doc.world["study"]["text"] += "\n\nA paragraph added after the session started."
+    await anyio.Path(tmp_path / "session.json").write_text(doc.model_dump_json(), "utf-8")
+    rec = Recorder()
+    async with rolecall.resume(tmp_path / "session.json", sinks=[rec]) as session:
+        await session.run()
     assert rec.stop().reason == "study_document_changed"
-    assert len(session.state.transcript) == 1
+    assert len(session.transcript) == 1
 
 
 @pytest.mark.anyio
-async def test_studys_state_is_a_typed_model_stored_in_its_layout() -> None:
-    from rolecall.modes.study_turns import StudyProgress
+async def test_studys_state_is_a_typed_model_stored_in_its_layout(tmp_path: Path) -> None:
 
-    session = Dialogue(study())
-    await session.step()
-    await session.step()
-    progress = session.state.extra["study"]
-    assert isinstance(progress, StudyProgress)
-    doc = snapshot(session, created_at=session.clock())
+    doc = await stepped_file(2, tmp_path / "session.json")
     stored = doc.state.extra["study"]
     assert list(stored) == ["version", "fingerprint", "units", "delay", "lock", "state"]
-    assert stored["fingerprint"] == progress.fingerprint and stored["units"] == progress.units
-    restored = Dialogue(study(), state=restore_state(doc))
-    await restored.step()  # goes on from the stored state, validated into the model
-    assert isinstance(restored.state.extra["study"], StudyProgress)
-    assert [m.sender for m in restored.state.transcript.messages][:2] == [
-        m.sender for m in session.state.transcript.messages
-    ]
+    plan = director(study()).study
+    assert stored["fingerprint"] == plan.fingerprint and stored["units"] == len(plan.units)
+    async with rolecall.resume(tmp_path / "session.json") as restored:
+        await restored.step()  # goes on from the stored state, validated into the model
+        assert restored.status.extra["study"]["state"] != stored["state"]
+    assert [m.sender for m in restored.transcript][:2] == [m.sender for m in doc.messages]
+    assert len(restored.transcript) == 3

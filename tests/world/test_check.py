@@ -173,7 +173,7 @@ async def test_a_real_run_never_exceeds_the_check() -> None:
         world = scripted_world(flow, settings={"memory_window": 3})
         r = worst_case(world)
         session, _ = await run_flow(world)
-        messages = session.state.transcript.messages
+        messages = session.transcript
         assert len(messages) == r.worst_case_turns  # no choices: the worst case is the run
         for role, case in r.per_role.items():
             mine = [m for m in messages if m.sender == role]
@@ -189,7 +189,7 @@ async def test_shipped_scripted_worlds_stay_within_their_check() -> None:
         world = load_world(name).world
         r = worst_case(world)
         session, _ = await run_flow(world)
-        messages = [m for m in session.state.transcript.messages if m.kind == "agent"]
+        messages = [m for m in session.transcript if m.kind == "agent"]
         assert r.worst_case_turns is not None and len(messages) <= r.worst_case_turns, name
         for role, case in r.per_role.items():
             mine = [m for m in messages if m.sender == role]

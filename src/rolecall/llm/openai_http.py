@@ -80,8 +80,13 @@ def _session() -> aiohttp.ClientSession:
 
 
 async def aclose() -> None:
-    """Close this event loop's client (shutdown, and tests running several loops)."""
-    session = _sessions.pop(id(asyncio.get_running_loop()), None)
+    """Close this event loop's client (shutdown, and tests running several loops); under
+    another event loop than asyncio's (trio), where no client is ever made, nothing."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    session = _sessions.pop(id(loop), None)
     if session is not None:
         await session.close()
 
