@@ -219,7 +219,7 @@ async def test_cancelling_a_generation_keeps_a_draft_and_pauses() -> None:
         while not session.generator.busy:  # noqa: ASYNC110 - polling a plain attribute
             await anyio.sleep(0.001)
         await anyio.sleep(0.01)
-        assert session.cancel_generation()
+        assert session.interrupt()
     assert session.state.state == "paused"
     assert session.state.drafts[0].reason == "cancelled"
     assert session.state.drafts[0].content == "partial "

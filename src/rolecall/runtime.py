@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -48,6 +48,7 @@ from rolecall.session.audience import can_see, latest_seen
 from rolecall.session.ids import new_session_id
 from rolecall.session.state import (
     Concluding,
+    PendingReply,
     SenderKind,
     SessionState,
     State,
@@ -193,6 +194,11 @@ class Dialogue:
         return self._lock.locked()
 
     @property
+    def chat(self) -> bool:
+        """A chat world (no flow, no director): nothing runs by itself, messages are answered."""
+        return self.engine is None and self.director is None
+
+    @property
     def flow_active(self) -> bool:
         """A flow (or director) has started and not finished: human messages interject."""
         driven = self.engine is not None or self.director is not None
@@ -257,12 +263,42 @@ class Dialogue:
         return name
 
     # --------------------------------------------------------------- control
-    def pause(self, reason: str = "manual") -> None:
-        """Pause after the current turn (at once when no turn is running)."""
-        if self._lock.locked() or self._running:
+    def pause(
+        self,
+        reason: str = "manual",
+        *,
+        now: bool = False,
+        error: str | None = None,
+        source: str = "api",
+    ) -> None:
+        """Pause after the current turn (at once when no turn is running); a session
+        already paused keeps its reason, a finished one stays finished.
+
+        ``now``: at once, even mid-turn, and a session already paused takes ``reason``
+        instead of its own (a ``world/session paused`` event says so). ``error``: a
+        failure the caller caught, said first as a ``system/error`` event from
+        ``source``; a pause asked for before gives way to this one.
+        """
+        if self.finished:
+            return
+        if error is not None:
+            self._pause_requested = None
+            self.bus.publish(ErrorEvent(error=error, source=source))
+        if not now and (self._lock.locked() or self._running):
             self._pause_requested = reason
-        else:
-            self.pause_now(reason)
+        elif self.state.state != "paused":
+            self._set_state("paused", reason)
+        elif now and self.state.pause_reason != reason:
+            self.state.pause_reason = reason
+            self.bus.publish(SessionEvent(state="paused", reason=reason))
+
+    def interrupt(self, reason: str = "interrupted") -> bool:
+        """Ctrl-C: cut the reply being generated (its text so far kept as a draft, the
+        session paused by its turn with reason ``cancelled``) and pause with ``reason``
+        after the current turn (at once when none runs). True when a reply was cut."""
+        cut = self.generator.cancel()
+        self.pause(reason)
+        return cut
 
     def cancel_pause(self) -> bool:
         """Withdraw a pause asked for during the current turn; True if one was pending."""
@@ -293,9 +329,46 @@ class Dialogue:
         self.state.flags.add(name)
         self.bus.publish(LogEvent(message=f"flag {name} set", data={"flag": name}))
 
-    def cancel_generation(self) -> bool:
-        """Cancel the generation in progress; its partial text is kept as a draft."""
-        return self.generator.cancel()
+    def drop_replies(self) -> list[str]:
+        """Drop the replies due (not one being generated), said by a log event; who
+        would have answered them, in order (nothing is published when none was due)."""
+        pending = self.state.pending
+        dropped = [item.agent for item in pending]
+        if dropped:
+            pending.clear()
+            self.bus.publish(
+                LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
+            )
+        return dropped
+
+    def request_reply(self, agent: str, message_id: str) -> None:
+        """Make ``agent``'s reply to ``message_id`` the one reply due (a chat's reply, in
+        a flow or a mode an interjection's answer). UsageError for a finished session, an
+        unknown agent or message."""
+        if self.finished:
+            raise UsageError(f"session {self.session_id} is finished: it owes no reply")
+        if agent not in self.role_ids:
+            raise UsageError(
+                f"world {self.world.name!r} has no role {agent!r} "
+                f"(roles: {', '.join(self.role_ids)})"
+            )
+        if message_id not in self.state.transcript.by_id:
+            raise UsageError(f"session {self.session_id} has no message {message_id!r}")
+        kind = "chat" if self.chat else "interjection"
+        self.state.pending = [PendingReply(agent=agent, message_id=message_id, kind=kind)]
+
+    def annotate(self, key: str, value: Any) -> None:
+        """Keep the caller's ``value`` in ``state.extra[key]`` (``None`` removes it).
+        UsageError for a key the runtime keeps its own state under."""
+        from rolecall.mode_registry import BUILTIN
+        from rolecall.storage.fork import TRANSIENT
+
+        if key in TRANSIENT or key in BUILTIN:
+            raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
+        if value is None:
+            self.state.extra.pop(key, None)
+        else:
+            self.state.extra[key] = value
 
     # ------------------------------------------------------------------ runs
     async def run(self) -> None:

@@ -454,7 +454,7 @@ class Repl:
     async def _leave(self, session: Session, *, switching: bool) -> None:
         """Stop what runs, then keep the session paused (reason ``quit``)."""
         if session.generating:
-            session.cancel_reply()  # kept as a draft; the turn pauses the session
+            session.interrupt()  # kept as a draft; the turn pauses the session
         elif self.jobs and not session.finished:
             session.pause("quit")  # after the turn in progress
         if self.jobs:
@@ -615,7 +615,7 @@ class Repl:
             self._armed = False
             return "refused"
         if session.generating:
-            session.cancel_reply()  # the session pauses itself (reason cancelled)
+            session.interrupt()  # the session pauses itself (reason cancelled)
             self._armed = False
             return "cancelled"
         if self.jobs:
