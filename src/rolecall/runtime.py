@@ -548,27 +548,6 @@ class Dialogue:
             ),
         )
 
-    def _message_event(self, message: TranscriptMessage) -> MessageEvent:
-        return MessageEvent.trusted(
-            message_id=message.id,
-            sender=message.sender,
-            content=message.content,
-            reply_to=message.reply_to,
-            target=message.target,
-            mentions=list(message.mentions),
-            step_id=message.step_id,
-            loop_iteration=message.loop_iteration,
-            turn=message.turn,
-            input_tokens=message.input_tokens,
-            output_tokens=message.output_tokens,
-            cost_usd=message.cost_usd,
-            tool_calls=message.tool_calls,
-            audience=message.audience,
-            data=message.data,
-            data_error=message.data_error,
-            finish_reason=message.finish_reason,
-        )
-
     async def speak(self, plan: TurnPlan) -> Spoken:
         """The one turn primitive: call (or take the plan's text), build, store, publish.
 
@@ -634,7 +613,7 @@ class Dialogue:
         )
         stall = stalls.assess(self.state.transcript.messages, message) if watched else None
         self.state.transcript.add(message)
-        events: list[Event] = [self._message_event(message)]
+        events: list[Event] = [MessageEvent.of(message.id, message)]
         if stall is not None:
             events.append(WarningEvent(message=self._stall_notice(stall)))
         if plan.decide is not None:
