@@ -661,53 +661,15 @@ class Dialogue:
         self._refuse_finished()
         heard = self.check_audience(audience)
         # a chat runs from its first message on
-        free_chat = self.engine is None and self.director is None
-        await self.begin(running=free_chat and self.state.state == "created")
+        await self.begin(running=self.chat and self.state.state == "created")
         async with self._lock:
             self._refuse_finished()
-            self.state.turn_counts.clear()
-            self.state.limit_notified.clear()
-            director = self.director
-            if director is not None:
-
-                def expect(message: TranscriptMessage, _: datetime) -> list[Event]:
-                    self.floor.expect(message.id)  # unless the director takes it, below
-                    return []
-
-                spoken = await self.speak(
-                    TurnPlan("human", text=text, decide=expect, audience=heard, inherit=False)
-                )
-                assert spoken.message is not None
-                if director.human(self, spoken.message):
-                    self.floor.discard(spoken.message.id)
-                else:
-                    events = chat.route_notice(self, spoken.message)
-                    await chat.admit_human(self, spoken.message)
-                    await self.emit(events)
-            else:
-                held = False
-
-                def decide(message: TranscriptMessage, _: datetime) -> list[Event]:
-                    nonlocal held
-                    stop_events, held = chat.human_stop(self)
-                    if not held:  # the agents answer it (admit_human, below)
-                        self.floor.expect(message.id)
-                    return [*chat.route_notice(self, message), *stop_events]
-
-                spoken = await self.speak(
-                    TurnPlan("human", text=text, decide=decide, audience=heard, inherit=False)
-                )
-                assert spoken.message is not None
-                # the agents asked for the floor as the message reached them; the
-                # replies owed are stored before any is generated
-                if not held and await chat.admit_human(self, spoken.message):
-                    await self.emit([])
-            assert spoken.message is not None
+            message = await chat.human_turn(self, text, heard)
         if not self._running:
             await self.settle()
             if self.state.concluding is not None and not self.finished:
                 await self.step()  # a stop the human's message made hold
-        return spoken.message
+        return message
 
     def check_audience(self, audience: Sequence[str] | None) -> tuple[str, ...] | None:
         """``audience`` as a message stores it (each role once, in the order given), or
