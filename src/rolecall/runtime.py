@@ -251,8 +251,9 @@ class Dialogue:
         self.log.info("session_finished", reason=reason, detail=detail)
 
     def pause_now(self, reason: str) -> None:
-        """Pause at once, even mid-turn (a failed generation, a signal); a finished
-        session stays finished. :meth:`pause` waits for the current turn to end."""
+        """Pause at once, even mid-turn (a failed or cut generation, a pause asked for
+        coming due); a session already paused keeps its reason, a finished one stays
+        finished. The runtime's own: callers use :meth:`pause` (``now=True``)."""
         if not self.finished:
             self._set_state("paused", reason)
 
