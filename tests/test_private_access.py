@@ -4,7 +4,7 @@ A private member (``x._name``) belongs to the class that defines it: the module 
 defines the class may touch it on any instance (``other._seq`` in ``__eq__``), a
 method may touch its own (``self._lock``), and nothing else may. The session, the
 store and the model call site each offer public methods for what others need
-(``Session.pause_now``, ``SqliteStore.fetch_all``, ``CallSite.system_texts``).
+(``Session.pause``, ``SqliteStore.fetch_all``, ``CallSite.system_texts``).
 
 Allowed, and only these: ``rolecall.api`` (the public facade closes the session it
 wraps, ``api/entry.py``), and third-party internals that have no public spelling

@@ -112,6 +112,49 @@ def human_stop(session: DriverSite) -> tuple[list[Event], bool]:
     return events, hit is not None
 
 
+async def human_turn(
+    session: DriverSite, text: str, audience: tuple[str, ...] | None
+) -> TranscriptMessage:
+    """A human's message (under the session's turn lock): stored with its routing notice,
+    then the replies it is owed admitted and stored before any is generated.
+
+    In a flow, a stop condition it makes hold admits nobody (:func:`human_stop`); with a
+    director, the director sees it first, once it is stored, and routing follows only
+    when the director does not take it. Every agent's turn count starts again.
+    """
+    state = session.state
+    state.turn_counts.clear()
+    state.limit_notified.clear()
+    director = session.director
+    held = False
+
+    def decide(message: TranscriptMessage, _: datetime) -> list[Event]:
+        nonlocal held
+        if director is not None:  # routed once the director has seen it (below)
+            session.floor.expect(message.id)  # unless the director takes it
+            return []
+        stop_events, held = human_stop(session)
+        if not held:  # the agents answer it (admit_human, below)
+            session.floor.expect(message.id)
+        return [*route_notice(session, message), *stop_events]
+
+    plan = TurnPlan("human", text=text, decide=decide, audience=audience, inherit=False)
+    message = (await session.speak(plan)).message
+    assert message is not None  # a plan's own text is always said
+    # the agents asked for the floor as the message reached them; the replies owed are
+    # stored before any is generated
+    if director is None:
+        if not held and await admit_human(session, message):
+            await session.emit([])
+    elif director.human(session, message):
+        session.floor.discard(message.id)
+    else:
+        events = route_notice(session, message)
+        await admit_human(session, message)
+        await session.emit(events)
+    return message
+
+
 def selection_chat(session: DriverSite) -> bool:
     """A chat whose speakers a rule chooses (selection.md): no director, and no flow
     running (a flow world's chat before its flow starts is one)."""

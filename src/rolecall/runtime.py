@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -48,6 +48,7 @@ from rolecall.session.audience import can_see, latest_seen
 from rolecall.session.ids import new_session_id
 from rolecall.session.state import (
     Concluding,
+    PendingReply,
     SenderKind,
     SessionState,
     State,
@@ -193,6 +194,11 @@ class Dialogue:
         return self._lock.locked()
 
     @property
+    def chat(self) -> bool:
+        """A chat world (no flow, no director): nothing runs by itself, messages are answered."""
+        return self.engine is None and self.director is None
+
+    @property
     def flow_active(self) -> bool:
         """A flow (or director) has started and not finished: human messages interject."""
         driven = self.engine is not None or self.director is not None
@@ -245,8 +251,9 @@ class Dialogue:
         self.log.info("session_finished", reason=reason, detail=detail)
 
     def pause_now(self, reason: str) -> None:
-        """Pause at once, even mid-turn (a failed generation, a signal); a finished
-        session stays finished. :meth:`pause` waits for the current turn to end."""
+        """Pause at once, even mid-turn (a failed or cut generation, a pause asked for
+        coming due); a session already paused keeps its reason, a finished one stays
+        finished. The runtime's own: callers use :meth:`pause` (``now=True``)."""
         if not self.finished:
             self._set_state("paused", reason)
 
@@ -257,12 +264,42 @@ class Dialogue:
         return name
 
     # --------------------------------------------------------------- control
-    def pause(self, reason: str = "manual") -> None:
-        """Pause after the current turn (at once when no turn is running)."""
-        if self._lock.locked() or self._running:
+    def pause(
+        self,
+        reason: str = "manual",
+        *,
+        now: bool = False,
+        error: str | None = None,
+        source: str = "api",
+    ) -> None:
+        """Pause after the current turn (at once when no turn is running); a session
+        already paused keeps its reason, a finished one stays finished.
+
+        ``now``: at once, even mid-turn, and a session already paused takes ``reason``
+        instead of its own (a ``world/session paused`` event says so). ``error``: a
+        failure the caller caught, said first as a ``system/error`` event from
+        ``source``; a pause asked for before gives way to this one.
+        """
+        if self.finished:
+            return
+        if error is not None:
+            self._pause_requested = None
+            self.bus.publish(ErrorEvent(error=error, source=source))
+        if not now and (self._lock.locked() or self._running):
             self._pause_requested = reason
-        else:
-            self.pause_now(reason)
+        elif self.state.state != "paused":
+            self._set_state("paused", reason)
+        elif now and self.state.pause_reason != reason:
+            self.state.pause_reason = reason
+            self.bus.publish(SessionEvent(state="paused", reason=reason))
+
+    def interrupt(self, reason: str = "interrupted") -> bool:
+        """Ctrl-C: cut the reply being generated (its text so far kept as a draft, the
+        session paused by its turn with reason ``cancelled``) and pause with ``reason``
+        after the current turn (at once when none runs). True when a reply was cut."""
+        cut = self.generator.cancel()
+        self.pause(reason)
+        return cut
 
     def cancel_pause(self) -> bool:
         """Withdraw a pause asked for during the current turn; True if one was pending."""
@@ -293,9 +330,46 @@ class Dialogue:
         self.state.flags.add(name)
         self.bus.publish(LogEvent(message=f"flag {name} set", data={"flag": name}))
 
-    def cancel_generation(self) -> bool:
-        """Cancel the generation in progress; its partial text is kept as a draft."""
-        return self.generator.cancel()
+    def drop_replies(self) -> list[str]:
+        """Drop the replies due (not one being generated), said by a log event; who
+        would have answered them, in order (nothing is published when none was due)."""
+        pending = self.state.pending
+        dropped = [item.agent for item in pending]
+        if dropped:
+            pending.clear()
+            self.bus.publish(
+                LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
+            )
+        return dropped
+
+    def request_reply(self, agent: str, message_id: str) -> None:
+        """Make ``agent``'s reply to ``message_id`` the one reply due (a chat's reply, in
+        a flow or a mode an interjection's answer). UsageError for a finished session, an
+        unknown agent or message."""
+        if self.finished:
+            raise UsageError(f"session {self.session_id} is finished: it owes no reply")
+        if agent not in self.role_ids:
+            raise UsageError(
+                f"world {self.world.name!r} has no role {agent!r} "
+                f"(roles: {', '.join(self.role_ids)})"
+            )
+        if message_id not in self.state.transcript.by_id:
+            raise UsageError(f"session {self.session_id} has no message {message_id!r}")
+        kind = "chat" if self.chat else "interjection"
+        self.state.pending = [PendingReply(agent=agent, message_id=message_id, kind=kind)]
+
+    def annotate(self, key: str, value: Any) -> None:
+        """Keep the caller's ``value`` in ``state.extra[key]`` (``None`` removes it).
+        UsageError for a key the runtime keeps its own state under."""
+        from rolecall.mode_registry import BUILTIN
+        from rolecall.storage.fork import TRANSIENT
+
+        if key in TRANSIENT or key in BUILTIN:
+            raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
+        if value is None:
+            self.state.extra.pop(key, None)
+        else:
+            self.state.extra[key] = value
 
     # ------------------------------------------------------------------ runs
     async def run(self) -> None:
@@ -475,27 +549,6 @@ class Dialogue:
             ),
         )
 
-    def _message_event(self, message: TranscriptMessage) -> MessageEvent:
-        return MessageEvent.trusted(
-            message_id=message.id,
-            sender=message.sender,
-            content=message.content,
-            reply_to=message.reply_to,
-            target=message.target,
-            mentions=list(message.mentions),
-            step_id=message.step_id,
-            loop_iteration=message.loop_iteration,
-            turn=message.turn,
-            input_tokens=message.input_tokens,
-            output_tokens=message.output_tokens,
-            cost_usd=message.cost_usd,
-            tool_calls=message.tool_calls,
-            audience=message.audience,
-            data=message.data,
-            data_error=message.data_error,
-            finish_reason=message.finish_reason,
-        )
-
     async def speak(self, plan: TurnPlan) -> Spoken:
         """The one turn primitive: call (or take the plan's text), build, store, publish.
 
@@ -561,7 +614,7 @@ class Dialogue:
         )
         stall = stalls.assess(self.state.transcript.messages, message) if watched else None
         self.state.transcript.add(message)
-        events: list[Event] = [self._message_event(message)]
+        events: list[Event] = [MessageEvent.of(message.id, message)]
         if stall is not None:
             events.append(WarningEvent(message=self._stall_notice(stall)))
         if plan.decide is not None:
@@ -609,53 +662,15 @@ class Dialogue:
         self._refuse_finished()
         heard = self.check_audience(audience)
         # a chat runs from its first message on
-        free_chat = self.engine is None and self.director is None
-        await self.begin(running=free_chat and self.state.state == "created")
+        await self.begin(running=self.chat and self.state.state == "created")
         async with self._lock:
             self._refuse_finished()
-            self.state.turn_counts.clear()
-            self.state.limit_notified.clear()
-            director = self.director
-            if director is not None:
-
-                def expect(message: TranscriptMessage, _: datetime) -> list[Event]:
-                    self.floor.expect(message.id)  # unless the director takes it, below
-                    return []
-
-                spoken = await self.speak(
-                    TurnPlan("human", text=text, decide=expect, audience=heard, inherit=False)
-                )
-                assert spoken.message is not None
-                if director.human(self, spoken.message):
-                    self.floor.discard(spoken.message.id)
-                else:
-                    events = chat.route_notice(self, spoken.message)
-                    await chat.admit_human(self, spoken.message)
-                    await self.emit(events)
-            else:
-                held = False
-
-                def decide(message: TranscriptMessage, _: datetime) -> list[Event]:
-                    nonlocal held
-                    stop_events, held = chat.human_stop(self)
-                    if not held:  # the agents answer it (admit_human, below)
-                        self.floor.expect(message.id)
-                    return [*chat.route_notice(self, message), *stop_events]
-
-                spoken = await self.speak(
-                    TurnPlan("human", text=text, decide=decide, audience=heard, inherit=False)
-                )
-                assert spoken.message is not None
-                # the agents asked for the floor as the message reached them; the
-                # replies owed are stored before any is generated
-                if not held and await chat.admit_human(self, spoken.message):
-                    await self.emit([])
-            assert spoken.message is not None
+            message = await chat.human_turn(self, text, heard)
         if not self._running:
             await self.settle()
             if self.state.concluding is not None and not self.finished:
                 await self.step()  # a stop the human's message made hold
-        return spoken.message
+        return message
 
     def check_audience(self, audience: Sequence[str] | None) -> tuple[str, ...] | None:
         """``audience`` as a message stores it (each role once, in the order given), or

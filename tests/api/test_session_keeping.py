@@ -1,6 +1,6 @@
 """The members of rolecall.Session that the REPL drives a session with (docs/api.md): the
-drafts, what is owed (settle), a pause withdrawn, a session set aside with a note, an
-agent's memory forgotten, the replies due dropped."""
+drafts, what is owed (settle), a pause withdrawn or made at once, a session paused with
+a note, an agent's memory forgotten, the replies due dropped."""
 
 from __future__ import annotations
 
@@ -51,15 +51,17 @@ async def test_forget_restarts_an_agents_memory_here(tmp_path: Path) -> None:
         assert again.status.memory_start == {"doc": 2}
 
 
-async def test_set_aside_pauses_or_renames_the_pause_and_annotate_keeps_a_note(
+async def test_pause_now_pauses_or_renames_the_pause_and_annotate_keeps_a_note(
     tmp_path: Path,
 ) -> None:
     async with rolecall.open_session(CHAT, data_dir=tmp_path, mode="step") as s:
         await s.say("hello")
         s.annotate("my_app", {"tab": 3})
-        s.set_aside("later")  # running, idle: paused at once
+        s.pause("later", now=True)  # running, idle: paused at once
         assert (s.result.state, s.result.pause_reason) == ("paused", "later")
-        s.set_aside("quit")  # already paused: the reason becomes quit, and an event says so
+        s.pause("manual")  # already paused: a pause after the turn keeps the reason
+        assert s.result.pause_reason == "later"
+        s.pause("quit", now=True)  # already paused: the reason becomes quit, said by an event
         paused = [
             e.event.reason
             for e in s.bus.history
@@ -67,7 +69,7 @@ async def test_set_aside_pauses_or_renames_the_pause_and_annotate_keeps_a_note(
         ]
         assert paused == ["later", "quit"] and s.status.extra["my_app"] == {"tab": 3}
         last = s.bus.last_seq
-        s.set_aside("quit")  # as it is: nothing more
+        s.pause("quit", now=True)  # as it is: nothing more
         assert s.bus.last_seq == last
         with pytest.raises(rolecall.UsageError, match="'fork' is the runtime's own key"):
             s.annotate("fork", {"parent": "x"})
@@ -78,7 +80,7 @@ async def test_set_aside_pauses_or_renames_the_pause_and_annotate_keeps_a_note(
         assert again.result.pause_reason == "quit"
         assert again.status.extra["my_app"] == {"tab": 3}
         again.stop()
-        again.set_aside("quit")  # a finished session stays finished
+        again.pause("quit", now=True)  # a finished session stays finished
         assert again.result.state == "finished"
 
 
@@ -113,11 +115,39 @@ async def test_cancel_pause_lets_the_run_go_on_and_drafts_keep_a_cut_reply() -> 
                 tg.start_soon(s.say, "@doc hello")
                 while not s.generating:  # noqa: ASYNC110 - the generation has no event to wait on
                     await anyio.sleep(0.01)
-                assert s.cancel_reply()
+                assert s.interrupt()
         (draft,) = s.drafts
         assert (draft.sender, draft.reason) == ("doc", "cancelled")
         s.drafts.clear()  # a copy
         assert len(s.drafts) == 1
+
+
+async def test_pause_waits_for_the_turn_and_pause_now_does_not(tmp_path: Path) -> None:
+    started = anyio.Event()
+    go_on = anyio.Event()
+
+    async def held(request: GenerationRequest) -> str:
+        if request.info.turn == 1:
+            started.set()
+            await go_on.wait()
+        return f"{request.info.speaker} speaks"
+
+    model = FunctionModel(held)
+    async with rolecall.open_session(pair(), data_dir=tmp_path, models={"offline": model}) as s:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(s.run)
+                await started.wait()
+                s.pause("later")
+                assert s.result.state == "running"  # after the turn under way
+                s.pause("now", now=True)
+                assert (s.result.state, s.result.pause_reason) == ("paused", "now")
+                assert s.busy  # the turn goes on, and is stored; no other follows
+                go_on.set()
+        assert [m.sender for m in s.transcript] == ["ann"]
+        assert s.result.pause_reason == "now"
+    async with rolecall.resume(s.session_id, data_dir=tmp_path) as again:
+        assert again.result.pause_reason == "now" and len(again.transcript) == 1
 
 
 async def test_settle_answers_what_is_due_and_decides_a_forked_step(tmp_path: Path) -> None:

@@ -103,10 +103,10 @@ async def test_interrupt_cuts_the_streaming_reply_and_pauses(tmp_path: Path) -> 
         assert chat.result.state == "paused" and chat.result.pause_reason == "interrupted"
 
 
-async def test_pause_on_error_says_it_pauses_and_save_stores_it(tmp_path: Path) -> None:
+async def test_a_pause_on_an_error_says_it_and_save_stores_it(tmp_path: Path) -> None:
     async with rolecall.open_session(CHAT, data_dir=tmp_path) as s:
         await s.say("@doc hello")
-        s.pause_on_error(RuntimeError("the disk is on fire"), source="mine")
+        s.pause(error=RuntimeError("the disk is on fire"), source="mine")
         await s.save()
         errors = [e.event for e in s.bus.history if isinstance(e.event, rolecall.ErrorEvent)]
         assert [(e.error, e.source) for e in errors] == [("the disk is on fire", "mine")]
@@ -116,7 +116,7 @@ async def test_pause_on_error_says_it_pauses_and_save_stores_it(tmp_path: Path) 
         assert again.result.pause_reason == "error"
         assert again.bus.last_seq == last  # stored before the block was left
         again.stop()
-        again.pause_on_error(ValueError())  # a finished session stays as it is
+        again.pause(error=ValueError())  # a finished session stays as it is
         assert again.result.state == "finished" and again.bus.last_seq == last + 2
 
 

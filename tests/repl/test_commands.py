@@ -617,7 +617,7 @@ async def test_mark_quit_keeps_the_session_paused_with_the_repls_mode() -> None:
         assert (stored.state.state, stored.state.pause_reason) == ("paused", "quit")
         assert stored.state.extra["repl"] == {"mode": "step"}
         await session.step()  # nothing is due in a chat: running again, idle
-        session.pause_now("cancelled")
+        session.pause("cancelled", now=True)
         mark_quit(session)  # already paused: the reason becomes quit, said by an event
         await session.save()
         stored = await store.load(session.session_id)

@@ -16,10 +16,10 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict
 
 from rolecall import runtime
-from rolecall.bus import Bus, Envelope, ErrorEvent, Event, LogEvent, SessionEvent, StopEvent
+from rolecall.bus import Bus, Envelope, Event, StopEvent
 from rolecall.errors import StorageError, UsageError
 from rolecall.session.audience import seen
-from rolecall.session.state import Draft, PendingReply, TranscriptMessage
+from rolecall.session.state import Draft, TranscriptMessage
 from rolecall.storage.document import StateDoc, state_doc
 from rolecall.world.models import Role, World
 
@@ -90,7 +90,7 @@ class Session:
     @property
     def chat(self) -> bool:
         """A chat world (no flow, no mode): nothing runs by itself, ``say()`` is answered."""
-        return self._inner.engine is None and self._inner.director is None
+        return self._inner.chat
 
     @property
     def status(self) -> StateDoc:
@@ -145,9 +145,8 @@ class Session:
 
     @property
     def drafts(self) -> list[Draft]:
-        """The replies that did not complete (cut by :meth:`interrupt` or
-        :meth:`cancel_reply`, or failed), in order: their text so far, outside the
-        transcript. A copy."""
+        """The replies that did not complete (cut by :meth:`interrupt`, or failed), in
+        order: their text so far, outside the transcript. A copy."""
         return list(self._inner.state.drafts)
 
     @property
@@ -222,42 +221,47 @@ class Session:
             )
         return seen(inner.state.transcript.messages, role, limit=inner.limits.get(role))
 
-    def pause(self, reason: str = "manual") -> None:
-        """Pause after the current turn (at once when no turn is running)."""
-        self._inner.pause(reason)
+    def pause(
+        self,
+        reason: str | None = None,
+        *,
+        now: bool = False,
+        error: BaseException | str | None = None,
+        source: str = "api",
+    ) -> None:
+        """Pause with ``reason`` (``manual``; ``error`` with ``error``): after the current
+        turn, at once when no turn runs; a session already paused keeps its reason. Stored
+        when it takes effect. A finished session stays finished.
+
+        ``now=True``: at once, even mid-turn (stored with that turn), and a session already
+        paused takes ``reason`` instead of its own, a ``world/session paused`` event saying
+        so (the REPL quitting: ``pause("quit", now=True)``).
+
+        ``error``: a failure your program caught around ``run()``, ``step()`` or ``say()``:
+        said first as a ``system/error`` event from ``source``, the pause reason ``error``
+        in place of a pause asked for. It can be resumed.
+        """
+        said = None
+        if error is not None:
+            said = error if isinstance(error, str) else str(error) or type(error).__name__
+        if reason is None:
+            reason = "manual" if error is None else "error"
+        self._inner.pause(reason, now=now, error=said, source=source)
         self._persist()
 
-    def pause_now(self, reason: str) -> None:
-        """Pause at once, even mid-turn (``pause()`` waits for the turn to end); stored
-        with the turn under way, or by :meth:`save`. A finished session stays finished."""
-        self._inner.pause_now(reason)
-
-    def cancel_reply(self) -> bool:
-        """Cut the reply being generated, keeping its partial text as a draft (pause
-        reason ``cancelled``), without a pause of its own (:meth:`interrupt` adds one).
-        True when a reply was cut."""
-        return self._inner.cancel_generation()
+    def interrupt(self, reason: str = "interrupted") -> bool:
+        """Ctrl-C: cut the reply being generated, its text so far kept as a draft (its
+        turn pauses the session, reason ``cancelled``), and pause with ``reason`` after the
+        current turn (at once when none runs). True when a reply was cut. Stored as
+        :meth:`pause` is."""
+        cut = self._inner.interrupt(reason)
+        self._persist()
+        return cut
 
     def cancel_pause(self) -> bool:
         """Withdraw a :meth:`pause` asked for while a turn runs: the run goes on after
         that turn. True when a pause was waiting for the turn to end."""
         return self._inner.cancel_pause()
-
-    def set_aside(self, reason: str = "quit") -> None:
-        """Keep the session for later, paused with ``reason`` (the command line's REPL
-        quitting: ``quit``): after the current turn, at once when none runs; a session
-        already paused takes ``reason`` instead of its own (a ``session/paused`` event
-        says so). Stored as :meth:`pause` is. A finished session stays finished."""
-        inner = self._inner
-        if inner.finished:
-            return
-        state = inner.state
-        if state.state != "paused":
-            self.pause(reason)
-        elif state.pause_reason != reason:
-            state.pause_reason = reason
-            inner.bus.publish(SessionEvent(state="paused", reason=reason))
-            self._persist()
 
     def stop(self) -> None:
         """Finish the session (stop reason ``manual``): after the current turn, or at once."""
@@ -278,15 +282,7 @@ class Session:
         in (``run_mode``). Stored with the session's next change (a turn, a pause, a
         stop...). UsageError for a key the runtime keeps its own state under (a mode's
         name, ``undecided``, ``fork``...)."""
-        from rolecall.mode_registry import BUILTIN
-        from rolecall.storage.fork import TRANSIENT
-
-        if key in TRANSIENT or key in BUILTIN:
-            raise UsageError(f"{key!r} is the runtime's own key in the session's state.extra")
-        if value is None:
-            self._inner.state.extra.pop(key, None)
-        else:
-            self._inner.state.extra[key] = value
+        self._inner.annotate(key, value)
 
     async def settle(self) -> None:
         """Do what is owed, and nothing more: the replies due, one at a time (a chat's,
@@ -300,15 +296,6 @@ class Session:
             await inner.step()
         else:
             await inner.settle()
-
-    def interrupt(self, reason: str = "interrupted") -> bool:
-        """Cut the reply being generated (its partial text kept as a draft, the pause
-        reason ``cancelled``) and pause (``reason`` when no reply was streaming), as
-        Ctrl-C does on the command line. True when a generation was cut."""
-        cut = self._inner.cancel_generation()
-        self._inner.pause(reason)
-        self._persist()
-        return cut
 
     def forget(self, agent: str) -> None:
         """Clear ``agent``'s memory of this session (the REPL's ``/clear``): its later
@@ -328,14 +315,8 @@ class Session:
         """Drop the replies due (not one being generated): nobody gives them. A log event
         says so (``dropped N replies due``), stored as :meth:`pause` is. Who would have
         answered, in order; empty when none was due (nothing is published)."""
-        inner = self._inner
-        pending = inner.state.pending
-        dropped = [item.agent for item in pending]
+        dropped = self._inner.drop_replies()
         if dropped:
-            pending.clear()
-            inner.bus.publish(
-                LogEvent(message=f"dropped {len(dropped)} replies due", data={"agents": dropped})
-            )
             self._persist()
         return dropped
 
@@ -348,32 +329,7 @@ class Session:
 
         UsageError for a finished session, an unknown agent or message.
         """
-        inner = self._inner
-        if inner.finished:
-            raise UsageError(f"session {self.session_id} is finished: it owes no reply")
-        if agent not in inner.world.role_ids:
-            raise UsageError(
-                f"world {inner.world.name!r} has no role {agent!r} "
-                f"(roles: {', '.join(inner.world.role_ids)})"
-            )
-        if message_id not in inner.state.transcript.by_id:
-            raise UsageError(f"session {self.session_id} has no message {message_id!r}")
-        kind = "chat" if self.chat else "interjection"
-        inner.state.pending = [PendingReply(agent=agent, message_id=message_id, kind=kind)]
-
-    def pause_on_error(self, error: BaseException | str, *, source: str = "api") -> None:
-        """A failure the session did not handle itself (a ``run()`` or ``step()`` that
-        raised): said as a ``system/error`` event from ``source``, and the session paused
-        with reason ``error`` (instead of a pause asked for), stored as ``pause()`` is. It
-        can be resumed. A finished session stays as it is."""
-        inner = self._inner
-        if inner.finished:
-            return
-        inner.cancel_pause()
-        text = error if isinstance(error, str) else str(error) or type(error).__name__
-        inner.bus.publish(ErrorEvent(error=text, source=source))
-        inner.pause("error")
-        self._persist()
+        self._inner.request_reply(agent, message_id)
 
     async def save(self) -> None:
         """Store now what changed since the last turn (a pause, a stop, a flag, an error).

@@ -154,8 +154,7 @@ class BatchRunner:
         """Ctrl-C: pause the runs in flight (a generation is cut, kept as a draft)."""
         self.interrupted = True
         for session in list(self.ctx.sessions.values()):
-            if not session.cancel_reply():
-                session.pause("interrupted")
+            session.interrupt()
 
     async def _one(self, spec: RunSpec, session_id: str | None) -> None:
         started = time.monotonic()

@@ -101,10 +101,15 @@ def _field_problem(spec: _Spec, values: dict[str, Any]) -> str:
     return f"missing field {missing[0]!r}"
 
 
-class MessageEvent(_Event):
-    topic: Literal["messages"] = "messages"
-    type: Literal["message"] = "message"
-    message_id: str
+class MessageFields(BaseModel):
+    """What a message says and what it cost: the fields a transcript message keeps
+    (``rolecall.TranscriptMessage``) and its ``messages/message`` event publishes, defined
+    here once. Each of the two puts its own fields first (pydantic orders a model's fields
+    base first, so they come from a base listed after this one): the message its ``id``
+    and ``kind``, the event its ``topic``, ``type`` and ``message_id``."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
     sender: str
     content: str
     reply_to: str | None = None
@@ -112,10 +117,10 @@ class MessageEvent(_Event):
     mentions: list[str] = Field(default_factory=list)
     step_id: str | None = None
     loop_iteration: int | None = None
-    turn: int = 0
+    turn: int = 0  # agent messages so far, this one included
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float | None = None
+    cost_usd: float | None = None  # an agent message's cost; None when unknown
     # tools.md: the ids of the calls made during this turn; left out when there were none
     tool_calls: Annotated[list[str], Field(exclude_if=lambda v: not v)] = Field(
         default_factory=list
@@ -130,6 +135,34 @@ class MessageEvent(_Event):
     # real-models.md: why the reply ended when it was cut (length, other_speaker,
     # repetition); left out for a reply that ended by itself
     finish_reason: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
+
+
+MESSAGE_FIELDS: tuple[str, ...] = tuple(MessageFields.model_fields)
+
+
+class _MessageHead(_Event):
+    """The fields of a ``messages/message`` event before the message's own."""
+
+    topic: Literal["messages"] = "messages"
+    type: Literal["message"] = "message"
+    message_id: str
+
+
+class MessageEvent(MessageFields, _MessageHead):
+    """A message said: its id, then its fields (:class:`MessageFields`)."""
+
+    @classmethod
+    def of(cls, message_id: str, message: MessageFields) -> MessageEvent:
+        """The event of ``message`` (a transcript message), published on every turn: its
+        fields taken as they are, unvalidated (as :meth:`trusted`)."""
+        kept = message.__dict__
+        data: dict[str, Any] = {"topic": "messages", "type": "message", "message_id": message_id}
+        for name in MESSAGE_FIELDS:
+            data[name] = kept[name]
+        return _built(cls, data, set(_MESSAGE_SET))
+
+
+_MESSAGE_SET = frozenset({"message_id", *MESSAGE_FIELDS})
 
 
 class ToolCallEvent(_Event):

@@ -63,4 +63,4 @@ async def run_piped(
     if session.status.state != "paused":  # a paused session (a failed reply) stays so:
         await session.settle()  # nothing is tried again behind the user's back
     if not session.finished and session.status.state != "paused":
-        session.pause_now(reason)
+        session.pause(reason, now=True)

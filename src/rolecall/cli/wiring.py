@@ -224,10 +224,9 @@ async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]
                     interrupted = True
                     if signum == signal.SIGTERM:  # stop now, like Ctrl-C pressed twice
                         TERMINATED.set()
-                        session.cancel_reply()
-                    elif session.cancel_reply():
-                        continue
-                    session.pause("interrupted")
+                        session.interrupt()
+                    elif session.interrupt():
+                        continue  # the reply is cut: its turn pauses the session
                     if not session.busy:
                         body_scope.cancel()
 
@@ -236,4 +235,4 @@ async def _watch_interrupts(session: Session, body: Callable[[], Awaitable[None]
             await body()
         tg.cancel_scope.cancel()
     if interrupted and session.status.state in ("running", "created"):
-        session.pause_now("interrupted")
+        session.pause("interrupted", now=True)

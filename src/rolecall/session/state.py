@@ -13,41 +13,28 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rolecall.bus.events import MessageFields
+
 SenderKind = Literal["human", "agent", "system"]
 State = Literal["created", "running", "paused", "finished"]
 
 
-class TranscriptMessage(BaseModel):
-    """One message of a session, as stored and published."""
+class _MessageKey(BaseModel):
+    """The fields of a transcript message before what it says (:class:`MessageFields`)."""
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
     id: str
-    sender: str
     kind: SenderKind
-    content: str
-    reply_to: str | None = None
-    target: str | None = None
-    mentions: list[str] = Field(default_factory=list)
-    step_id: str | None = None
-    loop_iteration: int | None = None
-    turn: int = 0  # agent messages so far, this one included
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None  # an agent message's cost; None when unknown
+
+
+class TranscriptMessage(MessageFields, _MessageKey):
+    """One message of a session, as stored: its id and kind, what it says and cost
+    (:class:`~rolecall.bus.events.MessageFields`, which its ``messages/message`` event
+    publishes), when it was said and how long its generation took."""
+
     ts: datetime
     seconds: float = 0.0  # generation time
-    # tools.md: the ids of the calls made during this turn; left out when there were none
-    tool_calls: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
-    # audiences.md: the role ids it is for (its sender and the human see it too); left
-    # out when everyone sees it
-    audience: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
-    # selection.md: a role with `output:`: the parsed JSON reply, or why it is not valid
-    data: Any = Field(default=None, exclude_if=lambda v: v is None)
-    data_error: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    # real-models.md: why a cut reply ended (length, other_speaker, repetition); left
-    # out for a reply that ended by itself
-    finish_reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PendingReply(BaseModel):

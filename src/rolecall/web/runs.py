@@ -128,7 +128,7 @@ async def _come_to_rest(run: LiveRun, failure: Exception | None) -> None:
     left ``running``. Whatever changed since its last turn (that pause, or one asked
     for) is stored, and sent on to the NATS stream with ``--nats``."""
     if failure is not None:
-        run.session.pause_on_error(failure, source="web")
+        run.session.pause(error=failure, source="web")
     try:
         await run.session.save()
     except Exception as exc:  # the store's own failure: the session is paused all the same

@@ -76,7 +76,7 @@ class Keys:
             self._armed = False
             return "refused"
         if session.generating:
-            session.cancel_reply()  # the session pauses itself (reason cancelled)
+            session.interrupt()  # the session pauses itself (reason cancelled)
             self._armed = False
             return "cancelled"
         if host.jobs:

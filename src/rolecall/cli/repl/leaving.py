@@ -42,7 +42,7 @@ async def leave(
     so); else the REPL quits and says how to continue the session.
     """
     if session.generating:
-        session.cancel_reply()  # kept as a draft; the turn pauses the session
+        session.interrupt()  # kept as a draft; the turn pauses the session
     elif background.count and not session.finished:
         session.pause("quit")  # after the turn in progress
     with anyio.move_on_after(15):

@@ -96,4 +96,4 @@ def mark_quit(session: Session, mode: str = "auto") -> None:
     if session.finished:
         return
     session.annotate(REPL_KEY, {"mode": mode})
-    session.set_aside("quit")
+    session.pause("quit", now=True)
