@@ -22,6 +22,8 @@
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import json
 import os
 import statistics
@@ -53,6 +55,14 @@ def _bench_latency() -> Any:
     import bench_latency
 
     return bench_latency
+
+
+def _rolecall_dir() -> Path:
+    """The rolecall package the children run (``python -m rolecall.cli.main``)."""
+    spec = importlib.util.find_spec("rolecall")
+    assert spec is not None
+    assert spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def peer_venv(name: str) -> Path:
@@ -203,6 +213,13 @@ def bench_cpu_per_reply(
                     return [sys.executable, "-I", *peer, "litellm", base, str(n)]
                 return [str(pythons[who]), "-I", *peer, who, base, str(n)]
 
+            # a warm-up run of each, not counted: rolecall's modules compiled to bytecode
+            # (as pip installs them) and every contender's files in the page cache, so that
+            # the first long run pays nothing the short runs after it do not
+            compileall.compile_dir(str(_rolecall_dir()), quiet=1)
+            for who in contenders:
+                server.reset()
+                cpu_of(argv(who, server.base, few, "warm"), env, tmp / "err")
             for r in range(repeats):  # interleaved, so that load changes hit every one alike
                 for n in (many, few):
                     for who in contenders:
@@ -251,6 +268,14 @@ def bench_cpu_per_reply(
     )
     # decision 2: rolecall's own work on top of litellm
     b.add("litellm_to_bare_litellm_ratio", marginal["litellm"] / marginal["bare_litellm"], "ratio")
+    paired = zip(
+        b.details["litellm_cpu_ms_per_reply_repeats"],
+        b.details["bare_litellm_cpu_ms_per_reply_repeats"],
+        strict=True,
+    )  # each repeat's two runs side by side in time: how much of the ratio is load
+    b.details["litellm_to_bare_litellm_ratio_repeats"] = [
+        round(ours / bare, 3) for ours, bare in paired
+    ]
     b.target(
         "litellm_to_bare_litellm_ratio",
         1.2,
@@ -298,18 +323,26 @@ def bench_cpu_per_reply(
         "server": f"scripts/bench_latency.py serve 0 {WORDS}: every reply {WORDS} words, a "
         "chunk each, back to back, then a finish reason, usage and [DONE]; a process of "
         "its own (aiohttp); it counts the requests of each run",
-        "cpu": f"each contender as a child process, {many} replies then {few}, interleaved "
-        f"with the others, {repeats} repeat(s); the child's user+system CPU (wait4); CPU per "
-        "reply = (CPU of the long run - CPU of the short run) / (the server's request "
-        "counts' difference): start-up and imports cancel out; the median of the repeats",
+        "cpu": f"rolecall's modules compiled to bytecode first (compileall) and a warm-up run "
+        f"of {few} replies of each contender, not counted; then each contender as a child "
+        f"process, {many} replies then {few}, interleaved with the others, {repeats} "
+        "repeat(s); the child's user+system CPU (wait4); CPU per reply = (CPU of the long "
+        "run - CPU of the short run) / (the server's request counts' difference): start-up "
+        "and imports cancel out; the median of the repeats; "
+        "litellm_to_bare_litellm_ratio_repeats: each repeat's own ratio (its two runs close "
+        "in time), how much of the ratio is the machine's load",
         "http, litellm": "`python -m rolecall.cli.main run WORLD --json -q --data-dir "
         "FRESH` (stdout discarded), two roles in a loop on openai/bench-model at the "
         "loopback api_base, settings.client http or litellm: every message and its events "
         "stored in SQLite and the memory files, JSON events written to stdout",
         "bare_litellm": "scripts/bench_peers.py litellm, in rolecall's venv (the same "
         "litellm): a loop of litellm.acompletion(stream=True), two speakers, a system "
-        "message and the last 12 messages a request, streaming logging off as rolecall's "
-        "client has it with no litellm callback; nothing stored, nothing printed",
+        "message and the last 12 messages a request, asking for what rolecall's litellm "
+        "client asks for (stream_options include_usage, max_retries 0, timeout 30, "
+        "max_tokens 1024, the four stop sequences of reply hygiene), streaming logging off "
+        "as rolecall's client has it with no litellm callback; it reads each chunk's text "
+        "(rolecall also its finish reason, usage and tool-call pieces, stores and prints "
+        "everything: its own work); nothing stored, nothing printed",
         "autogen": "scripts/bench_peers.py autogen in the AutoGen venv (autogen-agentchat, "
         "autogen-ext[openai] 0.7.5): RoundRobinGroupChat of two AssistantAgents, "
         "model_client_stream=True through one OpenAIChatCompletionClient, "

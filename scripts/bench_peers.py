@@ -6,10 +6,15 @@ base), then exits; the benchmark reads the process's whole CPU with ``wait4``. P
 
 * ``litellm``: a bare ``litellm.acompletion(stream=True)`` loop, two speakers taking
   turns, each request the speaker's system message and the last 12 messages (rolecall's
-  default ``memory_window``); litellm's per-stream logging off, as rolecall's litellm
-  client turns it off while no litellm callback is registered, so that the difference to
-  rolecall through litellm is rolecall's own work. With ``lines``, a JSON line a chunk
-  (flushed) on stdout, for the first-token latency;
+  default ``memory_window``). It asks litellm for what rolecall's litellm client asks
+  for: ``stream_options={"include_usage": True}``, ``max_retries=0``, the timeout, a
+  reply cap (``max_tokens``, rolecall's default 1024) and four stop sequences (rolecall's
+  reply hygiene sends where another participant's turn would begin), with litellm's
+  per-stream logging off, as rolecall's client turns it off while no litellm callback is
+  registered; it reads each chunk's text (rolecall also reads its finish reason, usage
+  and tool-call pieces: its own work). So the difference to rolecall through litellm is
+  rolecall's own work. With ``lines``, a JSON line a chunk (flushed) on stdout, for the
+  first-token latency;
 * ``autogen``: AutoGen AgentChat, a ``RoundRobinGroupChat`` of two ``AssistantAgent``s
   streaming (``model_client_stream=True``) through one ``OpenAIChatCompletionClient``,
   each with a ``BufferedChatCompletionContext(12)``, ``MaxMessageTermination(REPLIES + 1)``
@@ -37,8 +42,17 @@ KEY = "sk-bench"
 MODEL = "bench-model"
 
 
+MAX_TOKENS = 1024  # rolecall's reply cap when a world sets none
+
+
 def system(name: str) -> str:
     return f"You are {name}, one of the panel discussing {TASK}."
+
+
+def stops(other: str) -> list[str]:
+    """The stop sequences rolecall sends a speaker: where the human's or the other's
+    turn would begin (reply hygiene)."""
+    return ["\nhuman:", "\nUser:", f"\n[{other}]", f"\n{other.title()}:"]
 
 
 async def bare_litellm(url: str, replies: int, lines: bool) -> None:
@@ -59,6 +73,8 @@ async def bare_litellm(url: str, replies: int, lines: bool) -> None:
             stream_options={"include_usage": True},
             timeout=30,
             max_retries=0,
+            max_tokens=MAX_TOKENS,
+            stop=stops(SPEAKERS[(i + 1) % 2]),
         )
         parts: list[str] = []
         async for chunk in stream:

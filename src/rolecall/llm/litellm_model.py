@@ -17,6 +17,7 @@ tokenizers, offline: :func:`map_cost`, :func:`price_rates`, :meth:`LiteLLMModel.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib
@@ -295,17 +296,22 @@ class LiteLLMModel(RetryingModel[Any]):
         calls = ToolPieces()
         usage: Usage | None = None
         finish: str | None = None
-        while True:
+        timeout = request.timeout
+        loop = _asyncio_loop()
+        while True:  # each read bounded by the request's timeout
             try:
-                with anyio.fail_after(request.timeout):
-                    chunk = await anext(chunks)
+                if loop is not None:  # fail_after's bound at a third of its cost a chunk
+                    async with asyncio.timeout_at(loop.time() + timeout):
+                        chunk = await anext(chunks)
+                else:
+                    with anyio.fail_after(timeout):
+                        chunk = await anext(chunks)
             except StopAsyncIteration:
                 break
-            text, chunk_usage = _read_chunk(chunk)
+            text, chunk_usage, reason = _read_chunk(chunk, calls)
             if chunk_usage is not None:
                 usage = chunk_usage
-            finish = _finish_reason(chunk) or finish
-            _tool_pieces(chunk, calls)
+            finish = reason or finish
             if text:
                 parts.append(text)
                 yield TextDelta(text)
@@ -334,30 +340,30 @@ class LiteLLMModel(RetryingModel[Any]):
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _read_chunk(chunk: Any) -> tuple[str, Usage | None]:
-    """The text and the usage (if any) of one streamed chunk."""
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop; None under another event loop (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _read_chunk(chunk: Any, calls: ToolPieces) -> tuple[str, Usage | None, str | None]:
+    """The text, the usage (if any) and the finish reason (if any) of one streamed chunk,
+    in one pass over its choices; its tool-call pieces go into ``calls``."""
     text = ""
-    for choice in getattr(chunk, "choices", None) or ():
-        delta = getattr(choice, "delta", None)
-        content = getattr(delta, "content", None) if delta is not None else None
+    reason: str | None = None
+    for choice in _get(chunk, "choices") or ():
+        finish = _get(choice, "finish_reason")
+        if reason is None and isinstance(finish, str) and finish:
+            reason = finish
+        delta = _get(choice, "delta")
+        if delta is None:
+            continue
+        content = _get(delta, "content")
         if isinstance(content, str):
             text += content
-    raw = getattr(chunk, "usage", None)
-    if raw is None:
-        return text, None
-    prompt = _field(raw, "prompt_tokens")
-    completion = _field(raw, "completion_tokens")
-    if prompt is None and completion is None:
-        return text, None
-    return text, Usage(input_tokens=prompt or 0, output_tokens=completion or 0)
-
-
-def _tool_pieces(chunk: Any, calls: ToolPieces) -> None:
-    """Add a chunk's tool-call deltas to ``calls``."""
-    for choice in getattr(chunk, "choices", None) or ():
-        delta = getattr(choice, "delta", None)
-        pieces = _get(delta, "tool_calls") if delta is not None else None
-        for piece in pieces or ():
+        for piece in _get(delta, "tool_calls") or ():
             function = _get(piece, "function")
             calls.add(
                 _get(piece, "index"),
@@ -365,18 +371,51 @@ def _tool_pieces(chunk: Any, calls: ToolPieces) -> None:
                 _get(function, "name") if function is not None else None,
                 _get(function, "arguments") if function is not None else None,
             )
+    raw = _get(chunk, "usage")
+    if raw is None:
+        return text, None, reason
+    prompt = _field(raw, "prompt_tokens")
+    completion = _field(raw, "completion_tokens")
+    if prompt is None and completion is None:
+        return text, None, reason
+    return text, Usage(input_tokens=prompt or 0, output_tokens=completion or 0), reason
 
 
 def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    """Field ``name`` of ``obj`` (None when it has none): a dict's key, an attribute.
+
+    litellm keeps most fields of a streamed chunk (a choice's ``delta`` and
+    ``finish_reason``, a delta's ``content``, the chunk's ``usage``) as pydantic *extra*
+    values, which attribute access reaches only through pydantic's ``__getattr__``, and an
+    absent one (``usage`` on every chunk but the last) by raising and catching an
+    AttributeError: several microseconds a look-up, several look-ups a chunk. They are
+    read here from the model's ``__dict__`` and ``__pydantic_extra__`` (pydantic's public
+    attributes); anything else (a property, another version's objects) by ``getattr``.
+    """
+    if type(obj) is dict:
+        return obj.get(name)
+    fields = getattr(obj, "__dict__", None)
+    if fields is not None and name in fields:
+        return fields[name]
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if type(extra) is dict:
+        if name in extra:
+            return extra[name]
+        if not _on_class(type(obj), name):  # where pydantic's __getattr__ would raise
+            return None
+    return getattr(obj, name, None)
 
 
-def _finish_reason(chunk: Any) -> str | None:
-    for choice in getattr(chunk, "choices", None) or ():
-        reason = getattr(choice, "finish_reason", None)
-        if isinstance(reason, str) and reason:
-            return reason
-    return None
+_CLASS_HAS: dict[tuple[type, str], bool] = {}
+
+
+def _on_class(cls: type, name: str) -> bool:
+    """Whether class ``cls`` has an attribute ``name`` (a property, a method), cached."""
+    key = (cls, name)
+    found = _CLASS_HAS.get(key)
+    if found is None:
+        found = _CLASS_HAS[key] = hasattr(cls, name)
+    return found
 
 
 def _field(obj: Any, name: str) -> int | None:
