@@ -1,4 +1,4 @@
-"""A message's fields are defined once (``rolecall.bus.events.MessageFields``): the
+"""A message's fields are defined once (``rolecall.message_fields.MessageFields``): the
 transcript keeps them and the ``messages/message`` event publishes them, its JSON line
 byte for byte what events.md and the stored sessions had before."""
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rolecall.bus import Envelope, MessageEvent
-from rolecall.bus.events import MESSAGE_FIELDS, MessageFields
+from rolecall.message_fields import MESSAGE_FIELDS, MessageFields
 from rolecall.session.state import TranscriptMessage
 
 TS = datetime(2026, 12, 7, 18, 0, 1, 123456, tzinfo=UTC)

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
+from rolecall.message_fields import MESSAGE_FIELDS, MessageFields
+
 Topic = Literal["messages", "sse", "system", "world"]
 TOPICS: tuple[Topic, ...] = ("messages", "sse", "system", "world")
 SessionStateName = Literal["created", "running", "paused", "finished"]
@@ -99,45 +101,6 @@ def _field_problem(spec: _Spec, values: dict[str, Any]) -> str:
         return f"unknown field {unknown[0]!r}"
     missing = [k for k, v in spec.template.items() if v is _REQUIRED and k not in values]
     return f"missing field {missing[0]!r}"
-
-
-class MessageFields(BaseModel):
-    """What a message says and what it cost: the fields a transcript message keeps
-    (``rolecall.TranscriptMessage``) and its ``messages/message`` event publishes, defined
-    here once. Each of the two puts its own fields first (pydantic orders a model's fields
-    base first, so they come from a base listed after this one): the message its ``id``
-    and ``kind``, the event its ``topic``, ``type`` and ``message_id``."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True)
-
-    sender: str
-    content: str
-    reply_to: str | None = None
-    target: str | None = None
-    mentions: list[str] = Field(default_factory=list)
-    step_id: str | None = None
-    loop_iteration: int | None = None
-    turn: int = 0  # agent messages so far, this one included
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None  # an agent message's cost; None when unknown
-    # tools.md: the ids of the calls made during this turn; left out when there were none
-    tool_calls: Annotated[list[str], Field(exclude_if=lambda v: not v)] = Field(
-        default_factory=list
-    )
-    # audiences.md: the role ids the message is for (with its sender and the human);
-    # left out when everyone sees it (read as null)
-    audience: Annotated[list[str] | None, Field(exclude_if=lambda v: v is None)] = None
-    # selection.md: a role with `output:`: the reply's parsed JSON, or why it is not
-    # valid (then data is null); both left out for other messages
-    data: Annotated[Any, Field(exclude_if=lambda v: v is None)] = None
-    data_error: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
-    # real-models.md: why the reply ended when it was cut (length, other_speaker,
-    # repetition); left out for a reply that ended by itself
-    finish_reason: Annotated[str | None, Field(exclude_if=lambda v: v is None)] = None
-
-
-MESSAGE_FIELDS: tuple[str, ...] = tuple(MessageFields.model_fields)
 
 
 class _MessageHead(_Event):

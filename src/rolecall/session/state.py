@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rolecall.bus.events import MessageFields
+from rolecall.message_fields import MessageFields
 
 SenderKind = Literal["human", "agent", "system"]
 State = Literal["created", "running", "paused", "finished"]
@@ -30,7 +30,7 @@ class _MessageKey(BaseModel):
 
 class TranscriptMessage(MessageFields, _MessageKey):
     """One message of a session, as stored: its id and kind, what it says and cost
-    (:class:`~rolecall.bus.events.MessageFields`, which its ``messages/message`` event
+    (:class:`~rolecall.message_fields.MessageFields`, which its ``messages/message`` event
     publishes), when it was said and how long its generation took."""
 
     ts: datetime
