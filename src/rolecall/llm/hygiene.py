@@ -288,16 +288,19 @@ def scan(
     lines_from: int = 0,
     sentences: Sentences | None = None,
     words: Words | None = None,
+    lead_from: int | None = None,
 ) -> Verdict:
     """The verdict on ``text``, the reply received so far (``final``: all of it).
 
     ``lines_from``: the ``lines_done`` of an earlier verdict on the start of ``text``
     (the line starts before it were decided, and stay so); ``sentences`` and ``words``:
-    what earlier scans of the start of ``text`` read (updated here). Shortcuts, same
-    result.
+    what earlier scans of the start of ``text`` read (updated here); ``lead_from``: the
+    ``lead`` of an earlier *settled* verdict on the start of ``text`` (no tag could begin
+    where its tags ended, whatever follows: :func:`_tag_at` said None, which more text
+    never turns into a tag). Shortcuts, same result.
     """
-    lead = 0
-    while True:
+    lead = 0 if lead_from is None else lead_from
+    while lead_from is None:
         end = _tag_at(text, lead, p.lead, p.longest, final, lead=True)
         if end is None:
             break
@@ -363,7 +366,13 @@ def _advance(
     if before.cut is not None:  # ended already
         return Step("", "", before.cut, ()), before, shown
     after = scan(
-        p, text, final=final, lines_from=before.lines_done, sentences=sentences, words=words
+        p,
+        text,
+        final=final,
+        lines_from=before.lines_done,
+        sentences=sentences,
+        words=words,
+        lead_from=before.lead if before.settled else None,
     )
     start = max(shown, after.lead)
     upto = after.safe if after.cut is None else min(after.safe, after.cut.at)
