@@ -79,6 +79,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 async def _serve(opts: AgentOptions, url: str, world: str) -> None:
+    from rolecall.cli.stop_signal import StopOnSignal
     from rolecall.cli.wiring import stream_pacing
     from rolecall.llm.registry import ModelRegistry
     from rolecall.nats.agents import agent_subject, serve
@@ -99,12 +100,5 @@ async def _serve(opts: AgentOptions, url: str, world: str) -> None:
         connect(url, name=f"rolecall-agent-{opts.role}") as link,
         anyio.create_task_group() as tg,
     ):
-
-        async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for _ in signals:
-                    tg.cancel_scope.cancel()
-                    return
-
-        tg.start_soon(stop_on_signal)
+        tg.start_soon(StopOnSignal(tg.cancel_scope, signal.SIGINT, signal.SIGTERM))
         await serve(link, world, opts.role, models.get, concurrency=opts.concurrency, ready=ready)

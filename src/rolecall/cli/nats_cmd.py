@@ -102,23 +102,14 @@ async def _until_interrupted(opts: WatchOptions, url: str) -> bool:
     the event loop's own handler, a Ctrl-C arriving while the stream's reader was being
     set up or torn down was sometimes swallowed, and the watch went on (seen in about
     half the runs of tests/cluster/test_watch.py on a loaded machine)."""
-    import signal
+    from rolecall.cli.stop_signal import StopOnSignal
 
-    interrupted = False
     async with anyio.create_task_group() as tg:
-
-        async def stop_on_signal() -> None:
-            nonlocal interrupted
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                async for _ in signals:
-                    interrupted = True
-                    tg.cancel_scope.cancel()
-                    return
-
-        tg.start_soon(stop_on_signal)
+        stop = StopOnSignal(tg.cancel_scope)
+        tg.start_soon(stop)
         await _watch(opts, url)
         tg.cancel_scope.cancel()
-    return interrupted
+    return stop.heard
 
 
 async def _watch(opts: WatchOptions, url: str) -> None:
@@ -434,6 +425,7 @@ async def _work(opts: WorkerOptions, url: str) -> int:
     import signal
 
     from rolecall.batch.runner import BatchContext
+    from rolecall.cli.stop_signal import StopOnSignal
     from rolecall.cli.wiring import memory_files, open_store, stream_pacing
     from rolecall.cluster.jobs import ACK_WAIT_S, WORKERS
     from rolecall.cluster.worker import Worker
@@ -474,14 +466,7 @@ async def _work(opts: WorkerOptions, url: str) -> int:
             ack_wait=ACK_WAIT_S if opts.ack_wait is None else opts.ack_wait,
         )
         async with anyio.create_task_group() as tg:
-
-            async def stop_on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        tg.cancel_scope.cancel()
-                        return
-
-            tg.start_soon(stop_on_signal)
+            tg.start_soon(StopOnSignal(tg.cancel_scope, signal.SIGINT, signal.SIGTERM))
             await worker.run(ready)
     stats = worker.stats
     print(
